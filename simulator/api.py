@@ -1,0 +1,60 @@
+"""The Python API for notebooks and scripts: ``load``, ``run`` and the :class:`Result` they return.
+
+``run`` is pure: it reads catalog and trace files named by the config but writes nothing; ``Result.save`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from simulator.cluster import simulate
+from simulator.config import ExperimentConfig, load_experiment  # noqa: F401  (re-exported for the CLI)
+from simulator.metrics import add_latency_columns, summarize
+
+
+@dataclass
+class Result:
+    """What a run produced: the resolved config, the summary dict and the per-request table."""
+
+    config: ExperimentConfig
+    summary: dict[str, Any]
+    requests: pd.DataFrame = field(repr=False)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``summary.json``, ``requests.parquet`` and ``config.yaml`` (the resolved config) into a folder."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
+        self.requests.to_parquet(out / "requests.parquet", index=False)
+        (out / "config.yaml").write_text(yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False))
+        return out
+
+
+def load(source: str | Path | dict | None = None, **overrides: Any) -> ExperimentConfig:
+    """An experiment from a YAML path or dict (None = the quickstart), with ``dotted__key=value`` overrides
+    (``scheduler__max_num_seqs=64``; or pass ``**{"scheduler.max_num_seqs": 64}``)."""
+    texts = [f"{key.replace('__', '.')}={json.dumps(value)}" for key, value in overrides.items()]
+    return load_experiment(source, texts)
+
+
+def run(config: ExperimentConfig | str | Path | dict | None = None, *, fast_forward: bool = True) -> Result:
+    """Simulate one experiment. Same config and seed, same result."""
+    if not isinstance(config, ExperimentConfig):
+        config = load(config)
+    output = simulate(config, fast_forward=fast_forward)
+    recorder = output.recorder
+    requests = add_latency_columns(recorder.requests_frame(), config.slo)
+    itl_values, itl_weights = recorder.itl_values_and_weights()
+    summary = summarize(
+        requests, itl_values, itl_weights, kv_token_seconds=recorder.kv_token_seconds,
+        peak_kv_blocks=recorder.peak_kv_blocks, kv_num_blocks=output.kv_budget.num_blocks,
+        kv_block_size=output.kv_budget.block_size, peak_running=recorder.peak_running,
+        iterations=recorder.iterations, num_gpus=output.num_gpus,
+    )
+    return Result(config, summary, requests)

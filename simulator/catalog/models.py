@@ -1,0 +1,134 @@
+"""Transformer architectures: the built-in catalog, model YAML files and Hugging Face ``config.json``.
+
+Parameter counts and KV sizes are derived from the architecture, not stored:
+
+- attention weights per layer = hidden × (heads + 2 × kv_heads) × head_dim  (fused QKV)  + heads × head_dim × hidden (O)
+- MLP weights per layer = (3 if gated else 2) × hidden × intermediate
+- embeddings = vocab × hidden, plus the same again for an untied LM head
+- KV bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes per element
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.catalog.loading import read_mapping, validate
+from simulator.errors import LLMSimError
+
+
+class ModelSpec(BaseModel):
+    """Architecture of a decoder-only transformer (dense)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    max_position_embeddings: int = Field(gt=0)
+    gated_mlp: bool = True
+    tie_word_embeddings: bool = False
+    source: str = ""
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        qkv = self.hidden_size * (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
+        return qkv + self.num_heads * self.head_dim * self.hidden_size
+
+    @property
+    def mlp_params_per_layer(self) -> int:
+        return (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
+
+    @property
+    def num_params(self) -> int:
+        """Weights, norms included (two per layer plus the final one)."""
+        per_layer = self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.hidden_size
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return self.num_layers * per_layer + embeddings + self.hidden_size
+
+    def kv_bytes_per_token(self, bytes_per_element: float) -> float:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * bytes_per_element
+
+
+def _spec(name, layers, hidden, heads, kv_heads, head_dim, inter, vocab, max_pos, source, **kw) -> ModelSpec:
+    return ModelSpec(
+        name=name, num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+        intermediate_size=inter, vocab_size=vocab, max_position_embeddings=max_pos, source=source, **kw,
+    )
+
+
+_HF = "https://huggingface.co/{}/blob/main/config.json"
+# Values from each model's published config.json (also tabulated in ../shared/reference/models.csv).
+BUILTIN_MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in [
+        _spec("llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, 4096, _HF.format("meta-llama/Llama-2-7b-hf")),
+        _spec("llama-2-13b", 40, 5120, 40, 40, 128, 13824, 32000, 4096, _HF.format("meta-llama/Llama-2-13b-hf")),
+        _spec("llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000, 4096, _HF.format("meta-llama/Llama-2-70b-hf")),
+        _spec("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256, 8192, _HF.format("meta-llama/Meta-Llama-3-8B")),
+        _spec("llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256, 8192, _HF.format("meta-llama/Meta-Llama-3-70B")),
+        _spec("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 131072, _HF.format("meta-llama/Llama-3.1-8B")),
+        _spec("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256, 131072, _HF.format("meta-llama/Llama-3.1-70B")),
+        _spec("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, _HF.format("mistralai/Mistral-7B-v0.1")),
+        _spec("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 131072, _HF.format("Qwen/Qwen2.5-7B")),
+        _spec("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064, 131072, _HF.format("Qwen/Qwen2.5-72B")),
+        _spec("phi-2", 32, 2560, 32, 32, 80, 10240, 51200, 2048, _HF.format("microsoft/phi-2"), gated_mlp=False),
+    ]
+}
+
+# Hugging Face model types whose MLP is not gated (everything else we accept is SwiGLU/GeGLU-style).
+_UNGATED_MODEL_TYPES = {"phi", "gpt2", "gpt_neox", "opt", "bloom", "falcon", "gpt_bigcode"}
+
+
+def model_names() -> list[str]:
+    return sorted(BUILTIN_MODELS)
+
+
+def spec_from_hf_config(config: dict[str, Any], name: str, where: str) -> ModelSpec:
+    """Map a Hugging Face ``config.json`` onto :class:`ModelSpec` (Llama/Mistral/Qwen/Phi-style names)."""
+    if config.get("num_local_experts", 1) > 1 or config.get("num_experts", 1) > 1:
+        raise LLMSimError(f"{where}: mixture-of-experts models are not supported yet")
+    try:
+        heads = config["num_attention_heads"]
+        hidden = config["hidden_size"]
+        fields = {
+            "name": name,
+            "num_layers": config["num_hidden_layers"],
+            "hidden_size": hidden,
+            "num_heads": heads,
+            "num_kv_heads": config.get("num_key_value_heads") or heads,
+            "head_dim": config.get("head_dim") or hidden // heads,
+            "intermediate_size": config.get("intermediate_size") or 4 * hidden,
+            "vocab_size": config["vocab_size"],
+            "max_position_embeddings": config.get("max_position_embeddings", 2048),
+            "gated_mlp": config.get("model_type") not in _UNGATED_MODEL_TYPES,
+            "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
+            "source": where,
+        }
+    except KeyError as exc:
+        raise LLMSimError(f"{where}: Hugging Face config lacks required key {exc.args[0]!r}") from None
+    return validate(ModelSpec, fields, where)
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A catalog name (``llama-3-8b``), a model YAML (ModelSpec fields) or a Hugging Face ``config.json``."""
+    if name_or_path.lower() in BUILTIN_MODELS:
+        return BUILTIN_MODELS[name_or_path.lower()]
+    path = Path(name_or_path)
+    if path.suffix not in (".json", ".yaml", ".yml"):
+        raise LLMSimError(
+            f"model: unknown model {name_or_path!r} (catalog: {', '.join(model_names())}; "
+            "or a path to a model YAML or a Hugging Face config.json)"
+        )
+    if not path.is_file():
+        raise LLMSimError(f"model: file not found: {name_or_path}")
+    data = read_mapping(path)
+    if path.suffix == ".json":
+        return spec_from_hf_config(data, name=path.parent.name or path.stem, where=str(path))
+    return validate(ModelSpec, data, str(path))

@@ -1,0 +1,96 @@
+"""The ``llmsim`` command. Thin: it parses arguments and calls the API.
+
+Input errors print one line (``llmsim: error: ...``) and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from simulator.catalog import load_model
+from simulator.config import DEFAULT_EXPERIMENT
+from simulator.dtypes import BYTES_PER_ELEMENT
+from simulator.errors import LLMSimError
+from simulator.kv.sizing import kv_cache_bytes
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from simulator.api import load_experiment, run
+    from simulator.report import format_summary
+
+    config = load_experiment(args.file, args.set)
+    result = run(config)
+    if args.json:
+        print(json.dumps(result.summary, indent=2, sort_keys=True))
+    else:
+        print(format_summary(config.name, result.summary))
+    if args.out:
+        path = result.save(args.out)
+        print(f"wrote {path}/summary.json, requests.parquet, config.yaml", file=sys.stderr)
+    return 0
+
+
+def _cmd_kv_size(args: argparse.Namespace) -> int:
+    if args.model:
+        model = load_model(args.model)
+        layers, kv_heads, head_dim = model.num_layers, model.num_kv_heads, model.head_dim
+    else:
+        layers, kv_heads, head_dim = args.layers, args.kv_heads, args.head_dim
+    layers = args.layers or layers
+    missing = [f"--{n}" for n, v in (("layers", layers), ("kv-heads", kv_heads), ("head-dim", head_dim)) if not v]
+    if missing:
+        raise LLMSimError(f"kv-size: give --model or {', '.join(missing)}")
+    per_token = kv_cache_bytes(layers, kv_heads, head_dim, args.dtype, 1, 1)
+    total = per_token * args.context * args.batch
+    print(
+        f"KV bytes per token = 2 x {layers} layers x {kv_heads} kv_heads x {head_dim} head_dim x "
+        f"{BYTES_PER_ELEMENT[args.dtype]:g} B ({args.dtype}) = {per_token:,.0f} B"
+    )
+    print(f"x {args.context:,} tokens x {args.batch:,} sequences = {total / 1e9:.2f} GB ({total / 2**30:.2f} GiB)")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmsim", description="Simulate LLM serving clusters.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one experiment and print its summary")
+    run.add_argument("file", nargs="?", help=f"experiment YAML (default: {DEFAULT_EXPERIMENT.name})")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a field by dotted path, e.g. --set workload.arrival.rate=12 (repeatable)")
+    run.add_argument("--out", metavar="DIR", help="write summary.json, requests.parquet and config.yaml here")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.set_defaults(func=_cmd_run)
+
+    kv = sub.add_parser("kv-size", help="KV-cache bytes for a model, context and batch")
+    kv.add_argument("--model", help="catalog name or config path (gives layers, kv heads, head dim)")
+    kv.add_argument("--layers", type=_positive_int)
+    kv.add_argument("--kv-heads", type=_positive_int)
+    kv.add_argument("--head-dim", type=_positive_int)
+    kv.add_argument("--batch", type=_positive_int, default=1)
+    kv.add_argument("--context", type=_positive_int, required=True, help="tokens per sequence")
+    kv.add_argument("--dtype", choices=sorted(BYTES_PER_ELEMENT), default="fp16")
+    kv.set_defaults(func=_cmd_kv_size)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LLMSimError as exc:
+        print(f"llmsim: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

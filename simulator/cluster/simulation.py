@@ -1,0 +1,88 @@
+"""Build the SimPy world from an experiment and run it to completion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from simulator.catalog import load_hardware, load_model
+from simulator.config.schema import ExperimentConfig
+from simulator.cost import build_cost_model
+from simulator.errors import ConfigError
+from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
+from simulator.recorder import Recorder
+from simulator.request import Request
+from simulator.schedulers import SCHEDULERS
+from simulator.cluster.replica import Replica
+from simulator.cluster.router import ROUTERS, Router
+from simulator.workload import generate_requests
+
+
+@dataclass
+class SimulationOutput:
+    recorder: Recorder
+    kv_budget: KVBudget
+    num_requests: int
+    num_gpus: int
+
+
+def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
+    """(max_model_len, max_num_batched_tokens) with vLLM's defaults and checks."""
+    sched = config.scheduler
+    max_model_len = sched.max_model_len or model_max_len
+    if max_model_len > model_max_len:
+        raise ConfigError(
+            f"scheduler.max_model_len: {max_model_len} exceeds the model's max_position_embeddings {model_max_len}"
+        )
+    batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
+    if batched < max_model_len:
+        raise ConfigError(
+            f"scheduler.max_num_batched_tokens: {batched} is below max_model_len {max_model_len}; without chunked "
+            "prefill a whole prompt must fit one iteration (raise it or lower scheduler.max_model_len)"
+        )
+    return max_model_len, batched
+
+
+def _arrival_process(env: simpy.Environment, workload, network_s: float, router: Router, replicas: list[Replica]):
+    arrivals, inputs, outputs = workload
+    for i in range(len(arrivals)):
+        at = float(arrivals[i])
+        if at + network_s > env.now:
+            yield env.timeout(at + network_s - env.now)
+        request = Request(i, at, int(inputs[i]), int(outputs[i]))
+        replicas[router.route(request)].submit(request)
+
+
+def simulate(config: ExperimentConfig, *, fast_forward: bool = True) -> SimulationOutput:
+    """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower)."""
+    model, hardware = load_model(config.model), load_hardware(config.hardware)
+    max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
+    sched, kv_cfg, cluster = config.scheduler, config.kv_cache, config.cluster
+    budget = kv_budget(
+        model, hardware, tensor_parallel=cluster.tensor_parallel, weight_dtype=config.dtype,
+        kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
+        block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens, max_num_seqs=sched.max_num_seqs,
+        max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
+    )
+    cost = build_cost_model(config, model, hardware)
+    workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
+
+    env = simpy.Environment()
+    recorder = Recorder(cluster.replicas)
+    allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
+    replicas = [
+        Replica(
+            env, i,
+            scheduler_cls(
+                allocator_cls(budget.num_blocks, budget.block_size), sched.max_num_seqs, batched_tokens, max_model_len
+            ),
+            cost, recorder, fast_forward,
+        )
+        for i in range(cluster.replicas)
+    ]
+    router = ROUTERS.get(cluster.router)(cluster.replicas)
+    env.process(_arrival_process(env, workload, config.cost_model.network_ms / 1000, router, replicas))
+    env.run()
+    return SimulationOutput(recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel)

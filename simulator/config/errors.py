@@ -1,0 +1,90 @@
+"""Turn pydantic validation errors into one line per problem: ``dotted.path: what is wrong, got VALUE``."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """Every pydantic model class inside an annotation (through Annotated, unions and Optional)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found.extend(_models_in(arg))
+    return found
+
+
+def _kind_of(model_cls: type[BaseModel]) -> Any:
+    """The ``Literal`` value of a model's ``kind`` field (its union tag), or None."""
+    field = model_cls.model_fields.get("kind")
+    args = typing.get_args(field.annotation) if field is not None else ()
+    return args[0] if len(args) == 1 else None
+
+
+def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | None]:
+    """The user-facing dotted path of ``loc`` (union tags dropped) and the model class it ends in."""
+    parts: list[str] = []
+    candidates: list[type[BaseModel]] = [root]
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+            continue
+        tagged = [c for c in candidates if _kind_of(c) == item]
+        if len(candidates) > 1 and tagged:
+            candidates = tagged
+            continue
+        current = candidates[0] if len(candidates) == 1 else None
+        if current is not None and item in current.model_fields:
+            candidates = _models_in(current.model_fields[item].annotation)
+        else:
+            candidates = []
+        parts.append(str(item))
+    path = ".".join(parts).replace(".[", "[")
+    return path, candidates[0] if len(candidates) == 1 else None
+
+
+def _describe(error: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
+    kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
+    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+    if kind in bounds:
+        limit = next(iter(ctx.values()))
+        return f"must be {bounds[kind]} {limit}, got {value!r}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        allowed = ", ".join(model_cls.model_fields) if model_cls is not None else "see the documentation"
+        return f"unknown key (allowed: {allowed})"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}, got {value!r}"
+    if kind == "union_tag_invalid":
+        return f"unknown kind {ctx.get('tag')!r} (allowed: {ctx.get('expected_tags')})"
+    if kind == "union_tag_not_found":
+        return f"needs a 'kind' (one of the registered kinds), got {value!r}"
+    if kind == "value_error":
+        return error["msg"].removeprefix("Value error, ")
+    message = error["msg"][0].lower() + error["msg"][1:]
+    return f"{message}, got {value!r}"
+
+
+def validation_messages(exc: ValidationError, root: type[BaseModel]) -> list[str]:
+    """One ``path: problem`` line per error."""
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        if error["type"] == "extra_forbidden":
+            parent_path, parent = _walk(root, loc[:-1])
+            path = f"{parent_path}.{loc[-1]}" if parent_path else str(loc[-1])
+            lines.append(f"{path}: {_describe(error, parent)}")
+        else:
+            path, _ = _walk(root, loc)
+            lines.append(f"{path or '(top level)'}: {_describe(error, None)}")
+    return lines
+
+
+def format_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
+    """All problems joined on one line with ``; ``."""
+    return "; ".join(validation_messages(exc, root))

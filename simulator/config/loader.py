@@ -1,0 +1,89 @@
+"""Load an experiment from YAML or a dict, apply ``a.b.c=value`` overrides, validate.
+
+Relative file paths inside an experiment (model, hardware, trace) are resolved against the experiment file's folder,
+falling back to the current directory, and stored absolute in the resolved config.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from simulator.catalog.loading import read_mapping
+from simulator.catalog.paths import EXPERIMENTS_DIR
+from simulator.config.errors import format_validation_error
+from simulator.config.schema import ExperimentConfig
+from simulator.errors import ConfigError
+
+DEFAULT_EXPERIMENT = EXPERIMENTS_DIR / "quickstart.yaml"
+_PATH_SUFFIXES = (".yaml", ".yml", ".json", ".csv")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``scheduler.max_num_seqs=64`` -> (["scheduler", "max_num_seqs"], 64); the value is parsed as YAML."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {text!r}: expected dotted.key=value")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """A copy of ``data`` with each ``dotted.key=value`` set (intermediate mappings are created)."""
+    result = copy.deepcopy(data)
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = result
+        for depth, key in enumerate(keys[:-1]):
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                where = ".".join(keys[: depth + 1])
+                raise ConfigError(f"--set {text!r}: {where} is {child!r}, not a mapping")
+            node = child
+        node[keys[-1]] = value
+    return result
+
+
+def _resolve(value: str, base_dir: Path | None) -> str:
+    path = Path(value)
+    if path.is_absolute() or path.suffix not in _PATH_SUFFIXES:
+        return value
+    if base_dir is not None and (base_dir / path).exists():
+        return str((base_dir / path).resolve())
+    return str(path.resolve()) if path.exists() else value
+
+
+def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
+    for key in ("model", "hardware"):
+        if isinstance(data.get(key), str):
+            data[key] = _resolve(data[key], base_dir)
+    trace = (data.get("workload") or {}).get("trace")
+    if isinstance(trace, dict) and isinstance(trace.get("path"), str):
+        trace["path"] = _resolve(trace["path"], base_dir)
+
+
+def load_experiment(
+    source: str | Path | Mapping[str, Any] | None = None, overrides: Iterable[str] = ()
+) -> ExperimentConfig:
+    """Validated experiment from a YAML path, a mapping, or (None) the built-in quickstart."""
+    if isinstance(source, Mapping):
+        data, base_dir, where = dict(source), None, "experiment"
+    else:
+        path = Path(source) if source is not None else DEFAULT_EXPERIMENT
+        if not path.is_file():
+            raise ConfigError(f"{path}: experiment file not found")
+        data, base_dir, where = read_mapping(path), path.parent, str(path)
+    data = apply_overrides(data, overrides)
+    _resolve_paths(data, base_dir)
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {format_validation_error(exc, ExperimentConfig)}") from None

@@ -1,0 +1,179 @@
+"""Pydantic models of an experiment: the public contract of the YAML files.
+
+Every model forbids unknown keys; policy families are chosen by ``kind``. Times carry their unit in the name
+(``_ms``, ``_s``), sizes theirs (``_gib``), rates are per second.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- cluster -------------------------------------------------------------------------------------------------
+class ClusterConfig(Strict):
+    """Identical replicas behind a router; each replica is ``tensor_parallel`` GPUs."""
+
+    replicas: int = Field(default=1, ge=1)
+    tensor_parallel: int = Field(default=1, ge=1)
+    router: Literal["round_robin"] = "round_robin"
+
+
+# --- scheduler -----------------------------------------------------------------------------------------------
+class ContinuousSchedulerConfig(Strict):
+    """Iteration-level batching (Orca / vLLM v0): FCFS admission, whole-prompt prefill, prefill-first."""
+
+    kind: Literal["continuous"] = "continuous"
+    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_batched_tokens: int | None = Field(
+        default=None, ge=1, description="prompt tokens per iteration; default max(max_model_len, 2048) as vLLM"
+    )
+    max_model_len: int | None = Field(default=None, ge=1, description="default: the model's max positions")
+
+
+SchedulerConfig = ContinuousSchedulerConfig
+
+
+# --- KV cache ------------------------------------------------------------------------------------------------
+class PagedKVConfig(Strict):
+    """PagedAttention-style block pool sized from GPU memory (or fixed by ``num_gpu_blocks``)."""
+
+    kind: Literal["paged"] = "paged"
+    block_size: int = Field(default=16, ge=1)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    dtype: Literal["auto", "fp16", "bf16", "fp8", "int8"] = "auto"
+    num_gpu_blocks: int | None = Field(default=None, ge=1, description="override the pool size (as vLLM's)")
+
+
+KVCacheConfig = PagedKVConfig
+
+
+# --- cost model ----------------------------------------------------------------------------------------------
+class CostModelBase(Strict):
+    network_ms: float = Field(default=0.0, ge=0, description="one-way client-to-server latency, counted in TTFT")
+
+
+class RooflineCostConfig(CostModelBase):
+    """Per-operator roofline from the hardware profile's spec-sheet numbers."""
+
+    kind: Literal["roofline"] = "roofline"
+
+
+class LinearCostConfig(CostModelBase):
+    """Measured per-token costs: prefill = overhead + tokens × rate; decode step = per step + per sequence."""
+
+    kind: Literal["linear"]
+    prefill_ms_per_token: float = Field(ge=0)
+    decode_ms_per_step: float = Field(ge=0)
+    decode_ms_per_seq: float = Field(default=0.0, ge=0)
+    overhead_ms: float = Field(default=0.0, ge=0, description="fixed cost of an iteration that runs prefill")
+
+
+CostModelConfig = Annotated[RooflineCostConfig | LinearCostConfig, Field(discriminator="kind")]
+
+
+# --- workload ------------------------------------------------------------------------------------------------
+class PoissonArrival(Strict):
+    kind: Literal["poisson"]
+    rate: float = Field(gt=0, description="requests per second")
+
+
+class ConstantArrival(Strict):
+    kind: Literal["constant"]
+    rate: float = Field(gt=0, description="requests per second, evenly spaced")
+
+
+ArrivalConfig = Annotated[PoissonArrival | ConstantArrival, Field(discriminator="kind")]
+
+
+class FixedLength(Strict):
+    kind: Literal["fixed"]
+    value: int = Field(ge=1)
+
+
+class UniformLength(Strict):
+    """Integers uniform on [min, max]."""
+
+    kind: Literal["uniform"]
+    min: int = Field(ge=1)
+    max: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformLength:
+        if self.max < self.min:
+            raise ValueError(f"max must be >= min, got min={self.min}, max={self.max}")
+        return self
+
+
+class LognormalLength(Strict):
+    """Lognormal with the given mean (not median) and log-space sigma, rounded and clipped to [min, max]."""
+
+    kind: Literal["lognormal"]
+    mean: float = Field(gt=0)
+    sigma: float = Field(gt=0)
+    min: int = Field(default=1, ge=1)
+    max: int | None = Field(default=None, ge=1)
+
+
+LengthConfig = Annotated[FixedLength | UniformLength | LognormalLength, Field(discriminator="kind")]
+
+
+class TraceConfig(Strict):
+    """Replay a CSV with columns ``arrived_at`` (s), ``num_prefill_tokens``, ``num_decode_tokens``."""
+
+    path: str
+    time_scale: float = Field(default=1.0, gt=0, description="replay this many times faster")
+
+
+class WorkloadConfig(Strict):
+    """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests)."""
+
+    num_requests: int | None = Field(default=None, ge=1)
+    arrival: ArrivalConfig | None = None
+    input_tokens: LengthConfig | None = None
+    output_tokens: LengthConfig | None = None
+    trace: TraceConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WorkloadConfig:
+        synthetic = {"arrival": self.arrival, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.trace is not None:
+            given = [k for k, v in synthetic.items() if v is not None]
+            if given:
+                raise ValueError(f"a trace workload takes arrivals and lengths from the trace; remove {given}")
+        else:
+            missing = [k for k, v in synthetic.items() if v is None]
+            if self.num_requests is None:
+                missing.insert(0, "num_requests")
+            if missing:
+                raise ValueError(f"a synthetic workload needs {missing} (or give trace: {{path: ...}})")
+        return self
+
+
+# --- SLO -----------------------------------------------------------------------------------------------------
+class SLOConfig(Strict):
+    """A request attains the SLO when every given bound holds (TTFT, TPOT, E2E; None = unbounded)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+
+# --- experiment ----------------------------------------------------------------------------------------------
+class ExperimentConfig(Strict):
+    name: str = "experiment"
+    seed: int = Field(default=0, ge=0)
+    model: str = Field(description="catalog name, path to a model YAML, or a Hugging Face config.json")
+    hardware: str = Field(description="catalog name or path to a hardware YAML")
+    dtype: Literal["bf16", "fp16"] = "bf16"
+    cluster: ClusterConfig = ClusterConfig()
+    scheduler: SchedulerConfig = ContinuousSchedulerConfig()
+    kv_cache: KVCacheConfig = PagedKVConfig()
+    cost_model: CostModelConfig = RooflineCostConfig()
+    workload: WorkloadConfig
+    slo: SLOConfig = SLOConfig()

@@ -1,0 +1,18 @@
+"""What one iteration costs: the contract (:mod:`.base`), the roofline and the linear models, and the factory."""
+
+from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.config.schema import ExperimentConfig
+from simulator.cost.base import COST_MODELS, CostModel, IterationShape, decode_run_time
+from simulator.cost.linear import LinearCostModel
+from simulator.cost.roofline import RooflineCostModel
+
+
+def build_cost_model(config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> CostModel:
+    """The cost model an experiment asks for (``cost_model.kind``)."""
+    return COST_MODELS.get(config.cost_model.kind).from_config(config, model, hardware)
+
+
+__all__ = [
+    "COST_MODELS", "CostModel", "IterationShape", "LinearCostModel", "RooflineCostModel", "build_cost_model",
+    "decode_run_time",
+]

@@ -1,0 +1,35 @@
+"""Measured per-token costs, for users who have them (and for hand-checkable examples).
+
+    prefill part = overhead_ms + prefill_ms_per_token × (prompt tokens in the iteration)   [if any prefill]
+    decode part  = decode_ms_per_step + decode_ms_per_seq × (decoding sequences)            [if any decode]
+
+An iteration costs the sum of the parts present. Decode cost does not depend on context (c = 0).
+"""
+
+from __future__ import annotations
+
+from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.config.schema import ExperimentConfig, LinearCostConfig
+from simulator.cost.base import COST_MODELS, CostModel, IterationShape
+
+
+@COST_MODELS.register("linear")
+class LinearCostModel(CostModel):
+    def __init__(self, config: LinearCostConfig) -> None:
+        self.config = config
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> LinearCostModel:
+        return cls(config.cost_model)
+
+    def iteration_time(self, shape: IterationShape) -> float:
+        cfg = self.config
+        ms = 0.0
+        if shape.prefill_chunks:
+            ms += cfg.overhead_ms + cfg.prefill_ms_per_token * shape.prefill_tokens
+        if shape.num_decodes:
+            ms += cfg.decode_ms_per_step + cfg.decode_ms_per_seq * shape.num_decodes
+        return ms / 1000
+
+    def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
+        return (self.config.decode_ms_per_step + self.config.decode_ms_per_seq * num_decodes) / 1000, 0.0

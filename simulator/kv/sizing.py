@@ -1,0 +1,80 @@
+"""KV-cache sizing: bytes per token, the memory budget of a replica, and the block pool it yields.
+
+    KV bytes per token  = 2 (K and V) × layers × kv_heads × head_dim × bytes per element
+    KV pool per GPU     = memory × gpu_memory_utilization − weights/t − activation workspace
+    blocks              = floor(pool / (block_size × KV bytes per token per GPU))
+
+With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
+t > kv_heads). The activation workspace is an estimate of the largest forward pass the scheduler may run
+(``max_num_batched_tokens`` tokens): hidden states and MLP intermediates in the weight precision, plus fp32 logits
+for ``max_num_seqs`` sequences:
+
+    workspace = max_num_batched_tokens × (4·D + 2·k·I/t) × w + max_num_seqs × vocab/t × 4
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.dtypes import bytes_per_element
+from simulator.errors import LLMSimError
+
+GIB = 2**30
+
+
+def kv_dtype(configured: str, weight_dtype: str) -> str:
+    """``auto`` stores the KV cache in the weight precision."""
+    return weight_dtype if configured == "auto" else configured
+
+
+def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, dtype: str, context: int, batch: int) -> float:
+    """Bytes of KV cache for ``batch`` sequences of ``context`` tokens."""
+    return 2 * num_layers * num_kv_heads * head_dim * bytes_per_element(dtype) * context * batch
+
+
+@dataclass(frozen=True)
+class KVBudget:
+    """Where a replica's GPU memory goes (per GPU, bytes) and the resulting pool of blocks."""
+
+    usable_bytes: float
+    weight_bytes: float
+    workspace_bytes: float
+    kv_bytes_per_token: float  # per GPU
+    block_size: int
+    num_blocks: int
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+
+def kv_budget(
+    model: ModelSpec, hardware: HardwareSpec, *, tensor_parallel: int, weight_dtype: str, kv_dtype_name: str,
+    gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
+    max_model_len: int, num_blocks_override: int | None = None,
+) -> KVBudget:
+    """The block pool of one replica; refuses (LLMSimError) a configuration with no room for one full request."""
+    t = tensor_parallel
+    w = bytes_per_element(weight_dtype)
+    usable = hardware.memory_bytes * gpu_memory_utilization
+    weights = model.num_params * w / t
+    up = (2 if model.gated_mlp else 1) * model.intermediate_size / t
+    workspace = max_num_batched_tokens * (4 * model.hidden_size + 2 * up) * w + max_num_seqs * model.vocab_size / t * 4
+    per_token = kv_cache_bytes(model.num_layers, math.ceil(model.num_kv_heads / t), model.head_dim, kv_dtype_name, 1, 1)
+    if num_blocks_override is not None:
+        num_blocks = num_blocks_override
+    else:
+        pool = usable - weights - workspace
+        num_blocks = max(0, math.floor(pool / (block_size * per_token)))
+        needed_blocks = math.ceil(max_model_len / block_size)
+        if num_blocks < needed_blocks:
+            missing = (needed_blocks * block_size * per_token - pool) / GIB
+            raise LLMSimError(
+                f"{model.name} on {hardware.name} × TP{t}: weights {weights / GIB:.2f} GiB + workspace "
+                f"{workspace / GIB:.2f} GiB leave {max(pool, 0) / GIB:.2f} GiB of the {usable / GIB:.2f} GiB usable "
+                f"per GPU for KV cache, {missing:.2f} GiB short of one {max_model_len}-token request; use more "
+                "tensor_parallel, a larger GPU, a higher gpu_memory_utilization or a smaller max_model_len"
+            )
+    return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks)

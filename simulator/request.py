@@ -1,0 +1,51 @@
+"""One request's state as it moves through a replica."""
+
+from __future__ import annotations
+
+import math
+
+WAITING, RUNNING, FINISHED, REJECTED = "waiting", "running", "finished", "rejected"
+
+
+class Request:
+    """A request and its timestamps (simulated seconds; NaN until they happen).
+
+    ``generated`` counts output tokens emitted so far. The KV cache of a running request holds
+    ``input_tokens + generated - 1`` tokens after it emitted a token (the newest token is not yet written back).
+    A prefill therefore processes ``input_tokens + generated`` tokens (``generated`` > 0 after a recompute
+    preemption) and emits one token.
+    """
+
+    __slots__ = (
+        "arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "generated", "input_tokens", "last_token_s",
+        "output_tokens", "preemptions", "reject_reason", "replica", "request_id", "status",
+    )
+
+    def __init__(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int) -> None:
+        self.request_id = request_id
+        self.arrival_s = arrival_s
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.replica = -1
+        self.first_scheduled_s = math.nan
+        self.first_token_s = math.nan
+        self.last_token_s = math.nan
+        self.finish_s = math.nan
+        self.generated = 0
+        self.preemptions = 0
+        self.status = WAITING
+        self.reject_reason = ""
+
+    @property
+    def prefill_tokens(self) -> int:
+        """Tokens the next prefill must process (prompt plus any output lost to preemption)."""
+        return self.input_tokens + self.generated
+
+    @property
+    def remaining_tokens(self) -> int:
+        return self.output_tokens - self.generated
+
+    @property
+    def total_tokens(self) -> int:
+        """KV tokens held when the last token is emitted (the last one is never written back)."""
+        return self.input_tokens + self.output_tokens - 1
