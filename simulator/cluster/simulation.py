@@ -26,6 +26,7 @@ class SimulationOutput:
     kv_budget: KVBudget
     num_requests: int
     num_gpus: int
+    final_kv_used_blocks: list[int]  # per replica at the end; 0 unless something leaked
 
 
 def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
@@ -85,4 +86,7 @@ def simulate(config: ExperimentConfig, *, fast_forward: bool = True) -> Simulati
     router = ROUTERS.get(cluster.router)(cluster.replicas)
     env.process(_arrival_process(env, workload, config.cost_model.network_ms / 1000, router, replicas))
     env.run()
-    return SimulationOutput(recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel)
+    return SimulationOutput(
+        recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel,
+        [replica.scheduler.kv.used_blocks for replica in replicas],
+    )

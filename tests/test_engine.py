@@ -1,0 +1,195 @@
+"""End-to-end behaviour of the engine: worked examples, closed-form equivalence, invariants, queueing theory."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simulator
+from simulator.cluster import simulate
+from simulator.config import load_experiment
+from tests.conftest import REPO, experiment
+
+
+def test_seed_worked_ttft_example():
+    """TTFT = 50 ms network + 50 ms overhead + 1000 × 0.6 ms = 700 ms; E2E = 700 + 100 × 25 = 3200 ms."""
+    result = simulator.run(REPO / "experiments" / "seed_ttft_example.yaml")
+    row = result.requests.iloc[0]
+    assert row["ttft_ms"] == pytest.approx(700.0, rel=1e-12)
+    assert row["e2el_ms"] == pytest.approx(3200.0, rel=1e-12)
+    assert result.summary["mean_tpot_ms"] == pytest.approx(25.0, rel=1e-12)
+
+
+def test_quickstart_runs_and_is_deterministic():
+    config = simulator.load(None, workload__num_requests=300)
+    first, second = simulator.run(config), simulator.run(config)
+    assert first.summary == second.summary
+    assert first.summary["completed"] == 300
+    other = simulator.run(simulator.load(None, workload__num_requests=300, seed=7))
+    assert other.summary["mean_ttft_ms"] != first.summary["mean_ttft_ms"]
+
+
+def _run(config_dict, fast_forward=True):
+    return simulator.run(load_experiment(config_dict), fast_forward=fast_forward)
+
+
+workloads = st.fixed_dictionaries({
+    "seed": st.integers(0, 10_000),
+    "rate": st.floats(1.0, 200.0),
+    "blocks": st.integers(40, 400),
+    "max_num_seqs": st.integers(1, 32),
+    "replicas": st.integers(1, 3),
+    "roofline": st.booleans(),
+})
+
+
+def _random_experiment(p) -> dict:
+    cost = {"kind": "roofline"} if p["roofline"] else experiment()["cost_model"]
+    return experiment(
+        seed=p["seed"],
+        cluster={"replicas": p["replicas"]},
+        cost_model=cost,
+        scheduler={"kind": "continuous", "max_num_seqs": p["max_num_seqs"], "max_model_len": 512},
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": p["blocks"]},
+        workload={
+            "num_requests": 40,
+            "arrival": {"kind": "poisson", "rate": p["rate"]},
+            "input_tokens": {"kind": "uniform", "min": 1, "max": 400},
+            "output_tokens": {"kind": "uniform", "min": 1, "max": 200},
+        },
+    )
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads)
+def test_closed_form_runs_equal_one_iteration_at_a_time(p):
+    config = _random_experiment(p)
+    fast, slow = _run(config, True), _run(config, False)
+    columns = ["first_scheduled_s", "first_token_s", "finish_s"]
+    for column in columns:
+        np.testing.assert_allclose(fast.requests[column], slow.requests[column], rtol=1e-9, atol=1e-12)
+    pd.testing.assert_series_equal(fast.requests["preemptions"], slow.requests["preemptions"])
+    pd.testing.assert_series_equal(fast.requests["status"], slow.requests["status"])
+    for key, value in slow.summary.items():
+        assert fast.summary[key] == pytest.approx(value, rel=1e-9, nan_ok=True), key
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads)
+def test_every_request_accounted_for_and_timestamps_ordered(p):
+    config = load_experiment(_random_experiment(p))
+    output = simulate(config)
+    frame = output.recorder.requests_frame()
+    # every request exactly once, finished or rejected with a reason
+    assert sorted(frame["request_id"]) == list(range(output.num_requests))
+    assert set(frame["status"]) <= {"finished", "rejected"}
+    rejected = frame[frame["status"] == "rejected"]
+    assert (rejected["reject_reason"] != "").all()
+    done = frame[frame["status"] == "finished"]
+    assert (done["arrival_s"] <= done["first_scheduled_s"]).all()
+    assert (done["first_scheduled_s"] < done["first_token_s"]).all()
+    assert (done["first_token_s"] <= done["finish_s"]).all()
+    # memory never exceeds the pool and is all returned
+    assert max(output.recorder.peak_kv_blocks) <= output.kv_budget.num_blocks
+    assert output.final_kv_used_blocks == [0] * config.cluster.replicas
+
+
+@settings(max_examples=15, deadline=None)
+@given(workloads)
+def test_pooled_itl_sums_to_decode_time(p):
+    """Σ ITL over all gaps = Σ (E2E − TTFT) over requests, and there are Σ (output − 1) gaps."""
+    result = _run(_random_experiment(p))
+    done = result.requests[result.requests["status"] == "finished"]
+    gaps = int((done["output_tokens"] - 1).sum())
+    if gaps == 0:
+        return
+    expected_mean = float((done["e2el_ms"] - done["ttft_ms"]).sum()) / gaps
+    assert result.summary["mean_itl_ms"] == pytest.approx(expected_mean, rel=1e-9)
+
+
+def test_requests_that_can_never_fit_are_rejected_with_reason():
+    config = experiment(
+        workload={
+            "num_requests": 3, "arrival": {"kind": "constant", "rate": 1.0},
+            "input_tokens": {"kind": "fixed", "value": 2000}, "output_tokens": {"kind": "fixed", "value": 100},
+        }
+    )
+    result = _run(config)
+    assert result.summary["num_rejected"] == 3 and result.summary["completed"] == 0
+    assert result.requests["reject_reason"].str.contains("exceeds max_model_len 2048").all()
+    assert result.summary["slo_attainment"] == 0.0
+
+    config["scheduler"]["max_model_len"] = 4096
+    config["kv_cache"]["num_gpu_blocks"] = 100  # 1600 tokens < 2099
+    result = _run(config)
+    assert result.requests["reject_reason"].str.contains("never fit the cache of 1600 tokens").all()
+
+
+def test_preemption_under_memory_pressure_still_completes_everything():
+    config = experiment(
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 40},
+        workload={
+            "num_requests": 30, "arrival": {"kind": "poisson", "rate": 100.0},
+            "input_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 200},
+        },
+    )
+    result = _run(config)
+    assert result.summary["completed"] == 30
+    assert result.summary["num_preemptions"] > 0
+    assert result.summary["peak_kv_usage"] <= 1.0
+
+
+def test_round_robin_alternates_replicas():
+    result = _run(experiment(cluster={"replicas": 3}))
+    assert (result.requests["replica"] == result.requests["request_id"] % 3).all()
+
+
+def test_single_server_queue_matches_pollaczek_khinchine():
+    """max_num_seqs=1 with fixed lengths and linear costs is an M/D/1 queue: mean wait = ρ·S / (2(1 − ρ))."""
+    prompt, output = 100, 20
+    prefill_ms, decode_ms, overhead_ms = 0.5, 4.0, 10.0
+    service_s = (overhead_ms + prompt * prefill_ms + (output - 1) * decode_ms) / 1000
+    rho = 0.6
+    config = experiment(
+        seed=3,
+        scheduler={"kind": "continuous", "max_num_seqs": 1, "max_model_len": 2048},
+        cost_model={"kind": "linear", "prefill_ms_per_token": prefill_ms, "decode_ms_per_step": decode_ms,
+                    "overhead_ms": overhead_ms},
+        workload={
+            "num_requests": 40_000, "arrival": {"kind": "poisson", "rate": rho / service_s},
+            "input_tokens": {"kind": "fixed", "value": prompt}, "output_tokens": {"kind": "fixed", "value": output},
+        },
+    )
+    result = _run(config)
+    wait_s = result.requests["first_scheduled_s"] - result.requests["arrival_s"]
+    expected = rho * service_s / (2 * (1 - rho))
+    assert wait_s.mean() == pytest.approx(expected, rel=0.06)
+    # and every request's service took exactly S
+    service = result.requests["finish_s"] - result.requests["first_scheduled_s"]
+    np.testing.assert_allclose(service, service_s, rtol=1e-9)
+
+
+def test_trace_replay(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n2.0,20,1\n1.0,30,3\n")
+    config = experiment(workload={"trace": {"path": str(trace), "time_scale": 2.0}})
+    result = _run(config)
+    # rows sorted by time, then replayed twice as fast
+    assert list(result.requests["arrival_s"]) == [0.0, 0.5, 1.0]
+    assert list(result.requests["input_tokens"]) == [10, 30, 20]
+    assert list(result.requests["output_tokens"]) == [5, 3, 1]
+
+
+def test_azure_conversation_trace_runs(shared_data):
+    config = simulator.load(
+        None, workload={"trace": {"path": str(shared_data / "traces" / "azure_conv_2023.csv")}, "num_requests": 2000}
+    )
+    result = simulator.run(config)
+    assert result.summary["num_requests"] == 2000
+    assert result.summary["completed"] + result.summary["num_rejected"] == 2000
+    assert math.isfinite(result.summary["p99_ttft_ms"])
