@@ -14,7 +14,7 @@ import pandas as pd
 import yaml
 
 from simulator.cluster import simulate
-from simulator.config import ExperimentConfig, load_experiment  # noqa: F401  (re-exported for the CLI)
+from simulator.config import ExperimentConfig, load_experiment
 from simulator.metrics import add_latency_columns, summarize
 
 

@@ -17,7 +17,8 @@ from simulator.kv.sizing import kv_cache_bytes
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from simulator.api import load_experiment, run
+    from simulator.api import run
+    from simulator.config import load_experiment
     from simulator.report import format_summary
 
     config = load_experiment(args.file, args.set)

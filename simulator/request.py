@@ -17,8 +17,19 @@ class Request:
     """
 
     __slots__ = (
-        "arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "generated", "input_tokens", "last_token_s",
-        "output_tokens", "preemptions", "reject_reason", "replica", "request_id", "status",
+        "arrival_s",
+        "finish_s",
+        "first_scheduled_s",
+        "first_token_s",
+        "generated",
+        "input_tokens",
+        "last_token_s",
+        "output_tokens",
+        "preemptions",
+        "reject_reason",
+        "replica",
+        "request_id",
+        "status",
     )
 
     def __init__(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int) -> None:

@@ -8,6 +8,8 @@ import numpy as np
 import simpy
 
 from simulator.catalog import load_hardware, load_model
+from simulator.cluster.replica import Replica
+from simulator.cluster.router import ROUTERS, Router
 from simulator.config.schema import ExperimentConfig
 from simulator.cost import build_cost_model
 from simulator.errors import ConfigError
@@ -15,8 +17,6 @@ from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
 from simulator.recorder import Recorder
 from simulator.request import Request
 from simulator.schedulers import SCHEDULERS
-from simulator.cluster.replica import Replica
-from simulator.cluster.router import ROUTERS, Router
 from simulator.workload import generate_requests
 
 

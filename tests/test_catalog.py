@@ -1,0 +1,63 @@
+"""Model and hardware catalogs: derived parameter counts, file loading, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.catalog import hardware_names, load_hardware, load_model, model_names
+from simulator.errors import LLMSimError
+
+
+@pytest.mark.parametrize(
+    ("name", "published_billions"),
+    # Published parameter counts (../shared/reference/models.csv, from each model card).
+    [("llama-2-7b", 6.74), ("llama-2-70b", 68.98), ("llama-3-8b", 8.03), ("llama-3-70b", 70.55),
+     ("qwen2.5-7b", 7.61), ("phi-2", 2.78)],
+)
+def test_parameter_count_from_architecture(name, published_billions):
+    assert load_model(name).num_params / 1e9 == pytest.approx(published_billions, rel=0.01)
+
+
+def test_required_catalog_entries():
+    assert {"llama-2-7b", "llama-3-8b", "llama-2-70b"} <= set(model_names())
+    assert {"a100-80gb-sxm", "h100-sxm"} <= set(hardware_names())
+    h100 = load_hardware("h100-sxm")
+    assert (h100.peak_tflops.bf16, h100.memory_bandwidth_gbps, h100.memory_gib) == (989.4, 3350, 80)
+    assert h100.sources
+
+
+def test_every_hardware_profile_loads_and_cites_a_source():
+    for name in hardware_names():
+        profile = load_hardware(name)
+        assert profile.name == name and profile.sources
+
+
+def test_hugging_face_config_json(tmp_path):
+    """A Mistral-7B-v0.1 config.json (published values): 32 layers, 8 KV heads, head_dim = 4096 / 32."""
+    folder = tmp_path / "Mistral-7B-v0.1"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,
+        "max_position_embeddings": 32768, "tie_word_embeddings": False,
+    }))
+    spec = load_model(str(folder / "config.json"))
+    assert spec.name == "Mistral-7B-v0.1" and spec.head_dim == 128 and spec.gated_mlp
+    assert spec.num_params / 1e9 == pytest.approx(7.24, rel=0.01)
+
+
+def test_unknown_names_and_bad_files(tmp_path):
+    with pytest.raises(LLMSimError, match=r"unknown model 'gpt-5'.*llama-3-8b"):
+        load_model("gpt-5")
+    with pytest.raises(LLMSimError, match=r"unknown GPU 'h900'.*h100-sxm"):
+        load_hardware("h900")
+    bad = tmp_path / "gpu.yaml"
+    bad.write_text("name: x\nmemory_gib: -1\n")
+    with pytest.raises(LLMSimError, match=r"gpu.yaml: memory_gib: must be > 0"):
+        load_hardware(str(bad))
+    moe = tmp_path / "config.json"
+    moe.write_text(json.dumps({"num_local_experts": 8}))
+    with pytest.raises(LLMSimError, match="mixture-of-experts"):
+        load_model(str(moe))

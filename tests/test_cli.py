@@ -1,0 +1,120 @@
+"""The ``llmsim`` command: the main job, outputs, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from simulator.cli import main
+from tests.conftest import REPO, experiment
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_run_default_experiment_prints_summary(capsys):
+    code, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=100")
+    assert code == 0
+    for label in ("TTFT", "TPOT", "ITL", "E2E", "throughput", "KV cache", "SLO"):
+        assert label in out
+
+
+def test_run_writes_outputs(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    code, out, _ = run_cli(
+        capsys, "run", str(REPO / "experiments" / "seed_ttft_example.yaml"), "--out", str(out_dir), "--json"
+    )
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["mean_ttft_ms"] == pytest.approx(700)
+    assert json.loads((out_dir / "summary.json").read_text()) == summary
+    table = pd.read_parquet(out_dir / "requests.parquet")
+    assert len(table) == 1 and {"request_id", "arrival_s", "first_token_s", "status"} <= set(table.columns)
+    resolved = yaml.safe_load((out_dir / "config.yaml").read_text())
+    assert resolved["cost_model"]["prefill_ms_per_token"] == 0.6
+
+
+def test_set_overrides_are_typed_and_validated(capsys):
+    code, out, _ = run_cli(capsys, "run", "--json", "--set", "workload.num_requests=20",
+                           "--set", "scheduler.max_num_seqs=1", "--set", "workload.arrival.rate=50")
+    assert code == 0
+    assert json.loads(out)["peak_running"] == 1
+
+
+def test_kv_size_worked_example(capsys):
+    code, out, _ = run_cli(capsys, "kv-size", "--layers", "32", "--kv-heads", "32", "--head-dim", "128",
+                           "--batch", "16", "--context", "4096", "--dtype", "fp16")
+    assert code == 0
+    assert "34.36 GB (32.00 GiB)" in out
+
+
+def test_kv_size_from_catalog_model(capsys):
+    code, out, _ = run_cli(capsys, "kv-size", "--model", "llama-3-8b", "--context", "8192", "--batch", "1")
+    assert code == 0 and "131,072 B" in out
+
+
+def _write(tmp_path, data) -> str:
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data) if isinstance(data, dict) else data)
+    return str(path)
+
+
+BAD_CASES = {
+    "negative rate": (["--set", "workload.arrival.rate=-1"], "workload.arrival.rate: must be > 0.0, got -1"),
+    "unknown key": (["--set", "scheduler.max_batch=4"], "scheduler.max_batch: unknown key (allowed: kind,"),
+    "wrong type": (["--set", "scheduler.max_num_seqs=lots"], "scheduler.max_num_seqs: input should be a valid integer"),
+    "unknown kind": (["--set", "workload.arrival.kind=weibull"], "workload.arrival: unknown kind 'weibull'"),
+    "unknown model": (["--set", "model=gpt-9"], "model: unknown model 'gpt-9' (catalog:"),
+    "unknown gpu": (["--set", "hardware=tpu-v9"], "hardware: unknown GPU 'tpu-v9' (catalog:"),
+    "does not fit": (["--set", "model=llama-2-70b"], "GiB short of one 4096-token request"),
+    "bad max_model_len": (["--set", "scheduler.max_model_len=100000"], "scheduler.max_model_len: 100000 exceeds"),
+    "budget below max_model_len": (["--set", "scheduler.max_num_batched_tokens=1024"],
+                                   "scheduler.max_num_batched_tokens: 1024 is below max_model_len 8192"),
+    "bad override syntax": (["--set", "seed"], "--set 'seed': expected dotted.key=value"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_input_gives_one_line_and_exit_2(case, capsys):
+    args, expected = BAD_CASES[case]
+    code, out, err = run_cli(capsys, "run", *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("llmsim: error: ")
+    assert expected in err
+    assert "Traceback" not in err
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path, capsys):
+    path = _write(tmp_path, "name: x\nseed: [1, 2\nmodel: llama-3-8b\n")
+    code, _, err = run_cli(capsys, "run", path)
+    assert code == 2 and f"{path}:" in err and "invalid YAML" in err and err.count("\n") == 1
+
+
+def test_missing_file_and_missing_workload(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "experiment file not found" in err
+    data = experiment()
+    del data["workload"]["arrival"]
+    code, _, err = run_cli(capsys, "run", _write(tmp_path, data))
+    assert code == 2 and "workload: a synthetic workload needs ['arrival']" in err
+
+
+def test_malformed_trace_row_names_file_and_line(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n0.5,ten,5\n")
+    code, _, err = run_cli(capsys, "run", _write(tmp_path, experiment(workload={"trace": {"path": str(trace)}})))
+    assert code == 2
+    assert f"{trace}:3: column num_prefill_tokens: expected a positive integer, got 'ten'" in err
+
+
+def test_relative_trace_path_resolves_against_the_experiment_file(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n")
+    code, out, _ = run_cli(capsys, "run", "--json", _write(tmp_path, experiment(workload={"trace": {"path": "t.csv"}})))
+    assert code == 0 and json.loads(out)["completed"] == 1

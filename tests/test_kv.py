@@ -1,0 +1,135 @@
+"""Paged KV allocator invariants, KV sizing and the memory budget."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from simulator.catalog import load_hardware, load_model
+from simulator.errors import LLMSimError
+from simulator.kv import PagedAllocator, kv_budget, kv_cache_bytes
+
+
+class PagedAllocatorMachine(RuleBasedStateMachine):
+    """Random allocate/append/free sequences against a plain model of who holds how many tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.kv = PagedAllocator(num_blocks=50, block_size=8)
+        self.tokens: dict[int, int] = {}
+        self.next_id = 0
+
+    @rule(tokens=st.integers(1, 120))
+    def allocate(self, tokens):
+        if self.kv.can_allocate(tokens):
+            self.kv.allocate(self.next_id, tokens)
+            self.tokens[self.next_id] = tokens
+            self.next_id += 1
+        else:
+            with pytest.raises(MemoryError):
+                self.kv.allocate(self.next_id, tokens)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data(), n=st.integers(1, 40))
+    def append(self, data, n):
+        seq = data.draw(st.sampled_from(sorted(self.tokens)))
+        fits = self.kv.max_appends([seq], n) == n
+        if fits:
+            self.kv.append(seq, n)
+            self.tokens[seq] += n
+        else:
+            with pytest.raises(MemoryError):
+                self.kv.append(seq, n)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def free(self, data):
+        seq = data.draw(st.sampled_from(sorted(self.tokens)))
+        self.kv.free(seq)
+        del self.tokens[seq]
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data(), limit=st.integers(0, 200))
+    def max_appends_is_the_largest_that_fits(self, data, limit):
+        seqs = data.draw(st.lists(st.sampled_from(sorted(self.tokens)), min_size=1, unique=True))
+
+        def blocks_needed(n):
+            return sum(math.ceil((self.tokens[s] + n) / 8) - math.ceil(self.tokens[s] / 8) for s in seqs)
+
+        free = 50 - sum(math.ceil(t / 8) for t in self.tokens.values())
+        brute = max(n for n in range(limit + 1) if blocks_needed(n) <= free)
+        assert self.kv.max_appends(seqs, limit) == brute
+
+    @invariant()
+    def blocks_match_tokens_and_never_exceed_the_pool(self):
+        held = sum(math.ceil(t / 8) for t in self.tokens.values())
+        assert self.kv.used_blocks == held <= self.kv.num_blocks
+        assert self.kv.used_tokens == sum(self.tokens.values())
+        # at most one partially filled block per sequence
+        assert self.kv.used_blocks * 8 - self.kv.used_tokens < 8 * max(1, len(self.tokens))
+
+
+TestPagedAllocator = PagedAllocatorMachine.TestCase
+TestPagedAllocator.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+def test_double_allocation_and_unknown_free_are_errors():
+    kv = PagedAllocator(4, 16)
+    kv.allocate(1, 10)
+    with pytest.raises(ValueError):
+        kv.allocate(1, 10)
+    with pytest.raises(KeyError):
+        kv.free(2)
+
+
+def test_kv_cache_bytes_worked_example():
+    """2 × 32 layers × 32 heads × 128 × 2 B = 524,288 B/token; × 4096 × 16 = 34.36 GB = 32 GiB."""
+    total = kv_cache_bytes(32, 32, 128, "fp16", 4096, 16)
+    assert total == 34_359_738_368
+    assert total / 2**30 == 32.0
+
+
+@given(st.sampled_from(["llama-2-7b", "llama-3-8b", "llama-2-70b", "qwen2.5-7b"]))
+def test_kv_bytes_per_token_matches_published(name):
+    """Published KV bytes per token at fp16 (../shared/reference/models.csv)."""
+    published = {"llama-2-7b": 524_288, "llama-3-8b": 131_072, "llama-2-70b": 327_680, "qwen2.5-7b": 57_344}
+    assert load_model(name).kv_bytes_per_token(2) == published[name]
+
+
+def test_budget_of_llama3_8b_on_h100():
+    """80 GiB × 0.9 = 72 GiB; weights 8.03 B × 2 B ≈ 14.96 GiB; the rest minus workspace is KV at 128 KiB/token."""
+    model, gpu = load_model("llama-3-8b"), load_hardware("h100-sxm")
+    budget = kv_budget(
+        model, gpu, tensor_parallel=1, weight_dtype="bf16", kv_dtype_name="bf16", gpu_memory_utilization=0.9,
+        block_size=16, max_num_batched_tokens=8192, max_num_seqs=256, max_model_len=8192,
+    )
+    assert budget.weight_bytes / 2**30 == pytest.approx(8.03e9 * 2 / 2**30, rel=0.01)
+    pool = 72 * 2**30 - budget.weight_bytes - budget.workspace_bytes
+    assert budget.num_blocks == math.floor(pool / (16 * 131_072))
+    assert 50 < budget.capacity_tokens * 131_072 / 2**30 < 57  # GiB of KV
+
+
+def test_fp8_kv_doubles_capacity():
+    model, gpu = load_model("llama-3-8b"), load_hardware("h100-sxm")
+    common = dict(tensor_parallel=1, weight_dtype="bf16", gpu_memory_utilization=0.9, block_size=16,
+                  max_num_batched_tokens=8192, max_num_seqs=256, max_model_len=8192)
+    bf16 = kv_budget(model, gpu, kv_dtype_name="bf16", **common)
+    fp8 = kv_budget(model, gpu, kv_dtype_name="fp8", **common)
+    assert fp8.num_blocks in (2 * bf16.num_blocks, 2 * bf16.num_blocks + 1)
+
+
+def test_model_that_does_not_fit_is_refused_with_missing_gib():
+    model, gpu = load_model("llama-2-70b"), load_hardware("a100-80gb-sxm")
+    with pytest.raises(LLMSimError, match=r"GiB short of one 4096-token request"):
+        kv_budget(model, gpu, tensor_parallel=1, weight_dtype="fp16", kv_dtype_name="fp16",
+                  gpu_memory_utilization=0.9, block_size=16, max_num_batched_tokens=4096, max_num_seqs=256,
+                  max_model_len=4096)
+    # with 4-way tensor parallelism it fits: ~32 GiB of weights per GPU
+    budget = kv_budget(model, gpu, tensor_parallel=4, weight_dtype="fp16", kv_dtype_name="fp16",
+                       gpu_memory_utilization=0.9, block_size=16, max_num_batched_tokens=4096, max_num_seqs=256,
+                       max_model_len=4096)
+    assert budget.num_blocks > 0
