@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from simulator.cli import main
-from tests.conftest import REPO, experiment
+from tests.helpers import REPO, experiment
 
 
 def run_cli(capsys, *argv):

@@ -9,7 +9,7 @@ import simulator
 from simulator.catalog import load_hardware, load_model
 from simulator.config.schema import LinearCostConfig
 from simulator.cost import IterationShape, LinearCostModel, RooflineCostModel, decode_run_time
-from tests.conftest import experiment
+from tests.helpers import experiment
 
 # A toy model and GPU with round numbers, so every operator can be worked out by hand below.
 TOY_MODEL = {

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import simulator
 from simulator.cluster import simulate
 from simulator.config import load_experiment
-from tests.conftest import REPO, experiment
+from tests.helpers import REPO, experiment
 
 
 def test_seed_worked_ttft_example():

@@ -1,0 +1,30 @@
+"""Shared test helpers: small experiments built from dicts, and where the repository and ../shared/data are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def experiment(**overrides) -> dict:
+    """A small, fast experiment dict (linear costs unless overridden); keys are top-level sections."""
+    base = {
+        "name": "test",
+        "seed": 1,
+        "model": "llama-3-8b",
+        "hardware": "h100-sxm",
+        "scheduler": {"kind": "continuous", "max_num_seqs": 16, "max_model_len": 2048},
+        "kv_cache": {"kind": "paged", "block_size": 16, "num_gpu_blocks": 256},
+        "cost_model": {"kind": "linear", "prefill_ms_per_token": 0.1, "decode_ms_per_step": 5.0,
+                       "decode_ms_per_seq": 0.2, "overhead_ms": 2.0},
+        "workload": {
+            "num_requests": 50,
+            "arrival": {"kind": "poisson", "rate": 20.0},
+            "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
+            "output_tokens": {"kind": "uniform", "min": 1, "max": 100},
+        },
+    }
+    base.update(overrides)
+    return base
