@@ -20,18 +20,21 @@ from simulator.metrics import add_latency_columns, summarize
 
 @dataclass
 class Result:
-    """What a run produced: the resolved config, the summary dict and the per-request table."""
+    """What a run produced: the resolved config, the summary dict and the per-request table (None when the rows
+    were streamed to a file)."""
 
     config: ExperimentConfig
     summary: dict[str, Any]
-    requests: pd.DataFrame = field(repr=False)
+    requests: pd.DataFrame | None = field(repr=False)
 
     def save(self, directory: str | Path) -> Path:
-        """Write ``summary.json``, ``requests.parquet`` and ``config.yaml`` (the resolved config) into a folder."""
+        """Write ``summary.json``, ``config.yaml`` (the resolved config) and, unless streamed already,
+        ``requests.parquet`` into a folder."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
-        self.requests.to_parquet(out / "requests.parquet", index=False)
+        if self.requests is not None:
+            self.requests.to_parquet(out / "requests.parquet", index=False)
         (out / "config.yaml").write_text(yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False))
         return out
 
@@ -43,18 +46,25 @@ def load(source: str | Path | dict | None = None, **overrides: Any) -> Experimen
     return load_experiment(source, texts)
 
 
-def run(config: ExperimentConfig | str | Path | dict | None = None, *, fast_forward: bool = True) -> Result:
-    """Simulate one experiment. Same config and seed, same result."""
+def run(
+    config: ExperimentConfig | str | Path | dict | None = None, *, fast_forward: bool = True,
+    requests_path: str | Path | None = None,
+) -> Result:
+    """Simulate one experiment. Same config and seed, same result.
+
+    ``requests_path``: stream the per-request rows to this Parquet file as requests complete (memory then stays
+    bounded by the requests in flight plus a few numbers per request); ``Result.requests`` is then None.
+    """
     if not isinstance(config, ExperimentConfig):
         config = load(config)
-    output = simulate(config, fast_forward=fast_forward)
+    output = simulate(config, fast_forward=fast_forward, requests_path=requests_path)
     recorder = output.recorder
-    requests = add_latency_columns(recorder.requests_frame(), config.slo)
-    itl_values, itl_weights = recorder.itl_values_and_weights()
     summary = summarize(
-        requests, itl_values, itl_weights, kv_token_seconds=recorder.kv_token_seconds,
+        recorder.requests.summary_columns(), config.slo, recorder.itl, kv_token_seconds=recorder.kv_token_seconds,
         peak_kv_blocks=recorder.peak_kv_blocks, kv_num_blocks=output.kv_budget.num_blocks,
         kv_block_size=output.kv_budget.block_size, peak_running=recorder.peak_running,
         iterations=recorder.iterations, num_gpus=output.num_gpus,
     )
+    frame = recorder.requests.frame()
+    requests = add_latency_columns(frame, config.slo) if frame is not None else None
     return Result(config, summary, requests)

@@ -1,11 +1,12 @@
-"""Every metric, computed from the per-request table (one row per request) and the recorded inter-token gaps.
+"""Every metric, computed from the per-request columns and the inter-token-gap histogram.
 
 Definitions (names follow vLLM's benchmark output; times in ms unless the name says otherwise):
 
 - TTFT  = first_token_s − arrival_s  (arrival = when the client sent it, so network latency counts)
 - E2EL  = finish_s − arrival_s
 - TPOT  = (E2EL − TTFT) / (output_tokens − 1), for requests with more than one output token
-- ITL   = every gap between consecutive output tokens of a request, pooled over all requests
+- ITL   = every gap between consecutive output tokens of a request, pooled over all requests; the mean is exact,
+  percentiles come from a log histogram with 0.1% bins (:mod:`simulator.histogram`)
 - percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50
 - duration_s = last finish − first arrival; throughputs divide completed requests / output tokens / input+output
   tokens of completed requests by it
@@ -19,88 +20,86 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from simulator.config.schema import SLOConfig
+from simulator.histogram import LogHistogram
 
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
 
 
-def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """``numpy.percentile(numpy.repeat(values, weights), q)`` without materialising the repetition."""
-    values, weights = np.asarray(values, dtype=float), np.asarray(weights, dtype=np.int64)
-    keep = weights > 0
-    values, weights = values[keep], weights[keep]
-    if values.size == 0:
-        return float("nan")
-    order = np.argsort(values, kind="stable")
-    values, cumulative = values[order], np.cumsum(weights[order])
-    position = q / 100 * (cumulative[-1] - 1)
-    lower = int(np.floor(position))
-    upper = min(lower + 1, int(cumulative[-1]) - 1)
-    lo_value = values[np.searchsorted(cumulative, lower, side="right")]
-    hi_value = values[np.searchsorted(cumulative, upper, side="right")]
-    return float(lo_value + (position - lower) * (hi_value - lo_value))
+def latency_columns(columns: dict[str, np.ndarray], slo: SLOConfig) -> dict[str, np.ndarray]:
+    """``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times and status."""
+    arrival, first, finish = columns["arrival_s"], columns["first_token_s"], columns["finish_s"]
+    output = np.asarray(columns["output_tokens"], dtype=float)
+    ttft, e2el = (first - arrival) * 1000, (finish - arrival) * 1000
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
+    met = np.asarray(columns["status"]) == "finished"
+    with np.errstate(invalid="ignore"):
+        if slo.ttft_ms is not None:
+            met &= ttft <= slo.ttft_ms
+        if slo.tpot_ms is not None:
+            met &= np.isnan(tpot) | (tpot <= slo.tpot_ms)
+        if slo.e2e_ms is not None:
+            met &= e2el <= slo.e2e_ms
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "e2el_ms": e2el, "slo_met": met}
 
 
 def add_latency_columns(requests: pd.DataFrame, slo: SLOConfig) -> pd.DataFrame:
-    """The request table with ``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met`` added."""
+    """The request table with the columns of :func:`latency_columns` added."""
     out = requests.copy()
-    out["ttft_ms"] = (out["first_token_s"] - out["arrival_s"]) * 1000
-    out["e2el_ms"] = (out["finish_s"] - out["arrival_s"]) * 1000
-    decode_tokens = (out["output_tokens"] - 1).where(out["output_tokens"] > 1)
-    out["tpot_ms"] = (out["e2el_ms"] - out["ttft_ms"]) / decode_tokens
-    met = out["status"] == "finished"
-    if slo.ttft_ms is not None:
-        met &= out["ttft_ms"] <= slo.ttft_ms
-    if slo.tpot_ms is not None:
-        met &= out["tpot_ms"].isna() | (out["tpot_ms"] <= slo.tpot_ms)
-    if slo.e2e_ms is not None:
-        met &= out["e2el_ms"] <= slo.e2e_ms
-    out["slo_met"] = met
+    for name, values in latency_columns({c: out[c].to_numpy() for c in out.columns}, slo).items():
+        out[name] = values
     return out
 
 
-def _stats(name: str, values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
-    if weights is None:
-        values = values[~np.isnan(values)]
-        weights = np.ones(len(values), dtype=np.int64)
-    total = weights.sum()
-    stats = {f"mean_{name}_ms": float((values * weights).sum() / total) if total else float("nan")}
-    for label, q in PERCENTILES.items():
-        stats[f"{label}_{name}_ms"] = weighted_percentile(values, weights, q)
+def _stats(name: str, values: np.ndarray) -> dict[str, float]:
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return {f"{label}_{name}_ms": float("nan") for label in ("mean", *PERCENTILES)}
+    stats = {f"mean_{name}_ms": float(values.mean())}
+    stats.update({f"{label}_{name}_ms": float(np.percentile(values, q)) for label, q in PERCENTILES.items()})
     return stats
 
 
 def summarize(
-    requests: pd.DataFrame, itl_values_s: np.ndarray, itl_weights: np.ndarray, *, kv_token_seconds: list[float],
+    columns: dict[str, np.ndarray], slo: SLOConfig, itl_s: LogHistogram, *, kv_token_seconds: list[float],
     peak_kv_blocks: list[int], kv_num_blocks: int, kv_block_size: int, peak_running: list[int], iterations: int,
     num_gpus: int,
-) -> dict[str, float]:
-    """The summary dict. ``requests`` must carry the columns of :func:`add_latency_columns`."""
-    done = requests[requests["status"] == "finished"]
-    num_requests = len(requests)
-    duration = float(requests["finish_s"].max() - requests["arrival_s"].min()) if len(done) else 0.0
-    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: float("nan"))
-    met = int(requests["slo_met"].sum())
-    summary: dict[str, float] = {
+) -> dict[str, Any]:
+    """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s)."""
+    latency = latency_columns(columns, slo)
+    done = np.asarray(columns["status"]) == "finished"
+    num_requests = int(done.size)
+    duration = float(np.nanmax(columns["finish_s"]) - columns["arrival_s"].min()) if done.any() else 0.0
+
+    def per_s(x: float) -> float:
+        return x / duration if duration > 0 else float("nan")
+
+    met = int(latency["slo_met"].sum())
+    output_tokens = float(columns["output_tokens"][done].sum())
+    summary: dict[str, Any] = {
         "num_requests": num_requests,
-        "completed": len(done),
-        "num_rejected": int((requests["status"] == "rejected").sum()),
+        "completed": int(done.sum()),
+        "num_rejected": int((np.asarray(columns["status"]) == "rejected").sum()),
         "duration_s": duration,
-        "request_throughput": per_s(len(done)),
-        "output_throughput": per_s(float(done["output_tokens"].sum())),
-        "total_token_throughput": per_s(float(done["input_tokens"].sum() + done["output_tokens"].sum())),
+        "request_throughput": per_s(int(done.sum())),
+        "output_throughput": per_s(output_tokens),
+        "total_token_throughput": per_s(float(columns["input_tokens"][done].sum()) + output_tokens),
     }
     for name in ("ttft", "tpot", "e2el"):
-        summary.update(_stats(name, done[f"{name}_ms"].to_numpy(dtype=float)))
-    summary.update(_stats("itl", np.asarray(itl_values_s, dtype=float) * 1000, np.asarray(itl_weights)))
+        summary.update(_stats(name, latency[f"{name}_ms"][done]))
+    summary["mean_itl_ms"] = itl_s.mean * 1000
+    summary.update({f"{label}_itl_ms": itl_s.percentile(q) * 1000 for label, q in PERCENTILES.items()})
     capacity = kv_num_blocks * kv_block_size
     summary.update({
         "slo_attainment": met / num_requests if num_requests else float("nan"),
         "request_goodput": per_s(met),
-        "num_preemptions": int(requests["preemptions"].sum()),
+        "num_preemptions": int(columns["preemptions"].sum()),
         "kv_num_blocks": kv_num_blocks,
         "kv_capacity_tokens": capacity,
         "peak_kv_usage": max(peak_kv_blocks) / kv_num_blocks,

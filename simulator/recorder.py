@@ -1,28 +1,97 @@
 """Collects what the simulation produces: one row per request, inter-token gaps, KV occupancy.
 
-Inter-token latencies are kept per iteration, not per token: a run of k decode iterations of a batch of B requests
-with durations d_j = base + slope·j contributes each request's first gap individually (it may include a stall before
-the run) and the gaps d_1 … d_{k−1} once each with weight B. :func:`simulator.metrics.summarize` expands them.
+Request rows are kept in compact columnar chunks (or streamed to a Parquet file, keeping only the columns the
+summary needs), so memory grows with requests in flight plus a few numbers per finished request.
+Inter-token gaps go into a :class:`~simulator.histogram.LogHistogram` per decode run, not per token.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from simulator.histogram import LogHistogram
 from simulator.request import Request
 
 REQUEST_COLUMNS = (
     "request_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "input_tokens", "output_tokens",
     "replica", "preemptions", "status", "reject_reason",
 )
+SUMMARY_COLUMNS = (
+    "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "status",
+)
+_SCHEMA = pa.schema([
+    ("request_id", pa.int64()), ("arrival_s", pa.float64()), ("first_scheduled_s", pa.float64()),
+    ("first_token_s", pa.float64()), ("finish_s", pa.float64()), ("input_tokens", pa.int64()),
+    ("output_tokens", pa.int64()), ("replica", pa.int64()), ("preemptions", pa.int64()), ("status", pa.string()),
+    ("reject_reason", pa.string()),
+])
+
+
+class RequestLog:
+    """Rows of finished and rejected requests, in completion order, chunked; optionally streamed to Parquet."""
+
+    def __init__(self, parquet_path: str | Path | None = None, chunk_rows: int = 65536) -> None:
+        self._rows: list[tuple] = []
+        self._chunk_rows = chunk_rows
+        self._tables: list[pa.Table] = []
+        self._summary: dict[str, list[np.ndarray]] = {name: [] for name in SUMMARY_COLUMNS}
+        self._writer = pq.ParquetWriter(str(parquet_path), _SCHEMA) if parquet_path is not None else None
+
+    def append(self, request: Request) -> None:
+        self._rows.append((
+            request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
+            request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
+            request.status, request.reject_reason,
+        ))
+        if len(self._rows) >= self._chunk_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        columns = list(zip(*self._rows, strict=True))
+        table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, _SCHEMA, strict=True)],
+                                     schema=_SCHEMA)
+        self._rows = []
+        for name in SUMMARY_COLUMNS:
+            self._summary[name].append(table.column(name).to_numpy())
+        if self._writer is not None:
+            self._writer.write_table(table)
+        else:
+            self._tables.append(table)
+
+    def close(self) -> None:
+        self._flush()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def summary_columns(self) -> dict[str, np.ndarray]:
+        """The columns metrics need, for every request (completion order)."""
+        self._flush()
+        return {
+            name: np.concatenate(chunks) if chunks else np.array([], dtype=_SCHEMA.field(name).type.to_pandas_dtype())
+            for name, chunks in self._summary.items()
+        }
+
+    def frame(self) -> pd.DataFrame | None:
+        """All rows sorted by request id (None when they were streamed to a file)."""
+        if self._writer is not None:
+            return None
+        self._flush()
+        table = pa.concat_tables(self._tables) if self._tables else _SCHEMA.empty_table()
+        return table.to_pandas().sort_values("request_id", kind="stable").reset_index(drop=True)
 
 
 class Recorder:
-    def __init__(self, num_replicas: int) -> None:
-        self._rows: dict[str, list] = {name: [] for name in REQUEST_COLUMNS}
-        self.itl_samples: list[float] = []
-        self.itl_runs: list[tuple[float, float, int, int]] = []  # (base, slope, count, weight): d_j, j = 1..count
+    def __init__(self, num_replicas: int, parquet_path: str | Path | None = None) -> None:
+        self.requests = RequestLog(parquet_path)
+        self.itl = LogHistogram()
         self.iterations = 0
         self.kv_token_seconds = [0.0] * num_replicas  # ∫ resident KV tokens dt
         self.peak_kv_blocks = [0] * num_replicas
@@ -30,19 +99,4 @@ class Recorder:
 
     def request_done(self, request: Request) -> None:
         """Record a finished or rejected request."""
-        rows = self._rows
-        for name in REQUEST_COLUMNS:
-            rows[name].append(getattr(request, name))
-
-    def requests_frame(self) -> pd.DataFrame:
-        frame = pd.DataFrame(self._rows, columns=list(REQUEST_COLUMNS))
-        return frame.sort_values("request_id", kind="stable").reset_index(drop=True)
-
-    def itl_values_and_weights(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every inter-token gap as (value, multiplicity) pairs."""
-        values = [np.asarray(self.itl_samples, dtype=float)]
-        weights = [np.ones(len(self.itl_samples), dtype=np.int64)]
-        for base, slope, count, weight in self.itl_runs:
-            values.append(base + slope * np.arange(1, count + 1, dtype=float))
-            weights.append(np.full(count, weight, dtype=np.int64))
-        return np.concatenate(values), np.concatenate(weights)
+        self.requests.append(request)

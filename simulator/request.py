@@ -10,25 +10,17 @@ WAITING, RUNNING, FINISHED, REJECTED = "waiting", "running", "finished", "reject
 class Request:
     """A request and its timestamps (simulated seconds; NaN until they happen).
 
-    ``generated`` counts output tokens emitted so far. The KV cache of a running request holds
-    ``input_tokens + generated - 1`` tokens after it emitted a token (the newest token is not yet written back).
-    A prefill therefore processes ``input_tokens + generated`` tokens (``generated`` > 0 after a recompute
-    preemption) and emits one token.
+    ``generated`` counts output tokens emitted so far; while the request decodes, its scheduler keeps it lazily
+    (``generated = gen_offset + scheduler.clock``) and writes it back when the request stops decoding.
+    ``finish_clock`` is the scheduler clock at which a decoding request emits its last token.
+    The KV cache of a running request holds ``input_tokens + generated - 1`` tokens after it emitted a token (the
+    newest token is not yet written back), so a prefill processes ``input_tokens + generated`` tokens
+    (``generated`` > 0 after a recompute preemption) and emits one token.
     """
 
     __slots__ = (
-        "arrival_s",
-        "finish_s",
-        "first_scheduled_s",
-        "first_token_s",
-        "generated",
-        "input_tokens",
-        "last_token_s",
-        "output_tokens",
-        "preemptions",
-        "reject_reason",
-        "replica",
-        "request_id",
+        "arrival_s", "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gen_offset", "generated",
+        "input_tokens", "last_token_s", "output_tokens", "preemptions", "reject_reason", "replica", "request_id",
         "status",
     )
 
@@ -43,6 +35,8 @@ class Request:
         self.last_token_s = math.nan
         self.finish_s = math.nan
         self.generated = 0
+        self.gen_offset = 0
+        self.finish_clock = -1
         self.preemptions = 0
         self.status = WAITING
         self.reject_reason = ""
@@ -51,10 +45,6 @@ class Request:
     def prefill_tokens(self) -> int:
         """Tokens the next prefill must process (prompt plus any output lost to preemption)."""
         return self.input_tokens + self.generated
-
-    @property
-    def remaining_tokens(self) -> int:
-        return self.output_tokens - self.generated
 
     @property
     def total_tokens(self) -> int:

@@ -84,7 +84,7 @@ def test_closed_form_runs_equal_one_iteration_at_a_time(p):
 def test_every_request_accounted_for_and_timestamps_ordered(p):
     config = load_experiment(_random_experiment(p))
     output = simulate(config)
-    frame = output.recorder.requests_frame()
+    frame = output.recorder.requests.frame()
     # every request exactly once, finished or rejected with a reason
     assert sorted(frame["request_id"]) == list(range(output.num_requests))
     assert set(frame["status"]) <= {"finished", "rejected"}

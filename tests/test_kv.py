@@ -15,66 +15,94 @@ from simulator.kv import PagedAllocator, kv_budget, kv_cache_bytes
 
 
 class PagedAllocatorMachine(RuleBasedStateMachine):
-    """Random allocate/append/free sequences against a plain model of who holds how many tokens."""
+    """Random allocate/append/grow/free sequences against a plain model of who holds how many tokens."""
+
+    BS, BLOCKS = 8, 50
 
     def __init__(self):
         super().__init__()
-        self.kv = PagedAllocator(num_blocks=50, block_size=8)
-        self.tokens: dict[int, int] = {}
+        self.kv = PagedAllocator(num_blocks=self.BLOCKS, block_size=self.BS)
+        self.static: dict[int, int] = {}
+        self.growing: dict[int, int] = {}
         self.next_id = 0
+
+    def blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / self.BS)
+
+    def free_blocks(self) -> int:
+        held = sum(self.blocks(t) for t in [*self.static.values(), *self.growing.values()])
+        return self.BLOCKS - held
 
     @rule(tokens=st.integers(1, 120))
     def allocate(self, tokens):
-        if self.kv.can_allocate(tokens):
+        if self.blocks(tokens) <= self.free_blocks():
+            assert self.kv.can_allocate(tokens)
             self.kv.allocate(self.next_id, tokens)
-            self.tokens[self.next_id] = tokens
+            self.static[self.next_id] = tokens
             self.next_id += 1
         else:
+            assert not self.kv.can_allocate(tokens)
             with pytest.raises(MemoryError):
                 self.kv.allocate(self.next_id, tokens)
 
-    @precondition(lambda self: self.tokens)
+    @precondition(lambda self: self.static)
     @rule(data=st.data(), n=st.integers(1, 40))
     def append(self, data, n):
-        seq = data.draw(st.sampled_from(sorted(self.tokens)))
-        fits = self.kv.max_appends([seq], n) == n
-        if fits:
+        seq = data.draw(st.sampled_from(sorted(self.static)))
+        needed = self.blocks(self.static[seq] + n) - self.blocks(self.static[seq])
+        if needed <= self.free_blocks():
             self.kv.append(seq, n)
-            self.tokens[seq] += n
+            self.static[seq] += n
         else:
             with pytest.raises(MemoryError):
                 self.kv.append(seq, n)
 
-    @precondition(lambda self: self.tokens)
+    @precondition(lambda self: self.static)
+    @rule(data=st.data())
+    def start_growing(self, data):
+        seq = data.draw(st.sampled_from(sorted(self.static)))
+        self.kv.start_growing(seq)
+        self.growing[seq] = self.static.pop(seq)
+
+    def grow_needs(self, n: int) -> int:
+        return sum(self.blocks(t + n) - self.blocks(t) for t in self.growing.values())
+
+    @rule(n=st.integers(1, 40))
+    def grow(self, n):
+        if self.grow_needs(n) <= self.free_blocks():
+            self.kv.grow(n)
+            self.growing = {seq: t + n for seq, t in self.growing.items()}
+        else:
+            with pytest.raises(MemoryError):
+                self.kv.grow(n)
+
+    @rule(limit=st.integers(0, 300))
+    def max_grow_is_the_largest_that_fits(self, limit):
+        free = self.free_blocks()
+        brute = max(n for n in range(limit + 1) if self.grow_needs(n) <= free)
+        assert self.kv.max_grow(limit) == brute
+
+    @precondition(lambda self: self.static or self.growing)
     @rule(data=st.data())
     def free(self, data):
-        seq = data.draw(st.sampled_from(sorted(self.tokens)))
+        seq = data.draw(st.sampled_from(sorted([*self.static, *self.growing])))
         self.kv.free(seq)
-        del self.tokens[seq]
-
-    @precondition(lambda self: self.tokens)
-    @rule(data=st.data(), limit=st.integers(0, 200))
-    def max_appends_is_the_largest_that_fits(self, data, limit):
-        seqs = data.draw(st.lists(st.sampled_from(sorted(self.tokens)), min_size=1, unique=True))
-
-        def blocks_needed(n):
-            return sum(math.ceil((self.tokens[s] + n) / 8) - math.ceil(self.tokens[s] / 8) for s in seqs)
-
-        free = 50 - sum(math.ceil(t / 8) for t in self.tokens.values())
-        brute = max(n for n in range(limit + 1) if blocks_needed(n) <= free)
-        assert self.kv.max_appends(seqs, limit) == brute
+        self.static.pop(seq, None)
+        self.growing.pop(seq, None)
 
     @invariant()
-    def blocks_match_tokens_and_never_exceed_the_pool(self):
-        held = sum(math.ceil(t / 8) for t in self.tokens.values())
-        assert self.kv.used_blocks == held <= self.kv.num_blocks
-        assert self.kv.used_tokens == sum(self.tokens.values())
-        # at most one partially filled block per sequence
-        assert self.kv.used_blocks * 8 - self.kv.used_tokens < 8 * max(1, len(self.tokens))
+    def accounting_matches_the_model(self):
+        assert self.kv.free_blocks == self.free_blocks() >= 0
+        assert self.kv.used_blocks <= self.kv.num_blocks
+        assert self.kv.used_tokens == sum(self.static.values()) + sum(self.growing.values())
+        assert self.kv.growing_tokens == sum(self.growing.values())
+        assert self.kv.num_growing == len(self.growing)
+        for seq, tokens in [*self.static.items(), *self.growing.items()]:
+            assert self.kv.tokens_of(seq) == tokens
 
 
 TestPagedAllocator = PagedAllocatorMachine.TestCase
-TestPagedAllocator.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestPagedAllocator.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
 
 
 def test_double_allocation_and_unknown_free_are_errors():

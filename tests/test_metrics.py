@@ -11,21 +11,37 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.config.schema import SLOConfig
-from simulator.metrics import add_latency_columns, weighted_percentile
+from simulator.histogram import LogHistogram
+from simulator.metrics import add_latency_columns
 
 
 @given(
-    st.lists(st.tuples(st.floats(-1e6, 1e6), st.integers(0, 20)), min_size=1, max_size=30),
+    st.lists(st.tuples(st.floats(1e-6, 1e3), st.integers(0, 20)), min_size=1, max_size=30),
+    st.lists(st.tuples(st.floats(1e-4, 1.0), st.floats(0, 1e-3), st.integers(0, 30), st.integers(0, 5)), max_size=5),
     st.floats(0, 100),
 )
-def test_weighted_percentile_equals_numpy_on_the_repetition(pairs, q):
-    values = np.array([v for v, _ in pairs])
-    weights = np.array([w for _, w in pairs])
-    if weights.sum() == 0:
-        assert math.isnan(weighted_percentile(values, weights, q))
+def test_histogram_percentiles_within_a_bin_of_numpy(singles, runs, q):
+    """Percentiles within 0.1% of numpy's over the expanded values; mean and count exact."""
+    histogram = LogHistogram()
+    values = []
+    for value, weight in singles:
+        histogram.add(value, weight)
+        values += [value] * weight
+    for base, slope, n, weight in runs:
+        histogram.add_run(base, slope, n, weight)
+        values += [base + slope * j for j in range(1, n + 1)] * weight
+    if not values:
+        assert math.isnan(histogram.percentile(q)) and histogram.count == 0
         return
-    expected = np.percentile(np.repeat(values, weights), q)
-    assert weighted_percentile(values, weights, q) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert histogram.count == len(values)
+    assert histogram.mean == pytest.approx(np.mean(values), rel=1e-9)
+    assert histogram.percentile(q) == pytest.approx(np.percentile(values, q), rel=2e-3)
+
+
+def test_histogram_is_exact_for_equal_values():
+    histogram = LogHistogram()
+    histogram.add_run(0.025, 0.0, 100, 3)
+    assert histogram.percentile(99) == 0.025 and histogram.percentile(0) == 0.025
 
 
 def _table(rows):

@@ -1,10 +1,18 @@
-"""A replica: one SimPy process that runs iterations of its scheduler's batches on its cost model.
+"""A replica: runs its scheduler's batches on its cost model, driven by SimPy timeouts.
 
-Decode-only batches are advanced in closed form: the scheduler says how many identical iterations can run
-(``stable_steps``), the cost model gives a decode step as ``a + c·S`` (S = context sum, growing by B per step), and
-the replica waits for the whole run in one SimPy timeout — or, if a request arrives meanwhile, until the end of the
-iteration in progress, so the newcomer joins at the same boundary as with one iteration at a time
-(``fast_forward=False``, kept for testing the equivalence).
+Each iteration (or run of identical decode iterations) is one SimPy timeout whose callback accounts it and starts
+the next. A decode-only batch runs ``stable_steps`` iterations at once: the cost model gives a step as ``a + c·S``
+(S = context sum, growing by B per step), so the run ends at a closed-form time. If a request arrives meanwhile and
+the scheduler says the queue could change the batch (``wants_boundary``), the run is cut at the end of the iteration
+in progress — where the newcomer would join with one iteration at a time (``fast_forward=False``, kept to test the
+equivalence). A superseded timeout still fires and is ignored.
+
+Callbacks on timeouts rather than a generator process per replica: the same SimPy clock and event order, with less
+overhead per event (see benchmarks/bench_scale.py).
+
+Inter-token gaps: decoding requests are grouped by the time of their last token (the end of the last decode run, or
+the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
+(which includes any prefill stall); the remaining steps give ``d_1 … d_{k−1}`` to every request of the batch.
 """
 
 from __future__ import annotations
@@ -43,9 +51,16 @@ class Replica:
         self.cost = cost
         self.recorder = recorder
         self.fast_forward = fast_forward
-        self._wake: simpy.Event | None = None
-        env.process(self._run())
+        self._busy = False  # an iteration is running or about to start
+        self._pending: simpy.Event | None = None  # the timeout that ends the current work; others are stale
+        self._batch: Batch | None = None
+        self._start = 0.0
+        self._steps = 0  # iterations in the current work
+        self._run: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)  # decode run: a, c, batch size, context sum
+        self._gap_groups: dict[float, int] = {}  # last-token time -> decoding requests
+        self._last_decode_end = -math.inf
 
+    # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
         """A request arrives at this replica (rejected at once if it can never run here)."""
         request.replica = self.index
@@ -55,92 +70,96 @@ class Replica:
             self.recorder.request_done(request)
             return
         self.scheduler.enqueue(request)
-        if self._wake is not None and not self._wake.triggered:
-            self._wake.succeed()
+        if not self._busy:
+            self._busy = True
+            self._wait(0.0)  # start after every arrival of this instant is queued
+        elif self._steps > 1 and self.scheduler.wants_boundary():
+            self._cut_run()
 
-    def _run(self):
-        scheduler, recorder, env = self.scheduler, self.recorder, self.env
-        kv = scheduler.kv
-        while True:
-            batch = scheduler.schedule(env.now)
-            if batch.empty:
-                self._wake = env.event()
-                yield self._wake
-                self._wake = None
-                continue
-            if batch.prefills:
-                yield from self._prefill(batch)
-                steps = 1
-            else:
-                steps = yield from self._decode(batch)
-            finished = scheduler.advance(batch, steps, env.now)
-            recorder.iterations += steps
-            recorder.peak_kv_blocks[self.index] = max(recorder.peak_kv_blocks[self.index], kv.used_blocks)
-            scheduler.retire(finished, env.now)
-            for request in finished:
-                recorder.request_done(request)
+    def _cut_run(self) -> None:
+        a, c, size, context_sum0 = self._run
+        elapsed = self.env.now - self._start
+        steps = steps_done_by(a, c, size, context_sum0, elapsed, self._steps)
+        if steps < self._steps:
+            self._steps = steps
+            self._wait(self._start + decode_run_time(a, c, size, context_sum0, steps) - self.env.now)
 
-    def _prefill(self, batch: Batch):
-        """One iteration of prompt chunks (and any decodes riding along)."""
-        shape = IterationShape(
-            prefill_chunks=tuple((new, cached) for _, new, cached in batch.prefills),
-            num_decodes=len(batch.decodes),
-            decode_context_sum=sum(self.scheduler.kv.tokens_of(r.request_id) + 1 for r in batch.decodes),
-        )
-        duration = self.cost.iteration_time(shape)
-        self._note_running(batch)
-        yield self.env.timeout(duration)
+    # --- iterations --------------------------------------------------------------------------------------------
+    def _wait(self, delay: float) -> None:
+        event = self.env.timeout(delay)
+        event.callbacks.append(self._on_timeout)
+        self._pending = event
+
+    def _on_timeout(self, event: simpy.Event) -> None:
+        if event is not self._pending:
+            return  # superseded by a cut
+        if self._batch is not None:
+            self._finish(self._batch, self._steps)
+        self._begin()
+
+    def _begin(self) -> None:
+        scheduler, now = self.scheduler, self.env.now
+        batch = scheduler.schedule(now)
+        for victim in batch.preempted:
+            self._forget(victim)
+        if batch.empty:
+            self._busy, self._batch, self._steps = False, None, 0
+            return
+        self._batch, self._start = batch, now
         rec = self.recorder
-        rec.kv_token_seconds[self.index] += duration * (self.scheduler.kv.used_tokens + len(batch.decodes))
-        for request in batch.decodes:
-            rec.itl_samples.append(self.env.now - request.last_token_s)
+        rec.peak_running[self.index] = max(rec.peak_running[self.index], scheduler.num_running + len(batch.prefills))
+        if batch.prefills or not self.fast_forward:
+            shape = IterationShape(
+                tuple((new, cached) for _, new, cached in batch.prefills), batch.num_decodes, batch.decode_context_sum
+            )
+            duration = self.cost.iteration_time(shape)
+            self._steps = 1
+            self._run = (duration, 0.0, batch.num_decodes, batch.decode_context_sum)
+        else:
+            a, c = self.cost.decode_step_coefficients(batch.num_decodes)
+            self._steps = scheduler.stable_steps(batch)
+            self._run = (a, c, batch.num_decodes, batch.decode_context_sum)
+            duration = decode_run_time(a, c, batch.num_decodes, batch.decode_context_sum, self._steps)
+        if batch.decode:
+            first_step = self._run[0] + self._run[1] * batch.decode_context_sum
+            for last_token, count in self._gap_groups.items():
+                rec.itl.add(now - last_token + first_step, count)
+        self._wait(duration)
+
+    def _finish(self, batch: Batch, steps: int) -> None:
+        scheduler, rec, now, kv = self.scheduler, self.recorder, self.env.now, self.scheduler.kv
+        a, c, size, context_sum0 = self._run
+        base, slope = a + c * context_sum0, c * size
+        resident0 = kv.used_tokens
+        if batch.decode:
+            rec.itl.add_run(base, slope, steps - 1, size)
         for request, _, _ in batch.prefills:
             if request.generated > 0:  # re-prefill after preemption: a gap between two output tokens
-                rec.itl_samples.append(self.env.now - request.last_token_s)
-
-    def _decode(self, batch: Batch):
-        """A run of identical decode iterations; returns how many ran."""
-        env, kv, rec = self.env, self.scheduler.kv, self.recorder
-        decodes = batch.decodes
-        size = len(decodes)
-        resident0 = kv.used_tokens
-        context_sum0 = resident0 + size  # every running request decodes: Σ(tokens + 1)
-        a, c = self.cost.decode_step_coefficients(size)
-        self._note_running(batch)
-        start = env.now
-        if not self.fast_forward:
-            shape = IterationShape(num_decodes=size, decode_context_sum=context_sum0)
-            yield env.timeout(self.cost.iteration_time(shape))
-            steps = 1
-        else:
-            limit = self.scheduler.stable_steps(batch)
-            total = decode_run_time(a, c, size, context_sum0, limit)
-            steps = limit
-            if limit > 1:
-                self._wake = env.event()
-                yield env.timeout(total) | self._wake
-                woken = self._wake.triggered
-                self._wake = None
-                if woken and env.now - start < total:
-                    steps = steps_done_by(a, c, size, context_sum0, env.now - start, limit)
-                    total = decode_run_time(a, c, size, context_sum0, steps)
-                if start + total > env.now:
-                    yield env.timeout(start + total - env.now)
-            else:
-                yield env.timeout(total)
-        base, slope = a + c * context_sum0, c * size
-        first_end = env.now if steps == 1 else start + base
-        for request in decodes:
-            rec.itl_samples.append(first_end - request.last_token_s)
-        if steps > 1:
-            rec.itl_runs.append((base, slope, steps - 1, size))
-        # ∫ resident tokens dt over the run: step j (0-based) lasts base + slope·j with resident0 + (j+1)·size tokens.
+                rec.itl.add(now - request.last_token_s)
+        finished = scheduler.advance(batch, steps, now)
+        rec.iterations += steps
+        # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident0 + (j+1)·size tokens.
         x, k = resident0 + size, steps
         rec.kv_token_seconds[self.index] += (
             k * base * x + (base * size + slope * x) * k * (k - 1) / 2 + slope * size * (k - 1) * k * (2 * k - 1) / 6
         )
-        return steps
+        rec.peak_kv_blocks[self.index] = max(rec.peak_kv_blocks[self.index], kv.used_blocks)
+        scheduler.retire(finished, now)
+        for request in finished:
+            rec.request_done(request)
+        if batch.decode:
+            self._last_decode_end = now
+            self._gap_groups = {now: scheduler.num_running} if scheduler.num_running else {}
+        started = sum(request.generated < request.output_tokens for request, _, _ in batch.prefills)
+        if started:
+            self._gap_groups[now] = self._gap_groups.get(now, 0) + started
 
-    def _note_running(self, batch: Batch) -> None:
-        size = len(batch.prefills) + len(batch.decodes)
-        self.recorder.peak_running[self.index] = max(self.recorder.peak_running[self.index], size)
+    def _forget(self, victim: Request) -> None:
+        """A preempted request leaves its gap group; its last token is the later of its prefill and the last run."""
+        last_token = max(victim.last_token_s, self._last_decode_end)
+        victim.last_token_s = last_token
+        remaining = self._gap_groups[last_token] - 1
+        if remaining:
+            self._gap_groups[last_token] = remaining
+        else:
+            del self._gap_groups[last_token]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import simpy
@@ -46,18 +47,46 @@ def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
     return max_model_len, batched
 
 
-def _arrival_process(env: simpy.Environment, workload, network_s: float, router: Router, replicas: list[Replica]):
-    arrivals, inputs, outputs = workload
-    for i in range(len(arrivals)):
-        at = float(arrivals[i])
-        if at + network_s > env.now:
-            yield env.timeout(at + network_s - env.now)
-        request = Request(i, at, int(inputs[i]), int(outputs[i]))
-        replicas[router.route(request)].submit(request)
+class ArrivalFeed:
+    """Delivers requests at their arrival time (plus one-way network latency) to the router's replica.
+
+    One SimPy timeout per distinct arrival instant; requests arriving at the same instant are all queued before
+    any replica starts its next iteration.
+    """
+
+    def __init__(self, env: simpy.Environment, workload, network_s: float, router: Router, replicas: list[Replica]):
+        self.env, self.router, self.replicas = env, router, replicas
+        arrivals, inputs, outputs = workload
+        self._arrivals, self._inputs, self._outputs = arrivals.tolist(), inputs.tolist(), outputs.tolist()
+        self._network_s = network_s
+        self._next = 0
+        if self._arrivals:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        due = self._arrivals[self._next] + self._network_s
+        event = self.env.timeout(max(due - self.env.now, 0.0))
+        event.callbacks.append(self._deliver)
+
+    def _deliver(self, _event: simpy.Event) -> None:
+        now, arrivals, network_s = self.env.now, self._arrivals, self._network_s
+        i, n = self._next, len(arrivals)
+        while i < n and arrivals[i] + network_s <= now:
+            request = Request(i, arrivals[i], self._inputs[i], self._outputs[i])
+            self.replicas[self.router.route(request)].submit(request)
+            i += 1
+        self._next = i
+        if i < n:
+            self._schedule()
 
 
-def simulate(config: ExperimentConfig, *, fast_forward: bool = True) -> SimulationOutput:
-    """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower)."""
+def simulate(
+    config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None
+) -> SimulationOutput:
+    """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower).
+
+    With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete.
+    """
     model, hardware = load_model(config.model), load_hardware(config.hardware)
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg, cluster = config.scheduler, config.kv_cache, config.cluster
@@ -71,7 +100,7 @@ def simulate(config: ExperimentConfig, *, fast_forward: bool = True) -> Simulati
     workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
 
     env = simpy.Environment()
-    recorder = Recorder(cluster.replicas)
+    recorder = Recorder(cluster.replicas, requests_path)
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
     replicas = [
         Replica(
@@ -84,8 +113,9 @@ def simulate(config: ExperimentConfig, *, fast_forward: bool = True) -> Simulati
         for i in range(cluster.replicas)
     ]
     router = ROUTERS.get(cluster.router)(cluster.replicas)
-    env.process(_arrival_process(env, workload, config.cost_model.network_ms / 1000, router, replicas))
+    ArrivalFeed(env, workload, config.cost_model.network_ms / 1000, router, replicas)
     env.run()
+    recorder.requests.close()
     return SimulationOutput(
         recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel,
         [replica.scheduler.kv.used_blocks for replica in replicas],

@@ -1,22 +1,23 @@
 """The contract every KV-cache allocator keeps.
 
-Schedulers never do block arithmetic: they ask the allocator. Sequences are identified by an integer id; the
-allocator tracks how many tokens of KV each holds.
+Schedulers never do block arithmetic: they ask the allocator. Sequences are identified by an integer id and are in
+one of two groups:
 
-- ``can_allocate(tokens)``: would a new sequence of ``tokens`` fit now?
-- ``allocate(seq, tokens)`` / ``free(seq)``: admit / release a sequence.
-- ``append(seq, n)``: the sequence's KV grows by ``n`` tokens (caller checked it fits).
-- ``max_appends(seqs, limit)``: the largest n ≤ limit such that every listed sequence can grow by n tokens now.
-  This is how the engine learns how many decode iterations can run before memory forces the batch to change.
-- ``tokens_of(seq)``: KV tokens the sequence holds.
-- ``can_ever_fit(tokens)``: could a sequence of ``tokens`` fit in an empty pool?
-- ``used_tokens`` / ``used_blocks`` / ``capacity_tokens`` / ``num_blocks``: occupancy for metrics.
+- *static*: the sequence's KV changes only when told — ``allocate(seq, tokens)`` admits it, ``append(seq, n)`` grows
+  it (a prompt chunk);
+- *growing*: the decoding sequences. ``start_growing(seq)`` moves a sequence there; ``grow(n)`` grows **every**
+  growing sequence by n tokens at once (n decode steps). Allocators implement this lazily, so a run of decode steps
+  costs the same whatever the batch size.
+
+Queries: ``can_allocate(tokens)`` (would a new sequence fit now?), ``max_grow(limit)`` (the largest n ≤ limit such
+that every growing sequence can grow by n now — how the engine learns how many decode steps can run before memory
+forces the batch to change), ``can_ever_fit(tokens)`` (in an empty pool?), ``tokens_of(seq)``, ``used_tokens``,
+``growing_tokens``, ``num_growing``, ``used_blocks`` and ``free_blocks``. ``free(seq)`` releases either kind.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 
 from simulator.registry import Registry
 
@@ -24,28 +25,34 @@ from simulator.registry import Registry
 class KVAllocator(ABC):
     num_blocks: int
     block_size: int
+    free_blocks: int
 
     @abstractmethod
     def can_allocate(self, tokens: int) -> bool: ...
 
     @abstractmethod
+    def can_ever_fit(self, tokens: int) -> bool: ...
+
+    @abstractmethod
     def allocate(self, seq: int, tokens: int) -> None: ...
 
     @abstractmethod
-    def append(self, seq: int, n: int = 1) -> None: ...
+    def append(self, seq: int, n: int) -> None: ...
+
+    @abstractmethod
+    def start_growing(self, seq: int) -> None: ...
+
+    @abstractmethod
+    def grow(self, n: int) -> None: ...
+
+    @abstractmethod
+    def max_grow(self, limit: int) -> int: ...
 
     @abstractmethod
     def free(self, seq: int) -> None: ...
 
     @abstractmethod
-    def tokens_of(self, seq: int) -> int:
-        """KV tokens the sequence holds."""
-
-    @abstractmethod
-    def max_appends(self, seqs: Sequence[int], limit: int) -> int: ...
-
-    @abstractmethod
-    def can_ever_fit(self, tokens: int) -> bool: ...
+    def tokens_of(self, seq: int) -> int: ...
 
     @property
     @abstractmethod
@@ -53,7 +60,15 @@ class KVAllocator(ABC):
 
     @property
     @abstractmethod
-    def used_blocks(self) -> int: ...
+    def growing_tokens(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def num_growing(self) -> int: ...
+
+    @property
+    def used_blocks(self) -> int:
+        return self.num_blocks - self.free_blocks
 
     @property
     def capacity_tokens(self) -> int:

@@ -1,13 +1,19 @@
 """PagedAttention-style allocator: a pool of fixed-size blocks, blocks appended on demand.
 
-A sequence of L tokens holds ceil(L / block_size) blocks, so at most one partially filled block per sequence.
+A sequence of L tokens holds ceil(L / bs) blocks (bs = block size), so at most one partially filled block each.
+
+Growing sequences are tracked lazily: a clock counts the tokens every growing sequence has gained, and each one
+stores ``base = tokens − clock``. Only the histogram of ``base mod bs`` matters for block counts: a sequence's
+*slack* (free slots in its last block) is ``(−(base + clock)) mod bs``, and growing it by n tokens takes
+ceil(max(0, n − slack) / bs) new blocks. Writing n = q·bs + m (0 ≤ m < bs), that is q + [m > slack], so all growing
+sequences together need
+
+    extra(n) = G·q + C[m],   C[m] = number of growing sequences with slack < m,   G = number growing,
+
+which gives ``grow`` and ``max_grow`` in O(bs) operations whatever the number of sequences.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-
-import numpy as np
 
 from simulator.kv.base import KV_ALLOCATORS, KVAllocator
 
@@ -20,12 +26,17 @@ class PagedAllocator(KVAllocator):
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.free_blocks = num_blocks
-        self._tokens: dict[int, int] = {}
-        self._used_tokens = 0
+        self._static: dict[int, int] = {}  # seq -> tokens
+        self._static_tokens = 0
+        self._base: dict[int, int] = {}  # growing seq -> tokens − clock
+        self._base_sum = 0
+        self._residues = [0] * block_size  # growing sequences by base mod bs
+        self._clock = 0
 
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
 
+    # --- static sequences -------------------------------------------------------------------------------------
     def can_allocate(self, tokens: int) -> bool:
         return self.blocks_for(tokens) <= self.free_blocks
 
@@ -33,58 +44,92 @@ class PagedAllocator(KVAllocator):
         return self.blocks_for(tokens) <= self.num_blocks
 
     def allocate(self, seq: int, tokens: int) -> None:
-        if seq in self._tokens:
+        if seq in self._static or seq in self._base:
             raise ValueError(f"sequence {seq} already holds KV blocks")
         needed = self.blocks_for(tokens)
         if needed > self.free_blocks:
             raise MemoryError(f"sequence {seq} needs {needed} blocks, {self.free_blocks} free")
-        self._tokens[seq] = tokens
+        self._static[seq] = tokens
+        self._static_tokens += tokens
         self.free_blocks -= needed
-        self._used_tokens += tokens
 
-    def append(self, seq: int, n: int = 1) -> None:
-        old = self._tokens[seq]
+    def append(self, seq: int, n: int) -> None:
+        old = self._static[seq]
         needed = self.blocks_for(old + n) - self.blocks_for(old)
         if needed > self.free_blocks:
             raise MemoryError(f"sequence {seq} needs {needed} more blocks, {self.free_blocks} free")
-        self._tokens[seq] = old + n
+        self._static[seq] = old + n
+        self._static_tokens += n
         self.free_blocks -= needed
-        self._used_tokens += n
 
+    # --- growing sequences ------------------------------------------------------------------------------------
+    def start_growing(self, seq: int) -> None:
+        tokens = self._static.pop(seq)
+        self._static_tokens -= tokens
+        base = tokens - self._clock
+        self._base[seq] = base
+        self._base_sum += base
+        self._residues[base % self.block_size] += 1
+
+    def _slack_below(self) -> list[int]:
+        """C[m] for m = 0 … bs−1: growing sequences whose slack is < m."""
+        bs, clock = self.block_size, self._clock
+        by_slack = [0] * bs
+        for residue, count in enumerate(self._residues):
+            if count:
+                by_slack[(-(residue + clock)) % bs] += count
+        below, running = [0] * bs, 0
+        for m in range(bs):
+            below[m] = running
+            running += by_slack[m]
+        return below
+
+    def _extra_blocks(self, n: int) -> int:
+        q, m = divmod(n, self.block_size)
+        return len(self._base) * q + self._slack_below()[m]
+
+    def grow(self, n: int) -> None:
+        needed = self._extra_blocks(n)
+        if needed > self.free_blocks:
+            raise MemoryError(f"growing by {n} needs {needed} blocks, {self.free_blocks} free")
+        self.free_blocks -= needed
+        self._clock += n
+
+    def max_grow(self, limit: int) -> int:
+        growing = len(self._base)
+        if growing == 0 or limit <= 0:
+            return max(limit, 0)
+        best = -1
+        for m, below in enumerate(self._slack_below()):
+            if below <= self.free_blocks:
+                best = max(best, (self.free_blocks - below) // growing * self.block_size + m)
+        return min(best, limit)
+
+    # --- either -----------------------------------------------------------------------------------------------
     def free(self, seq: int) -> None:
-        tokens = self._tokens.pop(seq)
+        if seq in self._static:
+            tokens = self._static.pop(seq)
+            self._static_tokens -= tokens
+        else:
+            base = self._base.pop(seq)
+            self._base_sum -= base
+            self._residues[base % self.block_size] -= 1
+            tokens = base + self._clock
         self.free_blocks += self.blocks_for(tokens)
-        self._used_tokens -= tokens
 
     def tokens_of(self, seq: int) -> int:
-        return self._tokens[seq]
+        if seq in self._static:
+            return self._static[seq]
+        return self._base[seq] + self._clock
 
-    def max_appends(self, seqs: Sequence[int], limit: int) -> int:
-        """Largest n ≤ limit with Σ_i [ceil((L_i + n)/bs) − ceil(L_i/bs)] ≤ free blocks (binary search on n)."""
-        if limit <= 0 or not seqs:
-            return max(limit, 0)
-        bs = self.block_size
-        lengths = np.fromiter((self._tokens[s] for s in seqs), dtype=np.int64, count=len(seqs))
-        held = -(-lengths // bs)
+    @property
+    def growing_tokens(self) -> int:
+        return self._base_sum + len(self._base) * self._clock
 
-        def extra_blocks(n: int) -> int:
-            return int((-(-(lengths + n) // bs) - held).sum())
-
-        if extra_blocks(limit) <= self.free_blocks:
-            return limit
-        lo, hi = 0, limit  # extra_blocks(lo) fits, extra_blocks(hi) does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if extra_blocks(mid) <= self.free_blocks:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+    @property
+    def num_growing(self) -> int:
+        return len(self._base)
 
     @property
     def used_tokens(self) -> int:
-        return self._used_tokens
-
-    @property
-    def used_blocks(self) -> int:
-        return self.num_blocks - self.free_blocks
+        return self._static_tokens + self.growing_tokens

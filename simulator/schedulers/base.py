@@ -1,20 +1,29 @@
 """The contract every batching policy keeps.
 
-A scheduler owns a replica's waiting queue and running set. At each iteration boundary the replica calls
-``schedule(now)`` and runs the returned :class:`Batch`; afterwards it calls ``advance(batch, steps, now)`` and then
-``retire(finished)``. The scheduler asks its :class:`~simulator.kv.base.KVAllocator` whether memory allows; it never
-does block arithmetic itself.
+A scheduler owns a replica's waiting queue and its running requests. At each iteration boundary the replica calls
+``schedule(now)`` and runs the returned :class:`Batch`; afterwards it calls ``advance(batch, steps, now)``, which
+returns the requests that finished, and ``retire(finished, now)``. The scheduler asks its
+:class:`~simulator.kv.base.KVAllocator` whether memory allows; it never does block arithmetic itself.
 
-Speed contract: for a decode-only batch, ``stable_steps(batch)`` returns how many consecutive iterations would run
-this same batch if no request arrived — i.e. the iterations until the batch changes (a completion, or memory that
-forces a preemption). The replica then advances that many iterations at once in closed form, cutting the run short
-at the first iteration boundary after an arrival and calling ``advance`` with the number of steps actually run.
-Results equal iteration-by-iteration stepping; a policy whose decision may change between completions for any
-other reason must return 1 there.
+Requests that have emitted their first token and keep generating form the *decoding set*. A decode iteration
+advances all of them by one token; the scheduler tracks them lazily with a clock (decode steps run so far) and a
+heap of the clock values at which each will finish, so running n decode steps costs O(log B), not O(B).
+
+Speed contract (what keeps every policy fast):
+
+- ``stable_steps(batch)``: for a decode-only batch, how many consecutive iterations would run this same batch if
+  no request arrived — the iterations until it changes (a completion, or memory that forces a preemption). The
+  replica advances that many at once in closed form.
+- ``wants_boundary()``: after an arrival, whether the queue could change the batch at the next iteration boundary.
+  Only then does the replica cut a run short (at the end of the iteration in progress).
+
+Results equal one-iteration-at-a-time stepping; a policy whose decision may change for any other reason must say
+so through these two methods.
 """
 
 from __future__ import annotations
 
+import heapq
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,14 +35,18 @@ from simulator.request import FINISHED, RUNNING, WAITING, Request
 
 @dataclass(slots=True)
 class Batch:
-    """One iteration's work: prompt chunks ``(request, new tokens, cached tokens)`` and decoding requests."""
+    """One iteration's work: prompt chunks ``(request, new tokens, cached tokens)`` and, if ``decode``, one token
+    for every request of the decoding set; ``preempted`` lists requests evicted while forming it."""
 
     prefills: list[tuple[Request, int, int]] = field(default_factory=list)
-    decodes: list[Request] = field(default_factory=list)
+    decode: bool = False
+    num_decodes: int = 0
+    decode_context_sum: int = 0  # Σ over decoding requests of their KV tokens after this step's write
+    preempted: list[Request] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not self.prefills and not self.decodes
+        return not self.prefills and not self.decode
 
 
 class Scheduler(ABC):
@@ -43,7 +56,9 @@ class Scheduler(ABC):
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len
         self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
+        self.decoding: dict[int, Request] = {}
+        self.clock = 0  # decode steps run so far
+        self._finishes: list[tuple[int, int, Request]] = []  # (finish clock, request id, request)
 
     # --- arrivals ------------------------------------------------------------------------------------------------
     def rejection_reason(self, request: Request) -> str:
@@ -58,10 +73,6 @@ class Scheduler(ABC):
     def enqueue(self, request: Request) -> None:
         self.waiting.append(request)
 
-    @property
-    def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
-
     # --- iterations ----------------------------------------------------------------------------------------------
     @abstractmethod
     def schedule(self, now: float) -> Batch:
@@ -69,51 +80,85 @@ class Scheduler(ABC):
 
     @abstractmethod
     def stable_steps(self, batch: Batch) -> int:
-        """Iterations (≥ 1) this decode-only batch can repeat unchanged, absent arrivals."""
+        """Iterations (≥ 1) this batch can repeat unchanged, absent arrivals."""
+
+    @abstractmethod
+    def wants_boundary(self) -> bool:
+        """Whether queued requests could change the batch at the next iteration boundary."""
+
+    def steps_to_next_finish(self) -> int:
+        """Decode steps until the first decoding request emits its last token."""
+        finishes = self._finishes
+        while finishes[0][2].finish_clock != finishes[0][0]:  # stale entry of a preempted request
+            heapq.heappop(finishes)
+        return finishes[0][0] - self.clock
+
+    def decode_batch(self, batch: Batch) -> Batch:
+        """Make ``batch`` advance every decoding request by one token."""
+        batch.decode = True
+        batch.num_decodes = self.kv.num_growing
+        batch.decode_context_sum = self.kv.growing_tokens + batch.num_decodes
+        return batch
 
     def advance(self, batch: Batch, steps: int, now: float) -> list[Request]:
         """Account ``steps`` iterations of ``batch`` ending at ``now``; return the requests that finished."""
         finished = []
+        if batch.decode:
+            self.kv.grow(steps)
+            self.clock += steps
+            finishes = self._finishes
+            while finishes and finishes[0][0] <= self.clock:
+                finish_clock, _, request = heapq.heappop(finishes)
+                if request.finish_clock == finish_clock:
+                    request.generated = request.output_tokens
+                    request.finish_clock = -1
+                    del self.decoding[request.request_id]
+                    finished.append(request)
         for request, _new, _cached in batch.prefills:
             request.generated += 1
             if request.generated == 1:
                 request.first_token_s = now
             request.last_token_s = now
-            if request.remaining_tokens == 0:
+            if request.generated == request.output_tokens:
                 finished.append(request)
-        for request in batch.decodes:
-            self.kv.append(request.request_id, steps)
-            request.generated += steps
-            request.last_token_s = now
-            if request.remaining_tokens == 0:
-                finished.append(request)
+            else:
+                self._start_decoding(request)
         return finished
 
     def retire(self, finished: list[Request], now: float) -> None:
-        """Release finished requests' memory and slots."""
-        if not finished:
-            return
+        """Release finished requests' memory."""
         for request in finished:
             self.kv.free(request.request_id)
             request.status = FINISHED
             request.finish_s = now
-        self.running = [r for r in self.running if r.status == RUNNING]
 
     # --- helpers for policies ------------------------------------------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return len(self.decoding)
+
     def admit(self, request: Request, now: float) -> None:
-        """Move the head of the waiting queue into the running set, allocating its prefill's KV."""
+        """Allocate a waiting request's prefill KV and mark it running."""
         self.kv.allocate(request.request_id, request.prefill_tokens)
         request.status = RUNNING
         if request.first_scheduled_s != request.first_scheduled_s:  # NaN: first time scheduled
             request.first_scheduled_s = now
-        self.running.append(request)
+
+    def _start_decoding(self, request: Request) -> None:
+        self.kv.start_growing(request.request_id)
+        request.gen_offset = request.generated - self.clock
+        request.finish_clock = self.clock + request.output_tokens - request.generated
+        self.decoding[request.request_id] = request
+        heapq.heappush(self._finishes, (request.finish_clock, request.request_id, request))
 
     def preempt_by_recompute(self, victim: Request) -> None:
         """Free the victim's KV; it waits at the head of the queue and re-prefills prompt + generated tokens."""
+        victim.generated = victim.gen_offset + self.clock
+        victim.finish_clock = -1  # its heap entry is now stale
+        del self.decoding[victim.request_id]
         self.kv.free(victim.request_id)
         victim.status = WAITING
         victim.preemptions += 1
-        self.running.remove(victim)
         self.waiting.appendleft(victim)
 
 
