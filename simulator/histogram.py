@@ -21,8 +21,8 @@ class LogHistogram:
         self.counts = np.zeros(self._num_bins, dtype=np.int64)
         self.count = 0
         self.total = 0.0
-        self.min = math.inf
-        self.max = -math.inf
+        self._min = math.inf
+        self._max = -math.inf
         self._values: list[float] = []
         self._weights: list[int] = []
         self._runs: list[tuple[float, float, int, int]] = []
@@ -35,8 +35,6 @@ class LogHistogram:
         self._weights.append(weight)
         self.count += weight
         self.total += value * weight
-        self.min = min(self.min, value)
-        self.max = max(self.max, value)
         self._buffered += 1
         if self._buffered >= 65536:
             self._flush()
@@ -48,9 +46,6 @@ class LogHistogram:
         self._runs.append((base, slope, n, weight))
         self.count += n * weight
         self.total += weight * (n * base + slope * n * (n + 1) / 2)
-        first, last = base + slope, base + slope * n
-        self.min = min(self.min, first, last)
-        self.max = max(self.max, first, last)
         self._buffered += n
         if self._buffered >= 65536:
             self._flush()
@@ -60,21 +55,20 @@ class LogHistogram:
             index = np.floor((np.log(np.maximum(values, 1e-300)) - self._log_min) / self._log_step)
         return np.clip(index, 0, self._num_bins - 1).astype(np.int64)
 
+    def _bin_into(self, values: np.ndarray, weights: np.ndarray) -> None:
+        self.counts += np.bincount(self._bin(values), weights=weights, minlength=self._num_bins).astype(np.int64)
+        self._min = min(self._min, float(values.min()))
+        self._max = max(self._max, float(values.max()))
+
     def _flush(self) -> None:
         if self._values:
-            values = np.asarray(self._values)
-            self.counts += np.bincount(self._bin(values), weights=self._weights, minlength=self._num_bins).astype(
-                np.int64
-            )
+            self._bin_into(np.asarray(self._values), np.asarray(self._weights))
             self._values, self._weights = [], []
         if self._runs:
             base, slope, n, weight = (np.asarray(column) for column in zip(*self._runs, strict=True))
             starts = np.repeat(np.cumsum(n) - n, n)
             j = np.arange(int(n.sum())) - starts + 1
-            values = np.repeat(base, n) + np.repeat(slope, n) * j
-            self.counts += np.bincount(self._bin(values), weights=np.repeat(weight, n), minlength=self._num_bins).astype(
-                np.int64
-            )
+            self._bin_into(np.repeat(base, n) + np.repeat(slope, n) * j, np.repeat(weight, n))
             self._runs = []
         self._buffered = 0
 
@@ -83,9 +77,10 @@ class LogHistogram:
         return self.total / self.count if self.count else math.nan
 
     def _value_at_rank(self, cumulative: np.ndarray, rank: int) -> float:
+        """Centre of the bin holding the value of this rank, clamped to the exact extremes."""
         index = int(np.searchsorted(cumulative, rank, side="right"))
         centre = math.exp(self._log_min + (index + 0.5) * self._log_step)
-        return min(max(centre, self.min), self.max)
+        return min(max(centre, self._min), self._max)
 
     def percentile(self, q: float) -> float:
         """The q-th percentile (0–100), linear interpolation between ranks as in ``numpy.percentile``."""

@@ -81,6 +81,7 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         free = self.free_blocks()
         brute = max(n for n in range(limit + 1) if self.grow_needs(n) <= free)
         assert self.kv.max_grow(limit) == brute
+        assert self.kv.can_grow_one() == (self.grow_needs(1) <= free)
 
     @precondition(lambda self: self.static or self.growing)
     @rule(data=st.data())

@@ -98,59 +98,69 @@ class Replica:
         self._begin()
 
     def _begin(self) -> None:
-        scheduler, now = self.scheduler, self.env.now
+        scheduler, now, rec = self.scheduler, self.env.now, self.recorder
         batch = scheduler.schedule(now)
         for victim in batch.preempted:
             self._forget(victim)
-        if batch.empty:
+        if not batch.prefills and not batch.decode:
             self._busy, self._batch, self._steps = False, None, 0
             return
         self._batch, self._start = batch, now
-        rec = self.recorder
-        rec.peak_running[self.index] = max(rec.peak_running[self.index], scheduler.num_running + len(batch.prefills))
+        num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
         if batch.prefills or not self.fast_forward:
-            shape = IterationShape(
-                tuple((new, cached) for _, new, cached in batch.prefills), batch.num_decodes, batch.decode_context_sum
-            )
-            duration = self.cost.iteration_time(shape)
+            running = len(scheduler.decoding) + len(batch.prefills)
+            if running > rec.peak_running[self.index]:
+                rec.peak_running[self.index] = running
+            chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
+            duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum))
             self._steps = 1
-            self._run = (duration, 0.0, batch.num_decodes, batch.decode_context_sum)
+            self._run = (duration, 0.0, num_decodes, context_sum)
+            first_step = duration
         else:
-            a, c = self.cost.decode_step_coefficients(batch.num_decodes)
-            self._steps = scheduler.stable_steps(batch)
-            self._run = (a, c, batch.num_decodes, batch.decode_context_sum)
-            duration = decode_run_time(a, c, batch.num_decodes, batch.decode_context_sum, self._steps)
+            a, c = self.cost.decode_step_coefficients(num_decodes)
+            steps = self._steps = scheduler.stable_steps(batch)
+            self._run = (a, c, num_decodes, context_sum)
+            first_step = a + c * context_sum
+            duration = steps * a + c * (steps * context_sum + num_decodes * steps * (steps - 1) / 2)
         if batch.decode:
-            first_step = self._run[0] + self._run[1] * batch.decode_context_sum
             for last_token, count in self._gap_groups.items():
                 rec.itl.add(now - last_token + first_step, count)
-        self._wait(duration)
+        event = self.env.timeout(duration)
+        event.callbacks.append(self._on_timeout)
+        self._pending = event
 
     def _finish(self, batch: Batch, steps: int) -> None:
-        scheduler, rec, now, kv = self.scheduler, self.recorder, self.env.now, self.scheduler.kv
+        scheduler, rec, now, index = self.scheduler, self.recorder, self.env.now, self.index
+        kv = scheduler.kv
         a, c, size, context_sum0 = self._run
         base, slope = a + c * context_sum0, c * size
-        resident0 = kv.used_tokens
-        if batch.decode:
+        resident = kv.used_tokens + size
+        if batch.decode and steps > 1:
             rec.itl.add_run(base, slope, steps - 1, size)
+        started = 0
         for request, _, _ in batch.prefills:
             if request.generated > 0:  # re-prefill after preemption: a gap between two output tokens
                 rec.itl.add(now - request.last_token_s)
+            started += request.generated + 1 < request.output_tokens
         finished = scheduler.advance(batch, steps, now)
         rec.iterations += steps
-        # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident0 + (j+1)·size tokens.
-        x, k = resident0 + size, steps
-        rec.kv_token_seconds[self.index] += (
-            k * base * x + (base * size + slope * x) * k * (k - 1) / 2 + slope * size * (k - 1) * k * (2 * k - 1) / 6
+        # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
+        k = steps
+        rec.kv_token_seconds[index] += (
+            k * base * resident + (base * size + slope * resident) * k * (k - 1) / 2
+            + slope * size * (k - 1) * k * (2 * k - 1) / 6
         )
-        rec.peak_kv_blocks[self.index] = max(rec.peak_kv_blocks[self.index], kv.used_blocks)
-        scheduler.retire(finished, now)
-        for request in finished:
-            rec.request_done(request)
+        used_blocks = kv.num_blocks - kv.free_blocks
+        if used_blocks > rec.peak_kv_blocks[index]:
+            rec.peak_kv_blocks[index] = used_blocks
+        if finished:
+            scheduler.retire(finished, now)
+            for request in finished:
+                rec.request_done(request)
         if batch.decode:
             self._last_decode_end = now
-            self._gap_groups = {now: scheduler.num_running} if scheduler.num_running else {}
-        started = sum(request.generated < request.output_tokens for request, _, _ in batch.prefills)
+            running = len(scheduler.decoding) - started
+            self._gap_groups = {now: running} if running else {}
         if started:
             self._gap_groups[now] = self._gap_groups.get(now, 0) + started
 

@@ -16,8 +16,7 @@ by B per step, so n steps starting at S0 take  n·a + c·(n·S0 + B·n(n−1)/2)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from simulator.registry import Registry
 
@@ -26,11 +25,10 @@ if TYPE_CHECKING:
     from simulator.config.schema import ExperimentConfig
 
 
-@dataclass(frozen=True, slots=True)
-class IterationShape:
+class IterationShape(NamedTuple):
     """What one forward pass processes."""
 
-    prefill_chunks: tuple[tuple[int, int], ...] = field(default=())  # (new tokens, cached tokens) per sequence
+    prefill_chunks: tuple[tuple[int, int], ...] = ()  # (new tokens, cached tokens) per sequence
     num_decodes: int = 0
     decode_context_sum: int = 0  # sum over decode sequences of their context length including this step's token
 

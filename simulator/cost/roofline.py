@@ -25,7 +25,6 @@ Decode attention is linear in S in both its FLOPs and its bytes, so a decode ste
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.config.schema import ExperimentConfig
@@ -58,7 +57,8 @@ class RooflineCostModel(CostModel):
         self.decode_attention_per_token = m.num_layers * max(
             4 * self.heads * m.head_dim / self.flops, 2 * self.kv_heads * m.head_dim * self.v / self.bandwidth
         )
-        self._token_time = lru_cache(maxsize=4096)(self._token_dependent_time)
+        self._body_cache: dict[int, float] = {}
+        self._lm_head_cache: dict[int, float] = {}
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> RooflineCostModel:
@@ -86,8 +86,11 @@ class RooflineCostModel(CostModel):
         return 2 * (t - 1) / t * nbytes / (hw.interconnect_gbps * 1e9) + 2 * (t - 1) * hw.interconnect_latency_us * 1e-6
 
     # --- iteration ---------------------------------------------------------------------------------------------
-    def _token_dependent_time(self, num_tokens: int, num_sequences: int) -> float:
-        """Everything but attention's FLOPs/KV reads: depends only on token and sequence counts (cached)."""
+    def _body_time(self, num_tokens: int) -> float:
+        """Everything per token except attention's FLOPs/KV reads and the LM head (memoised per token count)."""
+        cached = self._body_cache.get(num_tokens)
+        if cached is not None:
+            return cached
         m, T = self.model, num_tokens
         D = m.hidden_size
         per_layer = (
@@ -99,9 +102,16 @@ class RooflineCostModel(CostModel):
             + self.memory_time(T * (10 * D + 3 * self.inter) * self.w)
             + 2 * self.all_reduce_time(T * D * self.w)
         )
-        embedding = self.memory_time(T * D * self.w)
-        lm_head = self.gemm_time(num_sequences, m.vocab_size / self.tp, D)
-        return m.num_layers * per_layer + embedding + lm_head
+        cached = self._body_cache[num_tokens] = m.num_layers * per_layer + self.memory_time(T * D * self.w)
+        return cached
+
+    def _lm_head_time(self, num_sequences: int) -> float:
+        cached = self._lm_head_cache.get(num_sequences)
+        if cached is None:
+            cached = self._lm_head_cache[num_sequences] = self.gemm_time(
+                num_sequences, self.model.vocab_size / self.tp, self.model.hidden_size
+            )
+        return cached
 
     def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
         if not chunks:
@@ -118,10 +128,11 @@ class RooflineCostModel(CostModel):
         if num_sequences == 0:
             return 0.0
         return (
-            self._token_time(shape.num_tokens, num_sequences)
+            self._body_time(shape.num_tokens)
+            + self._lm_head_time(num_sequences)
             + self.prefill_attention_time(shape.prefill_chunks)
             + self.decode_attention_per_token * shape.decode_context_sum
         )
 
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
-        return self._token_time(num_decodes, num_decodes), self.decode_attention_per_token
+        return self._body_time(num_decodes) + self._lm_head_time(num_decodes), self.decode_attention_per_token

@@ -11,7 +11,7 @@ one of two groups:
 
 Queries: ``can_allocate(tokens)`` (would a new sequence fit now?), ``max_grow(limit)`` (the largest n ≤ limit such
 that every growing sequence can grow by n now — how the engine learns how many decode steps can run before memory
-forces the batch to change), ``can_ever_fit(tokens)`` (in an empty pool?), ``tokens_of(seq)``, ``used_tokens``,
+forces the batch to change), ``can_grow_one()`` (the common case of that), ``can_ever_fit(tokens)`` (in an empty pool?), ``tokens_of(seq)``, ``used_tokens``,
 ``growing_tokens``, ``num_growing``, ``used_blocks`` and ``free_blocks``. ``free(seq)`` releases either kind.
 """
 
@@ -47,6 +47,10 @@ class KVAllocator(ABC):
 
     @abstractmethod
     def max_grow(self, limit: int) -> int: ...
+
+    def can_grow_one(self) -> bool:
+        """Whether every growing sequence can take one more token now."""
+        return self.max_grow(1) == 1
 
     @abstractmethod
     def free(self, seq: int) -> None: ...

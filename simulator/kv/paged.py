@@ -71,22 +71,14 @@ class PagedAllocator(KVAllocator):
         self._base_sum += base
         self._residues[base % self.block_size] += 1
 
-    def _slack_below(self) -> list[int]:
-        """C[m] for m = 0 … bs−1: growing sequences whose slack is < m."""
-        bs, clock = self.block_size, self._clock
-        by_slack = [0] * bs
-        for residue, count in enumerate(self._residues):
-            if count:
-                by_slack[(-(residue + clock)) % bs] += count
-        below, running = [0] * bs, 0
-        for m in range(bs):
-            below[m] = running
-            running += by_slack[m]
-        return below
+    def _slack_below(self, m: int) -> int:
+        """C[m]: growing sequences whose slack is < m (slack s ↔ residue (−s − clock) mod bs)."""
+        bs, clock, residues = self.block_size, self._clock, self._residues
+        return sum(residues[(-s - clock) % bs] for s in range(m))
 
     def _extra_blocks(self, n: int) -> int:
         q, m = divmod(n, self.block_size)
-        return len(self._base) * q + self._slack_below()[m]
+        return len(self._base) * q + (self._slack_below(m) if m else 0)
 
     def grow(self, n: int) -> None:
         needed = self._extra_blocks(n)
@@ -96,14 +88,22 @@ class PagedAllocator(KVAllocator):
         self._clock += n
 
     def max_grow(self, limit: int) -> int:
-        growing = len(self._base)
+        growing, bs, free = len(self._base), self.block_size, self.free_blocks
         if growing == 0 or limit <= 0:
             return max(limit, 0)
-        best = -1
-        for m, below in enumerate(self._slack_below()):
-            if below <= self.free_blocks:
-                best = max(best, (self.free_blocks - below) // growing * self.block_size + m)
+        if growing * -(-limit // bs) <= free:  # even a new block per ceil(limit/bs) steps for everyone fits
+            return limit
+        best, below = -1, 0
+        for m in range(bs):
+            if m:
+                below += self._residues[(-(m - 1) - self._clock) % bs]
+            if below <= free:
+                best = max(best, (free - below) // growing * bs + m)
         return min(best, limit)
+
+    def can_grow_one(self) -> bool:
+        """Whether every growing sequence can take one more token (those with no slack need a block each)."""
+        return self._residues[-self._clock % self.block_size] <= self.free_blocks
 
     # --- either -----------------------------------------------------------------------------------------------
     def free(self, seq: int) -> None:

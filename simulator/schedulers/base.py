@@ -26,23 +26,25 @@ from __future__ import annotations
 import heapq
 from abc import ABC, abstractmethod
 from collections import deque
-from dataclasses import dataclass, field
 
 from simulator.kv.base import KVAllocator
 from simulator.registry import Registry
 from simulator.request import FINISHED, RUNNING, WAITING, Request
 
 
-@dataclass(slots=True)
 class Batch:
     """One iteration's work: prompt chunks ``(request, new tokens, cached tokens)`` and, if ``decode``, one token
-    for every request of the decoding set; ``preempted`` lists requests evicted while forming it."""
+    for every request of the decoding set (``num_decodes`` of them, whose KV after this step's write sums to
+    ``decode_context_sum`` tokens); ``preempted`` lists requests evicted while forming it."""
 
-    prefills: list[tuple[Request, int, int]] = field(default_factory=list)
-    decode: bool = False
-    num_decodes: int = 0
-    decode_context_sum: int = 0  # Σ over decoding requests of their KV tokens after this step's write
-    preempted: list[Request] = field(default_factory=list)
+    __slots__ = ("decode", "decode_context_sum", "num_decodes", "preempted", "prefills")
+
+    def __init__(self) -> None:
+        self.prefills: list[tuple[Request, int, int]] = []
+        self.decode = False
+        self.num_decodes = 0
+        self.decode_context_sum = 0
+        self.preempted: list[Request] = []
 
     @property
     def empty(self) -> bool:

@@ -35,7 +35,7 @@ class ContinuousScheduler(Scheduler):
             budget -= request.prefill_tokens
         if batch.prefills or not self.decoding:
             return batch
-        while self.kv.max_grow(1) < 1:
+        while not self.kv.can_grow_one():
             victim = max(self.decoding.values(), key=lambda r: (r.arrival_s, r.request_id))
             self.preempt_by_recompute(victim)
             batch.preempted.append(victim)
