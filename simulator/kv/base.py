@@ -11,8 +11,9 @@ one of two groups:
 
 Queries: ``can_allocate(tokens)`` (would a new sequence fit now?), ``max_grow(limit)`` (the largest n ≤ limit such
 that every growing sequence can grow by n now — how the engine learns how many decode steps can run before memory
-forces the batch to change), ``can_grow_one()`` (the common case of that), ``can_ever_fit(tokens)`` (in an empty pool?), ``tokens_of(seq)``, ``used_tokens``,
-``growing_tokens``, ``num_growing``, ``used_blocks`` and ``free_blocks``. ``free(seq)`` releases either kind.
+forces the batch to change), ``can_grow_one()`` (the common case of that), ``can_ever_fit(tokens)`` (in an empty
+pool?), ``tokens_of(seq)``, ``used_tokens``, ``growing_tokens``, ``num_growing``, ``used_blocks`` and
+``free_blocks``. ``free(seq)`` releases either kind.
 """
 
 from __future__ import annotations
