@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from simulator.catalog import load_model
 from simulator.config import DEFAULT_EXPERIMENT
@@ -22,7 +23,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from simulator.report import format_summary
 
     config = load_experiment(args.file, args.set)
-    result = run(config)
+    requests_path = None
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        requests_path = Path(args.out) / "requests.parquet"  # streamed as requests complete
+    result = run(config, requests_path=requests_path)
     if args.json:
         print(json.dumps(result.summary, indent=2, sort_keys=True))
     else:
@@ -68,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", nargs="?", help=f"experiment YAML (default: {DEFAULT_EXPERIMENT.name})")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a field by dotted path, e.g. --set workload.arrival.rate=12 (repeatable)")
-    run.add_argument("--out", metavar="DIR", help="write summary.json, requests.parquet and config.yaml here")
+    run.add_argument(
+        "--out", metavar="DIR",
+        help="write summary.json, config.yaml and requests.parquet (streamed, in completion order) here",
+    )
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(func=_cmd_run)
 

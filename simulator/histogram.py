@@ -14,6 +14,11 @@ import numpy as np
 
 
 class LogHistogram:
+    __slots__ = (
+        "_buffered", "_log_min", "_log_step", "_max", "_min", "_num_bins", "_runs", "_values", "_weights", "count",
+        "counts", "total",
+    )
+
     def __init__(self, rel_width: float = 1e-3, min_value: float = 1e-7, max_value: float = 1e6) -> None:
         self._log_step = math.log1p(rel_width)
         self._log_min = math.log(min_value)

@@ -41,6 +41,7 @@ class RequestLog:
         self._tables: list[pa.Table] = []
         self._summary: dict[str, list[np.ndarray]] = {name: [] for name in SUMMARY_COLUMNS}
         self._writer = pq.ParquetWriter(str(parquet_path), _SCHEMA) if parquet_path is not None else None
+        self.streamed = parquet_path is not None
 
     def append(self, request: Request) -> None:
         self._rows.append((
@@ -81,7 +82,7 @@ class RequestLog:
 
     def frame(self) -> pd.DataFrame | None:
         """All rows sorted by request id (None when they were streamed to a file)."""
-        if self._writer is not None:
+        if self.streamed:
             return None
         self._flush()
         table = pa.concat_tables(self._tables) if self._tables else _SCHEMA.empty_table()

@@ -36,6 +36,7 @@ def test_run_writes_outputs(tmp_path, capsys):
     assert json.loads((out_dir / "summary.json").read_text()) == summary
     table = pd.read_parquet(out_dir / "requests.parquet")
     assert len(table) == 1 and {"request_id", "arrival_s", "first_token_s", "status"} <= set(table.columns)
+    assert table["finish_s"][0] - table["arrival_s"][0] == pytest.approx(3.2)
     resolved = yaml.safe_load((out_dir / "config.yaml").read_text())
     assert resolved["cost_model"]["prefill_ms_per_token"] == 0.6
 

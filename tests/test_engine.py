@@ -193,3 +193,13 @@ def test_azure_conversation_trace_runs(shared_data):
     assert result.summary["num_requests"] == 2000
     assert result.summary["completed"] + result.summary["num_rejected"] == 2000
     assert math.isfinite(result.summary["p99_ttft_ms"])
+
+
+def test_streamed_request_rows_equal_the_in_memory_table(tmp_path):
+    config = simulator.load(experiment(seed=9))
+    in_memory = simulator.run(config).requests
+    path = tmp_path / "requests.parquet"
+    streamed = simulator.run(config, requests_path=path)
+    assert streamed.requests is None
+    table = pd.read_parquet(path).sort_values("request_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(table, in_memory[table.columns])

@@ -41,6 +41,11 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 
 class Replica:
+    __slots__ = (
+        "_batch", "_busy", "_gap_groups", "_last_decode_end", "_pending", "_run", "_start", "_steps", "cost", "env",
+        "fast_forward", "index", "recorder", "scheduler",
+    )
+
     def __init__(
         self, env: simpy.Environment, index: int, scheduler: Scheduler, cost: CostModel, recorder: Recorder,
         fast_forward: bool = True,
@@ -78,11 +83,14 @@ class Replica:
 
     def _cut_run(self) -> None:
         a, c, size, context_sum0 = self._run
-        elapsed = self.env.now - self._start
-        steps = steps_done_by(a, c, size, context_sum0, elapsed, self._steps)
-        if steps < self._steps:
+        start, limit = self._start, self._steps
+        steps = steps_done_by(a, c, size, context_sum0, self.env.now - start, limit)
+        if steps < limit:
             self._steps = steps
-            self._wait(self._start + decode_run_time(a, c, size, context_sum0, steps) - self.env.now)
+            end = start + steps * a + c * (steps * context_sum0 + size * steps * (steps - 1) / 2)
+            event = self.env.timeout(end - self.env.now)
+            event.callbacks.append(self._on_timeout)
+            self._pending = event
 
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
@@ -93,8 +101,9 @@ class Replica:
     def _on_timeout(self, event: simpy.Event) -> None:
         if event is not self._pending:
             return  # superseded by a cut
-        if self._batch is not None:
-            self._finish(self._batch, self._steps)
+        batch = self._batch
+        if batch is not None:
+            self._finish(batch, self._steps)
         self._begin()
 
     def _begin(self) -> None:

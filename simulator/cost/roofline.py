@@ -59,6 +59,7 @@ class RooflineCostModel(CostModel):
         )
         self._body_cache: dict[int, float] = {}
         self._lm_head_cache: dict[int, float] = {}
+        self._decode_cache: dict[int, tuple[float, float]] = {}
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> RooflineCostModel:
@@ -113,26 +114,30 @@ class RooflineCostModel(CostModel):
             )
         return cached
 
-    def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
-        if not chunks:
-            return 0.0
+    def prefill_attention_time(self, pairs: float, kv_tokens: int) -> float:
+        """Causal attention over Σ(q·c + q(q+1)/2) query-key pairs, reading the K/V of ``kv_tokens`` tokens."""
         d = self.model.head_dim
-        pairs = sum(q * c + q * (q + 1) / 2 for q, c in chunks)
-        kv_tokens = sum(q + c for q, c in chunks)
         flops = 4 * self.heads * d * pairs
         nbytes = 2 * self.kv_heads * d * self.v * kv_tokens
         return self.model.num_layers * max(flops / self.flops, nbytes / self.bandwidth)
 
     def iteration_time(self, shape: IterationShape) -> float:
-        num_sequences = len(shape.prefill_chunks) + shape.num_decodes
-        if num_sequences == 0:
+        chunks, num_decodes = shape.prefill_chunks, shape.num_decodes
+        if not chunks and not num_decodes:
             return 0.0
-        return (
-            self._body_time(shape.num_tokens)
-            + self._lm_head_time(num_sequences)
-            + self.prefill_attention_time(shape.prefill_chunks)
-            + self.decode_attention_per_token * shape.decode_context_sum
-        )
+        prefill_tokens, pairs, kv_tokens = 0, 0.0, 0
+        for new, cached in chunks:
+            prefill_tokens += new
+            pairs += new * cached + new * (new + 1) / 2
+            kv_tokens += new + cached
+        time = self._body_time(prefill_tokens + num_decodes) + self._lm_head_time(len(chunks) + num_decodes)
+        if chunks:
+            time += self.prefill_attention_time(pairs, kv_tokens)
+        return time + self.decode_attention_per_token * shape.decode_context_sum
 
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
-        return self._body_time(num_decodes) + self._lm_head_time(num_decodes), self.decode_attention_per_token
+        cached = self._decode_cache.get(num_decodes)
+        if cached is None:
+            a = self._body_time(num_decodes) + self._lm_head_time(num_decodes)
+            cached = self._decode_cache[num_decodes] = (a, self.decode_attention_per_token)
+        return cached

@@ -20,6 +20,11 @@ from simulator.kv.base import KV_ALLOCATORS, KVAllocator
 
 @KV_ALLOCATORS.register("paged")
 class PagedAllocator(KVAllocator):
+    __slots__ = (
+        "_base", "_base_sum", "_clock", "_residues", "_static", "_static_tokens", "block_size", "free_blocks",
+        "num_blocks",
+    )
+
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("num_blocks and block_size must be >= 1")
@@ -72,9 +77,14 @@ class PagedAllocator(KVAllocator):
         self._residues[base % self.block_size] += 1
 
     def _slack_below(self, m: int) -> int:
-        """C[m]: growing sequences whose slack is < m (slack s ↔ residue (−s − clock) mod bs)."""
-        bs, clock, residues = self.block_size, self._clock, self._residues
-        return sum(residues[(-s - clock) % bs] for s in range(m))
+        """C[m]: growing sequences whose slack is < m. Slack s ↔ residue (−s − clock) mod bs, so slacks 0 … m−1
+        are the residues r0, r0−1, … r0−m+1 (cyclically) with r0 = −clock mod bs."""
+        bs, residues = self.block_size, self._residues
+        end = -self._clock % bs + 1
+        start = end - m
+        if start >= 0:
+            return sum(residues[start:end])
+        return sum(residues[:end]) + sum(residues[start + bs :])
 
     def _extra_blocks(self, n: int) -> int:
         q, m = divmod(n, self.block_size)
@@ -93,10 +103,9 @@ class PagedAllocator(KVAllocator):
             return max(limit, 0)
         if growing * -(-limit // bs) <= free:  # even a new block per ceil(limit/bs) steps for everyone fits
             return limit
-        best, below = -1, 0
+        best = -1
         for m in range(bs):
-            if m:
-                below += self._residues[(-(m - 1) - self._clock) % bs]
+            below = self._slack_below(m)
             if below <= free:
                 best = max(best, (free - below) // growing * bs + m)
         return min(best, limit)
@@ -132,4 +141,4 @@ class PagedAllocator(KVAllocator):
 
     @property
     def used_tokens(self) -> int:
-        return self._static_tokens + self.growing_tokens
+        return self._static_tokens + self._base_sum + len(self._base) * self._clock

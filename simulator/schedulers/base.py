@@ -68,7 +68,7 @@ class Scheduler(ABC):
         total = request.input_tokens + request.output_tokens
         if total > self.max_model_len:
             return f"prompt + output = {total} tokens exceeds max_model_len {self.max_model_len}"
-        if not self.kv.can_ever_fit(request.total_tokens):
+        if request.input_tokens + request.output_tokens - 1 > self.kv.capacity_tokens:
             return f"{request.total_tokens} tokens of KV never fit the cache of {self.kv.capacity_tokens} tokens"
         return ""
 
@@ -97,9 +97,10 @@ class Scheduler(ABC):
 
     def decode_batch(self, batch: Batch) -> Batch:
         """Make ``batch`` advance every decoding request by one token."""
+        kv = self.kv
         batch.decode = True
-        batch.num_decodes = self.kv.num_growing
-        batch.decode_context_sum = self.kv.growing_tokens + batch.num_decodes
+        batch.num_decodes = size = kv.num_growing
+        batch.decode_context_sum = kv.growing_tokens + size
         return batch
 
     def advance(self, batch: Batch, steps: int, now: float) -> list[Request]:
