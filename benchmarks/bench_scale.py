@@ -4,7 +4,8 @@ Scenarios (Llama-3-8B on H100 SXM, continuous batching, paged KV, lengths lognor
 conversation trace: input mean 1,155 / median 1,020 → σ = 0.50; output mean 211 / median 129 → σ = 0.99):
 
   a: one replica, 100,000 requests at 80% of its measured capacity
-  b: 64 replicas behind round-robin routing, 1,000,000 requests at the same per-replica load
+  b: 64 replicas behind round-robin routing, 1,000,000 requests at the same per-replica load, with the
+     per-request table streamed to Parquet (as ``llmsim run --out``), so memory stays bounded
 
 Capacity is measured first: the request throughput of one replica with every request queued at once.
 Each measurement runs in a fresh subprocess so its peak RSS is its own.
@@ -20,7 +21,9 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import simulator
 
@@ -51,11 +54,12 @@ def capacity() -> float:
     return simulator.run(simulator.load(config)).summary["request_throughput"]
 
 
-def measure_in_process(replicas: int, num_requests: int, rate: float) -> dict:
+def measure_in_process(replicas: int, num_requests: int, rate: float, stream: bool) -> dict:
     config = simulator.load(scenario(replicas, num_requests, rate))
-    start = time.perf_counter()
-    summary = simulator.run(config).summary
-    wall = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        summary = simulator.run(config, requests_path=Path(folder) / "requests.parquet" if stream else None).summary
+        wall = time.perf_counter() - start
     return {
         "replicas": replicas, "requests": num_requests, "wall_s": wall,
         "requests_per_s": num_requests / wall, "iterations_per_s": summary["num_iterations"] / wall,
@@ -64,9 +68,9 @@ def measure_in_process(replicas: int, num_requests: int, rate: float) -> dict:
     }
 
 
-def measure(replicas: int, num_requests: int, rate: float) -> dict:
+def measure(replicas: int, num_requests: int, rate: float, stream: bool = True) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--one", json.dumps([replicas, num_requests, rate])],
+        [sys.executable, __file__, "--one", json.dumps([replicas, num_requests, rate, stream])],
         check=True, capture_output=True, text=True,
     )
     return json.loads(out.stdout)
@@ -88,7 +92,7 @@ def main() -> None:
     rate = LOAD * capacity()
     print(f"one replica's capacity: {rate / LOAD:.2f} req/s; running at {LOAD:.0%}: {rate:.2f} req/s per replica\n")
     a_requests, b_requests = (10_000, 100_000) if args.quick else (100_000, 1_000_000)
-    show(f"(a) 1 replica, {a_requests:,} requests", measure(1, a_requests, rate))
+    show(f"(a) 1 replica, {a_requests:,} requests", measure(1, a_requests, rate, stream=False))
     b = measure(64, b_requests, rate)
     show(f"(b) 64 replicas, {b_requests:,} requests", b)
     if args.quick:

@@ -32,13 +32,14 @@ PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
 
 
 def latency_columns(columns: dict[str, np.ndarray], slo: SLOConfig) -> dict[str, np.ndarray]:
-    """``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times and status."""
+    """``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times and
+    ``finished`` (bool)."""
     arrival, first, finish = columns["arrival_s"], columns["first_token_s"], columns["finish_s"]
     output = np.asarray(columns["output_tokens"], dtype=float)
     ttft, e2el = (first - arrival) * 1000, (finish - arrival) * 1000
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
-    met = np.asarray(columns["status"]) == "finished"
+    met = np.asarray(columns["finished"], dtype=bool).copy()
     with np.errstate(invalid="ignore"):
         if slo.ttft_ms is not None:
             met &= ttft <= slo.ttft_ms
@@ -52,7 +53,9 @@ def latency_columns(columns: dict[str, np.ndarray], slo: SLOConfig) -> dict[str,
 def add_latency_columns(requests: pd.DataFrame, slo: SLOConfig) -> pd.DataFrame:
     """The request table with the columns of :func:`latency_columns` added."""
     out = requests.copy()
-    for name, values in latency_columns({c: out[c].to_numpy() for c in out.columns}, slo).items():
+    columns = {c: out[c].to_numpy() for c in out.columns}
+    columns["finished"] = columns["status"] == "finished"
+    for name, values in latency_columns(columns, slo).items():
         out[name] = values
     return out
 
@@ -73,7 +76,7 @@ def summarize(
 ) -> dict[str, Any]:
     """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s)."""
     latency = latency_columns(columns, slo)
-    done = np.asarray(columns["status"]) == "finished"
+    done = np.asarray(columns["finished"], dtype=bool)
     num_requests = int(done.size)
     duration = float(np.nanmax(columns["finish_s"]) - columns["arrival_s"].min()) if done.any() else 0.0
 
@@ -85,7 +88,7 @@ def summarize(
     summary: dict[str, Any] = {
         "num_requests": num_requests,
         "completed": int(done.sum()),
-        "num_rejected": int((np.asarray(columns["status"]) == "rejected").sum()),
+        "num_rejected": int((~done).sum()),
         "duration_s": duration,
         "request_throughput": per_s(int(done.sum())),
         "output_throughput": per_s(output_tokens),

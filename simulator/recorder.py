@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from simulator.histogram import LogHistogram
@@ -21,9 +22,7 @@ REQUEST_COLUMNS = (
     "request_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "input_tokens", "output_tokens",
     "replica", "preemptions", "status", "reject_reason",
 )
-SUMMARY_COLUMNS = (
-    "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "status",
-)
+SUMMARY_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions")
 _SCHEMA = pa.schema([
     ("request_id", pa.int64()), ("arrival_s", pa.float64()), ("first_scheduled_s", pa.float64()),
     ("first_token_s", pa.float64()), ("finish_s", pa.float64()), ("input_tokens", pa.int64()),
@@ -39,7 +38,7 @@ class RequestLog:
         self._rows: list[tuple] = []
         self._chunk_rows = chunk_rows
         self._tables: list[pa.Table] = []
-        self._summary: dict[str, list[np.ndarray]] = {name: [] for name in SUMMARY_COLUMNS}
+        self._summary: dict[str, list[np.ndarray]] = {name: [] for name in (*SUMMARY_COLUMNS, "finished")}
         self._writer = pq.ParquetWriter(str(parquet_path), _SCHEMA) if parquet_path is not None else None
         self.streamed = parquet_path is not None
 
@@ -61,6 +60,7 @@ class RequestLog:
         self._rows = []
         for name in SUMMARY_COLUMNS:
             self._summary[name].append(table.column(name).to_numpy())
+        self._summary["finished"].append(pc.equal(table.column("status"), "finished").to_numpy())
         if self._writer is not None:
             self._writer.write_table(table)
         else:
@@ -73,10 +73,11 @@ class RequestLog:
             self._writer = None
 
     def summary_columns(self) -> dict[str, np.ndarray]:
-        """The columns metrics need, for every request (completion order)."""
+        """The columns metrics need, for every request (completion order), plus ``finished`` (bool; the others
+        were rejected)."""
         self._flush()
         return {
-            name: np.concatenate(chunks) if chunks else np.array([], dtype=_SCHEMA.field(name).type.to_pandas_dtype())
+            name: np.concatenate(chunks) if chunks else np.array([], dtype=bool if name == "finished" else float)
             for name, chunks in self._summary.items()
         }
 

@@ -51,17 +51,25 @@ class ArrivalFeed:
     """Delivers requests at their arrival time (plus one-way network latency) to the router's replica.
 
     One SimPy timeout per distinct arrival instant; requests arriving at the same instant are all queued before
-    any replica starts its next iteration.
+    any replica starts its next iteration. The workload arrays are turned into Python numbers a chunk at a time.
     """
+
+    CHUNK = 4096
 
     def __init__(self, env: simpy.Environment, workload, network_s: float, router: Router, replicas: list[Replica]):
         self.env, self.router, self.replicas = env, router, replicas
-        arrivals, inputs, outputs = workload
-        self._arrivals, self._inputs, self._outputs = arrivals.tolist(), inputs.tolist(), outputs.tolist()
+        self._workload = workload
         self._network_s = network_s
-        self._next = 0
+        self._total = len(workload[0])
+        self._offset = 0  # index of the first request of the current chunk
+        self._next = 0  # index within the chunk
+        self._load_chunk()
         if self._arrivals:
             self._schedule()
+
+    def _load_chunk(self) -> None:
+        window = slice(self._offset, self._offset + self.CHUNK)
+        self._arrivals, self._inputs, self._outputs = (column[window].tolist() for column in self._workload)
 
     def _schedule(self) -> None:
         due = self._arrivals[self._next] + self._network_s
@@ -69,15 +77,22 @@ class ArrivalFeed:
         event.callbacks.append(self._deliver)
 
     def _deliver(self, _event: simpy.Event) -> None:
-        now, arrivals, network_s = self.env.now, self._arrivals, self._network_s
-        i, n = self._next, len(arrivals)
-        while i < n and arrivals[i] + network_s <= now:
-            request = Request(i, arrivals[i], self._inputs[i], self._outputs[i])
-            self.replicas[self.router.route(request)].submit(request)
-            i += 1
-        self._next = i
-        if i < n:
-            self._schedule()
+        now, network_s = self.env.now, self._network_s
+        while True:
+            arrivals, i = self._arrivals, self._next
+            while i < len(arrivals) and arrivals[i] + network_s <= now:
+                request = Request(self._offset + i, arrivals[i], self._inputs[i], self._outputs[i])
+                self.replicas[self.router.route(request)].submit(request)
+                i += 1
+            self._next = i
+            if i < len(arrivals):
+                break
+            self._offset += len(arrivals)
+            if self._offset >= self._total:
+                return
+            self._next = 0
+            self._load_chunk()
+        self._schedule()
 
 
 def simulate(
