@@ -3,7 +3,8 @@
 Bins have relative width ``rel_width`` (default 0.1%), so a reported percentile is within 0.1% of the exact one
 (numpy's linear-interpolation percentile over the same values), and exact when all values in play are equal
 (results are clamped to the exact min and max). Values arrive one at a time with a weight, or as arithmetic runs
-``base + slope·j`` for j = 1 … n (how decode iterations come); both are buffered and binned in vectorised batches.
+``base + slope·j`` for j = 1 … n (how decode iterations come); both are buffered and binned, counted and summed in
+vectorised batches.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import numpy as np
 
 class LogHistogram:
     __slots__ = (
-        "_buffered", "_log_min", "_log_step", "_max", "_min", "_num_bins", "_runs", "_values", "_weights", "count",
-        "counts", "total",
+        "_buffered", "_count", "_log_min", "_log_step", "_max", "_min", "_num_bins", "_runs", "_total", "_values",
+        "_weights", "counts",
     )
 
     def __init__(self, rel_width: float = 1e-3, min_value: float = 1e-7, max_value: float = 1e6) -> None:
@@ -24,8 +25,8 @@ class LogHistogram:
         self._log_min = math.log(min_value)
         self._num_bins = math.ceil((math.log(max_value) - self._log_min) / self._log_step) + 1
         self.counts = np.zeros(self._num_bins, dtype=np.int64)
-        self.count = 0
-        self.total = 0.0
+        self._count = 0
+        self._total = 0.0
         self._min = math.inf
         self._max = -math.inf
         self._values: list[float] = []
@@ -34,23 +35,15 @@ class LogHistogram:
         self._buffered = 0
 
     def add(self, value: float, weight: int = 1) -> None:
-        if weight <= 0:
-            return
+        """Add ``value`` ``weight`` times (weight ≥ 1)."""
         self._values.append(value)
         self._weights.append(weight)
-        self.count += weight
-        self.total += value * weight
-        self._buffered += 1
-        if self._buffered >= 65536:
+        if len(self._values) >= 65536:
             self._flush()
 
     def add_run(self, base: float, slope: float, n: int, weight: int) -> None:
-        """Add ``base + slope·j`` for j = 1 … n, each ``weight`` times."""
-        if n <= 0 or weight <= 0:
-            return
+        """Add ``base + slope·j`` for j = 1 … n, each ``weight`` times (n ≥ 1, weight ≥ 1)."""
         self._runs.append((base, slope, n, weight))
-        self.count += n * weight
-        self.total += weight * (n * base + slope * n * (n + 1) / 2)
         self._buffered += n
         if self._buffered >= 65536:
             self._flush()
@@ -61,6 +54,8 @@ class LogHistogram:
         return np.clip(index, 0, self._num_bins - 1).astype(np.int64)
 
     def _bin_into(self, values: np.ndarray, weights: np.ndarray) -> None:
+        self._count += int(weights.sum())
+        self._total += float(values @ weights)
         self.counts += np.bincount(self._bin(values), weights=weights, minlength=self._num_bins).astype(np.int64)
         self._min = min(self._min, float(values.min()))
         self._max = max(self._max, float(values.max()))
@@ -78,8 +73,14 @@ class LogHistogram:
         self._buffered = 0
 
     @property
+    def count(self) -> int:
+        self._flush()
+        return self._count
+
+    @property
     def mean(self) -> float:
-        return self.total / self.count if self.count else math.nan
+        self._flush()
+        return self._total / self._count if self._count else math.nan
 
     def _value_at_rank(self, cumulative: np.ndarray, rank: int) -> float:
         """Centre of the bin holding the value of this rank, clamped to the exact extremes."""
@@ -89,12 +90,12 @@ class LogHistogram:
 
     def percentile(self, q: float) -> float:
         """The q-th percentile (0–100), linear interpolation between ranks as in ``numpy.percentile``."""
-        self._flush()
-        if self.count == 0:
+        count = self.count
+        if count == 0:
             return math.nan
         cumulative = np.cumsum(self.counts)
-        position = q / 100 * (self.count - 1)
+        position = q / 100 * (count - 1)
         lower = math.floor(position)
         low = self._value_at_rank(cumulative, lower)
-        high = self._value_at_rank(cumulative, min(lower + 1, self.count - 1))
+        high = self._value_at_rank(cumulative, min(lower + 1, count - 1))
         return low + (position - lower) * (high - low)

@@ -16,8 +16,8 @@ from simulator.metrics import add_latency_columns
 
 
 @given(
-    st.lists(st.tuples(st.floats(1e-6, 1e3), st.integers(0, 20)), min_size=1, max_size=30),
-    st.lists(st.tuples(st.floats(1e-4, 1.0), st.floats(0, 1e-3), st.integers(0, 30), st.integers(0, 5)), max_size=5),
+    st.lists(st.tuples(st.floats(1e-6, 1e3), st.integers(1, 20)), max_size=30),
+    st.lists(st.tuples(st.floats(1e-4, 1.0), st.floats(0, 1e-3), st.integers(1, 30), st.integers(1, 5)), max_size=5),
     st.floats(0, 100),
 )
 def test_histogram_percentiles_within_a_bin_of_numpy(singles, runs, q):

@@ -87,7 +87,7 @@ class Replica:
         steps = steps_done_by(a, c, size, context_sum0, self.env.now - start, limit)
         if steps < limit:
             self._steps = steps
-            end = start + steps * a + c * (steps * context_sum0 + size * steps * (steps - 1) / 2)
+            end = start + decode_run_time(a, c, size, context_sum0, steps)
             event = self.env.timeout(end - self.env.now)
             event.callbacks.append(self._on_timeout)
             self._pending = event
@@ -111,7 +111,7 @@ class Replica:
         batch = scheduler.schedule(now)
         for victim in batch.preempted:
             self._forget(victim)
-        if not batch.prefills and not batch.decode:
+        if batch.empty:
             self._busy, self._batch, self._steps = False, None, 0
             return
         self._batch, self._start = batch, now
@@ -130,7 +130,7 @@ class Replica:
             steps = self._steps = scheduler.stable_steps(batch)
             self._run = (a, c, num_decodes, context_sum)
             first_step = a + c * context_sum
-            duration = steps * a + c * (steps * context_sum + num_decodes * steps * (steps - 1) / 2)
+            duration = decode_run_time(a, c, num_decodes, context_sum, steps)
         if batch.decode:
             for last_token, count in self._gap_groups.items():
                 rec.itl.add(now - last_token + first_step, count)

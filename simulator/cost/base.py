@@ -36,10 +36,6 @@ class IterationShape(NamedTuple):
     def prefill_tokens(self) -> int:
         return sum(new for new, _ in self.prefill_chunks)
 
-    @property
-    def num_tokens(self) -> int:
-        return self.prefill_tokens + self.num_decodes
-
 
 class CostModel(ABC):
     """Seconds per iteration on one replica (all its tensor-parallel GPUs together)."""
