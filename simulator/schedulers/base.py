@@ -68,7 +68,7 @@ class Scheduler(ABC):
         total = request.input_tokens + request.output_tokens
         if total > self.max_model_len:
             return f"prompt + output = {total} tokens exceeds max_model_len {self.max_model_len}"
-        if request.input_tokens + request.output_tokens - 1 > self.kv.capacity_tokens:
+        if not self.kv.can_ever_fit(request.total_tokens):
             return f"{request.total_tokens} tokens of KV never fit the cache of {self.kv.capacity_tokens} tokens"
         return ""
 
