@@ -87,13 +87,11 @@ class Replica:
         steps = steps_done_by(a, c, size, context_sum0, self.env.now - start, limit)
         if steps < limit:
             self._steps = steps
-            end = start + decode_run_time(a, c, size, context_sum0, steps)
-            event = self.env.timeout(end - self.env.now)
-            event.callbacks.append(self._on_timeout)
-            self._pending = event
+            self._wait(start + decode_run_time(a, c, size, context_sum0, steps) - self.env.now)
 
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
+        """End the current work after ``delay`` seconds (any earlier pending timeout becomes stale)."""
         event = self.env.timeout(delay)
         event.callbacks.append(self._on_timeout)
         self._pending = event
@@ -134,9 +132,7 @@ class Replica:
         if batch.decode:
             for last_token, count in self._gap_groups.items():
                 rec.itl.add(now - last_token + first_step, count)
-        event = self.env.timeout(duration)
-        event.callbacks.append(self._on_timeout)
-        self._pending = event
+        self._wait(duration)
 
     def _finish(self, batch: Batch, steps: int) -> None:
         scheduler, rec, now, index = self.scheduler, self.recorder, self.env.now, self.index
