@@ -22,7 +22,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from simulator.config import load_experiment
     from simulator.report import format_summary
 
-    config = load_experiment(args.file, args.set)
+    overrides = [*args.set, *([f"engine={args.engine}"] if args.engine else [])]
+    config = load_experiment(args.file, overrides)
     requests_path = None
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -58,6 +59,28 @@ def _cmd_kv_size(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_steptime(args: argparse.Namespace) -> int:
+    from simulator.steptime import predict_steps, read_steps
+
+    table = predict_steps(read_steps(args.input), args.model, args.hardware, args.tp, args.engine, args.dtype)
+    if args.output:
+        table.to_csv(args.output, index=False)
+        print(f"wrote {len(table)} rows to {args.output}", file=sys.stderr)
+    else:
+        print(table.round(4).to_csv(index=False), end="")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from simulator.validation import validate_all, write_report
+
+    data = Path(args.data)
+    if not data.is_dir():
+        raise LLMSimError(f"validate: data folder not found: {data}")
+    print(write_report(validate_all(data, args.engine), Path(args.plot)))
+    return 0
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -78,7 +101,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="write summary.json, config.yaml and requests.parquet (streamed, in completion order) here",
     )
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--engine", help="engine profile (catalog name or YAML path); same as --set engine=...")
     run.set_defaults(func=_cmd_run)
+
+    step = sub.add_parser("steptime", help="predicted iteration times per operator group for a CSV of batch shapes")
+    step.add_argument("--model", required=True, help="catalog name or config path")
+    step.add_argument("--hardware", required=True, help="catalog name or hardware YAML")
+    step.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree")
+    step.add_argument("--engine", default="default", help="engine profile (catalog name or YAML path)")
+    step.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    step.add_argument("--input", required=True, help="CSV: " + ", ".join(
+        ("num_prefill_seqs", "prefill_tokens_per_seq", "num_decode_seqs", "decode_context_per_seq")))
+    step.add_argument("--output", help="output CSV (default: standard output)")
+    step.set_defaults(func=_cmd_steptime)
+
+    val = sub.add_parser("validate", help="errors of the cost model against measurement data")
+    val.add_argument("--data", default=str(Path("..") / "shared" / "data"), help="folder in ../shared/data's layout")
+    val.add_argument("--engine", default="splitwise", help="engine profile for whole-iteration data")
+    val.add_argument("--plot", default="validation.png", help="where to save the predicted-vs-measured plot")
+    val.set_defaults(func=_cmd_validate)
 
     kv = sub.add_parser("kv-size", help="KV-cache bytes for a model, context and batch")
     kv.add_argument("--model", help="catalog name or config path (gives layers, kv heads, head dim)")

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from simulator.cli import main
+from simulator.cost import collective_time
 from tests.helpers import REPO, experiment
 
 
@@ -119,3 +120,40 @@ def test_relative_trace_path_resolves_against_the_experiment_file(tmp_path, caps
     (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n")
     code, out, _ = run_cli(capsys, "run", "--json", _write(tmp_path, experiment(workload={"trace": {"path": "t.csv"}})))
     assert code == 0 and json.loads(out)["completed"] == 1
+
+
+def test_steptime_adds_prediction_and_operator_groups(tmp_path, capsys):
+    steps = tmp_path / "steps.csv"
+    steps.write_text(
+        "num_prefill_seqs,prefill_tokens_per_seq,num_decode_seqs,decode_context_per_seq\n1,2048,0,0\n0,0,64,1000\n"
+    )
+    out = tmp_path / "out.csv"
+    code, _, _ = run_cli(capsys, "steptime", "--model", "llama-3-70b", "--hardware", "h100-sxm", "--tp", "4",
+                         "--engine", "ideal", "--input", str(steps), "--output", str(out))
+    assert code == 0
+    table = pd.read_csv(out)
+    groups = [c for c in table.columns if c.endswith("_ms") and c != "predicted_ms"]
+    assert {"gemm_ms", "attention_ms", "communication_ms", "engine_ms"} <= set(groups)
+    assert table["predicted_ms"].to_numpy() == pytest.approx(table[groups].sum(axis=1).to_numpy())
+    # GEMMs dominate a 2048-token prefill; TP4 adds 80 layers × 2 all-reduces of 2048 × 8192 × 2 bytes
+    assert table[groups].iloc[0].idxmax() == "gemm_ms"
+    per_all_reduce = collective_time("h100-sxm", "all_reduce", 4, 2048 * 8192 * 2)
+    assert table["communication_ms"][0] == pytest.approx(160 * per_all_reduce * 1000)
+    assert table["engine_ms"].eq(0).all()
+
+
+def test_steptime_bad_row_names_file_and_line(tmp_path, capsys):
+    steps = tmp_path / "steps.csv"
+    steps.write_text("num_prefill_seqs,prefill_tokens_per_seq,num_decode_seqs,decode_context_per_seq\n1,x,0,0\n")
+    code, _, err = run_cli(capsys, "steptime", "--model", "llama-3-8b", "--hardware", "h100-sxm",
+                           "--input", str(steps))
+    assert code == 2 and f"{steps}:2: expected non-negative integers" in err
+
+
+def test_engine_flag_changes_the_cost(capsys):
+    code, ideal, _ = run_cli(capsys, "run", "--json", "--engine", "ideal", "--set", "workload.num_requests=50")
+    code2, default, _ = run_cli(capsys, "run", "--json", "--set", "workload.num_requests=50")
+    assert code == code2 == 0
+    assert json.loads(ideal)["mean_tpot_ms"] < json.loads(default)["mean_tpot_ms"]
+    code, _, err = run_cli(capsys, "run", "--engine", "nope")
+    assert code == 2 and "unknown engine profile 'nope'" in err

@@ -1,13 +1,14 @@
 """GPU descriptions: spec-sheet numbers plus two physically meaningful efficiency factors.
 
-A profile is a YAML file in ``hardware_profiles/`` (catalog name = file stem) or any YAML given by path. Every number
-comes from the vendor datasheet (cited in the file); ``flops_efficiency`` and ``bandwidth_efficiency`` are the
-fractions of peak that large GEMMs and streaming reads actually reach.
+A profile is a YAML file in ``hardware_profiles/`` (catalog name = file stem) or any YAML given by path. Every
+spec-sheet number comes from the vendor datasheet (cited in the file); the few fitted parameters are listed on
+:class:`HardwareSpec`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,8 +27,27 @@ class PeakTflops(BaseModel):
     int8: float | None = Field(default=None, gt=0)
 
 
+class NodeSpec(BaseModel):
+    """How GPUs connect: within a node (``fabric``) and across nodes (one NIC per GPU).
+
+    ``nvswitch``: every GPU pair at ``interconnect_gbps``; ``pairwise``: NVLink bridges join pairs, larger groups
+    cross PCIe (``host_link_gbps``); ``pcie``: all traffic over PCIe.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gpus_per_node: int = Field(default=8, ge=1)
+    fabric: Literal["nvswitch", "pairwise", "pcie"] = "nvswitch"
+    inter_node_gbps: float = Field(default=25.0, gt=0, description="per-GPU network bandwidth, per direction")
+
+
 class HardwareSpec(BaseModel):
-    """One GPU model. Bandwidths are GB/s (10^9 bytes/s) per direction; memory is GiB."""
+    """One GPU model. Bandwidths are GB/s (10^9 bytes/s) per direction; memory is GiB.
+
+    Besides spec-sheet numbers, a profile holds a few fitted parameters with physical meaning (defaults fitted on
+    A100 measurements, see ``simulator/cost/gemm.py`` and ``simulator/cost/collectives.py``):
+    achievable fractions of peak compute, HBM bandwidth and link bandwidth; the GEMM row tile; a fixed cost per
+    kernel; collective latencies.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
@@ -36,10 +56,18 @@ class HardwareSpec(BaseModel):
     memory_bandwidth_gbps: float = Field(gt=0)
     peak_tflops: PeakTflops
     interconnect_gbps: float = Field(default=0.0, ge=0, description="GPU-GPU link per direction; 0 = none")
-    interconnect_latency_us: float = Field(default=5.0, ge=0)
     host_link_gbps: float = Field(default=32.0, gt=0, description="PCIe to host, per direction")
-    flops_efficiency: float = Field(default=0.75, gt=0, le=1)
-    bandwidth_efficiency: float = Field(default=0.8, gt=0, le=1)
+    node: NodeSpec = NodeSpec()
+    flops_efficiency: float = Field(default=0.73, gt=0, le=1, description="large GEMMs: fraction of peak FLOP/s")
+    bandwidth_efficiency: float = Field(default=0.84, gt=0, le=1, description="streaming: fraction of HBM GB/s")
+    gemm_knee: float = Field(default=2.0, ge=1, description="p of the smooth max (t_c^p + t_m^p)^(1/p)")
+    gemm_tile_m: int = Field(default=64, ge=1, description="GEMM rows are computed in tiles of this many")
+    kernel_overhead_us: float = Field(default=6.0, ge=0, description="fixed cost of every kernel")
+    link_efficiency: float = Field(default=0.7, gt=0, le=1, description="ring all-reduce: fraction of link GB/s")
+    p2p_efficiency: float = Field(default=0.9, gt=0, le=1, description="send/recv: fraction of link GB/s")
+    collective_latency_us: float = Field(default=20.0, ge=0, description="fixed cost of one all-reduce")
+    collective_step_latency_us: float = Field(default=4.0, ge=0, description="per ring step (2(n−1) steps)")
+    p2p_latency_us: float = Field(default=8.0, ge=0, description="fixed cost of one send/recv")
     sources: list[str] = Field(default_factory=list)
 
     @property
@@ -56,6 +84,11 @@ class HardwareSpec(BaseModel):
     def achievable_bandwidth(self) -> float:
         """Bytes/s that streaming HBM reads reach."""
         return self.memory_bandwidth_gbps * 1e9 * self.bandwidth_efficiency
+
+
+def resolve_hardware(hardware: str | HardwareSpec) -> HardwareSpec:
+    """A profile, given itself or its catalog name / path."""
+    return hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
 
 
 def hardware_names() -> list[str]:

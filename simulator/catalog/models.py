@@ -78,7 +78,16 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
         _spec("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, _HF.format("mistralai/Mistral-7B-v0.1")),
         _spec("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 131072, _HF.format("Qwen/Qwen2.5-7B")),
         _spec("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064, 131072, _HF.format("Qwen/Qwen2.5-72B")),
+        _spec("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, 128256, 131072,
+              _HF.format("meta-llama/Llama-3.1-405B")),
         _spec("phi-2", 32, 2560, 32, 32, 80, 10240, 51200, 2048, _HF.format("microsoft/phi-2"), gated_mlp=False),
+        # Qwen v1 config.json says intermediate_size 49152 for the gate and up projections together: 24576 each.
+        _spec("qwen-72b", 80, 8192, 64, 64, 128, 24576, 152064, 32768, _HF.format("Qwen/Qwen-72B")),
+        _spec("codellama-34b", 48, 8192, 64, 8, 128, 22016, 32000, 16384, _HF.format("codellama/CodeLlama-34b-hf")),
+        _spec("internlm-20b", 60, 5120, 40, 40, 128, 13824, 103168, 4096, _HF.format("internlm/internlm-20b")),
+        # BLOOM: GELU MLP (not gated), word embeddings tied to the LM head.
+        _spec("bloom-176b", 70, 14336, 112, 112, 128, 57344, 250880, 2048, _HF.format("bigscience/bloom"),
+              gated_mlp=False, tie_word_embeddings=True),
     ]
 }
 

@@ -62,7 +62,7 @@ def _resolve(value: str, base_dir: Path | None) -> str:
 
 
 def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
-    for key in ("model", "hardware"):
+    for key in ("model", "hardware", "engine"):
         if isinstance(data.get(key), str):
             data[key] = _resolve(data[key], base_dir)
     trace = (data.get("workload") or {}).get("trace")

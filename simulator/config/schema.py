@@ -171,6 +171,7 @@ class ExperimentConfig(Strict):
     model: str = Field(description="catalog name, path to a model YAML, or a Hugging Face config.json")
     hardware: str = Field(description="catalog name or path to a hardware YAML")
     dtype: Literal["bf16", "fp16"] = "bf16"
+    engine: str = Field(default="default", description="engine profile: catalog name or path to a YAML")
     cluster: ClusterConfig = ClusterConfig()
     scheduler: SchedulerConfig = ContinuousSchedulerConfig()
     kv_cache: KVCacheConfig = PagedKVConfig()

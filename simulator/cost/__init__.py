@@ -3,6 +3,9 @@
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.config.schema import ExperimentConfig
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape, decode_run_time
+from simulator.cost.collectives import collective_time
+from simulator.cost.engine import EngineProfile, load_engine
+from simulator.cost.gemm import gemm_time
 from simulator.cost.linear import LinearCostModel
 from simulator.cost.roofline import RooflineCostModel
 
@@ -13,6 +16,6 @@ def build_cost_model(config: ExperimentConfig, model: ModelSpec, hardware: Hardw
 
 
 __all__ = [
-    "COST_MODELS", "CostModel", "IterationShape", "LinearCostModel", "RooflineCostModel", "build_cost_model",
-    "decode_run_time",
+    "COST_MODELS", "CostModel", "EngineProfile", "IterationShape", "LinearCostModel", "RooflineCostModel",
+    "build_cost_model", "collective_time", "decode_run_time", "gemm_time", "load_engine",
 ]

@@ -1,25 +1,27 @@
-"""Per-operator roofline cost of one iteration on a tensor-parallel replica.
+"""Per-operator roofline cost of one iteration on a tensor-parallel replica, plus the serving engine's overheads.
 
-Each operator costs ``max(FLOPs / achievable FLOP/s, bytes / achievable bytes/s)`` on one GPU shard; operators are
-summed (kernels run one after another). Per layer, with T tokens in the iteration, t-way tensor parallelism,
-``H = heads/t``, ``G = ceil(kv_heads/t)``, ``d = head_dim``, ``D = hidden``, ``I = intermediate/t``, weights of
-``w`` bytes and KV of ``v`` bytes per element:
+Each kernel costs the smooth roofline of :mod:`simulator.cost.gemm` (compute vs memory time, knee exponent p, plus a
+fixed per-kernel overhead) on one GPU shard; kernels are summed (they run one after another). Per layer, with T
+tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(kv_heads/t)``, ``d = head_dim``,
+``D = hidden``, ``I = intermediate/t``, weights of ``w`` bytes and KV of ``v`` bytes per element:
 
 - QKV projection GEMM  (T × D) · (D × (H + 2G)·d)
 - attention, prefill (FlashAttention-style, one kernel for all chunks): FLOPs 4·H·d·Σ(q·c + q(q+1)/2) for a chunk of
   q new tokens over c cached ones (causal); bytes = the K/V of (c + q) tokens read once
-- attention, decode: FLOPs 4·H·d·S, bytes 2·G·d·v·S for context sum S (every sequence's KV cache is read)
+- attention, decode (one kernel): FLOPs 4·H·d·S, bytes 2·G·d·v·S for context sum S (every sequence's KV is read)
 - attention activations (queries in, outputs out): 2·T·H·d·w bytes, memory-bound
 - output projection GEMM (T × H·d) · (H·d × D)
 - MLP: up (T × D) · (D × k·I) with k = 2 if gated else 1, down (T × I) · (I × D)
-- elementwise (two norms, activation, two residual adds): T·(10·D + 3·I)·w bytes, memory-bound
-- two all-reduces of T·D·w bytes (ring: 2(t−1)/t · bytes / link bandwidth + 2(t−1) · link latency)
+- elementwise kernels: two norms (read + write D each), the activation (read k·I, write I), two residual adds
+  (read 2·D, write D): T·(10·D + 3·I)·w bytes over 5 kernels
+- two all-reduces of T·D·w bytes (:mod:`simulator.cost.collectives`)
 
-Per iteration: embedding gather (T·D·w bytes) and the LM head GEMM on the last token of each sequence
-(m = sequences, n = vocab/t, k = D). A GEMM (m × k)·(k × n) does 2mnk FLOPs and moves (mk + kn + mn)·w bytes.
+Per iteration: embedding gather (T·D·w bytes), the final norm, the LM head GEMM on the last token of each sequence
+(m = sequences, n = vocab/t, k = D), and sampling over fp32 logits (read and write sequences × vocab × 4 bytes).
+The engine profile adds its fixed costs (:mod:`simulator.cost.engine`).
 
-Decode attention is linear in S in both its FLOPs and its bytes, so a decode step is exactly affine in S, as
-:mod:`simulator.cost.base` requires.
+A decode step is exactly affine in S (decode attention's compute and memory times are both proportional to S, so
+their smooth maximum is too), as :mod:`simulator.cost.base` requires.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ import math
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.config.schema import ExperimentConfig
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
+from simulator.cost.collectives import collective_time
+from simulator.cost.engine import EngineProfile, load_engine
+from simulator.cost.gemm import GemmModel
 from simulator.dtypes import bytes_per_element
 from simulator.kv.sizing import kv_dtype
 
@@ -37,15 +42,15 @@ from simulator.kv.sizing import kv_dtype
 class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
-        kv_dtype: str | None = None,
+        kv_dtype: str | None = None, engine: EngineProfile | None = None,
     ) -> None:
         self.model = model
         self.hardware = hardware
         self.tp = tensor_parallel
+        self.engine = engine or EngineProfile(name="none")
+        self.gemm = GemmModel(hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency)
         self.w = bytes_per_element(dtype)
         self.v = bytes_per_element(kv_dtype or dtype)
-        self.flops = hardware.achievable_flops(dtype)
-        self.bandwidth = hardware.achievable_bandwidth
         m, t = model, tensor_parallel
         self.heads = m.num_heads / t
         self.kv_heads = math.ceil(m.num_kv_heads / t)
@@ -53,91 +58,114 @@ class RooflineCostModel(CostModel):
         self.qkv_width = (self.heads + 2 * self.kv_heads) * m.head_dim
         self.attn_width = self.heads * m.head_dim
         self.up_width = (2 if m.gated_mlp else 1) * self.inter
-        # Decode attention per context token and layer: FLOPs 4·H·d, bytes 2·G·d·v.
-        self.decode_attention_per_token = m.num_layers * max(
-            4 * self.heads * m.head_dim / self.flops, 2 * self.kv_heads * m.head_dim * self.v / self.bandwidth
-        )
+        # Decode attention per context token and layer: FLOPs 4·H·d, bytes 2·G·d·v, through the smooth roofline.
+        overhead = self.gemm.overhead
+        per_token = self.gemm.combine(
+            4 * self.heads * m.head_dim / self.gemm.flops, 2 * self.kv_heads * m.head_dim * self.v / self.gemm.bandwidth
+        ) - overhead
+        self.decode_attention_per_token = m.num_layers * per_token
+        self.decode_attention_fixed = m.num_layers * overhead
         self._body_cache: dict[int, float] = {}
-        self._lm_head_cache: dict[int, float] = {}
+        self._per_sequence_cache: dict[int, float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> RooflineCostModel:
         kv = kv_dtype(config.kv_cache.dtype, config.dtype)
-        return cls(model, hardware, config.cluster.tensor_parallel, config.dtype, kv)
+        engine = load_engine(config.engine)
+        return cls(model, hardware, config.cluster.tensor_parallel, config.dtype, kv, engine)
 
     # --- building blocks -------------------------------------------------------------------------------------
-    def gemm_time(self, m: float, n: float, k: float) -> float:
-        """Roofline time of an (m × k)·(k × n) GEMM in the weight precision."""
-        if m <= 0:
-            return 0.0
-        return max(2 * m * n * k / self.flops, (m * k + k * n + m * n) * self.w / self.bandwidth)
-
-    def memory_time(self, nbytes: float) -> float:
-        return nbytes / self.bandwidth
-
     def all_reduce_time(self, nbytes: float) -> float:
-        """Ring all-reduce across the replica's tensor-parallel GPUs."""
-        t = self.tp
-        if t == 1 or nbytes <= 0:
-            return 0.0
-        hw = self.hardware
-        if hw.interconnect_gbps <= 0:
-            raise ValueError(f"{hw.name} has no GPU interconnect for tensor parallelism")
-        return 2 * (t - 1) / t * nbytes / (hw.interconnect_gbps * 1e9) + 2 * (t - 1) * hw.interconnect_latency_us * 1e-6
+        return collective_time(self.hardware, "all_reduce", self.tp, nbytes)
 
-    # --- iteration ---------------------------------------------------------------------------------------------
+    def body_parts(self, num_tokens: int) -> dict[str, float]:
+        """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads."""
+        m, T, g = self.model, num_tokens, self.gemm
+        D, L = m.hidden_size, m.num_layers
+        elementwise = T * (10 * D + 3 * self.inter) * self.w
+        return {
+            "gemm_s": L * (
+                g.time(T, self.qkv_width, D) + g.time(T, D, self.attn_width) + g.time(T, self.up_width, D)
+                + g.time(T, D, self.inter)
+            ),
+            "elementwise_s": L * (
+                g.memory_kernel(2 * T * self.attn_width * self.w) + 5 * g.memory_kernel(elementwise / 5)
+            )
+            + g.memory_kernel(T * D * self.w)
+            + g.memory_kernel(2 * T * D * self.w),
+            "communication_s": L * 2 * self.all_reduce_time(T * D * self.w),
+        }
+
+    def per_sequence_parts(self, num_sequences: int) -> dict[str, float]:
+        """Seconds of the LM head on each sequence's last token, sampling, and the engine's fixed costs."""
+        m, g = self.model, self.gemm
+        return {
+            "lm_head_sampling_s": g.time(num_sequences, m.vocab_size / self.tp, m.hidden_size)
+            + g.memory_kernel(2 * num_sequences * m.vocab_size * 4),
+            "engine_s": self.engine.iteration_overhead(m.num_layers, num_sequences),
+        }
+
     def _body_time(self, num_tokens: int) -> float:
-        """Everything per token except attention's FLOPs/KV reads and the LM head (memoised per token count)."""
         cached = self._body_cache.get(num_tokens)
-        if cached is not None:
-            return cached
-        m, T = self.model, num_tokens
-        D = m.hidden_size
-        per_layer = (
-            self.gemm_time(T, self.qkv_width, D)
-            + self.memory_time(2 * T * self.attn_width * self.w)
-            + self.gemm_time(T, D, self.attn_width)
-            + self.gemm_time(T, self.up_width, D)
-            + self.gemm_time(T, D, self.inter)
-            + self.memory_time(T * (10 * D + 3 * self.inter) * self.w)
-            + 2 * self.all_reduce_time(T * D * self.w)
-        )
-        cached = self._body_cache[num_tokens] = m.num_layers * per_layer + self.memory_time(T * D * self.w)
+        if cached is None:
+            cached = self._body_cache[num_tokens] = sum(self.body_parts(num_tokens).values())
         return cached
 
-    def _lm_head_time(self, num_sequences: int) -> float:
-        cached = self._lm_head_cache.get(num_sequences)
+    def _per_sequence_time(self, num_sequences: int) -> float:
+        cached = self._per_sequence_cache.get(num_sequences)
         if cached is None:
-            cached = self._lm_head_cache[num_sequences] = self.gemm_time(
-                num_sequences, self.model.vocab_size / self.tp, self.model.hidden_size
-            )
+            cached = self._per_sequence_cache[num_sequences] = sum(self.per_sequence_parts(num_sequences).values())
         return cached
 
     def prefill_attention_time(self, pairs: float, kv_tokens: int) -> float:
         """Causal attention over Σ(q·c + q(q+1)/2) query-key pairs, reading the K/V of ``kv_tokens`` tokens."""
-        d = self.model.head_dim
+        d, g = self.model.head_dim, self.gemm
         flops = 4 * self.heads * d * pairs
         nbytes = 2 * self.kv_heads * d * self.v * kv_tokens
-        return self.model.num_layers * max(flops / self.flops, nbytes / self.bandwidth)
+        return self.model.num_layers * g.combine(flops / g.flops, nbytes / g.bandwidth)
+
+    # --- iteration ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def _prefill_totals(chunks: tuple[tuple[int, int], ...]) -> tuple[int, float, int]:
+        """Prompt tokens, causal query-key pairs Σ(q·c + q(q+1)/2), and K/V tokens read, over the chunks."""
+        tokens, pairs, kv_tokens = 0, 0.0, 0
+        for new, cached in chunks:
+            tokens += new
+            pairs += new * cached + new * (new + 1) / 2
+            kv_tokens += new + cached
+        return tokens, pairs, kv_tokens
+
+    def _attention_time(self, shape: IterationShape, pairs: float, kv_tokens: int) -> float:
+        time = self.prefill_attention_time(pairs, kv_tokens) if shape.prefill_chunks else 0.0
+        if shape.num_decodes:
+            time += self.decode_attention_fixed + self.decode_attention_per_token * shape.decode_context_sum
+        return time
 
     def iteration_time(self, shape: IterationShape) -> float:
         chunks, num_decodes = shape.prefill_chunks, shape.num_decodes
         if not chunks and not num_decodes:
             return 0.0
-        prefill_tokens, pairs, kv_tokens = 0, 0.0, 0
-        for new, cached in chunks:
-            prefill_tokens += new
-            pairs += new * cached + new * (new + 1) / 2
-            kv_tokens += new + cached
-        time = self._body_time(prefill_tokens + num_decodes) + self._lm_head_time(len(chunks) + num_decodes)
-        if chunks:
-            time += self.prefill_attention_time(pairs, kv_tokens)
-        return time + self.decode_attention_per_token * shape.decode_context_sum
+        tokens, pairs, kv_tokens = self._prefill_totals(chunks)
+        return (
+            self._body_time(tokens + num_decodes)
+            + self._per_sequence_time(len(chunks) + num_decodes)
+            + self._attention_time(shape, pairs, kv_tokens)
+        )
+
+    def breakdown(self, shape: IterationShape) -> dict[str, float]:
+        """``iteration_time`` split into operator groups (seconds; they sum to the iteration time)."""
+        if not shape.prefill_chunks and not shape.num_decodes:
+            return {}
+        tokens, pairs, kv_tokens = self._prefill_totals(shape.prefill_chunks)
+        parts = self.body_parts(tokens + shape.num_decodes)
+        parts["attention_s"] = self._attention_time(shape, pairs, kv_tokens)
+        parts.update(self.per_sequence_parts(len(shape.prefill_chunks) + shape.num_decodes))
+        return parts
 
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
         cached = self._decode_cache.get(num_decodes)
         if cached is None:
-            a = self._body_time(num_decodes) + self._lm_head_time(num_decodes)
+            a = self._body_time(num_decodes) + self._per_sequence_time(num_decodes) + self.decode_attention_fixed
             cached = self._decode_cache[num_decodes] = (a, self.decode_attention_per_token)
         return cached

@@ -1,0 +1,62 @@
+"""Serving-engine profiles: the fixed costs of an iteration that are not GPU kernels.
+
+CPU scheduling, input preparation, kernel launches the GPU waits for, sampling synchronisation and Python overhead
+belong to the engine, not the GPU. A profile (``engine_profiles/NAME.yaml``, chosen by ``engine:`` in an experiment
+or ``--engine`` on the CLI) charges, per iteration,
+
+    per_iteration_ms + layers × per_layer_us + sequences × per_sequence_us
+
+and says how close the engine's kernels come to the best achievable on the GPU (``compute_efficiency``,
+``memory_efficiency``: 1 = as fast as the hardware profile's fitted GEMM and streaming rates; an engine with
+unfused or untuned kernels is slower at the same GPU).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.catalog.loading import read_mapping, validate
+from simulator.catalog.paths import PROJECT_ROOT
+from simulator.errors import LLMSimError
+
+ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
+
+
+class EngineProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    description: str = ""
+    per_iteration_ms: float = Field(default=0.0, ge=0)
+    per_layer_us: float = Field(default=0.0, ge=0)
+    per_sequence_us: float = Field(default=0.0, ge=0)
+    compute_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best GEMMs")
+    memory_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best streaming")
+    sources: list[str] = Field(default_factory=list)
+
+    def iteration_overhead(self, num_layers: int, num_sequences: int) -> float:
+        """Seconds the engine adds to one iteration."""
+        return (
+            self.per_iteration_ms * 1e-3 + num_layers * self.per_layer_us * 1e-6
+            + num_sequences * self.per_sequence_us * 1e-6
+        )
+
+
+def engine_names() -> list[str]:
+    return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+
+
+def load_engine(name_or_path: str) -> EngineProfile:
+    """A catalog name (``splitwise``) or a path to an engine YAML."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = ENGINE_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise LLMSimError(
+                f"engine: unknown engine profile {name_or_path!r} (catalog: {', '.join(engine_names())}; "
+                "or a path to an engine YAML)"
+            )
+    elif not path.is_file():
+        raise LLMSimError(f"engine: file not found: {name_or_path}")
+    return validate(EngineProfile, read_mapping(path), str(path))
