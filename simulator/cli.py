@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--hardware", required=True, help="catalog name or hardware YAML")
     step.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree")
     step.add_argument("--engine", default="default", help="engine profile (catalog name or YAML path)")
-    step.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    step.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "int8", "int4"], default="bf16",
+                      help="weight precision")
     step.add_argument("--input", required=True, help="CSV: " + ", ".join(
         ("num_prefill_seqs", "prefill_tokens_per_seq", "num_decode_seqs", "decode_context_per_seq")))
     step.add_argument("--output", help="output CSV (default: standard output)")

@@ -217,3 +217,18 @@ def test_linear_cost_model():
     assert cost.iteration_time(IterationShape(prefill_chunks=((100, 0), (20, 0)))) == pytest.approx(0.063)
     assert cost.iteration_time(IterationShape(num_decodes=4, decode_context_sum=999)) == pytest.approx(0.014)
     assert cost.decode_step_coefficients(4) == pytest.approx((0.014, 0.0))
+
+
+def test_weight_precision_changes_bytes_and_peak():
+    """fp8 weights halve the bytes of every block GEMM and run at the fp8 peak where the GPU has one (H100: 2×);
+    int4 is weight-only (a quarter of the bytes, 16-bit math); embeddings and the LM head stay 16-bit."""
+    h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-80gb-sxm")
+    n = k = 8192
+    assert gemm_time(h100, 4096, n, k, "fp8") < 0.55 * gemm_time(h100, 4096, n, k, "bf16")  # compute-bound: 2× peak
+    assert gemm_time(a100, 4096, n, k, "fp8") > 0.95 * gemm_time(a100, 4096, n, k, "bf16")  # A100: no fp8 peak
+    one_row = {d: gemm_time(h100, 1, n, k, d) - 6e-6 for d in ("bf16", "fp8", "int4")}  # weight streaming
+    assert one_row["fp8"] == pytest.approx(one_row["bf16"] / 2, rel=0.08)
+    assert one_row["int4"] == pytest.approx(one_row["bf16"] / 4, rel=0.15)
+    model = load_model("llama-3-8b")
+    embeddings = 2 * 128256 * 4096
+    assert model.weight_bytes(1.0) == (model.num_params - embeddings) * 1.0 + embeddings * 2

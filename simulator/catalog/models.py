@@ -49,8 +49,17 @@ class ModelSpec(BaseModel):
     def num_params(self) -> int:
         """Weights, norms included (two per layer plus the final one)."""
         per_layer = self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.hidden_size
-        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-        return self.num_layers * per_layer + embeddings + self.hidden_size
+        return self.num_layers * per_layer + self.embedding_params + self.hidden_size
+
+    @property
+    def embedding_params(self) -> int:
+        """The token embedding table plus an untied LM head."""
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+
+    def weight_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> float:
+        """Bytes of all weights: transformer blocks (and norms) at ``block_bytes`` per parameter, embeddings and the
+        LM head at ``embedding_bytes`` (quantised checkpoints keep those in 16-bit)."""
+        return (self.num_params - self.embedding_params) * block_bytes + self.embedding_params * embedding_bytes
 
     def kv_bytes_per_token(self, bytes_per_element: float) -> float:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * bytes_per_element

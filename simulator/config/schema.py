@@ -170,7 +170,10 @@ class ExperimentConfig(Strict):
     seed: int = Field(default=0, ge=0)
     model: str = Field(description="catalog name, path to a model YAML, or a Hugging Face config.json")
     hardware: str = Field(description="catalog name or path to a hardware YAML")
-    dtype: Literal["bf16", "fp16"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
+        default="bf16",
+        description="weights: bf16/fp16 (activations the same), fp8/int8 (W8A8 at that peak), int4 (weight-only)",
+    )
     engine: str = Field(default="default", description="engine profile: catalog name or path to a YAML")
     cluster: ClusterConfig = ClusterConfig()
     scheduler: SchedulerConfig = ContinuousSchedulerConfig()

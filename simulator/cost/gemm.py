@@ -1,9 +1,9 @@
 """Kernel-level costs: GEMMs with a smooth roofline knee, and memory-bound (elementwise) kernels.
 
-A GEMM (m × k)·(k × n) in a format of ``w`` bytes per element:
+A GEMM (m × k)·(k × n) of activations (``a`` bytes per element) and weights (``w`` bytes per element):
 
     t_c = 2 · ceil(m / tile)·tile · n · k / (peak FLOP/s × flops_efficiency)      (rows are computed in whole tiles)
-    t_m = (m·k + k·n + m·n) · w / (HBM bytes/s × bandwidth_efficiency)
+    t_m = ((m·k + m·n) · a + k·n · w) / (HBM bytes/s × bandwidth_efficiency)
     t   = (t_c^p + t_m^p)^(1/p) + kernel_overhead                                 (p = gemm_knee)
 
 The smooth maximum models the knee around the ridge point: a GEMM near it is neither purely compute- nor purely
@@ -11,6 +11,9 @@ memory-bound and takes longer than either bound alone. Fitted once on A100 measu
 (``../shared/data/calibration/a100_ops``: QKV, O, MLP-up, MLP-down of 8 models, TP 1–8, 1–32k tokens, 15,300
 timings): flops_efficiency 0.73, bandwidth_efficiency 0.84, p = 2, tile 64, overhead 6 µs give a median absolute
 error of 4.8% and p90 13%; a plain max(t_c, t_m) with flat factors gives 9.4% and 31%. Run ``llmsim validate``.
+
+The peak is the one of the weight format's compute (:func:`simulator.dtypes.compute_dtype`): fp8/int8 weights run
+W8A8 at their tensor-core peak; int4 weights are dequantised to 16-bit math.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from __future__ import annotations
 import math
 
 from simulator.catalog import HardwareSpec, resolve_hardware
-from simulator.dtypes import bytes_per_element
+from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 
 
 def gemm_time(hardware: str | HardwareSpec, m: float, n: float, k: float, dtype: str = "bf16") -> float:
-    """Seconds for an (m × k)·(k × n) GEMM on one GPU (0 for an empty one)."""
+    """Seconds for an (m × k)·(k × n) GEMM on one GPU with weights in ``dtype`` (0 for an empty one)."""
     hw = resolve_hardware(hardware)
     return GemmModel(hw, dtype).time(m, n, k)
 
@@ -30,15 +33,16 @@ def gemm_time(hardware: str | HardwareSpec, m: float, n: float, k: float, dtype:
 class GemmModel:
     """:func:`gemm_time` with the hardware's constants resolved once (the simulator's hot path uses this)."""
 
-    __slots__ = ("bandwidth", "flops", "overhead", "p", "tile", "w")
+    __slots__ = ("a", "bandwidth", "flops", "overhead", "p", "tile", "w")
 
     def __init__(
         self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0, memory_scale: float = 1.0
     ) -> None:
         """``compute_scale``/``memory_scale``: how close a serving engine's kernels come to the best achievable."""
-        self.flops = hardware.achievable_flops(dtype) * compute_scale
+        self.flops = hardware.achievable_flops(compute_dtype(dtype)) * compute_scale
         self.bandwidth = hardware.achievable_bandwidth * memory_scale
         self.w = bytes_per_element(dtype)
+        self.a = bytes_per_element(activation_dtype(dtype))
         self.p = hardware.gemm_knee
         self.tile = hardware.gemm_tile_m
         self.overhead = hardware.kernel_overhead_us * 1e-6
@@ -47,7 +51,7 @@ class GemmModel:
         if m <= 0 or n <= 0 or k <= 0:
             return 0.0
         rows = math.ceil(m / self.tile) * self.tile
-        return self.combine(2 * rows * n * k / self.flops, (m * k + k * n + m * n) * self.w / self.bandwidth)
+        return self.combine(2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth)
 
     def combine(self, compute_s: float, memory_s: float) -> float:
         """Smooth roofline of a kernel's compute and memory times, plus the per-kernel overhead."""

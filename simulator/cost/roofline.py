@@ -3,7 +3,8 @@
 Each kernel costs the smooth roofline of :mod:`simulator.cost.gemm` (compute vs memory time, knee exponent p, plus a
 fixed per-kernel overhead) on one GPU shard; kernels are summed (they run one after another). Per layer, with T
 tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(kv_heads/t)``, ``d = head_dim``,
-``D = hidden``, ``I = intermediate/t``, weights of ``w`` bytes and KV of ``v`` bytes per element:
+``D = hidden``, ``I = intermediate/t``, activations of ``w`` bytes (16-bit; weights may be fp8/int8/int4, see
+:mod:`simulator.cost.gemm`) and KV of ``v`` bytes per element:
 
 - QKV projection GEMM  (T × D) · (D × (H + 2G)·d)
 - attention, prefill (FlashAttention-style, one kernel for all chunks): FLOPs 4·H·d·Σ(q·c + q(q+1)/2) for a chunk of
@@ -34,7 +35,7 @@ from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.gemm import GemmModel
-from simulator.dtypes import bytes_per_element
+from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.kv.sizing import kv_dtype
 
 
@@ -49,8 +50,12 @@ class RooflineCostModel(CostModel):
         self.tp = tensor_parallel
         self.engine = engine or EngineProfile(name="none")
         self.gemm = GemmModel(hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency)
-        self.w = bytes_per_element(dtype)
-        self.v = bytes_per_element(kv_dtype or dtype)
+        # the LM head (like the embedding) stays in the activation precision in quantised checkpoints
+        self.head_gemm = GemmModel(
+            hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
+        )
+        self.w = bytes_per_element(activation_dtype(dtype))  # activations
+        self.v = bytes_per_element(kv_dtype or activation_dtype(dtype))
         m, t = model, tensor_parallel
         self.heads = m.num_heads / t
         self.kv_heads = math.ceil(m.num_kv_heads / t)
@@ -101,7 +106,7 @@ class RooflineCostModel(CostModel):
         """Seconds of the LM head on each sequence's last token, sampling, and the engine's fixed costs."""
         m, g = self.model, self.gemm
         return {
-            "lm_head_sampling_s": g.time(num_sequences, m.vocab_size / self.tp, m.hidden_size)
+            "lm_head_sampling_s": self.head_gemm.time(num_sequences, m.vocab_size / self.tp, m.hidden_size)
             + g.memory_kernel(2 * num_sequences * m.vocab_size * 4),
             "engine_s": self.engine.iteration_overhead(m.num_layers, num_sequences),
         }

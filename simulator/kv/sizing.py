@@ -2,6 +2,7 @@
 
     KV bytes per token  = 2 (K and V) × layers × kv_heads × head_dim × bytes per element
     KV pool per GPU     = memory × gpu_memory_utilization − weights/t − activation workspace
+    weights             = transformer-block parameters × weight bytes + embedding/LM-head parameters × 2
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
@@ -18,15 +19,15 @@ import math
 from dataclasses import dataclass
 
 from simulator.catalog import HardwareSpec, ModelSpec
-from simulator.dtypes import bytes_per_element
+from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.errors import LLMSimError
 
 GIB = 2**30
 
 
 def kv_dtype(configured: str, weight_dtype: str) -> str:
-    """``auto`` stores the KV cache in the weight precision."""
-    return weight_dtype if configured == "auto" else configured
+    """``auto`` stores the KV cache in the activation precision (16-bit)."""
+    return activation_dtype(weight_dtype) if configured == "auto" else configured
 
 
 def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, dtype: str, context: int, batch: int) -> float:
@@ -57,9 +58,9 @@ def kv_budget(
 ) -> KVBudget:
     """The block pool of one replica; refuses (LLMSimError) a configuration with no room for one full request."""
     t = tensor_parallel
-    w = bytes_per_element(weight_dtype)
+    w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * gpu_memory_utilization
-    weights = model.num_params * w / t
+    weights = model.weight_bytes(bytes_per_element(weight_dtype), w) / t
     up = (2 if model.gated_mlp else 1) * model.intermediate_size / t
     workspace = max_num_batched_tokens * (4 * model.hidden_size + 2 * up) * w + max_num_seqs * model.vocab_size / t * 4
     per_token = kv_cache_bytes(model.num_layers, math.ceil(model.num_kv_heads / t), model.head_dim, kv_dtype_name, 1, 1)
