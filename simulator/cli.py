@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from simulator.catalog import load_model
+from simulator.catalog import load_hardware, load_model
 from simulator.config import DEFAULT_EXPERIMENT
 from simulator.dtypes import BYTES_PER_ELEMENT
 from simulator.errors import LLMSimError
@@ -81,6 +81,28 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from simulator.calibration import calibrate
+
+    ops = Path(args.ops) if args.ops else None
+    data = Path(args.data) if args.data else None
+    for folder in (ops, data):
+        if folder is not None and not folder.is_dir():
+            raise LLMSimError(f"calibrate: folder not found: {folder}")
+    if ops is None and (data is None or args.network_system is None):
+        raise LLMSimError("calibrate: give --ops DIR (operator timings) and/or --data DIR --network-system NAME")
+    profile, report = calibrate(load_hardware(args.hardware), ops, data, args.network_system)
+    profile = profile.model_copy(update={"name": Path(args.output).stem})
+    header = "# Calibrated by `llmsim calibrate` from " + ", ".join(str(p) for p in (ops, data) if p) + "\n"
+    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
+                                 + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+    print("\n".join(report))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -121,6 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--engine", default="splitwise", help="engine profile for whole-iteration data")
     val.add_argument("--plot", default="validation.png", help="where to save the predicted-vs-measured plot")
     val.set_defaults(func=_cmd_validate)
+
+    cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters to measurements")
+    cal.add_argument("--hardware", required=True, help="profile to start from (spec-sheet numbers are kept)")
+    cal.add_argument("--ops", help="folder of per-layer operator CSVs (format of calibration/a100_ops)")
+    cal.add_argument("--data", help="folder with network/<system>_<all_reduce|send_recv>.csv")
+    cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")
+    cal.add_argument("--output", required=True, help="where to write the calibrated profile YAML")
+    cal.set_defaults(func=_cmd_calibrate)
 
     kv = sub.add_parser("kv-size", help="KV-cache bytes for a model, context and batch")
     kv.add_argument("--model", help="catalog name or config path (gives layers, kv heads, head dim)")

@@ -25,6 +25,7 @@ from simulator.cost.collectives import collective_time
 from simulator.cost.engine import load_engine
 from simulator.cost.gemm import GemmModel
 from simulator.cost.roofline import RooflineCostModel
+from simulator.errors import LLMSimError
 
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 SPLITWISE_MODELS = {"llama2-70b": "llama-2-70b", "bloom-176b": "bloom-176b"}
@@ -35,47 +36,78 @@ def _ape(predicted: pd.Series, measured: pd.Series) -> pd.Series:
     return (predicted - measured).abs() / measured
 
 
-def gemm_errors(data_dir: Path, hardware: HardwareSpec) -> pd.DataFrame:
-    """One row per (model file, TP, tokens, op) with measured and predicted seconds."""
-    gemm = GemmModel(hardware, "fp16")
+def gemm_measurements(ops_dir: Path) -> pd.DataFrame:
+    """One row per (model file, TP, tokens, op): the GEMM shape m, n, k and the measured seconds, from per-layer
+    operator CSVs (one per model) in the format of ``../shared/data/calibration/a100_ops``."""
     rows = []
-    for path in sorted((data_dir / "calibration" / "a100_ops").glob("*.csv")):
+    for path in sorted(ops_dir.glob("*.csv")):
         for r in pd.read_csv(path).to_dict("records"):
             t, m, hidden = r["num_tensor_parallel_workers"], r["num_tokens"], r["n_embd"]
             d = hidden // r["n_head"]
             heads, kv_heads = r["n_head"] / t, max(1, -(-r["n_kv_head"] // t))
             inter = r["n_expanded_embd"] / t
             shapes = {
-                "attn_pre_proj": (m, (heads + 2 * kv_heads) * d, hidden),
-                "attn_post_proj": (m, hidden, heads * d),
-                "mlp_up_proj": (m, (2 if r["use_gated_mlp"] else 1) * inter, hidden),
-                "mlp_down_proj": (m, hidden, inter),
+                "attn_pre_proj": ((heads + 2 * kv_heads) * d, hidden),
+                "attn_post_proj": (hidden, heads * d),
+                "mlp_up_proj": ((2 if r["use_gated_mlp"] else 1) * inter, hidden),
+                "mlp_down_proj": (hidden, inter),
             }
-            for op, (mm, n, k) in shapes.items():
-                rows.append((path.stem, t, m, op, r[f"time_stats.{op}.median"] * 1e-3, gemm.time(mm, n, k)))
-    frame = pd.DataFrame(rows, columns=["model", "tp", "tokens", "op", "measured_s", "predicted_s"])
+            for op, (n, k) in shapes.items():
+                rows.append((path.stem, t, m, op, m, n, k, r[f"time_stats.{op}.median"] * 1e-3))
+    return pd.DataFrame(rows, columns=["model", "tp", "tokens", "op", "m", "n", "k", "measured_s"])
+
+
+def gemm_errors(data_dir: Path, hardware: HardwareSpec, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`gemm_measurements` with the predicted seconds and the error."""
+    frame = (gemm_measurements(data_dir / "calibration" / "a100_ops") if frame is None else frame).copy()
+    frame["predicted_s"] = GemmModel(hardware, "fp16").times(
+        frame["m"].to_numpy(float), frame["n"].to_numpy(float), frame["k"].to_numpy(float)
+    )
     frame["error"] = _ape(frame["predicted_s"], frame["measured_s"])
     return frame
 
 
-def network_errors(data_dir: Path) -> pd.DataFrame:
-    """One row per (system, collective, GPUs, GPUs per node, size)."""
+def network_measurements(data_dir: Path, systems: tuple[str, ...] = tuple(NETWORK_SYSTEMS)) -> pd.DataFrame:
+    """One row per (system, collective, GPUs, GPUs per node, bytes) with the measured seconds (median of ranks),
+    from ``data_dir/network/<system>_<all_reduce|send_recv>.csv``."""
     frames = []
     for path in sorted((data_dir / "network").glob("*.csv")):
-        system = next((s for s in NETWORK_SYSTEMS if path.stem.startswith(s)), None)
+        system = next((s for s in systems if path.stem.startswith(s)), None)
         if system is None:
             continue
         op = path.stem[len(system) + 1 :]
         table = pd.read_csv(path)
         grouped = table.groupby(["num_workers", "devices_per_node", "size"])[f"time_stats.{op}.median"].median()
-        base = load_hardware(NETWORK_SYSTEMS[system])
-        for (workers, per_node, size), ms in grouped.items():
-            # the measured ring spans nodes of `per_node` GPUs each
-            hardware = base.model_copy(update={"node": base.node.model_copy(update={"gpus_per_node": int(per_node)})})
-            frames.append((system, op, workers, per_node, size, ms * 1e-3,
-                           collective_time(hardware, op, int(workers), float(size))))
-    frame = pd.DataFrame(frames, columns=["system", "op", "gpus", "gpus_per_node", "bytes", "measured_s",
-                                          "predicted_s"])
+        frame = grouped.reset_index()
+        frame.columns = ["gpus", "gpus_per_node", "bytes", "measured_s"]
+        frame["measured_s"] *= 1e-3
+        frame.insert(0, "op", op)
+        frame.insert(0, "system", system)
+        frames.append(frame)
+    if not frames:
+        raise LLMSimError(f"{data_dir / 'network'}: no collective timings for {list(systems)}")
+    return pd.concat(frames, ignore_index=True)
+
+
+def network_errors(
+    data_dir: Path, profiles: dict[str, HardwareSpec] | None = None, frame: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """:func:`network_measurements` with predictions from the systems' profiles (``NETWORK_SYSTEMS`` by default).
+
+    Each measured group (system, op, GPUs, GPUs per node) is linear in the message size, so the prediction is the
+    real :func:`collective_time` evaluated at two sizes and extended linearly.
+    """
+    frame = (network_measurements(data_dir) if frame is None else frame).copy()
+    profiles = profiles or {s: load_hardware(name) for s, name in NETWORK_SYSTEMS.items()}
+    predicted = np.empty(len(frame))
+    for (system, op, gpus, per_node), index in frame.groupby(["system", "op", "gpus", "gpus_per_node"]).groups.items():
+        base = profiles[system]
+        # the measured ring spans nodes of `per_node` GPUs each
+        hardware = base.model_copy(update={"node": base.node.model_copy(update={"gpus_per_node": int(per_node)})})
+        one, two = (collective_time(hardware, op, int(gpus), size) for size in (1.0, 2.0))
+        sizes = frame.loc[index, "bytes"].to_numpy(float)
+        predicted[frame.index.get_indexer(index)] = (two - one) * sizes + (2 * one - two)
+    frame["predicted_s"] = predicted
     frame["error"] = _ape(frame["predicted_s"], frame["measured_s"])
     return frame
 

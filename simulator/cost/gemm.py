@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from simulator.catalog import HardwareSpec, resolve_hardware
 from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 
@@ -51,6 +53,11 @@ class GemmModel:
         if m <= 0 or n <= 0 or k <= 0:
             return 0.0
         rows = math.ceil(m / self.tile) * self.tile
+        return self.combine(2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth)
+
+    def times(self, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """:meth:`time` for arrays of shapes (all positive)."""
+        rows = np.ceil(m / self.tile) * self.tile
         return self.combine(2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth)
 
     def combine(self, compute_s: float, memory_s: float) -> float:

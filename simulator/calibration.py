@@ -1,0 +1,113 @@
+"""``llmsim calibrate``: fit a hardware profile's physical parameters to measurements.
+
+GEMM parameters (``flops_efficiency``, ``bandwidth_efficiency``, ``kernel_overhead_us``, ``gemm_knee``,
+``gemm_tile_m``) are fitted to per-layer operator timings (the format of ``../shared/data/calibration/a100_ops``);
+network parameters (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
+``p2p_efficiency``, ``p2p_latency_us``, ``node.inter_node_gbps``) to NCCL timings (the format of
+``../shared/data/network``). Spec-sheet numbers are never changed.
+
+The fit minimises the mean |log(predicted / measured)| (smooth, and zero only at a perfect fit), evaluated by the
+same code as ``llmsim validate``: every combination of the discrete parameters (GEMM knee × row tile), each with
+coordinate descent over a grid of physically plausible values of the others, on a fixed subsample of at most 4,000
+timings; then one more descent on all of them. Deterministic; seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.catalog import HardwareSpec
+from simulator.validation import gemm_errors, gemm_measurements, network_errors, network_measurements
+
+GEMM_GRID: dict[str, list] = {
+    "flops_efficiency": [round(x, 2) for x in np.arange(0.40, 0.96, 0.01)],
+    "bandwidth_efficiency": [round(x, 2) for x in np.arange(0.50, 0.98, 0.02)],
+    "kernel_overhead_us": [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15],
+}
+GEMM_SHAPES: dict[str, list] = {"gemm_knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm_tile_m": [16, 32, 64, 128]}
+NETWORK_GRID: dict[str, list] = {
+    "link_efficiency": [round(x, 2) for x in np.arange(0.4, 0.96, 0.05)],
+    "collective_latency_us": [0, 5, 10, 15, 20, 25, 30, 40],
+    "collective_step_latency_us": [0, 1, 2, 3, 4, 6, 8],
+    "p2p_efficiency": [round(x, 2) for x in np.arange(0.5, 0.96, 0.05)],
+    "p2p_latency_us": [2, 4, 6, 8, 10, 15, 20],
+    "inter_node_gbps": [2, 4, 6, 8, 10, 12.5, 20, 25, 50],
+}
+
+
+def _set(profile: HardwareSpec, name: str, value) -> HardwareSpec:
+    if name == "inter_node_gbps":
+        return profile.model_copy(update={"node": profile.node.model_copy(update={name: value})})
+    return profile.model_copy(update={name: value})
+
+
+def score(frame: pd.DataFrame) -> float:
+    """What calibration minimises: mean |log(predicted / measured)|."""
+    return float(np.abs(np.log(frame["predicted_s"] / frame["measured_s"])).mean())
+
+
+def score_per_collective(frame: pd.DataFrame) -> float:
+    """:func:`score` summed over the collectives, so all-reduce and send/recv count alike."""
+    return sum(score(rows) for _, rows in frame.groupby("op"))
+
+
+def coordinate_descent(
+    profile: HardwareSpec, grid: dict[str, list], evaluate: Callable[[HardwareSpec], float], rounds: int = 3
+) -> HardwareSpec:
+    """Best profile found by trying every grid value of one parameter at a time, for a few rounds."""
+    best_score = evaluate(profile)
+    for _ in range(rounds):
+        improved = False
+        for name, values in grid.items():
+            for value in values:
+                candidate = _set(profile, name, value)
+                candidate_score = evaluate(candidate)
+                if candidate_score < best_score - 1e-12:
+                    profile, best_score, improved = candidate, candidate_score, True
+        if not improved:
+            break
+    return profile
+
+
+def calibrate(
+    base: HardwareSpec, ops_dir: Path | None = None, data_dir: Path | None = None, network_system: str | None = None
+) -> tuple[HardwareSpec, list[str]]:
+    """A profile with fitted parameters, and one line per fitted group saying what was fitted and how well."""
+    report = []
+    profile = base
+    if ops_dir is not None:
+        frame = gemm_measurements(ops_dir)
+        sample = frame.sample(n=min(len(frame), 4000), random_state=0)
+
+        def fit_on(rows: pd.DataFrame, start: HardwareSpec) -> tuple[HardwareSpec, float]:
+            fitted = coordinate_descent(start, GEMM_GRID, lambda p: score(gemm_errors(ops_dir, p, rows)))
+            return fitted, score(gemm_errors(ops_dir, fitted, rows))
+
+        candidates = [
+            fit_on(sample, profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}))
+            for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]
+        ]
+        profile, _ = fit_on(frame, min(candidates, key=lambda c: c[1])[0])
+        errors = gemm_errors(ops_dir, profile, frame)["error"]
+        report.append(
+            f"GEMM ({len(frame):,} timings): "
+            + ", ".join(f"{n}={getattr(profile, n)}" for n in (*GEMM_GRID, *GEMM_SHAPES))
+            + f"; median error {errors.median():.1%}, p90 {errors.quantile(0.9):.1%}"
+        )
+    if data_dir is not None and network_system is not None:
+        frame = network_measurements(data_dir, (network_system,))
+
+        def evaluate(p: HardwareSpec) -> pd.DataFrame:
+            return network_errors(data_dir, {network_system: p}, frame)
+
+        profile = coordinate_descent(profile, NETWORK_GRID, lambda p: score_per_collective(evaluate(p)))
+        errors = evaluate(profile)
+        values = [f"{n}={profile.node.inter_node_gbps if n == 'inter_node_gbps' else getattr(profile, n)}"
+                  for n in NETWORK_GRID]
+        by_op = ", ".join(f"{op} median {e.median():.1%}" for op, e in errors.groupby("op")["error"])
+        report.append(f"network ({len(frame):,} timings of {network_system}): {', '.join(values)}; {by_op}")
+    return profile, report
