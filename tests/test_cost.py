@@ -193,19 +193,26 @@ def test_tensor_parallel_shards_work_and_adds_all_reduce():
         80 * 2 * collective_time(hardware, "all_reduce", 4, 8 * 8192 * 2))
 
 
-def test_engine_profile_overheads_and_breakdown():
-    """default = splitwise fit: 4.4 ms per iteration + 381 µs per sequence; the groups sum to the iteration."""
-    model, hardware = load_model("llama-3-8b"), load_hardware("h100-sxm")
-    ideal = RooflineCostModel(model, hardware, engine=load_engine("ideal"))
-    default = RooflineCostModel(model, hardware, engine=load_engine("default"))
-    shape = IterationShape(((500, 0),), 16, 16 * 800)
-    parts = default.breakdown(shape)
-    assert sum(parts.values()) == pytest.approx(default.iteration_time(shape), rel=1e-12)
-    assert parts["engine_s"] == pytest.approx(4.4e-3 + 17 * 381e-6)
+def test_engine_profiles():
+    """default: 5.4 ms per iteration. splitwise: prompts prefilled one after another (b prompts = b × one prompt),
+    collectives at half the NCCL bandwidth, 5.64 ms per pass and 354 µs per sequence. Groups sum to the total."""
+    model, hardware = load_model("llama-3-70b"), load_hardware("a100-80gb-sxm")
+    default = RooflineCostModel(model, hardware, 4, engine=load_engine("default"))
+    ideal = RooflineCostModel(model, hardware, 4, engine=load_engine("ideal"))
+    splitwise = RooflineCostModel(model, hardware, 4, engine=load_engine("splitwise"))
+    shape = IterationShape(((500, 0),) * 3, 16, 16 * 800)
+    for cost in (default, ideal, splitwise):
+        assert sum(cost.breakdown(shape).values()) == pytest.approx(cost.iteration_time(shape), rel=1e-12)
+    assert default.breakdown(shape)["engine_s"] == pytest.approx(5.4e-3)
     assert ideal.breakdown(shape)["engine_s"] == 0.0
-    # the engine's kernels reach 80% of the GPU's best compute: GEMM time grows accordingly for compute-bound work
-    big = IterationShape(((4096, 0),))
-    assert default.breakdown(big)["gemm_s"] > ideal.breakdown(big)["gemm_s"] * 1.2
+    # splitwise: four passes (three prompts, then the decodes), 19 sequences
+    assert splitwise.breakdown(shape)["engine_s"] == pytest.approx(4 * 5.64e-3 + 19 * 354e-6)
+    one = IterationShape(((500, 0),))
+    assert splitwise.iteration_time(IterationShape(((500, 0),) * 3)) == pytest.approx(3 * splitwise.iteration_time(one))
+    assert default.iteration_time(IterationShape(((500, 0),) * 3)) < 3 * default.iteration_time(one)
+    half = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency / 2})
+    assert splitwise.breakdown(one)["communication_s"] == pytest.approx(
+        80 * 2 * collective_time(half, "all_reduce", 4, 500 * 8192 * 2))
     with pytest.raises(LLMSimError, match="unknown engine profile 'vllm-9'"):
         load_engine("vllm-9")
 

@@ -1,8 +1,8 @@
 """Accuracy against the real measurements in ../shared/data (skipped when absent).
 
-The bounds are the issue's accuracy targets (median ≤ 8%, p90 ≤ 20% for GEMMs; all-reduce median ≤ 15%) where the
-model meets them, and for whole iterations — which do not meet the 8% target yet — the measured level as a
-regression guard (see README, "Accuracy").
+The bounds are the issue's targets — median ≤ 8% and p90 ≤ 20% (GEMMs; whole-iteration prefill and decode),
+all-reduce median ≤ 15% — except whole-iteration prefill p90, which is 24% today: its bound (25%) guards against
+regressions until the model meets 20% (see README, "Accuracy").
 """
 
 from __future__ import annotations
@@ -34,4 +34,5 @@ def test_whole_iteration_errors_on_splitwise(shared_data):
     frame = splitwise_errors(shared_data, load_hardware("a100-80gb-sxm"), "splitwise")
     for phase, rows in frame.groupby("phase"):
         median, p90 = overall(rows)
-        assert median <= 0.11 and p90 <= 0.32, phase
+        assert median <= 0.08, phase
+        assert p90 <= (0.25 if phase == "prefill" else 0.20), phase

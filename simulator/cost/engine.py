@@ -6,14 +6,16 @@ or ``--engine`` on the CLI) charges, per iteration,
 
     per_iteration_ms + layers × per_layer_us + sequences × per_sequence_us
 
-and says how close the engine's kernels come to the best achievable on the GPU (``compute_efficiency``,
-``memory_efficiency``: 1 = as fast as the hardware profile's fitted GEMM and streaming rates; an engine with
-unfused or untuned kernels is slower at the same GPU).
+and says how close the engine's kernels and collectives come to the best achievable on the hardware
+(``compute_efficiency``, ``memory_efficiency``, ``communication_efficiency``: 1 = as fast as the hardware
+profile's fitted GEMM, streaming and NCCL rates), and whether it batches the prompts of an iteration into one
+forward pass (``prefill_batching``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +35,12 @@ class EngineProfile(BaseModel):
     per_sequence_us: float = Field(default=0.0, ge=0)
     compute_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best GEMMs")
     memory_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best streaming")
+    communication_efficiency: float = Field(
+        default=1.0, gt=0, le=1, description="engine collectives vs the hardware's NCCL bandwidth"
+    )
+    prefill_batching: Literal["batched", "sequential"] = Field(
+        default="batched", description="sequential: each prompt of an iteration is its own forward pass"
+    )
     sources: list[str] = Field(default_factory=list)
 
     def iteration_overhead(self, num_layers: int, num_sequences: int) -> float:

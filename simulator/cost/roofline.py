@@ -54,6 +54,10 @@ class RooflineCostModel(CostModel):
         self.head_gemm = GemmModel(
             hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
         )
+        self.network = hardware.model_copy(
+            update={"link_efficiency": hardware.link_efficiency * self.engine.communication_efficiency}
+        )
+        self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
         self.v = bytes_per_element(kv_dtype or activation_dtype(dtype))
         m, t = model, tensor_parallel
@@ -82,7 +86,7 @@ class RooflineCostModel(CostModel):
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
-        return collective_time(self.hardware, "all_reduce", self.tp, nbytes)
+        return collective_time(self.network, "all_reduce", self.tp, nbytes)
 
     def body_parts(self, num_tokens: int) -> dict[str, float]:
         """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads."""
@@ -147,26 +151,39 @@ class RooflineCostModel(CostModel):
             time += self.decode_attention_fixed + self.decode_attention_per_token * shape.decode_context_sum
         return time
 
-    def iteration_time(self, shape: IterationShape) -> float:
-        chunks, num_decodes = shape.prefill_chunks, shape.num_decodes
-        if not chunks and not num_decodes:
-            return 0.0
-        tokens, pairs, kv_tokens = self._prefill_totals(chunks)
+    def _passes(self, shape: IterationShape) -> list[IterationShape]:
+        """The forward passes of an iteration: one, or with sequential prefill one per prompt plus the decodes."""
+        if not self.sequential_prefill or len(shape.prefill_chunks) + (shape.num_decodes > 0) <= 1:
+            return [shape]
+        passes = [IterationShape((chunk,)) for chunk in shape.prefill_chunks]
+        if shape.num_decodes:
+            passes.append(IterationShape((), shape.num_decodes, shape.decode_context_sum))
+        return passes
+
+    def _pass_time(self, shape: IterationShape) -> float:
+        tokens, pairs, kv_tokens = self._prefill_totals(shape.prefill_chunks)
         return (
-            self._body_time(tokens + num_decodes)
-            + self._per_sequence_time(len(chunks) + num_decodes)
+            self._body_time(tokens + shape.num_decodes)
+            + self._per_sequence_time(len(shape.prefill_chunks) + shape.num_decodes)
             + self._attention_time(shape, pairs, kv_tokens)
         )
 
+    def iteration_time(self, shape: IterationShape) -> float:
+        if not shape.prefill_chunks and not shape.num_decodes:
+            return 0.0
+        return sum(self._pass_time(one) for one in self._passes(shape))
+
     def breakdown(self, shape: IterationShape) -> dict[str, float]:
         """``iteration_time`` split into operator groups (seconds; they sum to the iteration time)."""
-        if not shape.prefill_chunks and not shape.num_decodes:
-            return {}
-        tokens, pairs, kv_tokens = self._prefill_totals(shape.prefill_chunks)
-        parts = self.body_parts(tokens + shape.num_decodes)
-        parts["attention_s"] = self._attention_time(shape, pairs, kv_tokens)
-        parts.update(self.per_sequence_parts(len(shape.prefill_chunks) + shape.num_decodes))
-        return parts
+        total: dict[str, float] = {}
+        for one in self._passes(shape) if (shape.prefill_chunks or shape.num_decodes) else []:
+            tokens, pairs, kv_tokens = self._prefill_totals(one.prefill_chunks)
+            parts = self.body_parts(tokens + one.num_decodes)
+            parts["attention_s"] = self._attention_time(one, pairs, kv_tokens)
+            parts.update(self.per_sequence_parts(len(one.prefill_chunks) + one.num_decodes))
+            for name, seconds in parts.items():
+                total[name] = total.get(name, 0.0) + seconds
+        return total
 
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
         cached = self._decode_cache.get(num_decodes)
