@@ -57,7 +57,21 @@ def test_unknown_names_and_bad_files(tmp_path):
     bad.write_text("name: x\nmemory_gib: -1\n")
     with pytest.raises(LLMSimError, match=r"gpu.yaml: memory_gib: must be > 0"):
         load_hardware(str(bad))
-    moe = tmp_path / "config.json"
-    moe.write_text(json.dumps({"num_local_experts": 8}))
-    with pytest.raises(LLMSimError, match="mixture-of-experts"):
-        load_model(str(moe))
+    shared = tmp_path / "config.json"
+    shared.write_text(json.dumps({"num_experts": 60, "shared_expert_intermediate_size": 5632}))
+    with pytest.raises(LLMSimError, match="only Mixtral-style mixture-of-experts"):
+        load_model(str(shared))
+
+
+def test_mixtral_config_json(tmp_path):
+    """Mixtral-8x7B-v0.1 config.json (published values): 8 local experts, 2 per token, 46.7 B parameters."""
+    path = tmp_path / "Mixtral-8x7B-v0.1" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({
+        "model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "max_position_embeddings": 32768,
+        "num_local_experts": 8, "num_experts_per_tok": 2,
+    }))
+    spec = load_model(str(path))
+    assert (spec.num_experts, spec.experts_per_token) == (8, 2)
+    assert spec.num_params == load_model("mixtral-8x7b").num_params

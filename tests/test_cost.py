@@ -241,3 +241,22 @@ def test_weight_precision_changes_bytes_and_peak():
     model = load_model("llama-3-8b")
     embeddings = 2 * 128256 * 4096
     assert model.weight_bytes(1.0) == (model.num_params - embeddings) * 1.0 + embeddings * 2
+
+
+def test_mixture_of_experts_reads_the_experts_the_batch_touches():
+    """Mixtral-8x7B (46.7 B parameters, top-2 of 8 experts): one token touches exactly 2 experts; T tokens touch
+    8·(1 − (6/8)^T) in expectation, each on T·2/touched tokens; the router is a (T × 4096)·(4096 × 8) GEMM."""
+    model = load_model("mixtral-8x7b")
+    assert model.num_params / 1e9 == pytest.approx(46.7, rel=0.01)
+    cost = RooflineCostModel(model, load_hardware("h100-sxm"), 2)
+    gemm, up, inter = cost.gemm, 2 * 14336 / 2, 14336 / 2
+
+    def experts(count, rows):
+        return count * (gemm.time(rows, up, 4096) + gemm.time(rows, 4096, inter))
+
+    assert cost.mlp_time(1) == pytest.approx(experts(2, 1) + gemm.time(1, 8, 4096))
+    touched = 8 * (1 - 0.75**64)
+    assert cost.mlp_time(64) == pytest.approx(experts(touched, 128 / touched) + gemm.time(64, 8, 4096))
+    # a dense model with the same expert shape reads one expert's weights per token
+    dense = RooflineCostModel(load_model("mistral-7b"), load_hardware("h100-sxm"), 2)
+    assert cost.mlp_time(1) == pytest.approx(2 * dense.mlp_time(1) + gemm.time(1, 8, 4096))

@@ -3,7 +3,8 @@
 Parameter counts and KV sizes are derived from the architecture, not stored:
 
 - attention weights per layer = hidden × (heads + 2 × kv_heads) × head_dim  (fused QKV)  + heads × head_dim × hidden (O)
-- MLP weights per layer = (3 if gated else 2) × hidden × intermediate
+- MLP weights per layer = experts × (3 if gated else 2) × hidden × intermediate (+ hidden × experts for the router
+  of a mixture-of-experts layer, Mixtral-style: every token goes to ``experts_per_token`` of ``num_experts``)
 - embeddings = vocab × hidden, plus the same again for an untied LM head
 - KV bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes per element
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.catalog.loading import read_mapping, validate
 from simulator.errors import LLMSimError
@@ -34,7 +35,17 @@ class ModelSpec(BaseModel):
     max_position_embeddings: int = Field(gt=0)
     gated_mlp: bool = True
     tie_word_embeddings: bool = False
+    num_experts: int = Field(default=1, ge=1)
+    experts_per_token: int = Field(default=1, ge=1)
     source: str = ""
+
+    @model_validator(mode="after")
+    def _experts(self) -> ModelSpec:
+        if self.experts_per_token > self.num_experts:
+            raise ValueError(
+                f"experts_per_token must be <= num_experts, got {self.experts_per_token} > {self.num_experts}"
+            )
+        return self
 
     @property
     def attention_params_per_layer(self) -> int:
@@ -43,7 +54,9 @@ class ModelSpec(BaseModel):
 
     @property
     def mlp_params_per_layer(self) -> int:
-        return (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
+        expert = (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
+        router = self.hidden_size * self.num_experts if self.num_experts > 1 else 0
+        return self.num_experts * expert + router
 
     @property
     def num_params(self) -> int:
@@ -85,6 +98,8 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
         _spec("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 131072, _HF.format("meta-llama/Llama-3.1-8B")),
         _spec("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256, 131072, _HF.format("meta-llama/Llama-3.1-70B")),
         _spec("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, _HF.format("mistralai/Mistral-7B-v0.1")),
+        _spec("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, _HF.format("mistralai/Mixtral-8x7B-v0.1"),
+              num_experts=8, experts_per_token=2),
         _spec("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 131072, _HF.format("Qwen/Qwen2.5-7B")),
         _spec("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064, 131072, _HF.format("Qwen/Qwen2.5-72B")),
         _spec("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, 128256, 131072,
@@ -109,9 +124,9 @@ def model_names() -> list[str]:
 
 
 def spec_from_hf_config(config: dict[str, Any], name: str, where: str) -> ModelSpec:
-    """Map a Hugging Face ``config.json`` onto :class:`ModelSpec` (Llama/Mistral/Qwen/Phi-style names)."""
-    if config.get("num_local_experts", 1) > 1 or config.get("num_experts", 1) > 1:
-        raise LLMSimError(f"{where}: mixture-of-experts models are not supported yet")
+    """Map a Hugging Face ``config.json`` onto :class:`ModelSpec` (Llama/Mistral/Mixtral/Qwen/Phi-style names)."""
+    if any(key in config for key in ("shared_expert_intermediate_size", "n_shared_experts", "moe_intermediate_size")):
+        raise LLMSimError(f"{where}: only Mixtral-style mixture-of-experts (no shared experts) is supported")
     try:
         heads = config["num_attention_heads"]
         hidden = config["hidden_size"]
@@ -127,6 +142,8 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str) -> ModelS
             "max_position_embeddings": config.get("max_position_embeddings", 2048),
             "gated_mlp": config.get("model_type") not in _UNGATED_MODEL_TYPES,
             "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
+            "num_experts": config.get("num_local_experts") or config.get("num_experts") or 1,
+            "experts_per_token": config.get("num_experts_per_tok") or 1,
             "source": where,
         }
     except KeyError as exc:

@@ -12,9 +12,11 @@ tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(k
 - attention, decode (one kernel): FLOPs 4·H·d·S, bytes 2·G·d·v·S for context sum S (every sequence's KV is read)
 - attention activations (queries in, outputs out): 2·T·H·d·w bytes, memory-bound
 - output projection GEMM (T × H·d) · (H·d × D)
-- MLP: up (T × D) · (D × k·I) with k = 2 if gated else 1, down (T × I) · (I × D)
-- elementwise kernels: two norms (read + write D each), the activation (read k·I, write I), two residual adds
-  (read 2·D, write D): T·(10·D + 3·I)·w bytes over 5 kernels
+- MLP: up (T × D) · (D × k·I) with k = 2 if gated else 1, down (T × I) · (I × D); for a Mixtral-style mixture of
+  experts, the expected number of distinct experts the T tokens touch, each on its share of the tokens
+  (:meth:`RooflineCostModel.mlp_time`)
+- elementwise kernels: two norms (read + write D each), the activation (read k·I, write I, in each of the token's
+  experts), two residual adds (read 2·D, write D): T·(10·D + 3·I·experts per token)·w bytes over 5 kernels
 - two all-reduces of T·D·w bytes (:mod:`simulator.cost.collectives`)
 
 Per iteration: embedding gather (T·D·w bytes), the final norm, the LM head GEMM on the last token of each sequence
@@ -92,12 +94,9 @@ class RooflineCostModel(CostModel):
         """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads."""
         m, T, g = self.model, num_tokens, self.gemm
         D, L = m.hidden_size, m.num_layers
-        elementwise = T * (10 * D + 3 * self.inter) * self.w
+        elementwise = T * (10 * D + 3 * m.experts_per_token * self.inter) * self.w
         return {
-            "gemm_s": L * (
-                g.time(T, self.qkv_width, D) + g.time(T, D, self.attn_width) + g.time(T, self.up_width, D)
-                + g.time(T, D, self.inter)
-            ),
+            "gemm_s": L * (g.time(T, self.qkv_width, D) + g.time(T, D, self.attn_width) + self.mlp_time(T)),
             "elementwise_s": L * (
                 g.memory_kernel(2 * T * self.attn_width * self.w) + 5 * g.memory_kernel(elementwise / 5)
             )
@@ -105,6 +104,20 @@ class RooflineCostModel(CostModel):
             + g.memory_kernel(2 * T * D * self.w),
             "communication_s": L * 2 * self.all_reduce_time(T * D * self.w),
         }
+
+    def mlp_time(self, num_tokens: int) -> float:
+        """Up and down projections of one layer; for a mixture of experts, of the experts the tokens touch.
+
+        T tokens each choosing k of E experts touch U = E·(1 − (1 − k/E)^T) distinct experts in expectation; each
+        touched expert runs its GEMMs on T·k/U tokens (tokens spread evenly), plus the router GEMM (T × D)·(D × E).
+        """
+        m, g, D = self.model, self.gemm, self.model.hidden_size
+        if m.num_experts == 1:
+            return g.time(num_tokens, self.up_width, D) + g.time(num_tokens, D, self.inter)
+        experts, k = m.num_experts, m.experts_per_token
+        touched = experts * (1 - (1 - k / experts) ** num_tokens)
+        rows = num_tokens * k / touched
+        return touched * (g.time(rows, self.up_width, D) + g.time(rows, D, self.inter)) + g.time(num_tokens, experts, D)
 
     def per_sequence_parts(self, num_sequences: int) -> dict[str, float]:
         """Seconds of the LM head on each sequence's last token, sampling, and the engine's fixed costs."""
