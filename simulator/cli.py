@@ -62,7 +62,7 @@ def _cmd_kv_size(args: argparse.Namespace) -> int:
 def _cmd_steptime(args: argparse.Namespace) -> int:
     from simulator.steptime import predict_steps, read_steps
 
-    table = predict_steps(read_steps(args.input), args.model, args.hardware, args.tp, args.engine, args.dtype)
+    table = predict_steps(read_steps(args.input), args.model, args.hardware, args.tp, args.engine, args.dtype, args.pp)
     if args.output:
         table.to_csv(args.output, index=False)
         print(f"wrote {len(table)} rows to {args.output}", file=sys.stderr)
@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--model", required=True, help="catalog name or config path")
     step.add_argument("--hardware", required=True, help="catalog name or hardware YAML")
     step.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree")
+    step.add_argument("--pp", type=_positive_int, default=1, help="pipeline-parallel stages")
     step.add_argument("--engine", default="default", help="engine profile (catalog name or YAML path)")
     step.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "int8", "int4"], default="bf16",
                       help="weight precision")

@@ -45,10 +45,10 @@ def read_steps(path: str | Path) -> list[tuple[int, int, int, int]]:
 
 def predict_steps(
     rows: list[tuple[int, int, int, int]], model: str, hardware: str, tensor_parallel: int = 1, engine: str = "default",
-    dtype: str = "bf16",
+    dtype: str = "bf16", pipeline_parallel: int = 1,
 ) -> pd.DataFrame:
     cost = RooflineCostModel(load_model(model), load_hardware(hardware), tensor_parallel, dtype,
-                             engine=load_engine(engine))
+                             engine=load_engine(engine), pipeline_parallel=pipeline_parallel)
     records = []
     for prefills, prompt, decodes, context in rows:
         shape = IterationShape(((prompt, 0),) * prefills if prompt else (), decodes, decodes * context)

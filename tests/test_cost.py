@@ -260,3 +260,22 @@ def test_mixture_of_experts_reads_the_experts_the_batch_touches():
     # a dense model with the same expert shape reads one expert's weights per token
     dense = RooflineCostModel(load_model("mistral-7b"), load_hardware("h100-sxm"), 2)
     assert cost.mlp_time(1) == pytest.approx(2 * dense.mlp_time(1) + gemm.time(1, 8, 4096))
+
+
+def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():
+    """p stages: the same kernels plus (p − 1) send/recv of the T × D hidden states; weights and KV layers split."""
+    from simulator.kv import kv_budget
+
+    model, hardware = load_model("llama-2-70b"), load_hardware("a100-80gb-sxm")
+    one, four = RooflineCostModel(model, hardware, 2), RooflineCostModel(model, hardware, 2, pipeline_parallel=4)
+    shape = IterationShape(((1000, 0),), 8, 8 * 500)
+    hidden = (1000 + 8) * 8192 * 2
+    assert four.iteration_time(shape) == pytest.approx(
+        one.iteration_time(shape) + 3 * collective_time(hardware, "send_recv", 2, hidden))
+    common = dict(tensor_parallel=1, weight_dtype="fp16", kv_dtype_name="fp16", gpu_memory_utilization=0.9,
+                  block_size=16, max_num_batched_tokens=4096, max_num_seqs=256, max_model_len=4096)
+    with pytest.raises(LLMSimError, match="PP1"):
+        kv_budget(model, hardware, **common)
+    budget = kv_budget(model, hardware, pipeline_parallel=4, **common)
+    assert budget.weight_bytes == pytest.approx(model.weight_bytes(2.0) / 4)
+    assert budget.kv_bytes_per_token == 2 * 20 * 8 * 128 * 2  # 20 of 80 layers per stage

@@ -203,3 +203,11 @@ def test_streamed_request_rows_equal_the_in_memory_table(tmp_path):
     assert streamed.requests is None
     table = pd.read_parquet(path).sort_values("request_id").reset_index(drop=True)
     pd.testing.assert_frame_equal(table, in_memory[table.columns])
+
+
+def test_pipeline_parallel_replica_counts_its_gpus_and_fits_a_large_model():
+    config = simulator.load(None, model="llama-2-70b", hardware="a100-80gb-sxm",
+                            cluster={"replicas": 2, "tensor_parallel": 2, "pipeline_parallel": 2},
+                            workload__num_requests=40, workload__input_tokens__max=3000)
+    result = simulator.run(config)
+    assert result.summary["num_gpus"] == 8 and result.summary["completed"] == 40

@@ -110,6 +110,7 @@ def simulate(
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
         block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens, max_num_seqs=sched.max_num_seqs,
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
+        pipeline_parallel=cluster.pipeline_parallel,
     )
     cost = build_cost_model(config, model, hardware)
     workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
@@ -132,6 +133,6 @@ def simulate(
     env.run()
     recorder.requests.close()
     return SimulationOutput(
-        recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel,
+        recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel * cluster.pipeline_parallel,
         [replica.scheduler.kv.used_blocks for replica in replicas],
     )

@@ -17,10 +17,11 @@ class Strict(BaseModel):
 
 # --- cluster -------------------------------------------------------------------------------------------------
 class ClusterConfig(Strict):
-    """Identical replicas behind a router; each replica is ``tensor_parallel`` GPUs."""
+    """Identical replicas behind a router; each replica is ``tensor_parallel`` × ``pipeline_parallel`` GPUs."""
 
     replicas: int = Field(default=1, ge=1)
     tensor_parallel: int = Field(default=1, ge=1)
+    pipeline_parallel: int = Field(default=1, ge=1, description="stages; one batch in flight per replica")
     router: Literal["round_robin"] = "round_robin"
 
 

@@ -19,6 +19,10 @@ tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(k
   experts), two residual adds (read 2·D, write D): T·(10·D + 3·I·experts per token)·w bytes over 5 kernels
 - two all-reduces of T·D·w bytes (:mod:`simulator.cost.collectives`)
 
+Pipeline parallelism (``pp`` stages of ceil(layers/pp) layers) runs one batch through the stages in turn — vLLM with
+one virtual engine — so an iteration costs the same kernels plus (pp − 1) transfers of the T·D·w hidden states
+between stages, and each GPU idles (pp − 1)/pp of the time (the bubble); it buys memory, not speed.
+
 Per iteration: embedding gather (T·D·w bytes), the final norm, the LM head GEMM on the last token of each sequence
 (m = sequences, n = vocab/t, k = D), and sampling over fp32 logits (read and write sequences × vocab × 4 bytes).
 The engine profile adds its fixed costs (:mod:`simulator.cost.engine`).
@@ -45,11 +49,12 @@ from simulator.kv.sizing import kv_dtype
 class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
-        kv_dtype: str | None = None, engine: EngineProfile | None = None,
+        kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
     ) -> None:
         self.model = model
         self.hardware = hardware
         self.tp = tensor_parallel
+        self.pp = pipeline_parallel
         self.engine = engine or EngineProfile(name="none")
         self.gemm = GemmModel(hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency)
         # the LM head (like the embedding) stays in the activation precision in quantised checkpoints
@@ -84,11 +89,20 @@ class RooflineCostModel(CostModel):
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> RooflineCostModel:
         kv = kv_dtype(config.kv_cache.dtype, config.dtype)
         engine = load_engine(config.engine)
-        return cls(model, hardware, config.cluster.tensor_parallel, config.dtype, kv, engine)
+        cluster = config.cluster
+        return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
         return collective_time(self.network, "all_reduce", self.tp, nbytes)
+
+    def stage_transfer_time(self, nbytes: float) -> float:
+        """Hidden states from one pipeline stage to the next: a send/recv within the node, or over the stage's
+        ``tensor_parallel`` NICs when the replica spans nodes."""
+        hw = self.network
+        if self.tp * self.pp <= hw.node.gpus_per_node:
+            return collective_time(hw, "send_recv", 2, nbytes)
+        return nbytes / (self.tp * hw.node.inter_node_gbps * 1e9 * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
 
     def body_parts(self, num_tokens: int) -> dict[str, float]:
         """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads."""
@@ -102,7 +116,8 @@ class RooflineCostModel(CostModel):
             )
             + g.memory_kernel(T * D * self.w)
             + g.memory_kernel(2 * T * D * self.w),
-            "communication_s": L * 2 * self.all_reduce_time(T * D * self.w),
+            "communication_s": L * 2 * self.all_reduce_time(T * D * self.w)
+            + ((self.pp - 1) * self.stage_transfer_time(T * D * self.w) if self.pp > 1 else 0.0),
         }
 
     def mlp_time(self, num_tokens: int) -> float:

@@ -1,13 +1,14 @@
 """KV-cache sizing: bytes per token, the memory budget of a replica, and the block pool it yields.
 
     KV bytes per token  = 2 (K and V) × layers × kv_heads × head_dim × bytes per element
-    KV pool per GPU     = memory × gpu_memory_utilization − weights/t − activation workspace
+    KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − activation workspace
     weights             = transformer-block parameters × weight bytes + embedding/LM-head parameters × 2
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
-t > kv_heads). The activation workspace is an estimate of the largest forward pass the scheduler may run
-(``max_num_batched_tokens`` tokens): hidden states and MLP intermediates in the weight precision, plus fp32 logits
+t > kv_heads); with p pipeline stages it holds ceil(layers / p) layers (weights are taken as evenly split).
+The activation workspace is an estimate of the largest forward pass the scheduler may run (``max_num_batched_tokens``
+tokens): hidden states and MLP intermediates in the weight precision, plus fp32 logits
 for ``max_num_seqs`` sequences:
 
     workspace = max_num_batched_tokens × (4·D + 2·k·I/t) × w + max_num_seqs × vocab/t × 4
@@ -54,16 +55,17 @@ class KVBudget:
 def kv_budget(
     model: ModelSpec, hardware: HardwareSpec, *, tensor_parallel: int, weight_dtype: str, kv_dtype_name: str,
     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
-    max_model_len: int, num_blocks_override: int | None = None,
+    max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
 ) -> KVBudget:
     """The block pool of one replica; refuses (LLMSimError) a configuration with no room for one full request."""
-    t = tensor_parallel
+    t, p = tensor_parallel, pipeline_parallel
     w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * gpu_memory_utilization
-    weights = model.weight_bytes(bytes_per_element(weight_dtype), w) / t
+    weights = model.weight_bytes(bytes_per_element(weight_dtype), w) / (t * p)
     up = (2 if model.gated_mlp else 1) * model.intermediate_size / t
     workspace = max_num_batched_tokens * (4 * model.hidden_size + 2 * up) * w + max_num_seqs * model.vocab_size / t * 4
-    per_token = kv_cache_bytes(model.num_layers, math.ceil(model.num_kv_heads / t), model.head_dim, kv_dtype_name, 1, 1)
+    layers = math.ceil(model.num_layers / p)
+    per_token = kv_cache_bytes(layers, math.ceil(model.num_kv_heads / t), model.head_dim, kv_dtype_name, 1, 1)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
     else:
@@ -73,7 +75,7 @@ def kv_budget(
         if num_blocks < needed_blocks:
             missing = (needed_blocks * block_size * per_token - pool) / GIB
             raise LLMSimError(
-                f"{model.name} on {hardware.name} × TP{t}: weights {weights / GIB:.2f} GiB + workspace "
+                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB + workspace "
                 f"{workspace / GIB:.2f} GiB leave {max(pool, 0) / GIB:.2f} GiB of the {usable / GIB:.2f} GiB usable "
                 f"per GPU for KV cache, {missing:.2f} GiB short of one {max_model_len}-token request; use more "
                 "tensor_parallel, a larger GPU, a higher gpu_memory_utilization or a smaller max_model_len"
