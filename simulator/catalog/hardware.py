@@ -7,14 +7,12 @@ spec-sheet number comes from the vendor datasheet (cited in the file); the few f
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.catalog.loading import read_mapping, validate
+from simulator.catalog.loading import catalog_names, load_catalog_entry
 from simulator.catalog.paths import HARDWARE_DIR
-from simulator.errors import LLMSimError
 
 
 class PeakTflops(BaseModel):
@@ -92,19 +90,9 @@ def resolve_hardware(hardware: str | HardwareSpec) -> HardwareSpec:
 
 
 def hardware_names() -> list[str]:
-    return sorted(p.stem for p in HARDWARE_DIR.glob("*.yaml"))
+    return catalog_names(HARDWARE_DIR)
 
 
 def load_hardware(name_or_path: str) -> HardwareSpec:
     """A catalog name (``h100-sxm``) or a path to a hardware YAML."""
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = HARDWARE_DIR / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise LLMSimError(
-                f"hardware: unknown GPU {name_or_path!r} (catalog: {', '.join(hardware_names())}; "
-                "or a path to a hardware YAML)"
-            )
-    elif not path.is_file():
-        raise LLMSimError(f"hardware: file not found: {name_or_path}")
-    return validate(HardwareSpec, read_mapping(path), str(path))
+    return load_catalog_entry(name_or_path, HARDWARE_DIR, HardwareSpec, "hardware", "GPU")

@@ -40,3 +40,24 @@ def validate(model_cls: type[BaseModel], data: dict[str, Any], where: str) -> An
         return model_cls.model_validate(data)
     except ValidationError as exc:
         raise LLMSimError(f"{where}: {format_validation_error(exc, model_cls)}") from None
+
+
+def catalog_names(folder: Path) -> list[str]:
+    """Entries of a folder catalog: the stems of its YAML files."""
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def load_catalog_entry(name_or_path: str, folder: Path, model_cls: type[BaseModel], field: str, what: str) -> Any:
+    """A catalog name (a YAML file in ``folder``) or a path to a YAML, validated as ``model_cls``; errors name the
+    config ``field`` and list the catalog."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = folder / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise LLMSimError(
+                f"{field}: unknown {what} {name_or_path!r} (catalog: {', '.join(catalog_names(folder))}; "
+                f"or a path to a {what} YAML)"
+            )
+    elif not path.is_file():
+        raise LLMSimError(f"{field}: file not found: {name_or_path}")
+    return validate(model_cls, read_mapping(path), str(path))

@@ -14,14 +14,12 @@ forward pass (``prefill_batching``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.catalog.loading import read_mapping, validate
+from simulator.catalog.loading import catalog_names, load_catalog_entry
 from simulator.catalog.paths import PROJECT_ROOT
-from simulator.errors import LLMSimError
 
 ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
 
@@ -52,19 +50,9 @@ class EngineProfile(BaseModel):
 
 
 def engine_names() -> list[str]:
-    return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+    return catalog_names(ENGINE_DIR)
 
 
 def load_engine(name_or_path: str) -> EngineProfile:
     """A catalog name (``splitwise``) or a path to an engine YAML."""
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = ENGINE_DIR / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise LLMSimError(
-                f"engine: unknown engine profile {name_or_path!r} (catalog: {', '.join(engine_names())}; "
-                "or a path to an engine YAML)"
-            )
-    elif not path.is_file():
-        raise LLMSimError(f"engine: file not found: {name_or_path}")
-    return validate(EngineProfile, read_mapping(path), str(path))
+    return load_catalog_entry(name_or_path, ENGINE_DIR, EngineProfile, "engine", "engine profile")
