@@ -98,6 +98,7 @@ class Recorder:
         self.kv_token_seconds = [0.0] * num_replicas  # ∫ resident KV tokens dt
         self.peak_kv_blocks = [0] * num_replicas
         self.peak_running = [0] * num_replicas
+        self.peak_batch_tokens = [0] * num_replicas  # most tokens (prompt chunks + decodes) in one iteration
 
     def request_done(self, request: Request) -> None:
         """Record a finished or rejected request."""

@@ -15,13 +15,14 @@ class Request:
     ``finish_clock`` is the scheduler clock at which a decoding request emits its last token.
     The KV cache of a running request holds ``input_tokens + generated - 1`` tokens after it emitted a token (the
     newest token is not yet written back), so a prefill processes ``input_tokens + generated`` tokens
-    (``generated`` > 0 after a recompute preemption) and emits one token.
+    (``generated`` > 0 after a recompute preemption), possibly in chunks (``prefilled`` of them done), and emits one
+    token when it completes.
     """
 
     __slots__ = (
         "arrival_s", "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gen_offset", "generated",
-        "input_tokens", "last_token_s", "output_tokens", "preemptions", "reject_reason", "replica", "request_id",
-        "status",
+        "input_tokens", "last_token_s", "output_tokens", "preemptions", "prefilled", "reject_reason", "replica",
+        "request_id", "status",
     )
 
     def __init__(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int) -> None:
@@ -37,6 +38,7 @@ class Request:
         self.generated = 0
         self.gen_offset = 0
         self.finish_clock = -1
+        self.prefilled = 0
         self.preemptions = 0
         self.status = WAITING
         self.reject_reason = ""

@@ -38,6 +38,14 @@ def _run(config_dict, fast_forward=True):
     return simulator.run(load_experiment(config_dict), fast_forward=fast_forward)
 
 
+SCHEDULERS = [
+    {"kind": "continuous"},
+    {"kind": "continuous", "prefill_priority": False, "max_num_batched_tokens": 600},
+    {"kind": "static", "batch_timeout_ms": 20},
+    {"kind": "chunked", "max_num_batched_tokens": 256, "chunk_size": 96},
+    {"kind": "chunked", "max_num_batched_tokens": 64},
+]
+
 workloads = st.fixed_dictionaries({
     "seed": st.integers(0, 10_000),
     "rate": st.floats(1.0, 200.0),
@@ -45,6 +53,7 @@ workloads = st.fixed_dictionaries({
     "max_num_seqs": st.integers(1, 32),
     "replicas": st.integers(1, 3),
     "roofline": st.booleans(),
+    "scheduler": st.sampled_from(SCHEDULERS),
 })
 
 
@@ -54,7 +63,7 @@ def _random_experiment(p) -> dict:
         seed=p["seed"],
         cluster={"replicas": p["replicas"]},
         cost_model=cost,
-        scheduler={"kind": "continuous", "max_num_seqs": p["max_num_seqs"], "max_model_len": 512},
+        scheduler={**p["scheduler"], "max_num_seqs": p["max_num_seqs"], "max_model_len": 512},
         kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": p["blocks"]},
         workload={
             "num_requests": 40,
@@ -94,9 +103,12 @@ def test_every_request_accounted_for_and_timestamps_ordered(p):
     assert (done["arrival_s"] <= done["first_scheduled_s"]).all()
     assert (done["first_scheduled_s"] < done["first_token_s"]).all()
     assert (done["first_token_s"] <= done["finish_s"]).all()
-    # memory never exceeds the pool and is all returned
+    # memory never exceeds the pool and is all returned; no iteration exceeds the token budget or max_num_seqs
     assert max(output.recorder.peak_kv_blocks) <= output.kv_budget.num_blocks
     assert output.final_kv_used_blocks == [0] * config.cluster.replicas
+    budget = config.scheduler.max_num_batched_tokens or (8192 if config.scheduler.kind == "chunked" else 2048)
+    assert max(output.recorder.peak_batch_tokens) <= budget
+    assert max(output.recorder.peak_running) <= config.scheduler.max_num_seqs
 
 
 @settings(max_examples=15, deadline=None)

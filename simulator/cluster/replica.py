@@ -24,7 +24,7 @@ import simpy
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.recorder import Recorder
 from simulator.request import REJECTED, Request
-from simulator.schedulers.base import Batch, Scheduler
+from simulator.schedulers.base import Batch, Scheduler, completes_prefill
 
 
 def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapsed: float, limit: int) -> int:
@@ -107,23 +107,31 @@ class Replica:
     def _begin(self) -> None:
         scheduler, now, rec = self.scheduler, self.env.now, self.recorder
         batch = scheduler.schedule(now)
-        for victim in batch.preempted:
-            self._forget(victim)
+        for victim, was_decoding in batch.preempted:
+            if was_decoding:
+                self._forget(victim)
         if batch.empty:
             self._busy, self._batch, self._steps = False, None, 0
+            wake = scheduler.wake_at(now)
+            if wake is not None:
+                self._wait(wake - now)  # e.g. a batching timeout; an arrival meanwhile supersedes it
             return
-        self._batch, self._start = batch, now
+        self._busy, self._batch, self._start = True, batch, now
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
         if batch.prefills or not self.fast_forward:
-            running = len(scheduler.decoding) + len(batch.prefills)
+            running, tokens = scheduler.num_running, batch.num_tokens
             if running > rec.peak_running[self.index]:
                 rec.peak_running[self.index] = running
+            if tokens > rec.peak_batch_tokens[self.index]:
+                rec.peak_batch_tokens[self.index] = tokens
             chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
             duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum))
             self._steps = 1
             self._run = (duration, 0.0, num_decodes, context_sum)
             first_step = duration
         else:
+            if num_decodes > rec.peak_batch_tokens[self.index]:
+                rec.peak_batch_tokens[self.index] = num_decodes
             a, c = self.cost.decode_step_coefficients(num_decodes)
             steps = self._steps = scheduler.stable_steps(batch)
             self._run = (a, c, num_decodes, context_sum)
@@ -143,7 +151,9 @@ class Replica:
         if batch.decode and steps > 1:
             rec.itl.add_run(base, slope, steps - 1, size)
         started = 0
-        for request, _, _ in batch.prefills:
+        for request, new, done in batch.prefills:
+            if not completes_prefill(request, new, done):
+                continue
             if request.generated > 0:  # re-prefill after preemption: a gap between two output tokens
                 rec.itl.add(now - request.last_token_s)
             started += request.generated + 1 < request.output_tokens

@@ -32,17 +32,35 @@ class SimulationOutput:
 
 def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
     """(max_model_len, max_num_batched_tokens) with vLLM's defaults and checks."""
+    max_model_len, batched = _token_limits(config, model_max_len)
+    if batched < config.scheduler.max_num_seqs:
+        raise ConfigError(
+            f"scheduler.max_num_batched_tokens: {batched} is below max_num_seqs {config.scheduler.max_num_seqs}; "
+            "every running request must fit an iteration's token budget"
+        )
+    return max_model_len, batched
+
+
+def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
     sched = config.scheduler
     max_model_len = sched.max_model_len or model_max_len
     if max_model_len > model_max_len:
         raise ConfigError(
             f"scheduler.max_model_len: {max_model_len} exceeds the model's max_position_embeddings {model_max_len}"
         )
+    if sched.kind == "chunked":
+        batched = sched.max_num_batched_tokens or 8192
+        if sched.chunk_size is not None and sched.chunk_size > batched:
+            raise ConfigError(
+                f"scheduler.chunk_size: {sched.chunk_size} is larger than max_num_batched_tokens {batched}"
+            )
+        return max_model_len, batched
     batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
     if batched < max_model_len:
         raise ConfigError(
             f"scheduler.max_num_batched_tokens: {batched} is below max_model_len {max_model_len}; without chunked "
-            "prefill a whole prompt must fit one iteration (raise it or lower scheduler.max_model_len)"
+            "prefill a whole prompt must fit one iteration (raise it, lower scheduler.max_model_len, or use "
+            "kind: chunked)"
         )
     return max_model_len, batched
 
@@ -121,9 +139,7 @@ def simulate(
     replicas = [
         Replica(
             env, i,
-            scheduler_cls(
-                allocator_cls(budget.num_blocks, budget.block_size), sched.max_num_seqs, batched_tokens, max_model_len
-            ),
+            scheduler_cls(allocator_cls(budget.num_blocks, budget.block_size), sched, max_model_len, batched_tokens),
             cost, recorder, fast_forward,
         )
         for i in range(cluster.replicas)

@@ -6,9 +6,9 @@ Every model forbids unknown keys; policy families are chosen by ``kind``. Times 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 
 class Strict(BaseModel):
@@ -26,18 +26,59 @@ class ClusterConfig(Strict):
 
 
 # --- scheduler -----------------------------------------------------------------------------------------------
-class ContinuousSchedulerConfig(Strict):
-    """Iteration-level batching (Orca / vLLM v0): FCFS admission, whole-prompt prefill, prefill-first."""
-
-    kind: Literal["continuous"] = "continuous"
+class SchedulerBase(Strict):
     max_num_seqs: int = Field(default=256, ge=1)
     max_num_batched_tokens: int | None = Field(
-        default=None, ge=1, description="prompt tokens per iteration; default max(max_model_len, 2048) as vLLM"
+        default=None, ge=1,
+        description="tokens per iteration; default max(max_model_len, 2048) (chunked: 8192), as vLLM",
     )
     max_model_len: int | None = Field(default=None, ge=1, description="default: the model's max positions")
+    max_queue_len: int | None = Field(default=None, ge=0, description="arrivals beyond this many waiting are rejected")
 
 
-SchedulerConfig = ContinuousSchedulerConfig
+class StaticSchedulerConfig(SchedulerBase):
+    """Request-level batching: a batch of up to max_num_seqs runs until all its members finish."""
+
+    kind: Literal["static"]
+    batch_timeout_ms: float = Field(default=0.0, ge=0, description="wait this long for a batch to fill")
+
+
+class ContinuousSchedulerConfig(SchedulerBase):
+    """Iteration-level batching (Orca / vLLM v0): FCFS admission, whole-prompt prefill.
+
+    ``prefill_priority``: true = prefill-first (vLLM v0: an iteration prefills newcomers while decodes wait);
+    false = decode-first (Orca: every iteration decodes all running requests and adds whole prompts that fit).
+    """
+
+    kind: Literal["continuous"] = "continuous"
+    prefill_priority: bool = True
+
+
+class ChunkedSchedulerConfig(SchedulerBase):
+    """Stall-free batching (Sarathi-Serve / vLLM v1): decodes first, the rest of the token budget in prompt chunks."""
+
+    kind: Literal["chunked"]
+    chunk_size: int | None = Field(default=None, ge=1, description="largest chunk of one prompt; default: the budget")
+
+    @model_validator(mode="after")
+    def _chunk_fits_budget(self) -> ChunkedSchedulerConfig:
+        budget = self.max_num_batched_tokens
+        if self.chunk_size is not None and budget is not None and self.chunk_size > budget:
+            raise ValueError(f"chunk_size must be <= max_num_batched_tokens, got {self.chunk_size} > {budget}")
+        return self
+
+
+def _scheduler_kind(value: Any) -> str | None:
+    """The ``kind`` of a scheduler mapping, ``continuous`` when left out."""
+    return value.get("kind", "continuous") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+SchedulerConfig = Annotated[
+    Annotated[StaticSchedulerConfig, Tag("static")]
+    | Annotated[ContinuousSchedulerConfig, Tag("continuous")]
+    | Annotated[ChunkedSchedulerConfig, Tag("chunked")],
+    Discriminator(_scheduler_kind),
+]
 
 
 # --- KV cache ------------------------------------------------------------------------------------------------

@@ -9,11 +9,12 @@ one of two groups:
   growing sequence by n tokens at once (n decode steps). Allocators implement this lazily, so a run of decode steps
   costs the same whatever the batch size.
 
-Queries: ``can_allocate(tokens)`` (would a new sequence fit now?), ``max_grow(limit)`` (the largest n ≤ limit such
-that every growing sequence can grow by n now — how the engine learns how many decode steps can run before memory
-forces the batch to change), ``can_grow_one()`` (the common case of that), ``can_ever_fit(tokens)`` (in an empty
-pool?), ``tokens_of(seq)``, ``used_tokens``, ``growing_tokens``, ``num_growing``, ``used_blocks`` and
-``free_blocks``. ``free(seq)`` releases either kind.
+Queries: ``can_allocate(tokens)`` / ``can_append(seq, n)`` (would it fit now? optionally keeping room for one
+growth step of every decoding sequence, for iterations that mix prompt chunks with decodes), ``max_grow(limit)``
+(the largest n ≤ limit such that every growing sequence can grow by n now — how the engine learns how many decode
+steps can run before memory forces the batch to change), ``can_grow_one()`` (the common case of that),
+``can_ever_fit(tokens)`` (in an empty pool?), ``tokens_of(seq)``, ``used_tokens``, ``growing_tokens``,
+``num_growing``, ``used_blocks`` and ``free_blocks``. ``free(seq)`` releases either kind.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ class KVAllocator(ABC):
     free_blocks: int
 
     @abstractmethod
-    def can_allocate(self, tokens: int) -> bool: ...
+    def can_allocate(self, tokens: int, reserve_growth: bool = False) -> bool:
+        """Would a new sequence of ``tokens`` fit now (leaving room to grow every growing sequence by one)?"""
+
+    @abstractmethod
+    def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
+        """Could a static sequence take ``n`` more tokens now (leaving room for one growth step)?"""
 
     @abstractmethod
     def can_ever_fit(self, tokens: int) -> bool: ...

@@ -42,8 +42,17 @@ class PagedAllocator(KVAllocator):
         return -(-tokens // self.block_size)
 
     # --- static sequences -------------------------------------------------------------------------------------
-    def can_allocate(self, tokens: int) -> bool:
-        return self.blocks_for(tokens) <= self.free_blocks
+    def _growth_reserve(self, reserve_growth: bool) -> int:
+        """Blocks one growth step of every growing sequence needs (those with no slack take one each)."""
+        return self._residues[-self._clock % self.block_size] if reserve_growth else 0
+
+    def can_allocate(self, tokens: int, reserve_growth: bool = False) -> bool:
+        return self.blocks_for(tokens) <= self.free_blocks - self._growth_reserve(reserve_growth)
+
+    def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
+        old = self._static[seq]
+        needed = self.blocks_for(old + n) - self.blocks_for(old)
+        return needed <= self.free_blocks - self._growth_reserve(reserve_growth)
 
     def can_ever_fit(self, tokens: int) -> bool:
         return self.blocks_for(tokens) <= self.num_blocks
@@ -112,7 +121,7 @@ class PagedAllocator(KVAllocator):
 
     def can_grow_one(self) -> bool:
         """Whether every growing sequence can take one more token (those with no slack need a block each)."""
-        return self._residues[-self._clock % self.block_size] <= self.free_blocks
+        return self._growth_reserve(True) <= self.free_blocks
 
     # --- either -----------------------------------------------------------------------------------------------
     def free(self, seq: int) -> None:

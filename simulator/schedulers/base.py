@@ -5,9 +5,10 @@ A scheduler owns a replica's waiting queue and its running requests. At each ite
 returns the requests that finished, and ``retire(finished, now)``. The scheduler asks its
 :class:`~simulator.kv.base.KVAllocator` whether memory allows; it never does block arithmetic itself.
 
-Requests that have emitted their first token and keep generating form the *decoding set*. A decode iteration
-advances all of them by one token; the scheduler tracks them lazily with a clock (decode steps run so far) and a
-heap of the clock values at which each will finish, so running n decode steps costs O(log B), not O(B).
+Running requests are either *prefilling* (admitted; their prompt — plus any output lost to preemption — is being
+processed, whole or in chunks) or *decoding* (they emitted a token and generate one per decode iteration). The
+decoding set is tracked lazily with a clock (decode steps run so far) and a heap of the clock values at which each
+request finishes, so running n decode steps costs O(log B), not O(B).
 
 Speed contract (what keeps every policy fast):
 
@@ -16,9 +17,10 @@ Speed contract (what keeps every policy fast):
   replica advances that many at once in closed form.
 - ``wants_boundary()``: after an arrival, whether the queue could change the batch at the next iteration boundary.
   Only then does the replica cut a run short (at the end of the iteration in progress).
+- ``wake_at(now)``: when an empty batch should be reconsidered without an arrival (a batching timeout), or None.
 
 Results equal one-iteration-at-a-time stepping; a policy whose decision may change for any other reason must say
-so through these two methods.
+so through these methods.
 """
 
 from __future__ import annotations
@@ -27,15 +29,16 @@ import heapq
 from abc import ABC, abstractmethod
 from collections import deque
 
+from simulator.config.schema import SchedulerBase
 from simulator.kv.base import KVAllocator
 from simulator.registry import Registry
 from simulator.request import FINISHED, RUNNING, WAITING, Request
 
 
 class Batch:
-    """One iteration's work: prompt chunks ``(request, new tokens, cached tokens)`` and, if ``decode``, one token
-    for every request of the decoding set (``num_decodes`` of them, whose KV after this step's write sums to
-    ``decode_context_sum`` tokens); ``preempted`` lists requests evicted while forming it."""
+    """One iteration's work: prompt chunks ``(request, new tokens, tokens already prefilled)`` and, if ``decode``,
+    one token for every request of the decoding set (``num_decodes`` of them, whose KV after this step's write sums
+    to ``decode_context_sum`` tokens); ``preempted`` lists ``(request, was decoding)`` evicted while forming it."""
 
     __slots__ = ("decode", "decode_context_sum", "num_decodes", "preempted", "prefills")
 
@@ -44,32 +47,46 @@ class Batch:
         self.decode = False
         self.num_decodes = 0
         self.decode_context_sum = 0
-        self.preempted: list[Request] = []
+        self.preempted: list[tuple[Request, bool]] = []
 
     @property
     def empty(self) -> bool:
         return not self.prefills and not self.decode
 
+    @property
+    def num_tokens(self) -> int:
+        return sum(new for _, new, _ in self.prefills) + (self.num_decodes if self.decode else 0)
+
+
+def completes_prefill(request: Request, new: int, done: int) -> bool:
+    """Whether a chunk of ``new`` tokens after ``done`` finishes the request's prefill (and so emits a token)."""
+    return done + new == request.prefill_tokens
+
 
 class Scheduler(ABC):
-    def __init__(self, kv: KVAllocator, max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int) -> None:
+    def __init__(self, kv: KVAllocator, config: SchedulerBase, max_model_len: int, max_num_batched_tokens: int):
         self.kv = kv
-        self.max_num_seqs = max_num_seqs
+        self.config = config
+        self.max_num_seqs = config.max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len
         self.waiting: deque[Request] = deque()
+        self.prefilling: dict[int, Request] = {}
         self.decoding: dict[int, Request] = {}
         self.clock = 0  # decode steps run so far
         self._finishes: list[tuple[int, int, Request]] = []  # (finish clock, request id, request)
 
     # --- arrivals ------------------------------------------------------------------------------------------------
     def rejection_reason(self, request: Request) -> str:
-        """Why ``request`` can never run here ('' if it can)."""
+        """Why ``request`` cannot be taken now or ever ('' if it can)."""
         total = request.input_tokens + request.output_tokens
         if total > self.max_model_len:
             return f"prompt + output = {total} tokens exceeds max_model_len {self.max_model_len}"
         if not self.kv.can_ever_fit(request.total_tokens):
             return f"{request.total_tokens} tokens of KV never fit the cache of {self.kv.capacity_tokens} tokens"
+        limit = self.config.max_queue_len
+        if limit is not None and len(self.waiting) >= limit:
+            return f"queue full: {len(self.waiting)} requests waiting (max_queue_len {limit})"
         return ""
 
     def enqueue(self, request: Request) -> None:
@@ -78,15 +95,22 @@ class Scheduler(ABC):
     # --- iterations ----------------------------------------------------------------------------------------------
     @abstractmethod
     def schedule(self, now: float) -> Batch:
-        """The next iteration's batch (empty when nothing can run until something arrives)."""
+        """The next iteration's batch (empty when nothing can run until something arrives or ``wake_at``)."""
 
-    @abstractmethod
     def stable_steps(self, batch: Batch) -> int:
-        """Iterations (≥ 1) this batch can repeat unchanged, absent arrivals."""
+        """Iterations (≥ 1) this batch can repeat unchanged, absent arrivals: for a decode-only batch, until the
+        first completion or the first step the KV cache cannot hold."""
+        if batch.prefills:
+            return 1
+        return self.kv.max_grow(self.steps_to_next_finish())
 
     @abstractmethod
     def wants_boundary(self) -> bool:
         """Whether queued requests could change the batch at the next iteration boundary."""
+
+    def wake_at(self, now: float) -> float | None:
+        """A time to call ``schedule`` again although nothing arrives (None: only arrivals matter)."""
+        return None
 
     def steps_to_next_finish(self) -> int:
         """Decode steps until the first decoding request emits its last token."""
@@ -117,7 +141,12 @@ class Scheduler(ABC):
                     request.finish_clock = -1
                     del self.decoding[request.request_id]
                     finished.append(request)
-        for request, _new, _cached in batch.prefills:
+        for request, new, done in batch.prefills:
+            request.prefilled = done + new
+            if request.prefilled < request.prefill_tokens:
+                continue  # more chunks to come
+            del self.prefilling[request.request_id]
+            request.prefilled = 0
             request.generated += 1
             if request.generated == 1:
                 request.first_token_s = now
@@ -138,14 +167,16 @@ class Scheduler(ABC):
     # --- helpers for policies ------------------------------------------------------------------------------------
     @property
     def num_running(self) -> int:
-        return len(self.decoding)
+        return len(self.decoding) + len(self.prefilling)
 
-    def admit(self, request: Request, now: float) -> None:
-        """Allocate a waiting request's prefill KV and mark it running."""
-        self.kv.allocate(request.request_id, request.prefill_tokens)
+    def admit(self, request: Request, now: float, tokens: int) -> None:
+        """Take the head of the waiting queue into the prefilling set with KV for its first ``tokens``."""
+        self.waiting.popleft()
+        self.kv.allocate(request.request_id, tokens)
         request.status = RUNNING
         if request.first_scheduled_s != request.first_scheduled_s:  # NaN: first time scheduled
             request.first_scheduled_s = now
+        self.prefilling[request.request_id] = request
 
     def _start_decoding(self, request: Request) -> None:
         self.kv.start_growing(request.request_id)
@@ -154,11 +185,22 @@ class Scheduler(ABC):
         self.decoding[request.request_id] = request
         heapq.heappush(self._finishes, (request.finish_clock, request.request_id, request))
 
+    def preempt_latest(self, batch: Batch) -> None:
+        """Preempt (recompute) the running request that arrived last, as vLLM does."""
+        victim = max((*self.decoding.values(), *self.prefilling.values()), key=lambda r: (r.arrival_s, r.request_id))
+        was_decoding = victim.request_id in self.decoding
+        self.preempt_by_recompute(victim)
+        batch.preempted.append((victim, was_decoding))
+
     def preempt_by_recompute(self, victim: Request) -> None:
         """Free the victim's KV; it waits at the head of the queue and re-prefills prompt + generated tokens."""
-        victim.generated = victim.gen_offset + self.clock
-        victim.finish_clock = -1  # its heap entry is now stale
-        del self.decoding[victim.request_id]
+        if victim.request_id in self.decoding:
+            victim.generated = victim.gen_offset + self.clock
+            victim.finish_clock = -1  # its heap entry is now stale
+            del self.decoding[victim.request_id]
+        else:
+            del self.prefilling[victim.request_id]
+            victim.prefilled = 0
         self.kv.free(victim.request_id)
         victim.status = WAITING
         victim.preemptions += 1

@@ -1,16 +1,17 @@
-"""Continuous (iteration-level) batching as in Orca and vLLM v0 without chunked prefill.
+"""Continuous (iteration-level) batching with whole-prompt prefill: Orca and vLLM v0 without chunked prefill.
 
-Each iteration, prefill-first:
+Admission is FCFS without overtaking: requests join while the running requests stay within ``max_num_seqs``, the
+iteration's tokens fit ``max_num_batched_tokens`` and the KV allocator has room for each whole prompt.
 
-1. If requests wait, admit them in FCFS order while the running requests stay within ``max_num_seqs``, the
-   prompts fit ``max_num_batched_tokens`` together, and the KV allocator has room for each prompt; stop at the first
-   that does not fit (no overtaking). If any were admitted, the iteration prefills exactly those (whole prompts).
-2. Otherwise every running request decodes one token. If the KV cache cannot grow by one token for each, the
-   running request that arrived last is preempted (recompute) until it can.
+- ``prefill_priority: true`` (prefill-first, vLLM v0): if requests can be admitted, the iteration prefills exactly
+  those, and running requests wait a step; otherwise every running request decodes one token.
+- ``prefill_priority: false`` (decode-first, Orca): every iteration decodes all running requests, and admits the
+  whole prompts that fit the remaining token budget and memory into the same iteration.
 
-Between completions nothing lets a waiting request in (free memory only shrinks while decoding, and the slot and
-token budgets are unchanged), so a decode batch is stable until the first completion or the first step that would
-run out of blocks, and an arrival matters only if the head of the queue could be admitted now.
+If the KV cache cannot grow by one token for every decoding request, the running request that arrived last is
+preempted (recompute) until it can. Between completions nothing lets a waiting request in (free memory only shrinks
+while decoding; slots and budget free up only at completions), so a decode-only batch is stable until then, and an
+arrival matters only if the head of the queue could be admitted now.
 """
 
 from __future__ import annotations
@@ -21,30 +22,37 @@ from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 @SCHEDULERS.register("continuous")
 class ContinuousScheduler(Scheduler):
-    def _admissible(self, request: Request, budget: int, running: int) -> bool:
+    def _admissible(self, request: Request, budget: int, running: int, reserve_growth: bool = False) -> bool:
         tokens = request.prefill_tokens
-        return running < self.max_num_seqs and tokens <= budget and self.kv.can_allocate(tokens)
+        return running < self.max_num_seqs and tokens <= budget and self.kv.can_allocate(tokens, reserve_growth)
+
+    def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
+        while self.waiting and self._admissible(self.waiting[0], budget, self.num_running, reserve_growth):
+            request = self.waiting[0]
+            tokens = request.prefill_tokens
+            self.admit(request, now, tokens)
+            batch.prefills.append((request, tokens, 0))
+            budget -= tokens
+
+    def _grow_or_preempt(self, batch: Batch) -> None:
+        while self.decoding and not self.kv.can_grow_one():
+            self.preempt_latest(batch)
 
     def schedule(self, now: float) -> Batch:
         batch = Batch()
-        budget = self.max_num_batched_tokens
-        while self.waiting and self._admissible(self.waiting[0], budget, self.num_running + len(batch.prefills)):
-            request = self.waiting.popleft()
-            self.admit(request, now)
-            batch.prefills.append((request, request.prefill_tokens, 0))
-            budget -= request.prefill_tokens
-        if batch.prefills or not self.decoding:
-            return batch
-        while not self.kv.can_grow_one():
-            victim = max(self.decoding.values(), key=lambda r: (r.arrival_s, r.request_id))
-            self.preempt_by_recompute(victim)
-            batch.preempted.append(victim)
-        return self.decode_batch(batch)
-
-    def stable_steps(self, batch: Batch) -> int:
-        if batch.prefills:
-            return 1
-        return self.kv.max_grow(self.steps_to_next_finish())
+        if self.config.prefill_priority:
+            self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=False)
+            if batch.prefills:
+                return batch
+            self._grow_or_preempt(batch)
+            return self.decode_batch(batch) if self.decoding else batch
+        self._grow_or_preempt(batch)
+        decodes = len(self.decoding)
+        self._admit_prompts(batch, now, self.max_num_batched_tokens - decodes, reserve_growth=decodes > 0)
+        return self.decode_batch(batch) if decodes else batch
 
     def wants_boundary(self) -> bool:
-        return bool(self.waiting) and self._admissible(self.waiting[0], self.max_num_batched_tokens, self.num_running)
+        if not self.waiting:
+            return False
+        budget = self.max_num_batched_tokens - (0 if self.config.prefill_priority else len(self.decoding))
+        return self._admissible(self.waiting[0], budget, self.num_running)

@@ -1,0 +1,55 @@
+"""Chunked prefill with stall-free batching (Sarathi-Serve; vLLM v1's default scheduler).
+
+Each iteration has a budget of ``max_num_batched_tokens``. Every decoding request gets its one token first; the rest
+of the budget goes to prompt chunks of at most ``chunk_size`` tokens: first the prompts already being prefilled (in
+admission order), then new requests from the queue (FCFS, within ``max_num_seqs``), so several prompts may share an
+iteration and a long prompt spreads over several. A prompt's KV is allocated chunk by chunk, keeping room for the
+decodes' next token; if nothing can make progress for lack of memory, the running request that arrived last is
+preempted (recompute). An iteration with prompt chunks is never repeated unchanged; a decode-only batch is stable
+until a completion (which frees budget, slots and memory) or a memory shortfall.
+"""
+
+from __future__ import annotations
+
+from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
+
+
+@SCHEDULERS.register("chunked")
+class ChunkedScheduler(Scheduler):
+    @property
+    def chunk_size(self) -> int:
+        return self.config.chunk_size or self.max_num_batched_tokens
+
+    def _fill_chunks(self, batch: Batch, now: float) -> None:
+        kv, chunk, reserve = self.kv, self.chunk_size, bool(self.decoding)
+        budget = self.max_num_batched_tokens - len(self.decoding)
+        for request in list(self.prefilling.values()):
+            n = min(chunk, request.prefill_tokens - request.prefilled, budget)
+            if n <= 0 or not kv.can_append(request.request_id, n, reserve):
+                return
+            kv.append(request.request_id, n)
+            batch.prefills.append((request, n, request.prefilled))
+            budget -= n
+        while self.waiting and self.num_running < self.max_num_seqs:
+            request = self.waiting[0]
+            n = min(chunk, request.prefill_tokens, budget)
+            if n <= 0 or not kv.can_allocate(n, reserve):
+                return
+            self.admit(request, now, n)
+            batch.prefills.append((request, n, 0))
+            budget -= n
+
+    def schedule(self, now: float) -> Batch:
+        batch = Batch()
+        while self.decoding and not self.kv.can_grow_one():
+            self.preempt_latest(batch)
+        self._fill_chunks(batch, now)
+        while not batch.prefills and not self.decoding and self.prefilling:
+            self.preempt_latest(batch)  # prompts hold memory none of them can extend: make room
+            self._fill_chunks(batch, now)
+        return self.decode_batch(batch) if self.decoding else batch
+
+    def wants_boundary(self) -> bool:
+        return bool(self.waiting) and self.num_running < self.max_num_seqs and (
+            len(self.decoding) < self.max_num_batched_tokens
+        )

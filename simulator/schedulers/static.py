@@ -1,0 +1,46 @@
+"""Static (request-level) batching, as in FasterTransformer-era serving.
+
+When no batch is running, take up to ``max_num_seqs`` requests from the queue (FCFS, whole prompts within
+``max_num_batched_tokens`` and the KV memory) and prefill them together; then decode until every member has
+finished. Finished members leave the decode batch, but their slots stay idle: nobody joins until the whole batch is
+done. With ``batch_timeout_ms`` > 0, a batch that is not full waits until its oldest request has waited that long
+(or the batch fills) before starting.
+"""
+
+from __future__ import annotations
+
+from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
+
+
+@SCHEDULERS.register("static")
+class StaticScheduler(Scheduler):
+    def _still_filling(self, now: float) -> bool:
+        timeout = self.config.batch_timeout_ms / 1000
+        return timeout > 0 and len(self.waiting) < self.max_num_seqs and now < self.waiting[0].arrival_s + timeout
+
+    def schedule(self, now: float) -> Batch:
+        batch = Batch()
+        if self.num_running:
+            while self.decoding and not self.kv.can_grow_one():
+                self.preempt_latest(batch)
+            return self.decode_batch(batch) if self.decoding else batch
+        if not self.waiting or self._still_filling(now):
+            return batch
+        budget = self.max_num_batched_tokens
+        while self.waiting and len(batch.prefills) < self.max_num_seqs:
+            request = self.waiting[0]
+            tokens = request.prefill_tokens
+            if tokens > budget or not self.kv.can_allocate(tokens):
+                break
+            self.admit(request, now, tokens)
+            batch.prefills.append((request, tokens, 0))
+            budget -= tokens
+        return batch
+
+    def wants_boundary(self) -> bool:
+        return False  # arrivals never join a running batch
+
+    def wake_at(self, now: float) -> float | None:
+        if self.num_running or not self.waiting or not self._still_filling(now):
+            return None
+        return self.waiting[0].arrival_s + self.config.batch_timeout_ms / 1000
