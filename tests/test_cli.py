@@ -79,6 +79,15 @@ BAD_CASES = {
     "budget below max_model_len": (["--set", "scheduler.max_num_batched_tokens=1024"],
                                    "scheduler.max_num_batched_tokens: 1024 is below max_model_len 8192"),
     "bad override syntax": (["--set", "seed"], "--set 'seed': expected dotted.key=value"),
+    "unknown scheduler": (["--set", "scheduler.kind=fifo"], "scheduler: unknown kind 'fifo' (allowed: 'static',"),
+    "zero budget": (["--set", "scheduler.max_num_batched_tokens=0"],
+                    "scheduler.max_num_batched_tokens: must be >= 1, got 0"),
+    "chunk over budget": (["--set", "scheduler={kind: chunked, chunk_size: 4096, max_num_batched_tokens: 512}"],
+                          "scheduler: chunk_size must be <= max_num_batched_tokens, got 4096 > 512"),
+    "budget below seqs": (["--set", "scheduler={kind: chunked, max_num_batched_tokens: 64}"],
+                          "scheduler.max_num_batched_tokens: 64 is below max_num_seqs 256"),
+    "negative timeout": (["--set", "scheduler={kind: static, batch_timeout_ms: -5}"],
+                         "scheduler.batch_timeout_ms: must be >= 0.0, got -5"),
 }
 
 

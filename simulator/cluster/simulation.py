@@ -17,7 +17,7 @@ from simulator.errors import ConfigError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
 from simulator.recorder import Recorder
 from simulator.request import Request
-from simulator.schedulers import SCHEDULERS
+from simulator.schedulers import SCHEDULERS, Scheduler
 from simulator.workload import generate_requests
 
 
@@ -56,7 +56,7 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
             )
         return max_model_len, batched
     batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
-    if batched < max_model_len:
+    if batched < max_model_len and sched.kind in ("static", "continuous"):
         raise ConfigError(
             f"scheduler.max_num_batched_tokens: {batched} is below max_model_len {max_model_len}; without chunked "
             "prefill a whole prompt must fit one iteration (raise it, lower scheduler.max_model_len, or use "
@@ -136,6 +136,8 @@ def simulate(
     env = simpy.Environment()
     recorder = Recorder(cluster.replicas, requests_path)
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
+    if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):
+        raise ConfigError(f"scheduler.kind: {sched.kind!r} is not a subclass of simulator.schedulers.Scheduler")
     replicas = [
         Replica(
             env, i,

@@ -21,7 +21,7 @@ from simulator.config.schema import ExperimentConfig
 from simulator.errors import ConfigError
 
 DEFAULT_EXPERIMENT = EXPERIMENTS_DIR / "quickstart.yaml"
-_PATH_SUFFIXES = (".yaml", ".yml", ".json", ".csv")
+_PATH_SUFFIXES = (".yaml", ".yml", ".json", ".csv", ".py")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -68,6 +68,10 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
     trace = (data.get("workload") or {}).get("trace")
     if isinstance(trace, dict) and isinstance(trace.get("path"), str):
         trace["path"] = _resolve(trace["path"], base_dir)
+    scheduler = data.get("scheduler")
+    if isinstance(scheduler, dict) and isinstance(scheduler.get("kind"), str) and ".py:" in scheduler["kind"]:
+        path, _, cls = scheduler["kind"].rpartition(":")
+        scheduler["kind"] = f"{_resolve(path, base_dir)}:{cls}"
 
 
 def load_experiment(

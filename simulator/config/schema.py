@@ -68,15 +68,27 @@ class ChunkedSchedulerConfig(SchedulerBase):
         return self
 
 
+class CustomSchedulerConfig(SchedulerBase):
+    """A user's own scheduler class, named by dotted path (``pkg.module.Class``) or file (``file.py:Class``); its
+    own settings go in ``options``."""
+
+    kind: str = Field(pattern=r"[.:]")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
 def _scheduler_kind(value: Any) -> str | None:
-    """The ``kind`` of a scheduler mapping, ``continuous`` when left out."""
-    return value.get("kind", "continuous") if isinstance(value, dict) else getattr(value, "kind", None)
+    """The union tag of a scheduler: its ``kind`` (``continuous`` when left out), or ``custom`` for a path."""
+    kind = value.get("kind", "continuous") if isinstance(value, dict) else getattr(value, "kind", None)
+    if isinstance(kind, str) and kind not in ("static", "continuous", "chunked") and any(c in kind for c in ".:"):
+        return "custom"
+    return kind
 
 
 SchedulerConfig = Annotated[
     Annotated[StaticSchedulerConfig, Tag("static")]
     | Annotated[ContinuousSchedulerConfig, Tag("continuous")]
-    | Annotated[ChunkedSchedulerConfig, Tag("chunked")],
+    | Annotated[ChunkedSchedulerConfig, Tag("chunked")]
+    | Annotated[CustomSchedulerConfig, Tag("custom")],
     Discriminator(_scheduler_kind),
 ]
 

@@ -16,9 +16,9 @@ from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 @SCHEDULERS.register("chunked")
 class ChunkedScheduler(Scheduler):
-    @property
-    def chunk_size(self) -> int:
-        return self.config.chunk_size or self.max_num_batched_tokens
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.chunk_size = getattr(self.config, "chunk_size", None) or self.max_num_batched_tokens
 
     def _fill_chunks(self, batch: Batch, now: float) -> None:
         kv, chunk, reserve = self.kv, self.chunk_size, bool(self.decoding)

@@ -22,6 +22,11 @@ from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 @SCHEDULERS.register("continuous")
 class ContinuousScheduler(Scheduler):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # a user's subclass may run with a custom config: then the knob keeps its default
+        self.prefill_priority = getattr(self.config, "prefill_priority", True)
+
     def _admissible(self, request: Request, budget: int, running: int, reserve_growth: bool = False) -> bool:
         tokens = request.prefill_tokens
         return running < self.max_num_seqs and tokens <= budget and self.kv.can_allocate(tokens, reserve_growth)
@@ -40,7 +45,7 @@ class ContinuousScheduler(Scheduler):
 
     def schedule(self, now: float) -> Batch:
         batch = Batch()
-        if self.config.prefill_priority:
+        if self.prefill_priority:
             self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=False)
             if batch.prefills:
                 return batch
@@ -54,5 +59,5 @@ class ContinuousScheduler(Scheduler):
     def wants_boundary(self) -> bool:
         if not self.waiting:
             return False
-        budget = self.max_num_batched_tokens - (0 if self.config.prefill_priority else len(self.decoding))
+        budget = self.max_num_batched_tokens - (0 if self.prefill_priority else len(self.decoding))
         return self._admissible(self.waiting[0], budget, self.num_running)

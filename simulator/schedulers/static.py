@@ -14,8 +14,12 @@ from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 @SCHEDULERS.register("static")
 class StaticScheduler(Scheduler):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_timeout_s = getattr(self.config, "batch_timeout_ms", 0.0) / 1000
+
     def _still_filling(self, now: float) -> bool:
-        timeout = self.config.batch_timeout_ms / 1000
+        timeout = self.batch_timeout_s
         return timeout > 0 and len(self.waiting) < self.max_num_seqs and now < self.waiting[0].arrival_s + timeout
 
     def schedule(self, now: float) -> Batch:
@@ -43,4 +47,4 @@ class StaticScheduler(Scheduler):
     def wake_at(self, now: float) -> float | None:
         if self.num_running or not self.waiting or not self._still_filling(now):
             return None
-        return self.waiting[0].arrival_s + self.config.batch_timeout_ms / 1000
+        return self.waiting[0].arrival_s + self.batch_timeout_s
