@@ -63,7 +63,8 @@ def run(
         recorder.requests.summary_columns(), config.slo, recorder.itl, kv_token_seconds=recorder.kv_token_seconds,
         peak_kv_blocks=recorder.peak_kv_blocks, kv_num_blocks=output.kv_budget.num_blocks,
         kv_block_size=output.kv_budget.block_size, peak_running=recorder.peak_running,
-        iterations=recorder.iterations, num_gpus=output.num_gpus,
+        iterations=recorder.iterations, num_gpus=output.num_gpus, prefill_tokens=recorder.prefill_tokens,
+        swapped_tokens=recorder.swapped_tokens,
     )
     frame = recorder.requests.frame()
     requests = add_latency_columns(frame, config.slo) if frame is not None else None

@@ -16,6 +16,8 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - request_goodput = requests meeting the SLO / duration_s
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
   mean_kv_usage = time average of KV tokens resident / token capacity, over duration_s and all replicas
+- preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
+  (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def _stats(name: str, values: np.ndarray) -> dict[str, float]:
 def summarize(
     columns: dict[str, np.ndarray], slo: SLOConfig, itl_s: LogHistogram, *, kv_token_seconds: list[float],
     peak_kv_blocks: list[int], kv_num_blocks: int, kv_block_size: int, peak_running: list[int], iterations: int,
-    num_gpus: int,
+    num_gpus: int, prefill_tokens: int = 0, swapped_tokens: int = 0,
 ) -> dict[str, Any]:
     """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s)."""
     latency = latency_columns(columns, slo)
@@ -103,6 +105,9 @@ def summarize(
         "slo_attainment": met / num_requests if num_requests else float("nan"),
         "request_goodput": per_s(met),
         "num_preemptions": int(columns["preemptions"].sum()),
+        "preempted_time_s": float(columns["preempted_s"].sum()),
+        "prefill_tokens_computed": prefill_tokens,
+        "swapped_tokens": swapped_tokens,
         "kv_num_blocks": kv_num_blocks,
         "kv_capacity_tokens": capacity,
         "peak_kv_usage": max(peak_kv_blocks) / kv_num_blocks,

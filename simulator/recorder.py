@@ -20,13 +20,16 @@ from simulator.request import Request
 
 REQUEST_COLUMNS = (
     "request_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "input_tokens", "output_tokens",
-    "replica", "preemptions", "status", "reject_reason",
+    "replica", "preemptions", "preempted_s", "status", "reject_reason",
 )
-SUMMARY_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions")
+SUMMARY_COLUMNS = (
+    "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
+)
 _SCHEMA = pa.schema([
     ("request_id", pa.int64()), ("arrival_s", pa.float64()), ("first_scheduled_s", pa.float64()),
     ("first_token_s", pa.float64()), ("finish_s", pa.float64()), ("input_tokens", pa.int64()),
-    ("output_tokens", pa.int64()), ("replica", pa.int64()), ("preemptions", pa.int64()), ("status", pa.string()),
+    ("output_tokens", pa.int64()), ("replica", pa.int64()), ("preemptions", pa.int64()),
+    ("preempted_s", pa.float64()), ("status", pa.string()),
     ("reject_reason", pa.string()),
 ])
 
@@ -46,7 +49,7 @@ class RequestLog:
         self._rows.append((
             request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
-            request.status, request.reject_reason,
+            request.preempted_s, request.status, request.reject_reason,
         ))
         if len(self._rows) >= self._chunk_rows:
             self._flush()
@@ -99,6 +102,8 @@ class Recorder:
         self.peak_kv_blocks = [0] * num_replicas
         self.peak_running = [0] * num_replicas
         self.peak_batch_tokens = [0] * num_replicas  # most tokens (prompt chunks + decodes) in one iteration
+        self.prefill_tokens = 0  # prompt tokens computed, recomputation after preemption included
+        self.swapped_tokens = 0  # KV tokens moved to or from host memory
 
     def request_done(self, request: Request) -> None:
         """Record a finished or rejected request."""

@@ -20,9 +20,10 @@ class Request:
     """
 
     __slots__ = (
-        "arrival_s", "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gen_offset", "generated",
-        "input_tokens", "last_token_s", "output_tokens", "preemptions", "prefilled", "reject_reason", "replica",
-        "request_id", "status",
+        "arrival_s", "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gap_key", "gap_run",
+        "gen_offset", "generated",
+        "input_tokens", "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefilled",
+        "reject_reason", "replica", "request_id", "status", "swapped_tokens",
     )
 
     def __init__(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int) -> None:
@@ -40,6 +41,11 @@ class Request:
         self.finish_clock = -1
         self.prefilled = 0
         self.preemptions = 0
+        self.preempted_at = math.nan
+        self.preempted_s = 0.0  # time between preemptions and resuming (re-prefilled or swapped back in)
+        self.swapped_tokens = 0  # KV tokens in host memory while swapped out
+        self.gap_key = math.nan  # replica bookkeeping of inter-token gaps: the group it joined, and when
+        self.gap_run = -1
         self.status = WAITING
         self.reject_reason = ""
 

@@ -44,6 +44,9 @@ SCHEDULERS = [
     {"kind": "static", "batch_timeout_ms": 20},
     {"kind": "chunked", "max_num_batched_tokens": 256, "chunk_size": 96},
     {"kind": "chunked", "max_num_batched_tokens": 64},
+    {"kind": "continuous", "preemption": "swap"},
+    {"kind": "chunked", "max_num_batched_tokens": 256, "preemption": "swap"},
+    {"kind": "static", "preemption": "swap"},
 ]
 
 workloads = st.fixed_dictionaries({

@@ -130,3 +130,34 @@ def test_users_own_scheduler_by_file_path():
 def test_bad_custom_scheduler_paths(kind, message):
     with pytest.raises(simulator.LLMSimError, match=message):
         simulator.run(simulator.load(experiment(scheduler={"kind": kind, "max_model_len": 2048})))
+
+
+@pytest.mark.parametrize("kind", ["continuous", "chunked"])
+def test_recompute_costs_compute_and_swap_costs_host_link_time(kind):
+    """Under memory pressure both complete every request. Recompute re-prefills each victim's prompt and output so
+    far; swap moves a decoding victim's KV out and back over the host link instead. With whole-prompt prefill every
+    victim is decoding, so swap computes each prompt token exactly once; with chunked prefill a victim caught
+    mid-prompt is still recomputed (its partial KV is not worth a round trip), so swap only computes less."""
+    runs = {}
+    for preemption in ("recompute", "swap"):
+        config = experiment(
+            seed=5, cost_model={"kind": "roofline"},
+            scheduler={"kind": kind, "max_num_seqs": 32, "max_model_len": 2048, "preemption": preemption,
+                       **({"max_num_batched_tokens": 512} if kind == "chunked" else {})},
+            kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 200},
+            workload={"num_requests": 200, "arrival": {"kind": "poisson", "rate": 200.0},
+                      "input_tokens": {"kind": "uniform", "min": 100, "max": 600},
+                      "output_tokens": {"kind": "uniform", "min": 50, "max": 400}},
+        )
+        runs[preemption] = simulator.run(simulator.load(config))
+    for result in runs.values():
+        assert result.summary["completed"] == 200 and result.summary["num_preemptions"] > 0
+        assert result.summary["preempted_time_s"] == pytest.approx(result.requests["preempted_s"].sum())
+        assert (result.requests.loc[result.requests["preemptions"] > 0, "preempted_s"] > 0).all()
+    recompute, swap = runs["recompute"].summary, runs["swap"].summary
+    prompts = int(runs["swap"].requests["input_tokens"].sum())
+    if kind == "continuous":
+        assert swap["prefill_tokens_computed"] == prompts
+    assert swap["prefill_tokens_computed"] < recompute["prefill_tokens_computed"] and swap["swapped_tokens"] > 0
+    assert swap["swapped_tokens"] % 2 == 0  # every token swapped out came back in
+    assert recompute["prefill_tokens_computed"] > prompts and recompute["swapped_tokens"] == 0

@@ -42,15 +42,18 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_gap_groups", "_last_decode_end", "_pending", "_run", "_start", "_steps", "cost", "env",
-        "fast_forward", "index", "recorder", "scheduler",
+        "_batch", "_busy", "_decode_runs", "_gap_groups", "_last_decode_end", "_pending", "_run", "_start", "_steps",
+        "cost", "env",
+        "fast_forward", "index", "recorder", "scheduler", "swap_seconds_per_token",
     )
 
     def __init__(
         self, env: simpy.Environment, index: int, scheduler: Scheduler, cost: CostModel, recorder: Recorder,
-        fast_forward: bool = True,
+        fast_forward: bool = True, swap_seconds_per_token: float = 0.0,
     ) -> None:
+        """``swap_seconds_per_token``: host-link time to move one token of KV (per GPU) in or out."""
         self.env = env
+        self.swap_seconds_per_token = swap_seconds_per_token
         self.index = index
         self.scheduler = scheduler
         self.cost = cost
@@ -64,6 +67,7 @@ class Replica:
         self._run: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)  # decode run: a, c, batch size, context sum
         self._gap_groups: dict[float, int] = {}  # last-token time -> decoding requests
         self._last_decode_end = -math.inf
+        self._decode_runs = 0  # decode runs finished so far
 
     # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
@@ -118,14 +122,15 @@ class Replica:
             return
         self._busy, self._batch, self._start = True, batch, now
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
-        if batch.prefills or not self.fast_forward:
-            running, tokens = scheduler.num_running, batch.num_tokens
+        if batch.prefills or batch.swap_tokens or not self.fast_forward:
+            running, tokens = scheduler.num_running + len(batch.swap_ins), batch.num_tokens
             if running > rec.peak_running[self.index]:
                 rec.peak_running[self.index] = running
             if tokens > rec.peak_batch_tokens[self.index]:
                 rec.peak_batch_tokens[self.index] = tokens
             chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
             duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum))
+            duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             self._steps = 1
             self._run = (duration, 0.0, num_decodes, context_sum)
             first_step = duration
@@ -150,13 +155,16 @@ class Replica:
         resident = kv.used_tokens + size
         if batch.decode and steps > 1:
             rec.itl.add_run(base, slope, steps - 1, size)
-        started = 0
+        rec.swapped_tokens += batch.swap_tokens
+        starting = []
         for request, new, done in batch.prefills:
+            rec.prefill_tokens += new
             if not completes_prefill(request, new, done):
                 continue
             if request.generated > 0:  # re-prefill after preemption: a gap between two output tokens
                 rec.itl.add(now - request.last_token_s)
-            started += request.generated + 1 < request.output_tokens
+            if request.generated + 1 < request.output_tokens:
+                starting.append(request)
         finished = scheduler.advance(batch, steps, now)
         rec.iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
@@ -172,16 +180,20 @@ class Replica:
             scheduler.retire(finished, now)
             for request in finished:
                 rec.request_done(request)
+        groups = self._gap_groups
         if batch.decode:
             self._last_decode_end = now
-            running = len(scheduler.decoding) - started
-            self._gap_groups = {now: running} if running else {}
-        if started:
-            self._gap_groups[now] = self._gap_groups.get(now, 0) + started
+            self._decode_runs += 1
+            running = len(scheduler.decoding) - len(starting) - len(batch.swap_ins)
+            groups = self._gap_groups = {now: running} if running else {}
+        # newly decoding requests join the group of their last token (a swapped-in one: from before the swap)
+        for request in (*starting, *batch.swap_ins):
+            request.gap_key, request.gap_run = request.last_token_s, self._decode_runs
+            groups[request.gap_key] = groups.get(request.gap_key, 0) + 1
 
     def _forget(self, victim: Request) -> None:
-        """A preempted request leaves its gap group; its last token is the later of its prefill and the last run."""
-        last_token = max(victim.last_token_s, self._last_decode_end)
+        """A preempted request leaves its gap group: the one it joined, or the last decode run's if it ran since."""
+        last_token = victim.gap_key if victim.gap_run == self._decode_runs else self._last_decode_end
         victim.last_token_s = last_token
         remaining = self._gap_groups[last_token] - 1
         if remaining:

@@ -138,11 +138,15 @@ def simulate(
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):
         raise ConfigError(f"scheduler.kind: {sched.kind!r} is not a subclass of simulator.schedulers.Scheduler")
+    swap_capacity = int(kv_cfg.swap_space_gib * 2**30 / budget.kv_bytes_per_token)
+    swap_seconds = budget.kv_bytes_per_token / (hardware.host_link_gbps * 1e9)  # each GPU moves its shard
     replicas = [
         Replica(
             env, i,
-            scheduler_cls(allocator_cls(budget.num_blocks, budget.block_size), sched, max_model_len, batched_tokens),
-            cost, recorder, fast_forward,
+            scheduler_cls(
+                allocator_cls(budget.num_blocks, budget.block_size), sched, max_model_len, batched_tokens, swap_capacity
+            ),
+            cost, recorder, fast_forward, swap_seconds,
         )
         for i in range(cluster.replicas)
     ]

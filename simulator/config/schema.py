@@ -34,6 +34,9 @@ class SchedulerBase(Strict):
     )
     max_model_len: int | None = Field(default=None, ge=1, description="default: the model's max positions")
     max_queue_len: int | None = Field(default=None, ge=0, description="arrivals beyond this many waiting are rejected")
+    preemption: Literal["recompute", "swap"] = Field(
+        default="recompute", description="free a victim's KV and re-prefill later, or move it to host memory and back"
+    )
 
 
 class StaticSchedulerConfig(SchedulerBase):
@@ -102,6 +105,7 @@ class PagedKVConfig(Strict):
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     dtype: Literal["auto", "fp16", "bf16", "fp8", "int8"] = "auto"
     num_gpu_blocks: int | None = Field(default=None, ge=1, description="override the pool size (as vLLM's)")
+    swap_space_gib: float = Field(default=4.0, ge=0, description="host memory per GPU for swapped-out KV (vLLM's)")
 
 
 KVCacheConfig = PagedKVConfig

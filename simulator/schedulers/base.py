@@ -38,9 +38,11 @@ from simulator.request import FINISHED, RUNNING, WAITING, Request
 class Batch:
     """One iteration's work: prompt chunks ``(request, new tokens, tokens already prefilled)`` and, if ``decode``,
     one token for every request of the decoding set (``num_decodes`` of them, whose KV after this step's write sums
-    to ``decode_context_sum`` tokens); ``preempted`` lists ``(request, was decoding)`` evicted while forming it."""
+    to ``decode_context_sum`` tokens); ``preempted`` lists ``(request, was decoding)`` evicted while forming it;
+    ``swap_ins`` are swapped-out requests whose KV comes back during the iteration, and ``swap_tokens`` counts the
+    KV tokens moved over the host link either way."""
 
-    __slots__ = ("decode", "decode_context_sum", "num_decodes", "preempted", "prefills")
+    __slots__ = ("decode", "decode_context_sum", "num_decodes", "preempted", "prefills", "swap_ins", "swap_tokens")
 
     def __init__(self) -> None:
         self.prefills: list[tuple[Request, int, int]] = []
@@ -48,10 +50,12 @@ class Batch:
         self.num_decodes = 0
         self.decode_context_sum = 0
         self.preempted: list[tuple[Request, bool]] = []
+        self.swap_ins: list[Request] = []
+        self.swap_tokens = 0
 
     @property
     def empty(self) -> bool:
-        return not self.prefills and not self.decode
+        return not self.prefills and not self.decode and not self.swap_ins
 
     @property
     def num_tokens(self) -> int:
@@ -64,7 +68,10 @@ def completes_prefill(request: Request, new: int, done: int) -> bool:
 
 
 class Scheduler(ABC):
-    def __init__(self, kv: KVAllocator, config: SchedulerBase, max_model_len: int, max_num_batched_tokens: int):
+    def __init__(
+        self, kv: KVAllocator, config: SchedulerBase, max_model_len: int, max_num_batched_tokens: int,
+        swap_capacity_tokens: int = 0,
+    ):
         self.kv = kv
         self.config = config
         self.max_num_seqs = config.max_num_seqs
@@ -75,6 +82,8 @@ class Scheduler(ABC):
         self.decoding: dict[int, Request] = {}
         self.clock = 0  # decode steps run so far
         self._finishes: list[tuple[int, int, Request]] = []  # (finish clock, request id, request)
+        self.swap_capacity_tokens = swap_capacity_tokens if config.preemption == "swap" else 0
+        self.swapped_tokens = 0  # KV tokens in host memory
 
     # --- arrivals ------------------------------------------------------------------------------------------------
     def rejection_reason(self, request: Request) -> str:
@@ -100,7 +109,7 @@ class Scheduler(ABC):
     def stable_steps(self, batch: Batch) -> int:
         """Iterations (≥ 1) this batch can repeat unchanged, absent arrivals: for a decode-only batch, until the
         first completion or the first step the KV cache cannot hold."""
-        if batch.prefills:
+        if batch.prefills or batch.swap_tokens:
             return 1
         return self.kv.max_grow(self.steps_to_next_finish())
 
@@ -141,12 +150,19 @@ class Scheduler(ABC):
                     request.finish_clock = -1
                     del self.decoding[request.request_id]
                     finished.append(request)
+        for request in batch.swap_ins:
+            self.swapped_tokens -= request.swapped_tokens
+            request.swapped_tokens = 0
+            self._resume(request, now)
+            self._start_decoding(request)
         for request, new, done in batch.prefills:
             request.prefilled = done + new
             if request.prefilled < request.prefill_tokens:
                 continue  # more chunks to come
             del self.prefilling[request.request_id]
             request.prefilled = 0
+            if request.preemptions:
+                self._resume(request, now)
             request.generated += 1
             if request.generated == 1:
                 request.first_token_s = now
@@ -169,6 +185,24 @@ class Scheduler(ABC):
     def num_running(self) -> int:
         return len(self.decoding) + len(self.prefilling)
 
+    def _resume(self, request: Request, now: float) -> None:
+        if request.preempted_at == request.preempted_at:  # not NaN: it was preempted
+            request.preempted_s += now - request.preempted_at
+            request.preempted_at = float("nan")
+
+    def can_swap_in(self, request: Request) -> bool:
+        """Room for the request's KV and its next token while every decoding request also grows by one: a swap-in
+        that could not take its next step would only be swapped out again."""
+        return self.kv.can_allocate(request.swapped_tokens + 1, reserve_growth=True)
+
+    def swap_in(self, request: Request, batch: Batch) -> None:
+        """Take a swapped-out request from the head of the queue; its KV comes back during this iteration."""
+        self.waiting.popleft()
+        self.kv.allocate(request.request_id, request.swapped_tokens)
+        request.status = RUNNING
+        batch.swap_ins.append(request)
+        batch.swap_tokens += request.swapped_tokens
+
     def admit(self, request: Request, now: float, tokens: int) -> None:
         """Take the head of the waiting queue into the prefilling set with KV for its first ``tokens``."""
         self.waiting.popleft()
@@ -185,26 +219,29 @@ class Scheduler(ABC):
         self.decoding[request.request_id] = request
         heapq.heappush(self._finishes, (request.finish_clock, request.request_id, request))
 
-    def preempt_latest(self, batch: Batch) -> None:
-        """Preempt (recompute) the running request that arrived last, as vLLM does."""
+    def preempt_latest(self, batch: Batch, now: float) -> None:
+        """Preempt the running request that arrived last, as vLLM does: a decoding one is swapped out when
+        ``preemption: swap`` and the host has room, otherwise (and always mid-prefill) recomputed later."""
         victim = max((*self.decoding.values(), *self.prefilling.values()), key=lambda r: (r.arrival_s, r.request_id))
         was_decoding = victim.request_id in self.decoding
-        self.preempt_by_recompute(victim)
-        batch.preempted.append((victim, was_decoding))
-
-    def preempt_by_recompute(self, victim: Request) -> None:
-        """Free the victim's KV; it waits at the head of the queue and re-prefills prompt + generated tokens."""
-        if victim.request_id in self.decoding:
+        if was_decoding:
             victim.generated = victim.gen_offset + self.clock
             victim.finish_clock = -1  # its heap entry is now stale
             del self.decoding[victim.request_id]
+            tokens = self.kv.tokens_of(victim.request_id)
+            if self.swapped_tokens + tokens <= self.swap_capacity_tokens:
+                victim.swapped_tokens = tokens
+                self.swapped_tokens += tokens
+                batch.swap_tokens += tokens
         else:
             del self.prefilling[victim.request_id]
             victim.prefilled = 0
         self.kv.free(victim.request_id)
         victim.status = WAITING
         victim.preemptions += 1
+        victim.preempted_at = now
         self.waiting.appendleft(victim)
+        batch.preempted.append((victim, was_decoding))
 
 
 SCHEDULERS: Registry[Scheduler] = Registry("scheduler")

@@ -30,8 +30,13 @@ class ChunkedScheduler(Scheduler):
             kv.append(request.request_id, n)
             batch.prefills.append((request, n, request.prefilled))
             budget -= n
-        while self.waiting and self.num_running < self.max_num_seqs:
+        while self.waiting and self.num_running + len(batch.swap_ins) < self.max_num_seqs:
             request = self.waiting[0]
+            if request.swapped_tokens:
+                if not self.can_swap_in(request):
+                    return
+                self.swap_in(request, batch)
+                continue
             n = min(chunk, request.prefill_tokens, budget)
             if n <= 0 or not kv.can_allocate(n, reserve):
                 return
@@ -42,10 +47,10 @@ class ChunkedScheduler(Scheduler):
     def schedule(self, now: float) -> Batch:
         batch = Batch()
         while self.decoding and not self.kv.can_grow_one():
-            self.preempt_latest(batch)
+            self.preempt_latest(batch, now)
         self._fill_chunks(batch, now)
-        while not batch.prefills and not self.decoding and self.prefilling:
-            self.preempt_latest(batch)  # prompts hold memory none of them can extend: make room
+        while not batch.prefills and not batch.swap_ins and not self.decoding and self.prefilling:
+            self.preempt_latest(batch, now)  # prompts hold memory none of them can extend: make room
             self._fill_chunks(batch, now)
         return self.decode_batch(batch) if self.decoding else batch
 

@@ -9,9 +9,11 @@ iteration's tokens fit ``max_num_batched_tokens`` and the KV allocator has room 
   whole prompts that fit the remaining token budget and memory into the same iteration.
 
 If the KV cache cannot grow by one token for every decoding request, the running request that arrived last is
-preempted (recompute) until it can. Between completions nothing lets a waiting request in (free memory only shrinks
-while decoding; slots and budget free up only at completions), so a decode-only batch is stable until then, and an
-arrival matters only if the head of the queue could be admitted now.
+preempted until it can (recomputed later, or swapped out to host memory with ``preemption: swap``; a swapped-out
+request at the head of the queue is swapped back in when a slot and the memory allow, without using token budget).
+Between completions nothing lets a waiting request in (free memory only shrinks while decoding; slots and budget
+free up only at completions), so a decode-only batch is stable until then, and an arrival matters only if the head
+of the queue could be admitted now.
 """
 
 from __future__ import annotations
@@ -28,20 +30,30 @@ class ContinuousScheduler(Scheduler):
         self.prefill_priority = getattr(self.config, "prefill_priority", True)
 
     def _admissible(self, request: Request, budget: int, running: int, reserve_growth: bool = False) -> bool:
+        """A free slot, then memory for a swap-in, or the prompt within the token budget and memory for it."""
+        if running >= self.max_num_seqs:
+            return False
+        if request.swapped_tokens:
+            return self.can_swap_in(request)
         tokens = request.prefill_tokens
-        return running < self.max_num_seqs and tokens <= budget and self.kv.can_allocate(tokens, reserve_growth)
+        return tokens <= budget and self.kv.can_allocate(tokens, reserve_growth)
 
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
-        while self.waiting and self._admissible(self.waiting[0], budget, self.num_running, reserve_growth):
+        while self.waiting and self._admissible(
+            self.waiting[0], budget, self.num_running + len(batch.swap_ins), reserve_growth
+        ):
             request = self.waiting[0]
+            if request.swapped_tokens:
+                self.swap_in(request, batch)
+                continue
             tokens = request.prefill_tokens
             self.admit(request, now, tokens)
             batch.prefills.append((request, tokens, 0))
             budget -= tokens
 
-    def _grow_or_preempt(self, batch: Batch) -> None:
+    def _grow_or_preempt(self, batch: Batch, now: float) -> None:
         while self.decoding and not self.kv.can_grow_one():
-            self.preempt_latest(batch)
+            self.preempt_latest(batch, now)
 
     def schedule(self, now: float) -> Batch:
         batch = Batch()
@@ -49,9 +61,9 @@ class ContinuousScheduler(Scheduler):
             self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=False)
             if batch.prefills:
                 return batch
-            self._grow_or_preempt(batch)
+            self._grow_or_preempt(batch, now)
             return self.decode_batch(batch) if self.decoding else batch
-        self._grow_or_preempt(batch)
+        self._grow_or_preempt(batch, now)
         decodes = len(self.decoding)
         self._admit_prompts(batch, now, self.max_num_batched_tokens - decodes, reserve_growth=decodes > 0)
         return self.decode_batch(batch) if decodes else batch

@@ -26,13 +26,18 @@ class StaticScheduler(Scheduler):
         batch = Batch()
         if self.num_running:
             while self.decoding and not self.kv.can_grow_one():
-                self.preempt_latest(batch)
+                self.preempt_latest(batch, now)
             return self.decode_batch(batch) if self.decoding else batch
         if not self.waiting or self._still_filling(now):
             return batch
         budget = self.max_num_batched_tokens
-        while self.waiting and len(batch.prefills) < self.max_num_seqs:
+        while self.waiting and len(batch.prefills) + len(batch.swap_ins) < self.max_num_seqs:
             request = self.waiting[0]
+            if request.swapped_tokens:
+                if not self.can_swap_in(request):
+                    break
+                self.swap_in(request, batch)
+                continue
             tokens = request.prefill_tokens
             if tokens > budget or not self.kv.can_allocate(tokens):
                 break
