@@ -123,12 +123,13 @@ class Replica:
         self._busy, self._batch, self._start = True, batch, now
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
         if batch.prefills or batch.swap_tokens or not self.fast_forward:
-            running, tokens = scheduler.num_running + len(batch.swap_ins), batch.num_tokens
+            chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
+            running = scheduler.num_running + len(batch.swap_ins)
+            tokens = sum([new for new, _ in chunks]) + num_decodes
             if running > rec.peak_running[self.index]:
                 rec.peak_running[self.index] = running
             if tokens > rec.peak_batch_tokens[self.index]:
                 rec.peak_batch_tokens[self.index] = tokens
-            chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
             duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum))
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             self._steps = 1
@@ -155,16 +156,7 @@ class Replica:
         resident = kv.used_tokens + size
         if batch.decode and steps > 1:
             rec.itl.add_run(base, slope, steps - 1, size)
-        rec.swapped_tokens += batch.swap_tokens
-        starting = []
-        for request, new, done in batch.prefills:
-            rec.prefill_tokens += new
-            if not completes_prefill(request, new, done):
-                continue
-            if request.generated > 0:  # re-prefill after preemption: a gap between two output tokens
-                rec.itl.add(now - request.last_token_s)
-            if request.generated + 1 < request.output_tokens:
-                starting.append(request)
+        starting = self._note_prompts(batch, now) if batch.prefills or batch.swap_tokens else ()
         finished = scheduler.advance(batch, steps, now)
         rec.iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
@@ -184,12 +176,27 @@ class Replica:
         if batch.decode:
             self._last_decode_end = now
             self._decode_runs += 1
-            running = len(scheduler.decoding) - len(starting) - len(batch.swap_ins)
+            running = len(scheduler.decoding) - len(starting)
             groups = self._gap_groups = {now: running} if running else {}
         # newly decoding requests join the group of their last token (a swapped-in one: from before the swap)
-        for request in (*starting, *batch.swap_ins):
+        for request in starting:
             request.gap_key, request.gap_run = request.last_token_s, self._decode_runs
             groups[request.gap_key] = groups.get(request.gap_key, 0) + 1
+
+    def _note_prompts(self, batch: Batch, now: float) -> list[Request]:
+        """Count prompt and swap work; record re-prefill gaps; return the requests that will start decoding."""
+        rec = self.recorder
+        rec.swapped_tokens += batch.swap_tokens
+        starting = list(batch.swap_ins)
+        for request, new, done in batch.prefills:
+            rec.prefill_tokens += new
+            if not completes_prefill(request, new, done):
+                continue
+            if request.generated > 0:  # re-prefill after preemption: a gap between two output tokens
+                rec.itl.add(now - request.last_token_s)
+            if request.generated + 1 < request.output_tokens:
+                starting.append(request)
+        return starting
 
     def _forget(self, victim: Request) -> None:
         """A preempted request leaves its gap group: the one it joined, or the last decode run's if it ran since."""

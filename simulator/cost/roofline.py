@@ -199,6 +199,8 @@ class RooflineCostModel(CostModel):
     def iteration_time(self, shape: IterationShape) -> float:
         if not shape.prefill_chunks and not shape.num_decodes:
             return 0.0
+        if not self.sequential_prefill:
+            return self._pass_time(shape)
         return sum(self._pass_time(one) for one in self._passes(shape))
 
     def breakdown(self, shape: IterationShape) -> dict[str, float]:

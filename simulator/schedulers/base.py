@@ -57,10 +57,6 @@ class Batch:
     def empty(self) -> bool:
         return not self.prefills and not self.decode and not self.swap_ins
 
-    @property
-    def num_tokens(self) -> int:
-        return sum(new for _, new, _ in self.prefills) + (self.num_decodes if self.decode else 0)
-
 
 def completes_prefill(request: Request, new: int, done: int) -> bool:
     """Whether a chunk of ``new`` tokens after ``done`` finishes the request's prefill (and so emits a token)."""
@@ -155,6 +151,8 @@ class Scheduler(ABC):
             request.swapped_tokens = 0
             self._resume(request, now)
             self._start_decoding(request)
+        if not batch.prefills:
+            return finished
         for request, new, done in batch.prefills:
             request.prefilled = done + new
             if request.prefilled < request.prefill_tokens:
