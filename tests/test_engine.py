@@ -47,6 +47,9 @@ SCHEDULERS = [
     {"kind": "continuous", "preemption": "swap"},
     {"kind": "chunked", "max_num_batched_tokens": 256, "preemption": "swap"},
     {"kind": "static", "preemption": "swap"},
+    {"kind": "continuous", "max_queue_delay_ms": 300},
+    {"kind": "static", "batch_timeout_ms": 50, "max_queue_delay_ms": 100},
+    {"kind": "chunked", "max_num_batched_tokens": 128, "max_queue_delay_ms": 200, "preemption": "swap"},
 ]
 
 workloads = st.fixed_dictionaries({

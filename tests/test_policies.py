@@ -161,3 +161,21 @@ def test_recompute_costs_compute_and_swap_costs_host_link_time(kind):
     assert swap["prefill_tokens_computed"] < recompute["prefill_tokens_computed"] and swap["swapped_tokens"] > 0
     assert swap["swapped_tokens"] % 2 == 0  # every token swapped out came back in
     assert recompute["prefill_tokens_computed"] > prompts and recompute["swapped_tokens"] == 0
+
+
+@pytest.mark.parametrize(("delay_ms", "rejected"), [(500, [1, 2, 3]), (2000, [3]), (3000, [])])
+def test_max_queue_delay_rejects_requests_that_wait_too_long(delay_ms, rejected):
+    """One slot; each request holds it for 10 ms + 199 × 5 ms = 1.005 s; requests 1–3 arrive at 0.1, 0.2, 0.3 s and
+    would start at 1.005, 2.010, 3.015 s (waits of 0.905, 1.81, 2.715 s). With 500 ms allowed all three expire; with
+    2 s only request 3; with 3 s none."""
+    config = experiment(
+        scheduler={"kind": "continuous", "max_num_seqs": 1, "max_model_len": 2048, "max_queue_delay_ms": delay_ms},
+        cost_model={"kind": "linear", "prefill_ms_per_token": 0.1, "decode_ms_per_step": 5.0},
+        workload={"num_requests": 4, "arrival": {"kind": "constant", "rate": 10.0},
+                  "input_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 200}},
+    )
+    result = simulator.run(simulator.load(config))
+    requests = result.requests.set_index("request_id")
+    assert list(requests.index[requests["status"] == "rejected"]) == rejected
+    assert requests.loc[rejected, "reject_reason"].str.contains(f"max_queue_delay_ms {delay_ms}").all()
+    assert requests.loc[0, "finish_s"] == pytest.approx(0.010 + 199 * 0.005)

@@ -110,13 +110,16 @@ class Replica:
 
     def _begin(self) -> None:
         scheduler, now, rec = self.scheduler, self.env.now, self.recorder
+        for request in scheduler.expire_waiting(now):
+            rec.request_done(request)
         batch = scheduler.schedule(now)
         for victim, was_decoding in batch.preempted:
             if was_decoding:
                 self._forget(victim)
         if batch.empty:
             self._busy, self._batch, self._steps = False, None, 0
-            wake = scheduler.wake_at(now)
+            wake = min((t for t in (scheduler.wake_at(now), scheduler.queue_deadline()) if t is not None),
+                       default=None)
             if wake is not None:
                 self._wait(wake - now)  # e.g. a batching timeout; an arrival meanwhile supersedes it
             return
@@ -139,7 +142,11 @@ class Replica:
             if num_decodes > rec.peak_batch_tokens[self.index]:
                 rec.peak_batch_tokens[self.index] = num_decodes
             a, c = self.cost.decode_step_coefficients(num_decodes)
-            steps = self._steps = scheduler.stable_steps(batch)
+            steps = scheduler.stable_steps(batch)
+            deadline = scheduler.queue_deadline()
+            if deadline is not None and steps > 1:  # end at the first boundary at or after it
+                steps = steps_done_by(a, c, num_decodes, context_sum, deadline - now, steps)
+            self._steps = steps
             self._run = (a, c, num_decodes, context_sum)
             first_step = a + c * context_sum
             duration = decode_run_time(a, c, num_decodes, context_sum, steps)

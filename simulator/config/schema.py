@@ -34,6 +34,9 @@ class SchedulerBase(Strict):
     )
     max_model_len: int | None = Field(default=None, ge=1, description="default: the model's max positions")
     max_queue_len: int | None = Field(default=None, ge=0, description="arrivals beyond this many waiting are rejected")
+    max_queue_delay_ms: float | None = Field(
+        default=None, gt=0, description="a request still waiting this long (never scheduled) is rejected"
+    )
     preemption: Literal["recompute", "swap"] = Field(
         default="recompute", description="free a victim's KV and re-prefill later, or move it to host memory and back"
     )

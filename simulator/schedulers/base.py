@@ -18,6 +18,8 @@ Speed contract (what keeps every policy fast):
 - ``wants_boundary()``: after an arrival, whether the queue could change the batch at the next iteration boundary.
   Only then does the replica cut a run short (at the end of the iteration in progress).
 - ``wake_at(now)``: when an empty batch should be reconsidered without an arrival (a batching timeout), or None.
+- ``queue_deadline()``: the earliest time a waiting request expires (``max_queue_delay_ms``), or None. The replica
+  ends runs at the first iteration boundary at or after it, where ``expire_waiting`` rejects the request.
 
 Results equal one-iteration-at-a-time stepping; a policy whose decision may change for any other reason must say
 so through these methods.
@@ -32,7 +34,7 @@ from collections import deque
 from simulator.config.schema import SchedulerBase
 from simulator.kv.base import KVAllocator
 from simulator.registry import Registry
-from simulator.request import FINISHED, RUNNING, WAITING, Request
+from simulator.request import FINISHED, REJECTED, RUNNING, WAITING, Request
 
 
 class Batch:
@@ -96,6 +98,32 @@ class Scheduler(ABC):
 
     def enqueue(self, request: Request) -> None:
         self.waiting.append(request)
+
+    def _expires(self, request: Request) -> float:
+        return request.arrival_s + self.config.max_queue_delay_ms / 1000
+
+    def queue_deadline(self) -> float | None:
+        """When the first waiting request that was never scheduled runs out of ``max_queue_delay_ms``."""
+        if self.config.max_queue_delay_ms is None:
+            return None
+        deadlines = [self._expires(r) for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s]
+        return min(deadlines) if deadlines else None
+
+    def expire_waiting(self, now: float) -> list[Request]:
+        """Reject (and return) the waiting requests never scheduled whose ``max_queue_delay_ms`` has run out."""
+        if self.config.max_queue_delay_ms is None or not self.waiting:
+            return []
+        expired = [r for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s and now >= self._expires(r)]
+        if expired:
+            gone = {r.request_id for r in expired}
+            self.waiting = deque(r for r in self.waiting if r.request_id not in gone)
+            limit = self.config.max_queue_delay_ms
+            for request in expired:
+                request.status = REJECTED
+                request.reject_reason = (
+                    f"waited {(now - request.arrival_s) * 1000:.0f} ms in the queue (max_queue_delay_ms {limit:g})"
+                )
+        return expired
 
     # --- iterations ----------------------------------------------------------------------------------------------
     @abstractmethod
