@@ -18,10 +18,6 @@ import pyarrow.parquet as pq
 from simulator.histogram import LogHistogram
 from simulator.request import Request
 
-REQUEST_COLUMNS = (
-    "request_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "input_tokens", "output_tokens",
-    "replica", "preemptions", "preempted_s", "status", "reject_reason",
-)
 SUMMARY_COLUMNS = (
     "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
 )

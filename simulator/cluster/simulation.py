@@ -49,12 +49,7 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
             f"scheduler.max_model_len: {max_model_len} exceeds the model's max_position_embeddings {model_max_len}"
         )
     if sched.kind == "chunked":
-        batched = sched.max_num_batched_tokens or 8192
-        if sched.chunk_size is not None and sched.chunk_size > batched:
-            raise ConfigError(
-                f"scheduler.chunk_size: {sched.chunk_size} is larger than max_num_batched_tokens {batched}"
-            )
-        return max_model_len, batched
+        return max_model_len, sched.max_num_batched_tokens  # the schema checks chunk_size against it
     batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
     if batched < max_model_len and sched.kind in ("static", "continuous"):
         raise ConfigError(

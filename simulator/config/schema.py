@@ -30,7 +30,7 @@ class SchedulerBase(Strict):
     max_num_seqs: int = Field(default=256, ge=1)
     max_num_batched_tokens: int | None = Field(
         default=None, ge=1,
-        description="tokens per iteration; default max(max_model_len, 2048) (chunked: 8192), as vLLM",
+        description="tokens per iteration; default max(max_model_len, 2048), as vLLM v0",
     )
     max_model_len: int | None = Field(default=None, ge=1, description="default: the model's max positions")
     max_queue_len: int | None = Field(default=None, ge=0, description="arrivals beyond this many waiting are rejected")
@@ -64,12 +64,13 @@ class ChunkedSchedulerConfig(SchedulerBase):
     """Stall-free batching (Sarathi-Serve / vLLM v1): decodes first, the rest of the token budget in prompt chunks."""
 
     kind: Literal["chunked"]
+    max_num_batched_tokens: int = Field(default=8192, ge=1, description="tokens per iteration (vLLM v1's default)")
     chunk_size: int | None = Field(default=None, ge=1, description="largest chunk of one prompt; default: the budget")
 
     @model_validator(mode="after")
     def _chunk_fits_budget(self) -> ChunkedSchedulerConfig:
         budget = self.max_num_batched_tokens
-        if self.chunk_size is not None and budget is not None and self.chunk_size > budget:
+        if self.chunk_size is not None and self.chunk_size > budget:
             raise ValueError(f"chunk_size must be <= max_num_batched_tokens, got {self.chunk_size} > {budget}")
         return self
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.catalog.loading import catalog_names, load_catalog_entry
+from simulator.catalog.loading import load_catalog_entry
 from simulator.catalog.paths import PROJECT_ROOT
 
 ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
@@ -47,10 +47,6 @@ class EngineProfile(BaseModel):
             self.per_iteration_ms * 1e-3 + num_layers * self.per_layer_us * 1e-6
             + num_sequences * self.per_sequence_us * 1e-6
         )
-
-
-def engine_names() -> list[str]:
-    return catalog_names(ENGINE_DIR)
 
 
 def load_engine(name_or_path: str) -> EngineProfile:

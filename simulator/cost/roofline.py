@@ -52,7 +52,6 @@ class RooflineCostModel(CostModel):
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
     ) -> None:
         self.model = model
-        self.hardware = hardware
         self.tp = tensor_parallel
         self.pp = pipeline_parallel
         self.engine = engine or EngineProfile(name="none")
