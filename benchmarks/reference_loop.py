@@ -46,7 +46,7 @@ def reference_run(config) -> tuple[np.ndarray, np.ndarray]:
     )
     kv = PagedAllocator(budget.num_blocks, budget.block_size)
     workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
-    arrivals, inputs, outputs = (column.tolist() for column in workload)
+    arrivals, inputs, outputs = (column.tolist() for column in workload[:3])
     n = len(arrivals)
     first_token, finish = [math.nan] * n, [math.nan] * n
     generated = [0] * n

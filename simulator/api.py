@@ -64,7 +64,9 @@ def run(
         peak_kv_blocks=recorder.peak_kv_blocks, kv_num_blocks=output.kv_budget.num_blocks,
         kv_block_size=output.kv_budget.block_size, peak_running=recorder.peak_running,
         iterations=recorder.iterations, num_gpus=output.num_gpus, prefill_tokens=recorder.prefill_tokens,
-        swapped_tokens=recorder.swapped_tokens,
+        swapped_tokens=recorder.swapped_tokens, running_seconds=recorder.running_seconds,
+        kv_breakdown_seconds=recorder.kv_breakdown_seconds, prefix_hit_tokens=output.prefix_hit_tokens,
+        copied_tokens=recorder.copied_tokens,
     )
     frame = recorder.requests.frame()
     requests = add_latency_columns(frame, config.slo) if frame is not None else None

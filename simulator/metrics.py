@@ -16,6 +16,14 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - request_goodput = requests meeting the SLO / duration_s
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
   mean_kv_usage = time average of KV tokens resident / token capacity, over duration_s and all replicas
+- KV breakdown (time averages over each replica's active span — first work to last — pooled over replicas, as
+  fractions of the pool): kv_real_frac (slots holding KV), kv_internal_frac (claimed but empty: last-block tails,
+  unused slab reservations), kv_external_frac (free slots outside the largest hole of a contiguous pool),
+  kv_cached_frac (evictable prefix-cache blocks), kv_free_frac; kv_waste_frac = (internal + external) / (real +
+  internal + external), the share of the memory taken by sequences that holds no KV (PagedAttention's measure)
+- mean_running = time average of running sequences per replica over duration_s; peak_running the most at once
+- prefix_cache_hit_rate = prompt tokens found cached / (those + prompt tokens computed); copied_tokens = KV tokens
+  copied when contiguous slabs were moved (``reserve: grow``)
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 """
@@ -71,10 +79,25 @@ def _stats(name: str, values: np.ndarray) -> dict[str, float]:
     return stats
 
 
+MEMORY_PARTS = ("real", "internal", "external", "cached", "free")
+
+
+def _memory_shares(breakdown_seconds: list[list[float]]) -> dict[str, float]:
+    """Time-averaged fractions of the pool from ∫ MemoryBreakdown dt per replica."""
+    totals = [sum(part) for part in zip(*breakdown_seconds, strict=True)] if breakdown_seconds else [0.0] * 5
+    whole = sum(totals)
+    shares = {f"kv_{name}_frac": (value / whole if whole else 0.0) for name, value in zip(MEMORY_PARTS, totals,
+                                                                                          strict=True)}
+    taken = totals[0] + totals[1] + totals[2]
+    shares["kv_waste_frac"] = (totals[1] + totals[2]) / taken if taken else 0.0
+    return shares
+
+
 def summarize(
     columns: dict[str, np.ndarray], slo: SLOConfig, itl_s: LogHistogram, *, kv_token_seconds: list[float],
     peak_kv_blocks: list[int], kv_num_blocks: int, kv_block_size: int, peak_running: list[int], iterations: int,
-    num_gpus: int, prefill_tokens: int = 0, swapped_tokens: int = 0,
+    num_gpus: int, prefill_tokens: int = 0, swapped_tokens: int = 0, running_seconds: list[float] | None = None,
+    kv_breakdown_seconds: list[list[float]] | None = None, prefix_hit_tokens: int = 0, copied_tokens: int = 0,
 ) -> dict[str, Any]:
     """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s)."""
     latency = latency_columns(columns, slo)
@@ -112,7 +135,11 @@ def summarize(
         "kv_capacity_tokens": capacity,
         "peak_kv_usage": max(peak_kv_blocks) / kv_num_blocks,
         "mean_kv_usage": sum(kv_token_seconds) / (capacity * len(kv_token_seconds) * duration) if duration else 0.0,
+        **_memory_shares(kv_breakdown_seconds or []),
+        "mean_running": sum(running_seconds or [0.0]) / (len(peak_running) * duration) if duration else 0.0,
         "peak_running": max(peak_running),
+        "prefix_cache_hit_rate": prefix_hit_tokens / (prefix_hit_tokens + prefill_tokens) if prefill_tokens else 0.0,
+        "copied_tokens": copied_tokens,
         "num_iterations": iterations,
         "num_gpus": num_gpus,
     })

@@ -25,7 +25,7 @@ _SCHEMA = pa.schema([
     ("request_id", pa.int64()), ("arrival_s", pa.float64()), ("first_scheduled_s", pa.float64()),
     ("first_token_s", pa.float64()), ("finish_s", pa.float64()), ("input_tokens", pa.int64()),
     ("output_tokens", pa.int64()), ("replica", pa.int64()), ("preemptions", pa.int64()),
-    ("preempted_s", pa.float64()), ("status", pa.string()),
+    ("preempted_s", pa.float64()), ("cached_tokens", pa.int64()), ("status", pa.string()),
     ("reject_reason", pa.string()),
 ])
 
@@ -45,7 +45,7 @@ class RequestLog:
         self._rows.append((
             request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
-            request.preempted_s, request.status, request.reject_reason,
+            request.preempted_s, request.cached_tokens, request.status, request.reject_reason,
         ))
         if len(self._rows) >= self._chunk_rows:
             self._flush()
@@ -100,6 +100,9 @@ class Recorder:
         self.peak_batch_tokens = [0] * num_replicas  # most tokens (prompt chunks + decodes) in one iteration
         self.prefill_tokens = 0  # prompt tokens computed, recomputation after preemption included
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
+        self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
+        self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
+        self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots)
 
     def request_done(self, request: Request) -> None:
         """Record a finished or rejected request."""

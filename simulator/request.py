@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 WAITING, RUNNING, FINISHED, REJECTED = "waiting", "running", "finished", "rejected"
+
+
+class Prefix(NamedTuple):
+    """Content identity of a prompt's leading tokens, for prefix caching.
+
+    ``ids[i]`` names the content of tokens ``[0, (i + 1)·unit)`` — chained, like Mooncake's ``hash_ids``: two
+    prompts with the same ``ids[i]`` agree on every token up to the end of unit i. A shared system prompt of P
+    tokens is ``Prefix((group,), P)``.
+    """
+
+    ids: tuple[int, ...]
+    unit: int
+
+    def block_keys(self, block_size: int, tokens: int) -> list[tuple[int, int]]:
+        """Keys of the full KV blocks among the first ``tokens`` tokens that lie inside the prefix: block j's key is
+        (id of the unit holding its last token, j), which determines the content of tokens [0, (j + 1)·bs)."""
+        end = min(len(self.ids) * self.unit, tokens)
+        ids, unit = self.ids, self.unit
+        return [(ids[((j + 1) * block_size - 1) // unit], j) for j in range(end // block_size)]
 
 
 class Request:
@@ -20,14 +40,18 @@ class Request:
     """
 
     __slots__ = (
-        "arrival_s", "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gap_key", "gap_run",
-        "gen_offset", "generated",
-        "input_tokens", "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefilled",
-        "reject_reason", "replica", "request_id", "status", "swapped_tokens",
+        "arrival_s", "cached_tokens", "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gap_key",
+        "gap_run", "gen_offset", "generated", "input_tokens", "last_token_s", "output_tokens", "preempted_at",
+        "preempted_s", "preemptions", "prefilled", "prefix", "reject_reason", "replica", "request_id", "status",
+        "swapped_tokens",
     )
 
-    def __init__(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int) -> None:
+    def __init__(
+        self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int, prefix: Prefix | None = None
+    ) -> None:
         self.request_id = request_id
+        self.prefix = prefix
+        self.cached_tokens = 0  # prompt tokens found in the prefix cache at the last admission
         self.arrival_s = arrival_s
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens

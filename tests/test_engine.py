@@ -52,6 +52,14 @@ SCHEDULERS = [
     {"kind": "chunked", "max_num_batched_tokens": 128, "max_queue_delay_ms": 200, "preemption": "swap"},
 ]
 
+KV_CACHES = [
+    {"kind": "paged"},
+    {"kind": "paged", "prefix_caching": True},
+    {"kind": "contiguous", "reserve": "max_model_len"},
+    {"kind": "contiguous", "reserve": "requested", "placement": "best_fit"},
+    {"kind": "contiguous", "reserve": "grow"},
+]
+
 workloads = st.fixed_dictionaries({
     "seed": st.integers(0, 10_000),
     "rate": st.floats(1.0, 200.0),
@@ -60,6 +68,8 @@ workloads = st.fixed_dictionaries({
     "replicas": st.integers(1, 3),
     "roofline": st.booleans(),
     "scheduler": st.sampled_from(SCHEDULERS),
+    "kv": st.sampled_from(KV_CACHES),
+    "prefix": st.sampled_from([None, {"tokens": 48, "fraction": 0.7, "groups": 2}]),
 })
 
 
@@ -70,9 +80,10 @@ def _random_experiment(p) -> dict:
         cluster={"replicas": p["replicas"]},
         cost_model=cost,
         scheduler={**p["scheduler"], "max_num_seqs": p["max_num_seqs"], "max_model_len": 512},
-        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": p["blocks"]},
+        kv_cache={**p["kv"], "block_size": 16, "num_gpu_blocks": p["blocks"]},
         workload={
             "num_requests": 40,
+            "prefix": p["prefix"],
             "arrival": {"kind": "poisson", "rate": p["rate"]},
             "input_tokens": {"kind": "uniform", "min": 1, "max": 400},
             "output_tokens": {"kind": "uniform", "min": 1, "max": 200},
@@ -91,7 +102,12 @@ def test_closed_form_runs_equal_one_iteration_at_a_time(p):
     pd.testing.assert_series_equal(fast.requests["preemptions"], slow.requests["preemptions"])
     pd.testing.assert_series_equal(fast.requests["status"], slow.requests["status"])
     for key, value in slow.summary.items():
-        assert fast.summary[key] == pytest.approx(value, rel=1e-9, nan_ok=True), key
+        if key.startswith("kv_") and key.endswith("_frac"):
+            # the memory breakdown is integrated by the trapezoid rule per run; paged last-block fill is a
+            # sawtooth within a run, so longer runs sample it differently
+            assert fast.summary[key] == pytest.approx(value, abs=0.02), key
+        else:
+            assert fast.summary[key] == pytest.approx(value, rel=1e-9, nan_ok=True), key
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

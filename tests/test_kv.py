@@ -100,6 +100,11 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         assert self.kv.num_growing == len(self.growing)
         for seq, tokens in [*self.static.items(), *self.growing.items()]:
             assert self.kv.tokens_of(seq) == tokens
+        parts = self.kv.breakdown()
+        held = [*self.static.values(), *self.growing.values()]
+        assert parts.internal == sum(-t % self.BS for t in held)  # the empty tail of each last block
+        assert parts.real == sum(held) and parts.external == parts.cached == 0
+        assert sum(parts) == self.BLOCKS * self.BS
 
 
 TestPagedAllocator = PagedAllocatorMachine.TestCase

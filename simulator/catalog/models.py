@@ -109,6 +109,9 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
         _spec("qwen-72b", 80, 8192, 64, 64, 128, 24576, 152064, 32768, _HF.format("Qwen/Qwen-72B")),
         _spec("codellama-34b", 48, 8192, 64, 8, 128, 22016, 32000, 16384, _HF.format("codellama/CodeLlama-34b-hf")),
         _spec("internlm-20b", 60, 5120, 40, 40, 128, 13824, 103168, 4096, _HF.format("internlm/internlm-20b")),
+        # OPT: ReLU MLP (not gated), LM head tied to the embeddings; the PagedAttention paper's model.
+        _spec("opt-13b", 40, 5120, 40, 40, 128, 20480, 50272, 2048, _HF.format("facebook/opt-13b"),
+              gated_mlp=False, tie_word_embeddings=True),
         # BLOOM: GELU MLP (not gated), word embeddings tied to the LM head.
         _spec("bloom-176b", 70, 14336, 112, 112, 128, 57344, 250880, 2048, _HF.format("bigscience/bloom"),
               gated_mlp=False, tie_word_embeddings=True),

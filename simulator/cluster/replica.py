@@ -10,6 +10,11 @@ equivalence). A superseded timeout still fires and is ignored.
 Callbacks on timeouts rather than a generator process per replica: the same SimPy clock and event order, with less
 overhead per event (see benchmarks/bench_scale.py).
 
+Memory accounting: the allocator's :class:`~simulator.kv.base.MemoryBreakdown` is taken when work starts (after the
+scheduler allocated) and when it ends (after the run's growth, before completions free memory) and integrated over
+time by the trapezoid rule — exact for contiguous slabs (constant during a run) and for idle time, within a block's
+sawtooth for paged last blocks. Running sequences are integrated exactly (constant during a run).
+
 Inter-token gaps: decoding requests are grouped by the time of their last token (the end of the last decode run, or
 the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
 (which includes any prefill stall); the remaining steps give ``d_1 … d_{k−1}`` to every request of the batch.
@@ -42,18 +47,23 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_decode_runs", "_gap_groups", "_last_decode_end", "_pending", "_run", "_start", "_steps",
-        "cost", "env",
-        "fast_forward", "index", "recorder", "scheduler", "swap_seconds_per_token",
+        "_batch", "_busy", "_copied", "_decode_runs", "_gap_groups", "_last_decode_end", "_memory", "_pending",
+        "_run", "_running", "_start", "_steps", "copy_seconds_per_token", "cost", "env", "fast_forward", "index",
+        "recorder", "scheduler", "swap_seconds_per_token",
     )
 
     def __init__(
         self, env: simpy.Environment, index: int, scheduler: Scheduler, cost: CostModel, recorder: Recorder,
-        fast_forward: bool = True, swap_seconds_per_token: float = 0.0,
+        fast_forward: bool = True, swap_seconds_per_token: float = 0.0, copy_seconds_per_token: float = 0.0,
     ) -> None:
-        """``swap_seconds_per_token``: host-link time to move one token of KV (per GPU) in or out."""
+        """``swap_seconds_per_token``: host-link time to move one token of KV (per GPU) in or out;
+        ``copy_seconds_per_token``: HBM time to copy one token of KV when a contiguous slab moves."""
         self.env = env
         self.swap_seconds_per_token = swap_seconds_per_token
+        self.copy_seconds_per_token = copy_seconds_per_token
+        self._running = 0  # running sequences during the current work
+        self._copied = 0  # the allocator's copied_tokens already charged
+        self._memory: tuple[float, tuple[int, ...]] | None = None  # (time, breakdown) at the start of the work
         self.index = index
         self.scheduler = scheduler
         self.cost = cost
@@ -82,15 +92,21 @@ class Replica:
         if not self._busy:
             self._busy = True
             self._wait(0.0)  # start after every arrival of this instant is queued
-        elif self._steps > 1 and self.scheduler.wants_boundary():
-            self._cut_run()
+        elif self._steps > 1:
+            if self.scheduler.wants_boundary():
+                self._cut_run(self.env.now)
+            elif (deadline := self.scheduler.queue_deadline()) is not None:
+                self._cut_run(deadline)  # its expiry may unblock the queue behind it
 
-    def _cut_run(self) -> None:
+    def _cut_run(self, at: float) -> None:
+        """End the decode run at the first iteration boundary at or after ``at`` (if that is before its end)."""
         a, c, size, context_sum0 = self._run
         start, limit = self._start, self._steps
-        steps = steps_done_by(a, c, size, context_sum0, self.env.now - start, limit)
+        steps = steps_done_by(a, c, size, context_sum0, at - start, limit)
         if steps < limit:
             self._steps = steps
+            cut = decode_run_time(a, c, size, context_sum0, limit) - decode_run_time(a, c, size, context_sum0, steps)
+            self.recorder.running_seconds[self.index] -= self._running * cut
             self._wait(start + decode_run_time(a, c, size, context_sum0, steps) - self.env.now)
 
     # --- iterations --------------------------------------------------------------------------------------------
@@ -108,11 +124,31 @@ class Replica:
             self._finish(batch, self._steps)
         self._begin()
 
+    def _close_memory(self, now: float, end: tuple[int, ...]) -> None:
+        """Integrate the memory breakdown since the work started, by the trapezoid rule up to ``end``."""
+        if self._memory is None:
+            return
+        start_time, a = self._memory
+        half = (now - start_time) / 2
+        if half > 0:
+            s = self.recorder.kv_breakdown_seconds[self.index]
+            s[0] += (a[0] + end[0]) * half
+            s[1] += (a[1] + end[1]) * half
+            s[2] += (a[2] + end[2]) * half
+            s[3] += (a[3] + end[3]) * half
+            s[4] += (a[4] + end[4]) * half
+
     def _begin(self) -> None:
         scheduler, now, rec = self.scheduler, self.env.now, self.recorder
+        kv = scheduler.kv
+        if self._batch is None and self._memory is not None:  # idle until now: memory did not change
+            self._close_memory(now, self._memory[1])
         for request in scheduler.expire_waiting(now):
             rec.request_done(request)
         batch = scheduler.schedule(now)
+        self._memory = (now, kv.breakdown())
+        copy_tokens = kv.copied_tokens - self._copied
+        self._copied = kv.copied_tokens
         for victim, was_decoding in batch.preempted:
             if was_decoding:
                 self._forget(victim)
@@ -125,7 +161,7 @@ class Replica:
             return
         self._busy, self._batch, self._start = True, batch, now
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
-        if batch.prefills or batch.swap_tokens or not self.fast_forward:
+        if batch.prefills or batch.swap_tokens or copy_tokens or not self.fast_forward:
             chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
             running = scheduler.num_running + len(batch.swap_ins)
             tokens = sum([new for new, _ in chunks]) + num_decodes
@@ -135,6 +171,8 @@ class Replica:
                 rec.peak_batch_tokens[self.index] = tokens
             duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum))
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
+            duration += copy_tokens * self.copy_seconds_per_token
+            rec.copied_tokens += copy_tokens
             self._steps = 1
             self._run = (duration, 0.0, num_decodes, context_sum)
             first_step = duration
@@ -153,6 +191,8 @@ class Replica:
         if batch.decode:
             for last_token, count in self._gap_groups.items():
                 rec.itl.add(now - last_token + first_step, count)
+        self._running = scheduler.num_running + len(batch.swap_ins)
+        rec.running_seconds[self.index] += self._running * duration
         self._wait(duration)
 
     def _finish(self, batch: Batch, steps: int) -> None:
@@ -165,6 +205,7 @@ class Replica:
             rec.itl.add_run(base, slope, steps - 1, size)
         starting = self._note_prompts(batch, now) if batch.prefills or batch.swap_tokens else ()
         finished = scheduler.advance(batch, steps, now)
+        self._close_memory(now, kv.breakdown() if batch.decode else self._memory[1])  # prompts allocated already
         rec.iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
         k = steps

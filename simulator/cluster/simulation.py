@@ -28,6 +28,7 @@ class SimulationOutput:
     num_requests: int
     num_gpus: int
     final_kv_used_blocks: list[int]  # per replica at the end; 0 unless something leaked
+    prefix_hit_tokens: int  # prompt tokens served from prefix caches
 
 
 def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
@@ -73,7 +74,7 @@ class ArrivalFeed:
         self.env, self.router, self.replicas = env, router, replicas
         self._workload = workload
         self._network_s = network_s
-        self._total = len(workload[0])
+        self._total = len(workload.arrival_s)
         self._offset = 0  # index of the first request of the current chunk
         self._next = 0  # index within the chunk
         self._load_chunk()
@@ -82,7 +83,11 @@ class ArrivalFeed:
 
     def _load_chunk(self) -> None:
         window = slice(self._offset, self._offset + self.CHUNK)
-        self._arrivals, self._inputs, self._outputs = (column[window].tolist() for column in self._workload)
+        workload = self._workload
+        self._arrivals, self._inputs, self._outputs = (
+            column[window].tolist() for column in (workload.arrival_s, workload.input_tokens, workload.output_tokens)
+        )
+        self._prefixes = workload.prefixes[window].tolist() if workload.prefixes is not None else None
 
     def _schedule(self) -> None:
         due = self._arrivals[self._next] + self._network_s
@@ -94,7 +99,10 @@ class ArrivalFeed:
         while True:
             arrivals, i = self._arrivals, self._next
             while i < len(arrivals) and arrivals[i] + network_s <= now:
-                request = Request(self._offset + i, arrivals[i], self._inputs[i], self._outputs[i])
+                request = Request(
+                    self._offset + i, arrivals[i], self._inputs[i], self._outputs[i],
+                    self._prefixes[i] if self._prefixes is not None else None,
+                )
                 self.replicas[self.router.route(request)].submit(request)
                 i += 1
             self._next = i
@@ -135,13 +143,15 @@ def simulate(
         raise ConfigError(f"scheduler.kind: {sched.kind!r} is not a subclass of simulator.schedulers.Scheduler")
     swap_capacity = int(kv_cfg.swap_space_gib * 2**30 / budget.kv_bytes_per_token)
     swap_seconds = budget.kv_bytes_per_token / (hardware.host_link_gbps * 1e9)  # each GPU moves its shard
+    copy_seconds = 2 * budget.kv_bytes_per_token / hardware.achievable_bandwidth  # read + write in HBM
     replicas = [
         Replica(
             env, i,
             scheduler_cls(
-                allocator_cls(budget.num_blocks, budget.block_size), sched, max_model_len, batched_tokens, swap_capacity
+                allocator_cls.from_config(kv_cfg, budget.num_blocks, budget.block_size, max_model_len), sched,
+                max_model_len, batched_tokens, swap_capacity,
             ),
-            cost, recorder, fast_forward, swap_seconds,
+            cost, recorder, fast_forward, swap_seconds, copy_seconds,
         )
         for i in range(cluster.replicas)
     ]
@@ -152,4 +162,5 @@ def simulate(
     return SimulationOutput(
         recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel * cluster.pipeline_parallel,
         [replica.scheduler.kv.used_blocks for replica in replicas],
+        sum(getattr(replica.scheduler.kv, "hit_tokens", 0) for replica in replicas),
     )

@@ -101,18 +101,40 @@ SchedulerConfig = Annotated[
 
 
 # --- KV cache ------------------------------------------------------------------------------------------------
-class PagedKVConfig(Strict):
-    """PagedAttention-style block pool sized from GPU memory (or fixed by ``num_gpu_blocks``)."""
+class KVCacheBase(Strict):
+    """The pool: sized from GPU memory (or fixed at ``num_gpu_blocks`` × ``block_size`` token slots)."""
 
-    kind: Literal["paged"] = "paged"
-    block_size: int = Field(default=16, ge=1)
+    block_size: int = Field(default=16, ge=1, description="tokens per block (contiguous: the unit of num_gpu_blocks)")
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     dtype: Literal["auto", "fp16", "bf16", "fp8", "int8"] = "auto"
     num_gpu_blocks: int | None = Field(default=None, ge=1, description="override the pool size (as vLLM's)")
     swap_space_gib: float = Field(default=4.0, ge=0, description="host memory per GPU for swapped-out KV (vLLM's)")
 
 
-KVCacheConfig = PagedKVConfig
+class PagedKVConfig(KVCacheBase):
+    """PagedAttention-style block pool; ``prefix_caching`` shares cached prompt-prefix blocks (vLLM's APC)."""
+
+    kind: Literal["paged"] = "paged"
+    prefix_caching: bool = False
+
+
+class ContiguousKVConfig(KVCacheBase):
+    """One slab per request in a linear address space. ``reserve``: max_model_len (FasterTransformer / Orca),
+    requested (prompt + output), or grow (start at the prompt, reallocate and copy when full)."""
+
+    kind: Literal["contiguous"]
+    reserve: Literal["max_model_len", "requested", "grow"] = "max_model_len"
+    placement: Literal["first_fit", "best_fit"] = "first_fit"
+
+
+def _kv_kind(value: Any) -> str | None:
+    """The union tag of a KV cache: its ``kind`` (``paged`` when left out)."""
+    return value.get("kind", "paged") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+KVCacheConfig = Annotated[
+    Annotated[PagedKVConfig, Tag("paged")] | Annotated[ContiguousKVConfig, Tag("contiguous")], Discriminator(_kv_kind)
+]
 
 
 # --- cost model ----------------------------------------------------------------------------------------------
@@ -192,10 +214,21 @@ class TraceConfig(Strict):
     time_scale: float = Field(default=1.0, gt=0, description="replay this many times faster")
 
 
+class PrefixConfig(Strict):
+    """Shared prompt prefixes (a system prompt, RAG templates): a ``fraction`` of requests start with one of
+    ``groups`` prefixes of ``tokens`` tokens, chosen uniformly; their input length is ``tokens`` plus the sampled
+    ``input_tokens`` (the user's part)."""
+
+    tokens: int = Field(ge=1)
+    fraction: float = Field(default=1.0, ge=0, le=1)
+    groups: int = Field(default=1, ge=1)
+
+
 class WorkloadConfig(Strict):
     """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests)."""
 
     num_requests: int | None = Field(default=None, ge=1)
+    prefix: PrefixConfig | None = None
     arrival: ArrivalConfig | None = None
     input_tokens: LengthConfig | None = None
     output_tokens: LengthConfig | None = None

@@ -9,6 +9,14 @@ one of two groups:
   growing sequence by n tokens at once (n decode steps). Allocators implement this lazily, so a run of decode steps
   costs the same whatever the batch size.
 
+A new sequence is placed by ``allocate(seq, tokens, final_tokens=..., prefix=...)``: ``final_tokens`` is the KV it
+will hold when it finishes (what a contiguous allocator may reserve up front), ``prefix`` the request's
+:class:`~simulator.request.PrefixKey` content identity (what a prefix cache matches); ``allocate`` returns the tokens
+found already cached (0 without a prefix cache). ``cached_prefix_tokens(prefix, tokens)`` asks the same without
+taking anything, so a scheduler charges prefill only for uncached tokens. Before a decode step,
+``prepare_growth()`` lets an allocator make room for one more token of every decoding sequence (a contiguous
+allocator that reallocates slabs does it there); ``copied_tokens`` counts KV tokens copied by such moves.
+
 Queries: ``can_allocate(tokens)`` / ``can_append(seq, n)`` (would it fit now? optionally keeping room for one
 growth step of every decoding sequence, for iterations that mix prompt chunks with decodes), ``max_grow(limit)``
 (the largest n ≤ limit such that every growing sequence can grow by n now — how the engine learns how many decode
@@ -20,17 +28,41 @@ steps can run before memory forces the batch to change), ``can_grow_one()`` (the
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import NamedTuple
 
 from simulator.registry import Registry
+
+
+class MemoryBreakdown(NamedTuple):
+    """Where the pool's token slots are at one instant; the five parts sum to the capacity.
+
+    ``real``: slots holding KV of a running sequence (a shared prefix block counted once); ``internal``: slots
+    claimed by a sequence but empty (the unused tail of its last block, or of its reserved slab); ``external``:
+    free slots no allocation can use whole (outside the largest hole of a contiguous pool); ``cached``:
+    unreferenced prefix-cache blocks, evictable; ``free``: the rest."""
+
+    real: int
+    internal: int
+    external: int
+    cached: int
+    free: int
 
 
 class KVAllocator(ABC):
     num_blocks: int
     block_size: int
     free_blocks: int
+    copied_tokens: int = 0
+
+    @classmethod
+    def from_config(cls, config, num_blocks: int, block_size: int, max_model_len: int) -> KVAllocator:
+        """Build from the ``kv_cache`` config section (a user's allocator may override)."""
+        return cls(num_blocks, block_size)
 
     @abstractmethod
-    def can_allocate(self, tokens: int, reserve_growth: bool = False) -> bool:
+    def can_allocate(
+        self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None, prefix=None
+    ) -> bool:
         """Would a new sequence of ``tokens`` fit now (leaving room to grow every growing sequence by one)?"""
 
     @abstractmethod
@@ -41,7 +73,17 @@ class KVAllocator(ABC):
     def can_ever_fit(self, tokens: int) -> bool: ...
 
     @abstractmethod
-    def allocate(self, seq: int, tokens: int) -> None: ...
+    def allocate(self, seq: int, tokens: int, *, final_tokens: int | None = None, prefix=None) -> int:
+        """Give ``seq`` KV for ``tokens``; return how many of them were found in the prefix cache."""
+
+    def cached_prefix_tokens(self, prefix, tokens: int) -> int:
+        """Tokens at the start of a ``tokens``-long prompt that the prefix cache holds now."""
+        return 0
+
+    def prepare_growth(self) -> None:
+        """Make room for one more token of every growing sequence (after ``can_grow_one()`` said it can); block
+        pools need nothing, so the default does nothing."""
+        return None
 
     @abstractmethod
     def append(self, seq: int, n: int) -> None: ...
@@ -76,6 +118,9 @@ class KVAllocator(ABC):
     @property
     @abstractmethod
     def num_growing(self) -> int: ...
+
+    @abstractmethod
+    def breakdown(self) -> MemoryBreakdown: ...
 
     @property
     def used_blocks(self) -> int:

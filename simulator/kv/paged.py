@@ -15,7 +15,7 @@ which gives ``grow`` and ``max_grow`` in O(bs) operations whatever the number of
 
 from __future__ import annotations
 
-from simulator.kv.base import KV_ALLOCATORS, KVAllocator
+from simulator.kv.base import KV_ALLOCATORS, KVAllocator, MemoryBreakdown
 
 
 @KV_ALLOCATORS.register("paged")
@@ -38,6 +38,14 @@ class PagedAllocator(KVAllocator):
         self._residues = [0] * block_size  # growing sequences by base mod bs
         self._clock = 0
 
+    @classmethod
+    def from_config(cls, config, num_blocks: int, block_size: int, max_model_len: int) -> PagedAllocator:
+        if getattr(config, "prefix_caching", False):
+            from simulator.kv.prefix_cache import PrefixCachingAllocator  # a subclass: imported late
+
+            return PrefixCachingAllocator(num_blocks, block_size)
+        return cls(num_blocks, block_size)
+
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
 
@@ -46,7 +54,9 @@ class PagedAllocator(KVAllocator):
         """Blocks one growth step of every growing sequence needs (those with no slack take one each)."""
         return self._residues[-self._clock % self.block_size] if reserve_growth else 0
 
-    def can_allocate(self, tokens: int, reserve_growth: bool = False) -> bool:
+    def can_allocate(
+        self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None, prefix=None
+    ) -> bool:
         return self.blocks_for(tokens) <= self.free_blocks - self._growth_reserve(reserve_growth)
 
     def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
@@ -57,7 +67,7 @@ class PagedAllocator(KVAllocator):
     def can_ever_fit(self, tokens: int) -> bool:
         return self.blocks_for(tokens) <= self.num_blocks
 
-    def allocate(self, seq: int, tokens: int) -> None:
+    def allocate(self, seq: int, tokens: int, *, final_tokens: int | None = None, prefix=None) -> int:
         if seq in self._static or seq in self._base:
             raise ValueError(f"sequence {seq} already holds KV blocks")
         needed = self.blocks_for(tokens)
@@ -66,6 +76,7 @@ class PagedAllocator(KVAllocator):
         self._static[seq] = tokens
         self._static_tokens += tokens
         self.free_blocks -= needed
+        return 0
 
     def append(self, seq: int, n: int) -> None:
         old = self._static[seq]
@@ -151,3 +162,10 @@ class PagedAllocator(KVAllocator):
     @property
     def used_tokens(self) -> int:
         return self._static_tokens + self._base_sum + len(self._base) * self._clock
+
+    def breakdown(self) -> MemoryBreakdown:
+        """Each sequence holds ceil(t / bs) blocks for its t tokens, so the blocks held leave
+        bs × (blocks held) − (tokens held) slots empty (internal fragmentation)."""
+        bs, free = self.block_size, self.free_blocks
+        tokens = self._static_tokens + self._base_sum + len(self._base) * self._clock
+        return MemoryBreakdown(tokens, bs * (self.num_blocks - free) - tokens, 0, 0, free * bs)

@@ -30,7 +30,11 @@ def format_summary(name: str, summary: dict[str, Any]) -> str:
         f"{_fmt(s['total_token_throughput'])} total tok/s",
         f"KV cache:   {s['kv_capacity_tokens']:,} tokens ({s['kv_num_blocks']:,} blocks) per replica; "
         f"peak {_fmt(100 * s['peak_kv_usage'])}%, mean {_fmt(100 * s['mean_kv_usage'])}%; "
-        f"peak batch {s['peak_running']}; preemptions {s['num_preemptions']:,}",
+        f"peak batch {s['peak_running']}, mean {_fmt(s['mean_running'])}; preemptions {s['num_preemptions']:,}",
+        f"KV memory:  real {_fmt(100 * s['kv_real_frac'])}%, internal {_fmt(100 * s['kv_internal_frac'])}%, "
+        f"external {_fmt(100 * s['kv_external_frac'])}%, cached {_fmt(100 * s['kv_cached_frac'])}%, "
+        f"free {_fmt(100 * s['kv_free_frac'])}%; waste {_fmt(100 * s['kv_waste_frac'])}% of the memory in use"
+        + (f"; prefix-cache hit rate {_fmt(100 * s['prefix_cache_hit_rate'])}%" if s["prefix_cache_hit_rate"] else ""),
         f"SLO:        attainment {_fmt(100 * s['slo_attainment'])}%, goodput {_fmt(s['request_goodput'], 2)} req/s",
     ]
     return "\n".join(lines)

@@ -132,9 +132,10 @@ class Scheduler(ABC):
 
     def stable_steps(self, batch: Batch) -> int:
         """Iterations (≥ 1) this batch can repeat unchanged, absent arrivals: for a decode-only batch, until the
-        first completion or the first step the KV cache cannot hold."""
-        if batch.prefills or batch.swap_tokens:
-            return 1
+        first completion or the first step the KV cache cannot hold — or just one if a preemption while forming it
+        lets the queue change it at the next boundary already."""
+        if batch.prefills or batch.swap_tokens or (batch.preempted and self.wants_boundary()):
+            return 1  # memory a preemption freed after admission was tried may admit the queue's head at once
         return self.kv.max_grow(self.steps_to_next_finish())
 
     @abstractmethod
@@ -155,6 +156,7 @@ class Scheduler(ABC):
     def decode_batch(self, batch: Batch) -> Batch:
         """Make ``batch`` advance every decoding request by one token."""
         kv = self.kv
+        kv.prepare_growth()
         batch.decode = True
         batch.num_decodes = size = kv.num_growing
         batch.decode_context_sum = kv.growing_tokens + size
@@ -219,24 +221,39 @@ class Scheduler(ABC):
     def can_swap_in(self, request: Request) -> bool:
         """Room for the request's KV and its next token while every decoding request also grows by one: a swap-in
         that could not take its next step would only be swapped out again."""
-        return self.kv.can_allocate(request.swapped_tokens + 1, reserve_growth=True)
+        return self.kv.can_allocate(request.swapped_tokens + 1, reserve_growth=True, final_tokens=request.total_tokens)
 
     def swap_in(self, request: Request, batch: Batch) -> None:
         """Take a swapped-out request from the head of the queue; its KV comes back during this iteration."""
         self.waiting.popleft()
-        self.kv.allocate(request.request_id, request.swapped_tokens)
+        self.kv.allocate(request.request_id, request.swapped_tokens, final_tokens=request.total_tokens)
         request.status = RUNNING
         batch.swap_ins.append(request)
         batch.swap_tokens += request.swapped_tokens
 
-    def admit(self, request: Request, now: float, tokens: int) -> None:
-        """Take the head of the waiting queue into the prefilling set with KV for its first ``tokens``."""
+    def fits(self, request: Request, tokens: int, reserve_growth: bool = False) -> bool:
+        """Whether the allocator could admit ``request`` with KV for its first ``tokens`` now."""
+        return self.kv.can_allocate(
+            tokens, reserve_growth, final_tokens=request.total_tokens, prefix=request.prefix
+        )
+
+    def cached_tokens(self, request: Request) -> int:
+        """Leading prompt tokens the prefix cache holds now (their prefill is skipped)."""
+        return self.kv.cached_prefix_tokens(request.prefix, request.prefill_tokens) if request.prefix else 0
+
+    def admit(self, request: Request, now: float, tokens: int) -> int:
+        """Take the head of the waiting queue into the prefilling set with KV for its first ``tokens``; return how
+        many of them the prefix cache already held (their prefill is skipped)."""
         self.waiting.popleft()
-        self.kv.allocate(request.request_id, tokens)
+        cached = self.kv.allocate(
+            request.request_id, tokens, final_tokens=request.total_tokens, prefix=request.prefix
+        )
+        request.cached_tokens = cached
         request.status = RUNNING
         if request.first_scheduled_s != request.first_scheduled_s:  # NaN: first time scheduled
             request.first_scheduled_s = now
         self.prefilling[request.request_id] = request
+        return cached
 
     def _start_decoding(self, request: Request) -> None:
         self.kv.start_growing(request.request_id)

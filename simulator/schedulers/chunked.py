@@ -37,12 +37,13 @@ class ChunkedScheduler(Scheduler):
                     return
                 self.swap_in(request, batch)
                 continue
-            n = min(chunk, request.prefill_tokens, budget)
-            if n <= 0 or not kv.can_allocate(n, reserve):
+            hit = self.cached_tokens(request)
+            n = min(chunk, request.prefill_tokens - hit, budget)
+            if n <= 0 or not self.fits(request, hit + n, reserve):
                 return
-            self.admit(request, now, n)
-            batch.prefills.append((request, n, 0))
-            budget -= n
+            cached = self.admit(request, now, hit + n)
+            batch.prefills.append((request, hit + n - cached, cached))
+            budget -= hit + n - cached
 
     def schedule(self, now: float) -> Batch:
         batch = Batch()

@@ -36,7 +36,7 @@ class ContinuousScheduler(Scheduler):
         if request.swapped_tokens:
             return self.can_swap_in(request)
         tokens = request.prefill_tokens
-        return tokens <= budget and self.kv.can_allocate(tokens, reserve_growth)
+        return tokens - self.cached_tokens(request) <= budget and self.fits(request, tokens, reserve_growth)
 
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
         while self.waiting and self._admissible(
@@ -47,9 +47,9 @@ class ContinuousScheduler(Scheduler):
                 self.swap_in(request, batch)
                 continue
             tokens = request.prefill_tokens
-            self.admit(request, now, tokens)
-            batch.prefills.append((request, tokens, 0))
-            budget -= tokens
+            cached = self.admit(request, now, tokens)
+            batch.prefills.append((request, tokens - cached, cached))
+            budget -= tokens - cached
 
     def _grow_or_preempt(self, batch: Batch, now: float) -> None:
         while self.decoding and not self.kv.can_grow_one():

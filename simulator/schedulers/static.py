@@ -39,11 +39,12 @@ class StaticScheduler(Scheduler):
                 self.swap_in(request, batch)
                 continue
             tokens = request.prefill_tokens
-            if tokens > budget or not self.kv.can_allocate(tokens):
+            new = tokens - self.cached_tokens(request)
+            if new > budget or not self.fits(request, tokens):
                 break
-            self.admit(request, now, tokens)
-            batch.prefills.append((request, tokens, 0))
-            budget -= tokens
+            cached = self.admit(request, now, tokens)
+            batch.prefills.append((request, tokens - cached, cached))
+            budget -= tokens - cached
         return batch
 
     def wants_boundary(self) -> bool:

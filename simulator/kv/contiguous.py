@@ -1,0 +1,290 @@
+"""Contiguous KV allocation: one slab per sequence in a linear address space (FasterTransformer / Orca style).
+
+The pool is ``num_blocks × block_size`` token slots laid out as one address range. Each sequence owns one slab
+``[start, start + size)``; free space is a sorted list of holes, placed ``first_fit`` (lowest address) or
+``best_fit`` (smallest hole that fits). Holes between slabs are real external fragmentation. The slab size comes
+from ``reserve``:
+
+- ``max_model_len``: every sequence reserves the longest sequence the server accepts;
+- ``requested``: prompt + requested output (the request's final KV length, known at admission);
+- ``grow``: the tokens it holds now; when a sequence outgrows its slab the slab is reallocated to
+  max(2 × size, needed) tokens (capped at ``max_model_len``) — extended in place when the hole right after it is
+  large enough, otherwise moved to a new hole and its tokens copied. ``copied_tokens`` counts those copies; the
+  replica charges them as device-to-device copy time (a stall of that replica).
+
+Decoding sequences grow lazily, as in the paged allocator: ``tokens = base + clock``. A slab only fills when
+``clock`` reaches ``size − base``, so a heap of those values answers ``max_grow`` in O(log n). Slabs of growing
+sequences that are full are reallocated by ``prepare_growth`` (called when a decode step is scheduled), so a decode
+run never reallocates mid-way.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from typing import Literal
+
+from simulator.kv.base import KV_ALLOCATORS, KVAllocator, MemoryBreakdown
+
+Reserve = Literal["max_model_len", "requested", "grow"]
+Placement = Literal["first_fit", "best_fit"]
+
+
+def _find_hole(holes: list[list[int]], size: int, placement: Placement) -> int:
+    """Index of the hole a slab of ``size`` goes to (-1 if none is large enough)."""
+    if placement == "first_fit":
+        return next((i for i, (_, length) in enumerate(holes) if length >= size), -1)
+    fits = [(length, i) for i, (_, length) in enumerate(holes) if length >= size]
+    return min(fits)[1] if fits else -1
+
+
+def _carve(holes: list[list[int]], index: int, size: int) -> int:
+    """Take ``size`` slots from the start of hole ``index``; return the slab's start address."""
+    hole = holes[index]
+    start = hole[0]
+    if hole[1] == size:
+        del holes[index]
+    else:
+        hole[0] += size
+        hole[1] -= size
+    return start
+
+
+@KV_ALLOCATORS.register("contiguous")
+class ContiguousAllocator(KVAllocator):
+    def __init__(
+        self, num_blocks: int, block_size: int, *, reserve: Reserve = "max_model_len",
+        placement: Placement = "first_fit", max_model_len: int | None = None,
+    ) -> None:
+        if num_blocks < 1 or block_size < 1:
+            raise ValueError("num_blocks and block_size must be >= 1")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.reserve = reserve
+        self.placement = placement
+        self.capacity = num_blocks * block_size
+        self.max_model_len = max_model_len or self.capacity
+        self._holes: list[list[int]] = [[0, self.capacity]]  # [start, length], sorted by start, never adjacent
+        self._slabs: dict[int, list[int]] = {}  # seq -> [start, size]
+        self._allocated = 0
+        self._static: dict[int, int] = {}  # seq -> tokens
+        self._static_tokens = 0
+        self._base: dict[int, int] = {}  # growing seq -> tokens − clock
+        self._base_sum = 0
+        self._clock = 0
+        self._full_at: list[tuple[int, int]] = []  # (clock at which a growing seq's slab is full, seq); lazy
+        self.copied_tokens = 0
+
+    @classmethod
+    def from_config(cls, config, num_blocks: int, block_size: int, max_model_len: int) -> ContiguousAllocator:
+        return cls(num_blocks, block_size, reserve=config.reserve, placement=config.placement,
+                   max_model_len=max_model_len)
+
+    # --- address space -----------------------------------------------------------------------------------------
+    def _slab_size(self, tokens: int, final_tokens: int | None) -> int:
+        if self.reserve == "max_model_len":
+            return max(self.max_model_len, tokens)
+        if self.reserve == "requested":
+            return max(final_tokens or tokens, tokens)
+        return tokens
+
+    def _place(self, seq: int, size: int) -> None:
+        index = _find_hole(self._holes, size, self.placement)
+        if index < 0:
+            raise MemoryError(f"no hole of {size} slots for sequence {seq} (largest {self._largest_hole()})")
+        self._slabs[seq] = [_carve(self._holes, index, size), size]
+        self._allocated += size
+
+    def _release(self, start: int, size: int) -> None:
+        """Return ``[start, start + size)`` to the holes, merging with free neighbours."""
+        holes = self._holes
+        i = bisect.bisect_left(holes, [start, 0])
+        if i < len(holes) and holes[i][0] == start + size:  # merge with the next hole
+            size += holes[i][1]
+            del holes[i]
+        if i > 0 and holes[i - 1][0] + holes[i - 1][1] == start:  # and the previous one
+            holes[i - 1][1] += size
+        else:
+            holes.insert(i, [start, size])
+
+    def _largest_hole(self) -> int:
+        return max((length for _, length in self._holes), default=0)
+
+    def _grown_size(self, size: int, needed: int) -> int:
+        return max(needed, min(2 * size, self.max_model_len))
+
+    def _resize(self, seq: int, needed: int) -> None:
+        """Reallocate ``seq``'s slab to hold ``needed`` tokens: in place if the next hole allows, else move and
+        copy its current tokens."""
+        start, size = self._slabs[seq]
+        new_size = self._grown_size(size, needed)
+        holes = self._holes
+        i = bisect.bisect_left(holes, [start + size, 0])
+        if i < len(holes) and holes[i][0] == start + size and holes[i][1] >= new_size - size:
+            _carve(holes, i, new_size - size)
+        else:
+            index = _find_hole(holes, new_size, self.placement)
+            if index < 0:
+                raise MemoryError(f"no hole of {new_size} slots to move sequence {seq}")
+            new_start = _carve(holes, index, new_size)
+            self._release(start, size)
+            self.copied_tokens += self.tokens_of(seq)
+            start = new_start
+        self._slabs[seq] = [start, new_size]
+        self._allocated += new_size - size
+
+    def _resizes_fit(self, requests: list[tuple[int, int]], new_tokens: int = 0) -> bool:
+        """Whether a new slab of ``new_tokens`` could be placed now and then the slabs ``(seq, needed)`` all be
+        resized, in that order — the order the scheduler does them (a trial on a copy of the holes; space freed by
+        moves is not reused, so it errs towards "no")."""
+        holes = [hole[:] for hole in self._holes]
+        if new_tokens:
+            index = _find_hole(holes, new_tokens, self.placement)
+            if index < 0:
+                return False
+            _carve(holes, index, new_tokens)
+        for seq, needed in requests:
+            start, size = self._slabs[seq]
+            new_size = self._grown_size(size, needed)
+            i = bisect.bisect_left(holes, [start + size, 0])
+            if i < len(holes) and holes[i][0] == start + size and holes[i][1] >= new_size - size:
+                _carve(holes, i, new_size - size)
+                continue
+            index = _find_hole(holes, new_size, self.placement)
+            if index < 0:
+                return False
+            _carve(holes, index, new_size)
+        return True
+
+    # --- growing sequences: which slabs are full --------------------------------------------------------------
+    def _push_full_at(self, seq: int) -> None:
+        heapq.heappush(self._full_at, (self._slabs[seq][1] - self._base[seq], seq))
+
+    def _first_full_at(self) -> int | None:
+        """The clock value at which the first growing sequence's slab is full."""
+        heap = self._full_at
+        while heap:
+            at, seq = heap[0]
+            if seq in self._base and self._slabs[seq][1] - self._base[seq] == at:
+                return at
+            heapq.heappop(heap)
+        return None
+
+    def _full_growing(self) -> list[tuple[int, int]]:
+        """Growing sequences whose slab is full, with the tokens they need for one more step."""
+        full = []
+        while (at := self._first_full_at()) is not None and at <= self._clock:
+            _, seq = heapq.heappop(self._full_at)
+            full.append((seq, self._base[seq] + self._clock + 1))
+        for seq, _ in full:  # the query must not change the heap
+            self._push_full_at(seq)
+        return full
+
+    # --- the contract -------------------------------------------------------------------------------------------
+    def can_allocate(self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None,
+                     prefix=None) -> bool:
+        size = self._slab_size(tokens, final_tokens)
+        if reserve_growth and self.reserve == "grow":
+            return self._resizes_fit(self._full_growing(), size)
+        return size <= self._largest_hole()
+
+    def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
+        needed = self._static[seq] + n
+        resizes = [(seq, needed)] if needed > self._slabs[seq][1] else []
+        if reserve_growth and self.reserve == "grow":
+            resizes += self._full_growing()
+        return not resizes or (self.reserve == "grow" and self._resizes_fit(resizes))
+
+    def can_ever_fit(self, tokens: int) -> bool:
+        return self._slab_size(tokens, tokens) <= self.capacity
+
+    def allocate(self, seq: int, tokens: int, *, final_tokens: int | None = None, prefix=None) -> int:
+        if seq in self._slabs:
+            raise ValueError(f"sequence {seq} already holds a slab")
+        self._place(seq, self._slab_size(tokens, final_tokens))
+        self._static[seq] = tokens
+        self._static_tokens += tokens
+        return 0
+
+    def append(self, seq: int, n: int) -> None:
+        needed = self._static[seq] + n
+        if needed > self._slabs[seq][1]:
+            if self.reserve != "grow":
+                raise MemoryError(f"sequence {seq} outgrows its reserved slab of {self._slabs[seq][1]} slots")
+            self._resize(seq, needed)
+        self._static[seq] = needed
+        self._static_tokens += n
+
+    def start_growing(self, seq: int) -> None:
+        tokens = self._static.pop(seq)
+        self._static_tokens -= tokens
+        base = tokens - self._clock
+        self._base[seq] = base
+        self._base_sum += base
+        self._push_full_at(seq)
+
+    def prepare_growth(self) -> None:
+        full = self._full_growing()
+        if full and self.reserve != "grow":
+            raise MemoryError(f"{len(full)} decoding sequences fill their reserved slabs")
+        for seq, needed in full:
+            self._resize(seq, needed)
+            self._push_full_at(seq)
+
+    def can_grow_one(self) -> bool:
+        full = self._full_growing()
+        return not full or (self.reserve == "grow" and self._resizes_fit(full))
+
+    def max_grow(self, limit: int) -> int:
+        at = self._first_full_at()
+        return limit if at is None else max(0, min(limit, at - self._clock))
+
+    def grow(self, n: int) -> None:
+        if n > self.max_grow(n):
+            raise MemoryError(f"growing by {n} overflows a slab")
+        self._clock += n
+
+    def free(self, seq: int) -> None:
+        if seq in self._static:
+            self._static_tokens -= self._static.pop(seq)
+        else:
+            self._base_sum -= self._base.pop(seq)
+        start, size = self._slabs.pop(seq)
+        self._allocated -= size
+        self._release(start, size)
+
+    def tokens_of(self, seq: int) -> int:
+        if seq in self._static:
+            return self._static[seq]
+        return self._base[seq] + self._clock
+
+    @property
+    def free_blocks(self) -> int:
+        return (self.capacity - self._allocated) // self.block_size
+
+    @property
+    def used_tokens(self) -> int:
+        return self._static_tokens + self._base_sum + len(self._base) * self._clock
+
+    @property
+    def growing_tokens(self) -> int:
+        return self._base_sum + len(self._base) * self._clock
+
+    @property
+    def num_growing(self) -> int:
+        return len(self._base)
+
+    def breakdown(self) -> MemoryBreakdown:
+        """Real KV, reserved-but-empty slab space, free space outside the largest hole (unusable for any slab
+        larger than the next hole), and the largest hole."""
+        real = self.used_tokens
+        free = self.capacity - self._allocated
+        largest = self._largest_hole()
+        return MemoryBreakdown(real, self._allocated - real, free - largest, 0, largest)
+
+    def slabs(self) -> list[tuple[int, int]]:
+        """``(start, size)`` of every slab (for invariant checks)."""
+        return sorted((start, size) for start, size in self._slabs.values())
+
+    def holes(self) -> list[tuple[int, int]]:
+        return [(start, length) for start, length in self._holes]
