@@ -103,6 +103,27 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from simulator.comparison import check_findings, format_findings, format_table, load_comparison, run_experiments
+
+    comparison = load_comparison(args.file)
+    spec = comparison.spec
+    summaries = run_experiments(comparison.experiments, jobs=args.jobs)
+    results = check_findings(spec.findings, summaries)
+    if args.json:
+        print(json.dumps({"summaries": summaries, "findings": [
+            {"finding": r.finding.describe(), "value": r.value, "holds": r.holds} for r in results
+        ]}, indent=2, sort_keys=True))
+    else:
+        print(f"== {spec.name} ==" + (f"\n{spec.claim.strip()}" if spec.claim else ""))
+        if spec.source:
+            print(f"source: {spec.source.strip()}")
+        print(format_table(spec.metrics, summaries))
+        if results:
+            print("findings:\n" + format_findings(results))
+    return 0 if all(r.holds for r in results) else 1
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -125,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument("--engine", help="engine profile (catalog name or YAML path); same as --set engine=...")
     run.set_defaults(func=_cmd_run)
+
+    comp = sub.add_parser("compare", help="run a comparison's variants, print a table and check its findings")
+    comp.add_argument("file", help="comparison YAML (see experiments/policies/)")
+    comp.add_argument("--jobs", type=_positive_int, default=1, help="variants run in parallel processes")
+    comp.add_argument("--json", action="store_true", help="print summaries and findings as JSON")
+    comp.set_defaults(func=_cmd_compare)
 
     step = sub.add_parser("steptime", help="predicted iteration times per operator group for a CSV of batch shapes")
     step.add_argument("--model", required=True, help="catalog name or config path")

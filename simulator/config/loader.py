@@ -75,11 +75,13 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
 
 
 def load_experiment(
-    source: str | Path | Mapping[str, Any] | None = None, overrides: Iterable[str] = ()
+    source: str | Path | Mapping[str, Any] | None = None, overrides: Iterable[str] = (),
+    *, base_dir: Path | None = None, where: str = "experiment",
 ) -> ExperimentConfig:
-    """Validated experiment from a YAML path, a mapping, or (None) the built-in quickstart."""
+    """Validated experiment from a YAML path, a mapping, or (None) the built-in quickstart. Relative paths in a
+    mapping resolve against ``base_dir``; ``where`` prefixes its error messages."""
     if isinstance(source, Mapping):
-        data, base_dir, where = dict(source), None, "experiment"
+        data = dict(source)
     else:
         path = Path(source) if source is not None else DEFAULT_EXPERIMENT
         if not path.is_file():
