@@ -59,6 +59,8 @@ def run(
         config = load(config)
     output = simulate(config, fast_forward=fast_forward, requests_path=requests_path)
     recorder = output.recorder
+    classes = config.workload.classes or []
+    class_slos = [c.slo for c in classes] or None
     summary = summarize(
         recorder.requests.summary_columns(), config.slo, recorder.itl, kv_token_seconds=recorder.kv_token_seconds,
         peak_kv_blocks=recorder.peak_kv_blocks, kv_num_blocks=output.kv_budget.num_blocks,
@@ -66,8 +68,10 @@ def run(
         iterations=recorder.iterations, num_gpus=output.num_gpus, prefill_tokens=recorder.prefill_tokens,
         swapped_tokens=recorder.swapped_tokens, running_seconds=recorder.running_seconds,
         kv_breakdown_seconds=recorder.kv_breakdown_seconds, prefix_hit_tokens=output.prefix_hit_tokens,
-        copied_tokens=recorder.copied_tokens,
+        copied_tokens=recorder.copied_tokens, trace_rows_skipped=output.trace_rows_skipped,
+        class_names=[c.name for c in classes], class_slos=class_slos,
+        kv_blocks_per_replica=output.kv_blocks_per_replica,
     )
     frame = recorder.requests.frame()
-    requests = add_latency_columns(frame, config.slo) if frame is not None else None
+    requests = add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
     return Result(config, summary, requests)

@@ -124,6 +124,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0 if all(r.holds for r in results) else 1
 
 
+def _cmd_convert_trace(args: argparse.Namespace) -> int:
+    from simulator.config.schema import TraceConfig
+    from simulator.workload import read_trace, write_trace
+
+    columns = dict(item.split("=", 1) for item in args.columns.split(",")) if args.columns else None
+    try:
+        config = TraceConfig(path=args.input, format=args.format, columns=columns, time_unit=args.time_unit,
+                             skip_bad=args.skip_bad)
+    except ValueError as exc:
+        raise LLMSimError(f"convert-trace: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    trace = read_trace(config)
+    write_trace(trace, args.output)
+    skipped = f", {trace.skipped} malformed rows skipped" if trace.skipped else ""
+    print(f"wrote {args.output}: {len(trace.arrival_s):,} requests{skipped}", file=sys.stderr)
+    return 0
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -152,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--jobs", type=_positive_int, default=1, help="variants run in parallel processes")
     comp.add_argument("--json", action="store_true", help="print summaries and findings as JSON")
     comp.set_defaults(func=_cmd_compare)
+
+    conv = sub.add_parser("convert-trace", help="rewrite a trace (Azure, BurstGPT, Mooncake, CSV) in the canonical "
+                          "arrived_at,num_prefill_tokens,num_decode_tokens form")
+    conv.add_argument("input", help="trace file")
+    conv.add_argument("output", help="CSV to write")
+    conv.add_argument("--format", default="auto", choices=["auto", "processed", "azure", "burstgpt", "mooncake", "csv"])
+    conv.add_argument("--columns", help="for --format csv: arrival=COL,input=COL,output=COL")
+    conv.add_argument("--time-unit", default="s", choices=["s", "ms", "us"], help="for --format csv")
+    conv.add_argument("--skip-bad", action="store_true", help="skip and count malformed rows instead of stopping")
+    conv.set_defaults(func=_cmd_convert_trace)
 
     step = sub.add_parser("steptime", help="predicted iteration times per operator group for a CSV of batch shapes")
     step.add_argument("--model", required=True, help="catalog name or config path")

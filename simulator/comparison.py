@@ -35,7 +35,8 @@ from simulator.config.errors import format_validation_error
 from simulator.config.schema import SLOConfig, Strict
 from simulator.errors import ConfigError
 from simulator.histogram import LogHistogram
-from simulator.metrics import summarize
+from simulator.metrics import CLASS_METRICS, DISAGGREGATED_METRICS, summarize
+from simulator.recorder import SUMMARY_COLUMNS
 
 
 class Finding(Strict):
@@ -77,12 +78,12 @@ class ComparisonConfig(Strict):
 
 
 def summary_keys() -> list[str]:
-    """Every key a run's summary has (from the summary of an empty run)."""
-    empty = {name: np.array([]) for name in ("arrival_s", "first_token_s", "finish_s", "input_tokens",
-                                              "output_tokens", "preemptions", "preempted_s")}
+    """Every key a run's summary can have (from the summary of an empty run, plus the disaggregated ones)."""
+    empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
     empty["finished"] = np.array([], dtype=bool)
-    return list(summarize(empty, SLOConfig(), LogHistogram(), kv_token_seconds=[0.0], peak_kv_blocks=[0],
-                          kv_num_blocks=1, kv_block_size=1, peak_running=[0], iterations=0, num_gpus=1))
+    summary = summarize(empty, SLOConfig(), LogHistogram(), kv_token_seconds=[0.0], peak_kv_blocks=[0],
+                        kv_num_blocks=1, kv_block_size=1, peak_running=[0], iterations=0, num_gpus=1)
+    return [*summary, *DISAGGREGATED_METRICS]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +128,10 @@ def load_comparison(path: str | Path) -> Comparison:
         name: load_experiment(_merge(base, overrides), base_dir=base_dir, where=f"{path}: variants.{name}")
         for name, overrides in spec.variants.items()
     }
-    known = set(summary_keys())
+    known = set(summary_keys()) | {
+        f"{c.name}.{metric}" for config in experiments.values() for c in config.workload.classes or []
+        for metric in CLASS_METRICS
+    }
     for where, metric in [("metrics", m) for m in spec.metrics] + [("findings", f.metric) for f in spec.findings]:
         if metric not in known:
             raise ConfigError(f"{path}: {where}: unknown metric {metric!r} (allowed: {', '.join(sorted(known))})")
@@ -170,9 +174,9 @@ def check_findings(findings: list[Finding], summaries: dict[str, dict[str, Any]]
     results = []
     for finding in findings:
         if finding.variant is not None:
-            value = float(summaries[finding.variant][finding.metric])
+            value = float(summaries[finding.variant].get(finding.metric, math.nan))
         else:
-            top, bottom = (float(summaries[name][finding.metric]) for name in finding.ratio)
+            top, bottom = (float(summaries[name].get(finding.metric, math.nan)) for name in finding.ratio)
             value = top / bottom if bottom else math.inf if top > 0 else math.nan
         holds = not math.isnan(value) and (finding.min is None or value >= finding.min) and (
             finding.max is None or value <= finding.max
@@ -190,8 +194,11 @@ def format_table(metrics: list[str], summaries: dict[str, dict[str, Any]]) -> st
     for metric in metrics:
         cells = []
         for name in names:
-            value = summaries[name][metric]
-            cells.append(f"{value:>{width},.4g}" if isinstance(value, float) else f"{value:>{width},}")
+            value = summaries[name].get(metric)  # e.g. transfer metrics exist only in disaggregated runs
+            if value is None:
+                cells.append(f"{'-':>{width}}")
+            else:
+                cells.append(f"{value:>{width},.4g}" if isinstance(value, float) else f"{value:>{width},}")
         lines.append(f"{metric:<{label}}" + "".join(cells))
     return "\n".join(lines)
 

@@ -15,7 +15,12 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - slo_attainment = requests meeting the SLO / all requests (rejected included)
 - request_goodput = requests meeting the SLO / duration_s
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
-  mean_kv_usage = time average of KV tokens resident / token capacity, over duration_s and all replicas
+  mean_kv_usage = time average of KV tokens resident / token capacity, over duration_s and all replicas;
+  kv_num_blocks / kv_capacity_tokens: one replica's pool (the decode pool's when disaggregated)
+- queueing: queue = first scheduled − arrival (the prefill queue when disaggregated); disaggregated only:
+  kv_transfer = KV reached the decode pool − first token (link queue + transfer), decode_queue = decode replica
+  took it − KV arrived; mean and p99 of each, over completed requests (these keys appear only in
+  disaggregated runs)
 - KV breakdown (time averages over each replica's active span — first work to last — pooled over replicas, as
   fractions of the pool): kv_real_frac (slots holding KV), kv_internal_frac (claimed but empty: last-block tails,
   unused slab reservations), kv_external_frac (free slots outside the largest hole of a contiguous pool),
@@ -24,6 +29,9 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - mean_running = time average of running sequences per replica over duration_s; peak_running the most at once
 - prefix_cache_hit_rate = prompt tokens found cached / (those + prompt tokens computed); copied_tokens = KV tokens
   copied when contiguous slabs were moved (``reserve: grow``)
+- per class (``workload.classes``): ``<class>.<metric>`` for completed, rejections, SLO attainment (against the
+  class's own SLO when it has one, which also counts in the overall attainment), goodput, output tokens/s and
+  mean/p99 TTFT, TPOT, E2EL; rates divide by the whole run's duration_s
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 """
@@ -41,15 +49,8 @@ from simulator.histogram import LogHistogram
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
 
 
-def latency_columns(columns: dict[str, np.ndarray], slo: SLOConfig) -> dict[str, np.ndarray]:
-    """``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times and
-    ``finished`` (bool)."""
-    arrival, first, finish = columns["arrival_s"], columns["first_token_s"], columns["finish_s"]
-    output = np.asarray(columns["output_tokens"], dtype=float)
-    ttft, e2el = (first - arrival) * 1000, (finish - arrival) * 1000
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
-    met = np.asarray(columns["finished"], dtype=bool).copy()
+def _meets(slo: SLOConfig, ttft: np.ndarray, tpot: np.ndarray, e2el: np.ndarray) -> np.ndarray:
+    met = np.ones(ttft.shape, dtype=bool)
     with np.errstate(invalid="ignore"):
         if slo.ttft_ms is not None:
             met &= ttft <= slo.ttft_ms
@@ -57,15 +58,39 @@ def latency_columns(columns: dict[str, np.ndarray], slo: SLOConfig) -> dict[str,
             met &= np.isnan(tpot) | (tpot <= slo.tpot_ms)
         if slo.e2e_ms is not None:
             met &= e2el <= slo.e2e_ms
+    return met
+
+
+def latency_columns(
+    columns: dict[str, np.ndarray], slo: SLOConfig, class_slos: list[SLOConfig | None] | None = None
+) -> dict[str, np.ndarray]:
+    """``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times and
+    ``finished`` (bool); a request of class k is held to ``class_slos[k]`` when given, else to ``slo``."""
+    arrival, first, finish = columns["arrival_s"], columns["first_token_s"], columns["finish_s"]
+    output = np.asarray(columns["output_tokens"], dtype=float)
+    ttft, e2el = (first - arrival) * 1000, (finish - arrival) * 1000
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
+    met = np.asarray(columns["finished"], dtype=bool) & _meets(slo, ttft, tpot, e2el)
+    if class_slos and any(s is not None for s in class_slos):
+        class_id = np.asarray(columns["class_id"])
+        for k, class_slo in enumerate(class_slos):
+            if class_slo is not None:
+                members = class_id == k
+                met[members] = columns["finished"][members] & _meets(
+                    class_slo, ttft[members], tpot[members], e2el[members]
+                )
     return {"ttft_ms": ttft, "tpot_ms": tpot, "e2el_ms": e2el, "slo_met": met}
 
 
-def add_latency_columns(requests: pd.DataFrame, slo: SLOConfig) -> pd.DataFrame:
+def add_latency_columns(
+    requests: pd.DataFrame, slo: SLOConfig, class_slos: list[SLOConfig | None] | None = None
+) -> pd.DataFrame:
     """The request table with the columns of :func:`latency_columns` added."""
     out = requests.copy()
     columns = {c: out[c].to_numpy() for c in out.columns}
     columns["finished"] = columns["status"] == "finished"
-    for name, values in latency_columns(columns, slo).items():
+    for name, values in latency_columns(columns, slo, class_slos).items():
         out[name] = values
     return out
 
@@ -98,9 +123,11 @@ def summarize(
     peak_kv_blocks: list[int], kv_num_blocks: int, kv_block_size: int, peak_running: list[int], iterations: int,
     num_gpus: int, prefill_tokens: int = 0, swapped_tokens: int = 0, running_seconds: list[float] | None = None,
     kv_breakdown_seconds: list[list[float]] | None = None, prefix_hit_tokens: int = 0, copied_tokens: int = 0,
+    trace_rows_skipped: int = 0, class_names: list[str] | None = None, kv_blocks_per_replica: list[int] | None = None,
+    class_slos: list[SLOConfig | None] | None = None,
 ) -> dict[str, Any]:
     """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s)."""
-    latency = latency_columns(columns, slo)
+    latency = latency_columns(columns, slo, class_slos)
     done = np.asarray(columns["finished"], dtype=bool)
     num_requests = int(done.size)
     duration = float(np.nanmax(columns["finish_s"]) - columns["arrival_s"].min()) if done.any() else 0.0
@@ -124,6 +151,18 @@ def summarize(
     summary["mean_itl_ms"] = itl_s.mean * 1000
     summary.update({f"{label}_itl_ms": itl_s.percentile(q) * 1000 for label, q in PERCENTILES.items()})
     capacity = kv_num_blocks * kv_block_size
+    blocks = kv_blocks_per_replica or [kv_num_blocks] * len(peak_kv_blocks)
+    done_at = np.asarray(columns["finished"], dtype=bool)
+    queue = (columns["first_scheduled_s"] - columns["arrival_s"])[done_at] * 1000
+    transfer = (columns["kv_arrived_s"] - columns["first_token_s"])[done_at] * 1000
+    decode_queue = (columns["decode_admitted_s"] - columns["kv_arrived_s"])[done_at] * 1000
+    disaggregated = bool(np.any(~np.isnan(columns["kv_arrived_s"])))
+    for name, values in (("queue", queue), ("kv_transfer", transfer), ("decode_queue", decode_queue)):
+        if name != "queue" and not disaggregated:
+            continue  # only disaggregated runs have these
+        values = values[~np.isnan(values)]
+        summary[f"mean_{name}_ms"] = float(values.mean()) if values.size else float("nan")
+        summary[f"p99_{name}_ms"] = float(np.percentile(values, 99)) if values.size else float("nan")
     summary.update({
         "slo_attainment": met / num_requests if num_requests else float("nan"),
         "request_goodput": per_s(met),
@@ -133,14 +172,55 @@ def summarize(
         "swapped_tokens": swapped_tokens,
         "kv_num_blocks": kv_num_blocks,
         "kv_capacity_tokens": capacity,
-        "peak_kv_usage": max(peak_kv_blocks) / kv_num_blocks,
-        "mean_kv_usage": sum(kv_token_seconds) / (capacity * len(kv_token_seconds) * duration) if duration else 0.0,
+        "peak_kv_usage": max(peak / n for peak, n in zip(peak_kv_blocks, blocks, strict=True)),
+        "mean_kv_usage": sum(kv_token_seconds) / (sum(blocks) * kv_block_size * duration) if duration else 0.0,
         **_memory_shares(kv_breakdown_seconds or []),
         "mean_running": sum(running_seconds or [0.0]) / (len(peak_running) * duration) if duration else 0.0,
         "peak_running": max(peak_running),
         "prefix_cache_hit_rate": prefix_hit_tokens / (prefix_hit_tokens + prefill_tokens) if prefill_tokens else 0.0,
         "copied_tokens": copied_tokens,
+        "trace_rows_skipped": trace_rows_skipped,
         "num_iterations": iterations,
         "num_gpus": num_gpus,
     })
+    for k, name in enumerate(class_names or []):
+        summary.update(_class_summary(name, np.asarray(columns["class_id"]) == k, columns, latency, duration))
     return summary
+
+
+DISAGGREGATED_METRICS = ("mean_kv_transfer_ms", "p99_kv_transfer_ms", "mean_decode_queue_ms", "p99_decode_queue_ms")
+CLASS_METRICS = (
+    "num_requests", "completed", "num_rejected", "slo_attainment", "request_goodput", "output_throughput",
+    "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_e2el_ms", "p99_e2el_ms",
+)
+
+
+def _class_summary(
+    name: str, members: np.ndarray, columns: dict[str, np.ndarray], latency: dict[str, np.ndarray], duration: float
+) -> dict[str, float]:
+    """``<class>.<metric>`` for each of CLASS_METRICS, over the class's requests (same duration as the whole)."""
+    done = members & np.asarray(columns["finished"], dtype=bool)
+    count = int(members.sum())
+
+    def rate(x: float) -> float:
+        return x / duration if duration > 0 else float("nan")
+
+    def pick(values: np.ndarray, reduce) -> float:
+        values = values[done]
+        values = values[~np.isnan(values)]
+        return float(reduce(values)) if values.size else float("nan")
+
+    met = int((latency["slo_met"] & members).sum())
+    values = {
+        "num_requests": count, "completed": int(done.sum()), "num_rejected": count - int(done.sum()),
+        "slo_attainment": met / count if count else float("nan"), "request_goodput": rate(met),
+        "output_throughput": rate(float(columns["output_tokens"][done].sum())),
+        "mean_ttft_ms": pick(latency["ttft_ms"], np.mean), "p99_ttft_ms": pick(latency["ttft_ms"], _p99),
+        "mean_tpot_ms": pick(latency["tpot_ms"], np.mean), "p99_tpot_ms": pick(latency["tpot_ms"], _p99),
+        "mean_e2el_ms": pick(latency["e2el_ms"], np.mean), "p99_e2el_ms": pick(latency["e2el_ms"], _p99),
+    }
+    return {f"{name}.{key}": value for key, value in values.items()}
+
+
+def _p99(values: np.ndarray) -> float:
+    return float(np.percentile(values, 99))

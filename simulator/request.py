@@ -40,17 +40,21 @@ class Request:
     """
 
     __slots__ = (
-        "arrival_s", "cached_tokens", "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gap_key",
-        "gap_run", "gen_offset", "generated", "input_tokens", "last_token_s", "output_tokens", "preempted_at",
-        "preempted_s", "preemptions", "prefilled", "prefix", "reject_reason", "replica", "request_id", "status",
-        "swapped_tokens",
+        "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens",
+        "finish_clock", "finish_s", "first_scheduled_s",
+        "first_token_s", "gap_key", "gap_run", "gen_offset", "generated", "input_tokens", "kv_arrived_s",
+        "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefilled", "prefix",
+        "priority", "reject_reason", "remote_kv", "replica", "request_id", "status", "swapped_tokens",
     )
 
     def __init__(
-        self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int, prefix: Prefix | None = None
+        self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int, prefix: Prefix | None = None,
+        class_id: int = 0, priority: int = 0,
     ) -> None:
         self.request_id = request_id
         self.prefix = prefix
+        self.class_id = class_id
+        self.priority = priority  # lower is served first
         self.cached_tokens = 0  # prompt tokens found in the prefix cache at the last admission
         self.arrival_s = arrival_s
         self.input_tokens = input_tokens
@@ -68,6 +72,10 @@ class Request:
         self.preempted_at = math.nan
         self.preempted_s = 0.0  # time between preemptions and resuming (re-prefilled or swapped back in)
         self.swapped_tokens = 0  # KV tokens in host memory while swapped out
+        self.remote_kv = False  # disaggregated: swapped_tokens of KV are arriving from a prefill replica
+        self.kv_arrived_s = math.nan  # disaggregated: when the KV reached the decode pool
+        self.decode_admitted_s = math.nan  # and when a decode replica took it
+        self.decode_output_tokens = output_tokens  # disaggregated: the real output while the prefill stage runs
         self.gap_key = math.nan  # replica bookkeeping of inter-token gaps: the group it joined, and when
         self.gap_run = -1
         self.status = WAITING

@@ -70,20 +70,26 @@ workloads = st.fixed_dictionaries({
     "scheduler": st.sampled_from(SCHEDULERS),
     "kv": st.sampled_from(KV_CACHES),
     "prefix": st.sampled_from([None, {"tokens": 48, "fraction": 0.7, "groups": 2}]),
+    "tiers": st.booleans(),
+    "disaggregated": st.booleans(),
 })
+
+TIERS = [{"name": "high", "share": 1, "priority": 0}, {"name": "low", "share": 2, "priority": 1}]
 
 
 def _random_experiment(p) -> dict:
     cost = {"kind": "roofline"} if p["roofline"] else experiment()["cost_model"]
     return experiment(
         seed=p["seed"],
-        cluster={"replicas": p["replicas"]},
+        cluster={"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": p["replicas"]}}
+        if p.get("disaggregated") else {"replicas": p["replicas"]},
         cost_model=cost,
         scheduler={**p["scheduler"], "max_num_seqs": p["max_num_seqs"], "max_model_len": 512},
         kv_cache={**p["kv"], "block_size": 16, "num_gpu_blocks": p["blocks"]},
         workload={
             "num_requests": 40,
             "prefix": p["prefix"],
+            "classes": TIERS if p.get("tiers") else None,
             "arrival": {"kind": "poisson", "rate": p["rate"]},
             "input_tokens": {"kind": "uniform", "min": 1, "max": 400},
             "output_tokens": {"kind": "uniform", "min": 1, "max": 200},
@@ -127,7 +133,7 @@ def test_every_request_accounted_for_and_timestamps_ordered(p):
     assert (done["first_token_s"] <= done["finish_s"]).all()
     # memory never exceeds the pool and is all returned; no iteration exceeds the token budget or max_num_seqs
     assert max(output.recorder.peak_kv_blocks) <= output.kv_budget.num_blocks
-    assert output.final_kv_used_blocks == [0] * config.cluster.replicas
+    assert output.final_kv_used_blocks == [0] * sum(pool.replicas for pool in config.cluster.replica_pools())
     budget = config.scheduler.max_num_batched_tokens or (8192 if config.scheduler.kind == "chunked" else 2048)
     assert max(output.recorder.peak_batch_tokens) <= budget
     assert max(output.recorder.peak_running) <= config.scheduler.max_num_seqs

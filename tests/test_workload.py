@@ -67,12 +67,12 @@ def test_same_seed_same_workload_and_independent_streams():
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("arrived_at,num_prefill_tokens\n0,1\n", "missing column(s) ['num_decode_tokens']"),
+        ("arrived_at,num_prefill_tokens\n0,1\n", "t.csv:1: unrecognised trace header"),
         ("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,1\n1,2\n", "t.csv:3: expected 3 fields, got 2"),
         ("arrived_at,num_prefill_tokens,num_decode_tokens\n-1,1,1\n", "t.csv:2: column arrived_at"),
         ("arrived_at,num_prefill_tokens,num_decode_tokens\n0,0,1\n", "t.csv:2: column num_prefill_tokens"),
         ("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,2.5\n", "t.csv:2: column num_decode_tokens"),
-        ("arrived_at,num_prefill_tokens,num_decode_tokens\n", "trace has no requests"),
+        ("arrived_at,num_prefill_tokens,num_decode_tokens\n", "trace has no valid requests"),
     ],
 )
 def test_malformed_traces(tmp_path, content, message):
@@ -85,7 +85,8 @@ def test_malformed_traces(tmp_path, content, message):
 
 def test_real_azure_trace_statistics(shared_data):
     """The README of ../shared/data: conversation prefill mean 1,155, decode mean 211, 19,366 requests."""
-    times, inputs, outputs = read_trace(shared_data / "traces" / "azure_conv_2023.csv")
+    times, inputs, outputs, prefixes, skipped = read_trace(shared_data / "traces" / "azure_conv_2023.csv")
+    assert prefixes is None and skipped == 0
     assert len(times) == 19_366
     assert inputs.mean() == pytest.approx(1155, rel=0.01)
     assert outputs.mean() == pytest.approx(211, rel=0.01)

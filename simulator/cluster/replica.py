@@ -49,7 +49,7 @@ class Replica:
     __slots__ = (
         "_batch", "_busy", "_copied", "_decode_runs", "_gap_groups", "_last_decode_end", "_memory", "_pending",
         "_run", "_running", "_start", "_steps", "copy_seconds_per_token", "cost", "env", "fast_forward", "index",
-        "recorder", "scheduler", "swap_seconds_per_token",
+        "on_done", "recorder", "scheduler", "swap_seconds_per_token",
     )
 
     def __init__(
@@ -68,6 +68,8 @@ class Replica:
         self.scheduler = scheduler
         self.cost = cost
         self.recorder = recorder
+        self.on_done = recorder.request_done  # where finished and rejected requests go (a disaggregated prefill
+        # replica hands them on to the decode pool instead)
         self.fast_forward = fast_forward
         self._busy = False  # an iteration is running or about to start
         self._pending: simpy.Event | None = None  # the timeout that ends the current work; others are stale
@@ -79,6 +81,19 @@ class Replica:
         self._last_decode_end = -math.inf
         self._decode_runs = 0  # decode runs finished so far
 
+    # --- what routers see ---------------------------------------------------------------------------------------
+    @property
+    def outstanding(self) -> int:
+        """Requests waiting or running here."""
+        scheduler = self.scheduler
+        return len(scheduler.waiting) + len(scheduler.decoding) + len(scheduler.prefilling)
+
+    @property
+    def kv_load(self) -> float:
+        """Fraction of the KV pool in use."""
+        kv = self.scheduler.kv
+        return 1 - kv.free_blocks / kv.num_blocks
+
     # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
         """A request arrives at this replica (rejected at once if it can never run here)."""
@@ -86,7 +101,7 @@ class Replica:
         reason = self.scheduler.rejection_reason(request)
         if reason:
             request.status, request.reject_reason = REJECTED, reason
-            self.recorder.request_done(request)
+            self.on_done(request)
             return
         self.scheduler.enqueue(request)
         if not self._busy:
@@ -144,7 +159,7 @@ class Replica:
         if self._batch is None and self._memory is not None:  # idle until now: memory did not change
             self._close_memory(now, self._memory[1])
         for request in scheduler.expire_waiting(now):
-            rec.request_done(request)
+            self.on_done(request)
         batch = scheduler.schedule(now)
         self._memory = (now, kv.breakdown())
         copy_tokens = kv.copied_tokens - self._copied
@@ -161,7 +176,7 @@ class Replica:
             return
         self._busy, self._batch, self._start = True, batch, now
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
-        if batch.prefills or batch.swap_tokens or copy_tokens or not self.fast_forward:
+        if batch.prefills or batch.swap_ins or batch.swap_tokens or copy_tokens or not self.fast_forward:
             chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
             running = scheduler.num_running + len(batch.swap_ins)
             tokens = sum([new for new, _ in chunks]) + num_decodes
@@ -203,7 +218,7 @@ class Replica:
         resident = kv.used_tokens + size
         if batch.decode and steps > 1:
             rec.itl.add_run(base, slope, steps - 1, size)
-        starting = self._note_prompts(batch, now) if batch.prefills or batch.swap_tokens else ()
+        starting = self._note_prompts(batch, now) if batch.prefills or batch.swap_ins or batch.swap_tokens else ()
         finished = scheduler.advance(batch, steps, now)
         self._close_memory(now, kv.breakdown() if batch.decode else self._memory[1])  # prompts allocated already
         rec.iterations += steps
@@ -219,7 +234,7 @@ class Replica:
         if finished:
             scheduler.retire(finished, now)
             for request in finished:
-                rec.request_done(request)
+                self.on_done(request)
         groups = self._gap_groups
         if batch.decode:
             self._last_decode_end = now

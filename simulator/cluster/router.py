@@ -1,33 +1,121 @@
-"""Routers: which replica an arriving request goes to."""
+"""Routers: which replica an arriving request goes to.
+
+A router sees the replicas it feeds (``outstanding``: requests waiting or running there; ``kv_load``: the fraction
+of its KV pool in use, as of its last iteration boundary — what a real router scrapes is stale too) and returns an
+index. Ties go to the lowest index, so routing is deterministic; random choices use the experiment's seed.
+A user's router is a subclass named by dotted path or ``file.py:Class`` in ``cluster.router.kind``.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Protocol
 
+import numpy as np
+
+from simulator.config.schema import RouterConfig
 from simulator.registry import Registry
 from simulator.request import Request
+
+
+class ReplicaView(Protocol):
+    @property
+    def outstanding(self) -> int: ...
+
+    @property
+    def kv_load(self) -> float: ...
+
 
 ROUTERS: Registry[Router] = Registry("cluster.router")
 
 
 class Router(ABC):
-    def __init__(self, num_replicas: int) -> None:
-        self.num_replicas = num_replicas
+    def __init__(self, replicas: Sequence[ReplicaView], config: RouterConfig, rng: np.random.Generator) -> None:
+        self.replicas = replicas
+        self.num_replicas = len(replicas)
+        self.config = config
+        self.rng = rng
 
     @abstractmethod
     def route(self, request: Request) -> int:
         """Index of the replica that takes ``request``."""
+
+    def least_outstanding(self) -> int:
+        counts = [replica.outstanding for replica in self.replicas]
+        return counts.index(min(counts))
 
 
 @ROUTERS.register("round_robin")
 class RoundRobinRouter(Router):
     """Replica 0, 1, …, N−1, 0, … in arrival order."""
 
-    def __init__(self, num_replicas: int) -> None:
-        super().__init__(num_replicas)
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
         self._next = 0
 
     def route(self, request: Request) -> int:
         index = self._next
         self._next = (index + 1) % self.num_replicas
+        return index
+
+
+@ROUTERS.register("random")
+class RandomRouter(Router):
+    """Uniformly at random."""
+
+    def route(self, request: Request) -> int:
+        return int(self.rng.integers(self.num_replicas))
+
+
+@ROUTERS.register("least_outstanding")
+class LeastOutstandingRouter(Router):
+    """Join the shortest queue: the replica with the fewest requests waiting or running."""
+
+    def route(self, request: Request) -> int:
+        return self.least_outstanding()
+
+
+@ROUTERS.register("least_kv_load")
+class LeastKVLoadRouter(Router):
+    """The replica whose KV pool is least used (ties: fewest outstanding)."""
+
+    def route(self, request: Request) -> int:
+        keys = [(replica.kv_load, replica.outstanding) for replica in self.replicas]
+        return keys.index(min(keys))
+
+
+@ROUTERS.register("power_of_two")
+class PowerOfTwoRouter(Router):
+    """Two distinct replicas at random; the one with fewer outstanding requests (Mitzenmacher's power of two
+    choices)."""
+
+    def route(self, request: Request) -> int:
+        if self.num_replicas == 1:
+            return 0
+        a, b = (int(i) for i in self.rng.choice(self.num_replicas, size=2, replace=False))
+        return a if (self.replicas[a].outstanding, a) <= (self.replicas[b].outstanding, b) else b
+
+
+@ROUTERS.register("prefix_affinity")
+class PrefixAffinityRouter(Router):
+    """Requests sharing a prompt prefix go to the replica that took the first of them (so its prefix cache holds
+    it), unless that replica has more than ``load_cap`` × the mean outstanding requests (+1); then, and for
+    requests without a prefix, the least outstanding replica. The first prefix id names the group."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self._home: dict[int, int] = {}
+
+    def route(self, request: Request) -> int:
+        if request.prefix is None:
+            return self.least_outstanding()
+        group = request.prefix.ids[0]
+        home = self._home.get(group)
+        if home is not None:
+            mean = sum(replica.outstanding for replica in self.replicas) / self.num_replicas
+            if self.replicas[home].outstanding <= self.config.load_cap * mean + 1:
+                return home
+        index = self.least_outstanding()
+        self._home.setdefault(group, index)
         return index

@@ -9,12 +9,13 @@ import numpy as np
 import simpy
 
 from simulator.catalog import load_hardware, load_model
+from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
-from simulator.config.schema import ExperimentConfig
+from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model
 from simulator.errors import ConfigError
-from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
+from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_cache_bytes, kv_dtype
 from simulator.recorder import Recorder
 from simulator.request import Request
 from simulator.schedulers import SCHEDULERS, Scheduler
@@ -24,11 +25,13 @@ from simulator.workload import generate_requests
 @dataclass
 class SimulationOutput:
     recorder: Recorder
-    kv_budget: KVBudget
+    kv_budget: KVBudget  # of the last pool (the decode pool when disaggregated)
     num_requests: int
     num_gpus: int
     final_kv_used_blocks: list[int]  # per replica at the end; 0 unless something leaked
     prefix_hit_tokens: int  # prompt tokens served from prefix caches
+    trace_rows_skipped: int  # malformed trace rows skipped (workload.trace.skip_bad)
+    kv_blocks_per_replica: list[int]  # pool size of each replica (pools may differ)
 
 
 def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
@@ -70,8 +73,13 @@ class ArrivalFeed:
 
     CHUNK = 4096
 
-    def __init__(self, env: simpy.Environment, workload, network_s: float, router: Router, replicas: list[Replica]):
+    def __init__(
+        self, env: simpy.Environment, workload, network_s: float, router: Router, replicas: list[Replica],
+        priorities: list[int] = (), enter=None,
+    ):
         self.env, self.router, self.replicas = env, router, replicas
+        self._priorities = list(priorities)  # per class
+        self._enter = enter  # prepares a request for the entry pool (disaggregated: a one-token prefill request)
         self._workload = workload
         self._network_s = network_s
         self._total = len(workload.arrival_s)
@@ -88,6 +96,7 @@ class ArrivalFeed:
             column[window].tolist() for column in (workload.arrival_s, workload.input_tokens, workload.output_tokens)
         )
         self._prefixes = workload.prefixes[window].tolist() if workload.prefixes is not None else None
+        self._classes = workload.classes[window].tolist() if workload.classes is not None else None
 
     def _schedule(self) -> None:
         due = self._arrivals[self._next] + self._network_s
@@ -103,6 +112,11 @@ class ArrivalFeed:
                     self._offset + i, arrivals[i], self._inputs[i], self._outputs[i],
                     self._prefixes[i] if self._prefixes is not None else None,
                 )
+                if self._classes is not None:
+                    request.class_id = self._classes[i]
+                    request.priority = self._priorities[request.class_id]
+                if self._enter is not None:
+                    self._enter(request)
                 self.replicas[self.router.route(request)].submit(request)
                 i += 1
             self._next = i
@@ -116,28 +130,40 @@ class ArrivalFeed:
         self._schedule()
 
 
-def simulate(
-    config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None
-) -> SimulationOutput:
-    """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower).
+def _router(config: ExperimentConfig, router_config, replicas: list[Replica], stream: int) -> Router:
+    cls = ROUTERS.get(router_config.kind)
+    if not (isinstance(cls, type) and issubclass(cls, Router)):
+        raise ConfigError(f"cluster.router.kind: {router_config.kind!r} is not a subclass of "
+                          "simulator.cluster.router.Router")
+    return cls(replicas, router_config, np.random.default_rng(np.random.SeedSequence([config.seed, stream])))
 
-    With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete.
-    """
-    model, hardware = load_model(config.model), load_hardware(config.hardware)
+
+@dataclass
+class Pool:
+    """Replicas of one kind: their KV budget, cost model and GPU count."""
+
+    replicas: list[Replica]
+    budget: KVBudget
+    gpus: int
+
+
+def _build_pool(
+    config: ExperimentConfig, model, pool: PoolConfig, first_index: int, env: simpy.Environment, recorder: Recorder,
+    fast_forward: bool,
+) -> Pool:
+    hardware = load_hardware(pool.hardware or config.hardware)
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
-    sched, kv_cfg, cluster = config.scheduler, config.kv_cache, config.cluster
+    sched, kv_cfg = config.scheduler, config.kv_cache
     budget = kv_budget(
-        model, hardware, tensor_parallel=cluster.tensor_parallel, weight_dtype=config.dtype,
+        model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
         block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens, max_num_seqs=sched.max_num_seqs,
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
-        pipeline_parallel=cluster.pipeline_parallel,
+        pipeline_parallel=pool.pipeline_parallel,
     )
-    cost = build_cost_model(config, model, hardware)
-    workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
-
-    env = simpy.Environment()
-    recorder = Recorder(cluster.replicas, requests_path)
+    shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
+        "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel})})
+    cost = build_cost_model(shaped, model, hardware)
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):
         raise ConfigError(f"scheduler.kind: {sched.kind!r} is not a subclass of simulator.schedulers.Scheduler")
@@ -146,21 +172,58 @@ def simulate(
     copy_seconds = 2 * budget.kv_bytes_per_token / hardware.achievable_bandwidth  # read + write in HBM
     replicas = [
         Replica(
-            env, i,
+            env, first_index + i,
             scheduler_cls(
                 allocator_cls.from_config(kv_cfg, budget.num_blocks, budget.block_size, max_model_len), sched,
                 max_model_len, batched_tokens, swap_capacity,
             ),
             cost, recorder, fast_forward, swap_seconds, copy_seconds,
         )
-        for i in range(cluster.replicas)
+        for i in range(pool.replicas)
     ]
-    router = ROUTERS.get(cluster.router)(cluster.replicas)
-    ArrivalFeed(env, workload, config.cost_model.network_ms / 1000, router, replicas)
+    return Pool(replicas, budget, pool.replicas * pool.tensor_parallel * pool.pipeline_parallel)
+
+
+def simulate(
+    config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None
+) -> SimulationOutput:
+    """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower).
+
+    With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete.
+    """
+    model = load_model(config.model)
+    cluster = config.cluster
+    pool_configs = cluster.replica_pools()
+    workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
+
+    env = simpy.Environment()
+    recorder = Recorder(sum(p.replicas for p in pool_configs), requests_path)
+    pools, first = [], 0
+    for pool_config in pool_configs:
+        pools.append(_build_pool(config, model, pool_config, first, env, recorder, fast_forward))
+        first += pool_config.replicas
+    replicas = [replica for pool in pools for replica in pool.replicas]
+    entry = pools[0].replicas if cluster.kind == "disaggregated" else replicas
+    router = _router(config, cluster.router, entry, 1)
+    enter = None
+    if cluster.kind == "disaggregated":
+        decode = pools[1]
+        handoff = PrefillToDecode(
+            env, decode.replicas, _router(config, cluster.decode_router, decode.replicas, 2), cluster.transfer,
+            kv_cache_bytes(model.num_layers, model.num_kv_heads, model.head_dim,
+                           kv_dtype(config.kv_cache.dtype, config.dtype), 1, 1),
+            model.num_layers, recorder,
+        )
+        for replica in pools[0].replicas:
+            replica.on_done = handoff
+        enter = handoff.enter
+    priorities = [c.priority for c in config.workload.classes or []]
+    ArrivalFeed(env, workload, config.cost_model.network_ms / 1000, router, entry, priorities, enter)
     env.run()
     recorder.requests.close()
     return SimulationOutput(
-        recorder, budget, len(workload[0]), cluster.replicas * cluster.tensor_parallel * cluster.pipeline_parallel,
+        recorder, pools[-1].budget, len(workload.arrival_s), sum(pool.gpus for pool in pools),
         [replica.scheduler.kv.used_blocks for replica in replicas],
-        sum(getattr(replica.scheduler.kv, "hit_tokens", 0) for replica in replicas),
+        sum(getattr(replica.scheduler.kv, "hit_tokens", 0) for replica in replicas), workload.skipped,
+        [replica.scheduler.kv.num_blocks for replica in replicas],
     )

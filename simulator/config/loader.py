@@ -65,13 +65,15 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
     for key in ("model", "hardware", "engine"):
         if isinstance(data.get(key), str):
             data[key] = _resolve(data[key], base_dir)
-    trace = (data.get("workload") or {}).get("trace")
-    if isinstance(trace, dict) and isinstance(trace.get("path"), str):
-        trace["path"] = _resolve(trace["path"], base_dir)
-    scheduler = data.get("scheduler")
-    if isinstance(scheduler, dict) and isinstance(scheduler.get("kind"), str) and ".py:" in scheduler["kind"]:
-        path, _, cls = scheduler["kind"].rpartition(":")
-        scheduler["kind"] = f"{_resolve(path, base_dir)}:{cls}"
+    workload = data.get("workload") or {}
+    for section in (workload.get("trace"), workload.get("input_tokens"), workload.get("output_tokens")):
+        if isinstance(section, dict) and isinstance(section.get("path"), str):
+            section["path"] = _resolve(section["path"], base_dir)
+    router = (data.get("cluster") or {}).get("router")
+    for section in (data.get("scheduler"), router):
+        if isinstance(section, dict) and isinstance(section.get("kind"), str) and ".py:" in section["kind"]:
+            path, _, cls = section["kind"].rpartition(":")
+            section["kind"] = f"{_resolve(path, base_dir)}:{cls}"
 
 
 def load_experiment(

@@ -6,6 +6,7 @@ Every model forbids unknown keys; policy families are chosen by ``kind``. Times 
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -16,13 +17,80 @@ class Strict(BaseModel):
 
 
 # --- cluster -------------------------------------------------------------------------------------------------
-class ClusterConfig(Strict):
-    """Identical replicas behind a router; each replica is ``tensor_parallel`` × ``pipeline_parallel`` GPUs."""
+class RouterConfig(Strict):
+    """Which replica takes an arriving request: round_robin, random, least_outstanding, least_kv_load,
+    power_of_two, prefix_affinity, or a user's class by dotted path / ``file.py:Class``."""
 
+    kind: str = "round_robin"
+    load_cap: float = Field(
+        default=2.0, ge=1,
+        description="prefix_affinity: leave a prefix's replica when it has more than load_cap × the mean outstanding",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"kind": value} if isinstance(value, str) else value
+
+
+class PoolConfig(Strict):
+    """``replicas`` identical replicas of ``tensor_parallel`` × ``pipeline_parallel`` GPUs of ``hardware``
+    (default: the experiment's)."""
+
+    hardware: str | None = None
+    replicas: int = Field(default=1, ge=1)
+    tensor_parallel: int = Field(default=1, ge=1)
+    pipeline_parallel: int = Field(default=1, ge=1)
+
+
+class TransferConfig(Strict):
+    """The link that carries a request's KV cache from its prefill replica to its decode replica. Each prefill
+    replica sends one transfer at a time (FIFO): time = latency + KV bytes / bandwidth. With ``layer_overlap`` the
+    transfer streams layer by layer during the prefill, so only what outlasts the prefill (at least one layer's
+    share) is added after it."""
+
+    bandwidth_gbps: float = Field(default=25.0, gt=0, description="GB/s per prefill replica (e.g. 200 Gb/s IB)")
+    latency_ms: float = Field(default=0.05, ge=0)
+    layer_overlap: bool = False
+
+
+class ClusterConfig(Strict):
+    """``colocated`` (default): replicas that each prefill and decode, behind a router — identical
+    (``replicas`` × ``tensor_parallel`` × ``pipeline_parallel`` of the experiment's hardware) or heterogeneous
+    (``pools``). ``disaggregated`` (Splitwise / DistServe): a ``prefill`` pool and a ``decode`` pool joined by a
+    KV ``transfer`` link; ``router`` picks the prefill replica, ``decode_router`` the decode replica."""
+
+    kind: Literal["colocated", "disaggregated"] = "colocated"
     replicas: int = Field(default=1, ge=1)
     tensor_parallel: int = Field(default=1, ge=1)
     pipeline_parallel: int = Field(default=1, ge=1, description="stages; one batch in flight per replica")
-    router: Literal["round_robin"] = "round_robin"
+    router: RouterConfig = RouterConfig()
+    pools: list[PoolConfig] | None = Field(default=None, min_length=1, description="heterogeneous colocated replicas")
+    prefill: PoolConfig | None = None
+    decode: PoolConfig | None = None
+    transfer: TransferConfig = TransferConfig()
+    decode_router: RouterConfig = RouterConfig(kind="least_outstanding")
+
+    @model_validator(mode="after")
+    def _pools_fit_kind(self) -> ClusterConfig:
+        if self.kind == "disaggregated":
+            missing = [name for name in ("prefill", "decode") if getattr(self, name) is None]
+            if missing:
+                raise ValueError(f"a disaggregated cluster needs {missing} pools ({{replicas, hardware, ...}})")
+            if self.pools is not None:
+                raise ValueError("pools is for colocated clusters; give prefill and decode instead")
+        elif self.prefill is not None or self.decode is not None:
+            raise ValueError("prefill and decode pools need kind: disaggregated")
+        return self
+
+    def replica_pools(self) -> list[PoolConfig]:
+        """The pools in replica-index order (disaggregated: prefill first, then decode)."""
+        if self.kind == "disaggregated":
+            return [self.prefill, self.decode]
+        if self.pools is not None:
+            return list(self.pools)
+        return [PoolConfig(replicas=self.replicas, tensor_parallel=self.tensor_parallel,
+                           pipeline_parallel=self.pipeline_parallel)]
 
 
 # --- scheduler -----------------------------------------------------------------------------------------------
@@ -172,7 +240,58 @@ class ConstantArrival(Strict):
     rate: float = Field(gt=0, description="requests per second, evenly spaced")
 
 
-ArrivalConfig = Annotated[PoissonArrival | ConstantArrival, Field(discriminator="kind")]
+class GammaArrival(Strict):
+    """Gamma-distributed gaps with mean 1/rate and shape ``burstiness`` (1 = Poisson; below 1 burstier), as vLLM's
+    benchmark_serving draws them."""
+
+    kind: Literal["gamma"]
+    rate: float = Field(gt=0)
+    burstiness: float = Field(default=1.0, gt=0)
+
+
+class OnOffArrival(Strict):
+    """Bursts: Poisson at ``rate`` for ``on_s`` seconds, then silence for ``off_s``, repeated."""
+
+    kind: Literal["onoff"]
+    rate: float = Field(gt=0, description="requests per second while on")
+    on_s: float = Field(gt=0)
+    off_s: float = Field(ge=0)
+
+
+class PiecewiseArrival(Strict):
+    """A Poisson process whose rate is piecewise constant: ``rates`` = [[start_s, rate], ...] from 0, repeated every
+    ``period_s`` if given (drawn by thinning)."""
+
+    kind: Literal["piecewise"]
+    rates: list[tuple[float, float]] = Field(min_length=1)
+    period_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PiecewiseArrival:
+        starts = [start for start, _ in self.rates]
+        if starts[0] != 0 or starts != sorted(set(starts)):
+            raise ValueError(f"rates must start at 0 s with increasing start times, got starts {starts}")
+        if any(rate < 0 for _, rate in self.rates) or not any(rate > 0 for _, rate in self.rates):
+            raise ValueError("rates must be >= 0 with at least one > 0")
+        if self.period_s is not None and self.period_s <= starts[-1]:
+            raise ValueError(f"period_s must exceed the last start {starts[-1]}, got {self.period_s}")
+        return self
+
+
+class DiurnalArrival(Strict):
+    """A Poisson process with rate mean_rate × (1 + amplitude × cos(2π (t − peak_s) / period_s)) (thinning)."""
+
+    kind: Literal["diurnal"]
+    mean_rate: float = Field(gt=0)
+    amplitude: float = Field(default=0.5, ge=0, le=1)
+    period_s: float = Field(default=86400.0, gt=0)
+    peak_s: float = Field(default=0.0, ge=0)
+
+
+ArrivalConfig = Annotated[
+    PoissonArrival | ConstantArrival | GammaArrival | OnOffArrival | PiecewiseArrival | DiurnalArrival,
+    Field(discriminator="kind"),
+]
 
 
 class FixedLength(Strict):
@@ -204,14 +323,63 @@ class LognormalLength(Strict):
     max: int | None = Field(default=None, ge=1)
 
 
-LengthConfig = Annotated[FixedLength | UniformLength | LognormalLength, Field(discriminator="kind")]
+class NormalLength(Strict):
+    """Normal with the given mean and std, truncated to [min, max] (out-of-range draws are redrawn), rounded."""
+
+    kind: Literal["normal"]
+    mean: float
+    std: float = Field(gt=0)
+    min: int = Field(default=1, ge=1)
+    max: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> NormalLength:
+        upper = self.max if self.max is not None else math.inf
+        if upper < self.min:
+            raise ValueError(f"max must be >= min, got min={self.min}, max={self.max}")
+        if self.mean + 6 * self.std < self.min - 0.5 or self.mean - 6 * self.std > upper + 0.5:
+            raise ValueError(f"[{self.min}, {self.max}] is more than 6 std from the mean {self.mean}")
+        return self
+
+
+class EmpiricalLength(Strict):
+    """Resample (with replacement) a column of a CSV file, e.g. a trace's ``num_prefill_tokens``; capped at max."""
+
+    kind: Literal["empirical"]
+    path: str
+    column: str
+    max: int | None = Field(default=None, ge=1)
+
+
+LengthConfig = Annotated[
+    FixedLength | UniformLength | LognormalLength | NormalLength | EmpiricalLength, Field(discriminator="kind")
+]
 
 
 class TraceConfig(Strict):
-    """Replay a CSV with columns ``arrived_at`` (s), ``num_prefill_tokens``, ``num_decode_tokens``."""
+    """Replay a request trace. Formats (``auto`` picks by header or suffix): ``processed`` (``arrived_at`` s,
+    ``num_prefill_tokens``, ``num_decode_tokens``, optional ``hash_ids``), ``azure`` (``TIMESTAMP`` datetime,
+    ``ContextTokens``, ``GeneratedTokens``), ``burstgpt`` (``Timestamp`` s, ``Request tokens``, ``Response
+    tokens``), ``mooncake`` (JSON lines: ``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids`` of
+    512-token blocks), or ``csv`` with ``columns`` naming the arrival, input and output columns."""
 
     path: str
+    format: Literal["auto", "processed", "azure", "burstgpt", "mooncake", "csv"] = "auto"
+    columns: dict[Literal["arrival", "input", "output"], str] | None = None
+    time_unit: Literal["s", "ms", "us"] = Field(default="s", description="unit of a csv arrival column")
     time_scale: float = Field(default=1.0, gt=0, description="replay this many times faster")
+    start_s: float = Field(default=0.0, ge=0, description="keep arrivals at or after this offset (trace time)")
+    end_s: float | None = Field(default=None, gt=0, description="and before this one")
+    sample: float = Field(default=1.0, gt=0, le=1, description="keep each row with this probability (seeded)")
+    skip_bad: bool = Field(default=False, description="skip and count malformed rows instead of stopping")
+
+    @model_validator(mode="after")
+    def _columns_for_csv(self) -> TraceConfig:
+        if self.format == "csv" and (self.columns is None or len(self.columns) != 3):
+            raise ValueError("format csv needs columns: {arrival: ..., input: ..., output: ...}")
+        if self.end_s is not None and self.end_s <= self.start_s:
+            raise ValueError(f"end_s must be > start_s, got {self.end_s} <= {self.start_s}")
+        return self
 
 
 class PrefixConfig(Strict):
@@ -224,8 +392,30 @@ class PrefixConfig(Strict):
     groups: int = Field(default=1, ge=1)
 
 
+# --- SLO -----------------------------------------------------------------------------------------------------
+class SLOConfig(Strict):
+    """A request attains the SLO when every given bound holds (TTFT, TPOT, E2E; None = unbounded)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+
+class RequestClass(Strict):
+    """A tenant or SLO tier: its ``share`` of requests (weights, normalised), a ``priority`` (lower is served
+    first, as vLLM's priority scheduling), and optionally its own lengths and SLO."""
+
+    name: str = Field(min_length=1)
+    share: float = Field(gt=0)
+    priority: int = 0
+    input_tokens: LengthConfig | None = None
+    output_tokens: LengthConfig | None = None
+    slo: SLOConfig | None = None
+
+
 class WorkloadConfig(Strict):
-    """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests)."""
+    """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests);
+    ``classes`` splits the requests into tenants / tiers."""
 
     num_requests: int | None = Field(default=None, ge=1)
     prefix: PrefixConfig | None = None
@@ -233,12 +423,22 @@ class WorkloadConfig(Strict):
     input_tokens: LengthConfig | None = None
     output_tokens: LengthConfig | None = None
     trace: TraceConfig | None = None
+    classes: list[RequestClass] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadConfig:
+        classes = self.classes or []
+        names = [c.name for c in classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"classes: names must be unique, got {names}")
         synthetic = {"arrival": self.arrival, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        for key in ("input_tokens", "output_tokens"):
+            if classes and all(getattr(c, key) is not None for c in classes):
+                synthetic.pop(key)  # every class brings its own
         if self.trace is not None:
             given = [k for k, v in synthetic.items() if v is not None]
+            given += [f"classes.{c.name}.{k}" for c in classes for k in ("input_tokens", "output_tokens")
+                      if getattr(c, k) is not None]
             if given:
                 raise ValueError(f"a trace workload takes arrivals and lengths from the trace; remove {given}")
         else:
@@ -248,15 +448,6 @@ class WorkloadConfig(Strict):
             if missing:
                 raise ValueError(f"a synthetic workload needs {missing} (or give trace: {{path: ...}})")
         return self
-
-
-# --- SLO -----------------------------------------------------------------------------------------------------
-class SLOConfig(Strict):
-    """A request attains the SLO when every given bound holds (TTFT, TPOT, E2E; None = unbounded)."""
-
-    ttft_ms: float | None = Field(default=None, gt=0)
-    tpot_ms: float | None = Field(default=None, gt=0)
-    e2e_ms: float | None = Field(default=None, gt=0)
 
 
 # --- experiment ----------------------------------------------------------------------------------------------

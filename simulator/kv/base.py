@@ -80,10 +80,11 @@ class KVAllocator(ABC):
         """Tokens at the start of a ``tokens``-long prompt that the prefix cache holds now."""
         return 0
 
-    def prepare_growth(self) -> None:
-        """Make room for one more token of every growing sequence (after ``can_grow_one()`` said it can); block
-        pools need nothing, so the default does nothing."""
-        return None
+    def prepare_growth(self) -> bool:
+        """Make room for one more token of every growing sequence (after ``can_grow_one()`` said it can); return
+        whether the free space changed shape (then a waiting request may fit where it did not). Block pools need
+        nothing, so the default does nothing."""
+        return False
 
     @abstractmethod
     def append(self, seq: int, n: int) -> None: ...

@@ -223,13 +223,14 @@ class ContiguousAllocator(KVAllocator):
         self._base_sum += base
         self._push_full_at(seq)
 
-    def prepare_growth(self) -> None:
+    def prepare_growth(self) -> bool:
         full = self._full_growing()
         if full and self.reserve != "grow":
             raise MemoryError(f"{len(full)} decoding sequences fill their reserved slabs")
         for seq, needed in full:
             self._resize(seq, needed)
             self._push_full_at(seq)
+        return bool(full)
 
     def can_grow_one(self) -> bool:
         full = self._full_growing()

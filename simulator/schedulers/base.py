@@ -42,9 +42,12 @@ class Batch:
     one token for every request of the decoding set (``num_decodes`` of them, whose KV after this step's write sums
     to ``decode_context_sum`` tokens); ``preempted`` lists ``(request, was decoding)`` evicted while forming it;
     ``swap_ins`` are swapped-out requests whose KV comes back during the iteration, and ``swap_tokens`` counts the
-    KV tokens moved over the host link either way."""
+    KV tokens moved over the host link either way; ``resized``: the allocator reshaped free memory to let the
+    decodes grow (contiguous slabs)."""
 
-    __slots__ = ("decode", "decode_context_sum", "num_decodes", "preempted", "prefills", "swap_ins", "swap_tokens")
+    __slots__ = (
+        "decode", "decode_context_sum", "num_decodes", "preempted", "prefills", "resized", "swap_ins", "swap_tokens",
+    )
 
     def __init__(self) -> None:
         self.prefills: list[tuple[Request, int, int]] = []
@@ -54,6 +57,7 @@ class Batch:
         self.preempted: list[tuple[Request, bool]] = []
         self.swap_ins: list[Request] = []
         self.swap_tokens = 0
+        self.resized = False
 
     @property
     def empty(self) -> bool:
@@ -97,7 +101,23 @@ class Scheduler(ABC):
         return ""
 
     def enqueue(self, request: Request) -> None:
-        self.waiting.append(request)
+        """Queue in priority order (lower first), FCFS within a priority."""
+        waiting = self.waiting
+        if not waiting or waiting[-1].priority <= request.priority:
+            waiting.append(request)
+            return
+        position = len(waiting) - 1
+        while position > 0 and waiting[position - 1].priority > request.priority:
+            position -= 1
+        waiting.insert(position, request)
+
+    def _requeue_front(self, request: Request) -> None:
+        """Put a preempted request first among the waiting requests of its priority."""
+        waiting = self.waiting
+        position = 0
+        while position < len(waiting) and waiting[position].priority < request.priority:
+            position += 1
+        waiting.insert(position, request)
 
     def _expires(self, request: Request) -> float:
         return request.arrival_s + self.config.max_queue_delay_ms / 1000
@@ -132,10 +152,12 @@ class Scheduler(ABC):
 
     def stable_steps(self, batch: Batch) -> int:
         """Iterations (≥ 1) this batch can repeat unchanged, absent arrivals: for a decode-only batch, until the
-        first completion or the first step the KV cache cannot hold — or just one if a preemption while forming it
-        lets the queue change it at the next boundary already."""
-        if batch.prefills or batch.swap_tokens or (batch.preempted and self.wants_boundary()):
-            return 1  # memory a preemption freed after admission was tried may admit the queue's head at once
+        first completion or the first step the KV cache cannot hold — or just one if a slab reallocation, or a
+        preemption that the queue's head could fill, changed the memory after admission was tried."""
+        if batch.prefills or batch.swap_ins or batch.swap_tokens or batch.resized or (
+            batch.preempted and self.wants_boundary()
+        ):
+            return 1
         return self.kv.max_grow(self.steps_to_next_finish())
 
     @abstractmethod
@@ -156,7 +178,7 @@ class Scheduler(ABC):
     def decode_batch(self, batch: Batch) -> Batch:
         """Make ``batch`` advance every decoding request by one token."""
         kv = self.kv
-        kv.prepare_growth()
+        batch.resized = kv.prepare_growth()
         batch.decode = True
         batch.num_decodes = size = kv.num_growing
         batch.decode_context_sum = kv.growing_tokens + size
@@ -177,7 +199,10 @@ class Scheduler(ABC):
                     del self.decoding[request.request_id]
                     finished.append(request)
         for request in batch.swap_ins:
-            self.swapped_tokens -= request.swapped_tokens
+            if request.remote_kv:  # KV that came from a prefill replica, not this host
+                request.remote_kv = False
+            else:
+                self.swapped_tokens -= request.swapped_tokens
             request.swapped_tokens = 0
             self._resume(request, now)
             self._start_decoding(request)
@@ -220,16 +245,24 @@ class Scheduler(ABC):
 
     def can_swap_in(self, request: Request) -> bool:
         """Room for the request's KV and its next token while every decoding request also grows by one: a swap-in
-        that could not take its next step would only be swapped out again."""
-        return self.kv.can_allocate(request.swapped_tokens + 1, reserve_growth=True, final_tokens=request.total_tokens)
+        that could not take its next step would only be swapped out again. (Both the placement that will happen and
+        one more token are checked: a contiguous allocator places a slab of exactly the tokens it is given.)"""
+        kv, tokens, final = self.kv, request.swapped_tokens, request.total_tokens
+        return kv.can_allocate(tokens, reserve_growth=True, final_tokens=final) and kv.can_allocate(
+            tokens + 1, reserve_growth=True, final_tokens=final
+        )
 
-    def swap_in(self, request: Request, batch: Batch) -> None:
-        """Take a swapped-out request from the head of the queue; its KV comes back during this iteration."""
+    def swap_in(self, request: Request, batch: Batch, now: float) -> None:
+        """Take a swapped-out request (or one whose KV arrived from a prefill replica) from the head of the queue;
+        its KV comes back during this iteration."""
         self.waiting.popleft()
         self.kv.allocate(request.request_id, request.swapped_tokens, final_tokens=request.total_tokens)
         request.status = RUNNING
         batch.swap_ins.append(request)
-        batch.swap_tokens += request.swapped_tokens
+        if request.remote_kv:  # transferred from a prefill replica already: admitted at no link cost here
+            request.decode_admitted_s = now
+        else:
+            batch.swap_tokens += request.swapped_tokens
 
     def fits(self, request: Request, tokens: int, reserve_growth: bool = False) -> bool:
         """Whether the allocator could admit ``request`` with KV for its first ``tokens`` now."""
@@ -263,9 +296,13 @@ class Scheduler(ABC):
         heapq.heappush(self._finishes, (request.finish_clock, request.request_id, request))
 
     def preempt_latest(self, batch: Batch, now: float) -> None:
-        """Preempt the running request that arrived last, as vLLM does: a decoding one is swapped out when
-        ``preemption: swap`` and the host has room, otherwise (and always mid-prefill) recomputed later."""
-        victim = max((*self.decoding.values(), *self.prefilling.values()), key=lambda r: (r.arrival_s, r.request_id))
+        """Preempt the running request of the lowest priority that arrived last (vLLM's rule): a decoding one is
+        swapped out when ``preemption: swap`` and the host has room, otherwise (and always mid-prefill) recomputed
+        later. It returns to the front of its priority in the queue."""
+        victim = max(
+            (*self.decoding.values(), *self.prefilling.values()),
+            key=lambda r: (r.priority, r.arrival_s, r.request_id),
+        )
         was_decoding = victim.request_id in self.decoding
         if was_decoding:
             victim.generated = victim.gen_offset + self.clock
@@ -283,7 +320,7 @@ class Scheduler(ABC):
         victim.status = WAITING
         victim.preemptions += 1
         victim.preempted_at = now
-        self.waiting.appendleft(victim)
+        self._requeue_front(victim)
         batch.preempted.append((victim, was_decoding))
 
 

@@ -35,7 +35,7 @@ class ChunkedScheduler(Scheduler):
             if request.swapped_tokens:
                 if not self.can_swap_in(request):
                     return
-                self.swap_in(request, batch)
+                self.swap_in(request, batch, now)
                 continue
             hit = self.cached_tokens(request)
             n = min(chunk, request.prefill_tokens - hit, budget)

@@ -44,7 +44,7 @@ class ContinuousScheduler(Scheduler):
         ):
             request = self.waiting[0]
             if request.swapped_tokens:
-                self.swap_in(request, batch)
+                self.swap_in(request, batch, now)
                 continue
             tokens = request.prefill_tokens
             cached = self.admit(request, now, tokens)

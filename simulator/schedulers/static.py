@@ -36,7 +36,7 @@ class StaticScheduler(Scheduler):
             if request.swapped_tokens:
                 if not self.can_swap_in(request):
                     break
-                self.swap_in(request, batch)
+                self.swap_in(request, batch, now)
                 continue
             tokens = request.prefill_tokens
             new = tokens - self.cached_tokens(request)

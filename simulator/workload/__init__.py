@@ -6,11 +6,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.config.schema import PrefixConfig, WorkloadConfig
+from simulator.config.schema import PrefixConfig, RequestClass, WorkloadConfig
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.lengths import sample_lengths
-from simulator.workload.trace import read_trace
+from simulator.workload.trace import Trace, read_trace, write_trace
 
 
 class Workload(NamedTuple):
@@ -20,6 +20,8 @@ class Workload(NamedTuple):
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     prefixes: np.ndarray | None = None
+    skipped: int = 0  # malformed trace rows skipped
+    classes: np.ndarray | None = None  # index into WorkloadConfig.classes per request
 
 
 def assign_prefixes(config: PrefixConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -33,25 +35,47 @@ def assign_prefixes(config: PrefixConfig, n: int, rng: np.random.Generator) -> t
     return choices[index.reshape(-1)], np.where(carries, config.tokens, 0)
 
 
+def assign_classes(classes: list[RequestClass], workload: Workload, seed: np.random.SeedSequence) -> Workload:
+    """Draw each request's class by share; a class with its own lengths redraws them for its requests (one random
+    stream per class and quantity, so changing one class leaves the others' draws unchanged)."""
+    streams = [np.random.default_rng(s) for s in seed.spawn(1 + 2 * len(classes))]
+    n = len(workload.arrival_s)
+    shares = np.array([c.share for c in classes])
+    index = streams[0].choice(len(classes), size=n, p=shares / shares.sum()).astype(np.int16)
+    inputs, outputs = workload.input_tokens.copy(), workload.output_tokens.copy()
+    for k, request_class in enumerate(classes):
+        members = np.flatnonzero(index == k)
+        if request_class.input_tokens is not None:
+            inputs[members] = sample_lengths(request_class.input_tokens, members.size, streams[1 + 2 * k])
+        if request_class.output_tokens is not None:
+            outputs[members] = sample_lengths(request_class.output_tokens, members.size, streams[2 + 2 * k])
+    return workload._replace(input_tokens=inputs, output_tokens=outputs, classes=index)
+
+
 def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> Workload:
     """The workload of an experiment; independent random streams per quantity, so changing one distribution
     leaves the others' draws unchanged."""
+    streams = seed.spawn(6)
+    arrival_rng, input_rng, output_rng, prefix_rng, trace_rng = (np.random.default_rng(s) for s in streams[:5])
     if config.trace is not None:
-        workload = Workload(*read_trace(config.trace.path, config.trace.time_scale, config.num_requests))
+        workload = Workload(*read_trace(config.trace, config.num_requests, trace_rng))
         n = len(workload.arrival_s)
     else:
         n = config.num_requests
-    arrival_rng, input_rng, output_rng, prefix_rng = (np.random.default_rng(s) for s in seed.spawn(4))
-    if config.trace is None:
         workload = Workload(
             arrival_times(config.arrival, n, arrival_rng),
-            sample_lengths(config.input_tokens, n, input_rng),
-            sample_lengths(config.output_tokens, n, output_rng),
+            sample_lengths(config.input_tokens, n, input_rng) if config.input_tokens else np.ones(n, np.int64),
+            sample_lengths(config.output_tokens, n, output_rng) if config.output_tokens else np.ones(n, np.int64),
         )
+    if config.classes:
+        workload = assign_classes(config.classes, workload, streams[5])
     if config.prefix is None:
         return workload
     prefixes, extra = assign_prefixes(config.prefix, n, prefix_rng)
     return workload._replace(input_tokens=workload.input_tokens + extra, prefixes=prefixes)
 
 
-__all__ = ["Workload", "arrival_times", "assign_prefixes", "generate_requests", "read_trace", "sample_lengths"]
+__all__ = [
+    "Trace", "Workload", "arrival_times", "assign_classes", "assign_prefixes", "generate_requests", "read_trace",
+    "sample_lengths", "write_trace",
+]

@@ -3,15 +3,45 @@
 from __future__ import annotations
 
 import math
+from functools import cache
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from simulator.config.schema import FixedLength, LengthConfig, LognormalLength, UniformLength
+from simulator.config.schema import (
+    EmpiricalLength,
+    FixedLength,
+    LengthConfig,
+    LognormalLength,
+    NormalLength,
+    UniformLength,
+)
+from simulator.errors import LLMSimError
+
+
+@cache
+def _column(path: str, column: str) -> np.ndarray:
+    """The positive integer values of one CSV column (read once per process)."""
+    try:
+        frame = pd.read_csv(path, usecols=[column])
+    except FileNotFoundError:
+        raise LLMSimError(f"empirical lengths: cannot read {path}") from None
+    except ValueError:
+        header = list(pd.read_csv(path, nrows=0).columns)
+        raise LLMSimError(f"{path}: no column {column!r} (columns: {', '.join(header)})") from None
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy()
+    bad = np.flatnonzero(~(values >= 1))
+    if bad.size:
+        line, value = int(bad[0]) + 2, frame[column].iloc[bad[0]]  # the header is line 1
+        raise LLMSimError(f"{path}:{line}: column {column}: expected a positive integer, got {value!r}")
+    return np.rint(values).astype(np.int64)
 
 
 def sample_lengths(config: LengthConfig, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` lengths. Lognormal: ``mean`` is the distribution's mean, so μ = ln(mean) − σ²/2; values are rounded
-    and clipped to [min, max] (the clip moves the realised mean slightly)."""
+    and clipped to [min, max] (the clip moves the realised mean slightly). Normal: rounded draws outside
+    [min, max] are redrawn (a truncated normal). Empirical: resampled with replacement, clipped to max."""
     if isinstance(config, FixedLength):
         return np.full(n, config.value, dtype=np.int64)
     if isinstance(config, UniformLength):
@@ -21,4 +51,14 @@ def sample_lengths(config: LengthConfig, n: int, rng: np.random.Generator) -> np
         values = np.rint(rng.lognormal(mu, config.sigma, size=n))
         upper = config.max if config.max is not None else np.inf
         return np.clip(values, config.min, upper).astype(np.int64)
+    if isinstance(config, NormalLength):
+        upper = config.max if config.max is not None else np.inf
+        values = np.rint(rng.normal(config.mean, config.std, size=n))
+        while (bad := np.flatnonzero((values < config.min) | (values > upper))).size:
+            values[bad] = np.rint(rng.normal(config.mean, config.std, size=bad.size))
+        return values.astype(np.int64)
+    if isinstance(config, EmpiricalLength):
+        pool = _column(str(Path(config.path)), config.column)
+        values = pool[rng.integers(0, pool.size, size=n)]
+        return np.minimum(values, config.max) if config.max is not None else values
     raise TypeError(f"unsupported length config {config!r}")

@@ -1,66 +1,230 @@
-"""Trace replay: CSV files with ``arrived_at`` (seconds), ``num_prefill_tokens``, ``num_decode_tokens``.
+"""Trace replay: read request traces in the formats users have, strictly, into one canonical form.
 
-This is the processed Azure LLM-inference trace format (as in ``../shared/data/traces``). Rows are read strictly:
-a missing column or a bad value raises an error naming ``file:line``. Rows are sorted by arrival time.
+Formats (``TraceConfig.format``; ``auto`` picks by suffix and header):
+
+- ``processed``: ``arrived_at`` (s), ``num_prefill_tokens``, ``num_decode_tokens`` and optionally ``hash_ids``
+  (space-separated) — the Azure LLM-inference trace as Vidur/Splitwise ship it, and what ``llmsim convert-trace``
+  writes;
+- ``azure``: the original Azure release, ``TIMESTAMP`` (datetime), ``ContextTokens``, ``GeneratedTokens``;
+- ``burstgpt``: ``Timestamp`` (s), ``Request tokens``, ``Response tokens`` (other columns ignored);
+- ``mooncake``: JSON lines with ``timestamp`` (ms), ``input_length``, ``output_length`` and ``hash_ids``, one id per
+  512-token block of the prompt, chained, so shared leading ids are shared prefixes (they become
+  :class:`~simulator.request.Prefix` and feed the prefix cache);
+- ``csv``: any CSV, with ``columns: {arrival, input, output}`` and ``time_unit``.
+
+A row with a missing field or a bad value (not a number, negative time, a length < 1) raises an error naming
+``file:line``; with ``skip_bad`` it is skipped and counted. Then the ``[start_s, end_s)`` window (trace seconds
+after the first arrival) and ``sample`` (keep each row with that probability) apply, rows are sorted by arrival
+(stable), shifted to start at 0 and divided by ``time_scale``.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from simulator.config.schema import TraceConfig
 from simulator.errors import LLMSimError
+from simulator.request import Prefix
 
-TRACE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+MOONCAKE_BLOCK_TOKENS = 512
+_EPOCH = datetime(1970, 1, 1)
+_UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+# format -> (arrival column, input column, output column, how arrivals are written)
+_CSV_FORMATS = {
+    "processed": ("arrived_at", "num_prefill_tokens", "num_decode_tokens", "s"),
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens", "datetime"),
+    "burstgpt": ("Timestamp", "Request tokens", "Response tokens", "s"),
+}
 
 
-def _number(text: str, kind: type, where: str, column: str) -> float:
+class Trace(NamedTuple):
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefixes: np.ndarray | None  # object array of Prefix | None, or None when the trace has no prefix ids
+    skipped: int  # malformed rows skipped (skip_bad)
+
+
+class BadRow(ValueError):
+    """A malformed row; the message names the column and the value."""
+
+
+def _datetime_seconds(text: str) -> float:
+    """Seconds since 1970 of ``2023-11-16 18:15:46.6805900`` (any number of fractional digits, no zone)."""
+    base, _, fraction = text.strip().partition(".")
+    stamp = datetime.fromisoformat(base)
+    if stamp.tzinfo is not None:
+        stamp = stamp.replace(tzinfo=None) - stamp.utcoffset()
+    return (stamp - _EPOCH).total_seconds() + (float(f"0.{fraction}") if fraction else 0.0)
+
+
+def _time(text: str, unit: str, column: str) -> float:
     try:
-        value = kind(text)
+        value = _datetime_seconds(text) if unit == "datetime" else float(text) * _UNIT_SECONDS[unit]
     except (TypeError, ValueError):
-        allowed = "a non-negative number" if kind is float else "a positive integer"
-        raise LLMSimError(f"{where}: column {column}: expected {allowed}, got {text!r}") from None
-    if not math.isfinite(value) or value < 0 or (kind is int and value < 1):
-        allowed = "a non-negative number" if kind is float else "a positive integer"
-        raise LLMSimError(f"{where}: column {column}: expected {allowed}, got {text!r}")
+        expected = "a datetime" if unit == "datetime" else "a non-negative number"
+        raise BadRow(f"column {column}: expected {expected}, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise BadRow(f"column {column}: expected a non-negative number, got {text!r}")
     return value
 
 
-def read_trace(path: str | Path, time_scale: float = 1.0, limit: int | None = None):
-    """Arrival times (divided by ``time_scale``, shifted to start at 0), input and output lengths."""
-    path = Path(path)
+def _length(text, column: str) -> int:
     try:
-        handle = path.open(newline="")
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise BadRow(f"column {column}: expected a positive integer, got {text!r}")
+    return int(value)
+
+
+def _hash_ids(ids, column: str) -> Prefix | None:
+    try:
+        values = tuple(int(x) for x in (ids.split() if isinstance(ids, str) else ids))
+    except (TypeError, ValueError):
+        raise BadRow(f"column {column}: expected integer block ids, got {ids!r}") from None
+    return Prefix(values, MOONCAKE_BLOCK_TOKENS) if values else None
+
+
+def detect_format(path: Path) -> str:
+    """The trace format from the suffix (``.jsonl`` = mooncake) or the CSV header."""
+    if path.suffix in (".jsonl", ".json"):
+        return "mooncake"
+    header = _header(path)
+    for name, (arrival, inputs, outputs, _) in _CSV_FORMATS.items():
+        if {arrival, inputs, outputs} <= set(header):
+            return name
+    raise LLMSimError(
+        f"{path}:1: unrecognised trace header {header}; known: processed (arrived_at, num_prefill_tokens, "
+        "num_decode_tokens), azure (TIMESTAMP, ContextTokens, GeneratedTokens), burstgpt (Timestamp, Request "
+        "tokens, Response tokens), mooncake (.jsonl); or give format: csv with columns"
+    )
+
+
+def _open(path: Path):
+    try:
+        return path.open(newline="")
     except OSError as exc:
         raise LLMSimError(f"workload.trace.path: cannot read {path}: {exc.strerror}") from None
-    arrivals, inputs, outputs = [], [], []
-    with handle:
+
+
+def _header(path: Path) -> list[str]:
+    with _open(path) as handle:
+        header = next(csv.reader(handle), None)
+    if header is None:
+        raise LLMSimError(f"{path}:1: empty trace")
+    return [name.strip() for name in header]
+
+
+def _csv_rows(path: Path, columns: tuple[str, str, str], unit: str) -> Iterator[tuple[int, tuple]]:
+    """(line, (arrival_s, input, output, prefix)) per data row, or (line, BadRow)."""
+    with _open(path) as handle:
         reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise LLMSimError(f"{path}:1: empty trace")
-        header = [name.strip() for name in header]
-        missing = [c for c in TRACE_COLUMNS if c not in header]
+        header = [name.strip() for name in next(reader, [])]
+        missing = [c for c in columns if c not in header]
         if missing:
-            raise LLMSimError(f"{path}:1: missing column(s) {missing}; a trace needs {list(TRACE_COLUMNS)}")
-        at, pre, dec = (header.index(c) for c in TRACE_COLUMNS)
+            raise LLMSimError(f"{path}:1: missing column(s) {missing}; this format needs {list(columns)}")
+        at, inp, out = (header.index(c) for c in columns)
+        ids = header.index("hash_ids") if "hash_ids" in header else None
         for line, row in enumerate(reader, start=2):
             if not row:
                 continue
-            where = f"{path}:{line}"
-            if len(row) != len(header):
-                raise LLMSimError(f"{where}: expected {len(header)} fields, got {len(row)}")
-            arrivals.append(_number(row[at], float, where, "arrived_at"))
-            inputs.append(_number(row[pre], int, where, "num_prefill_tokens"))
-            outputs.append(_number(row[dec], int, where, "num_decode_tokens"))
-            if limit is not None and len(arrivals) >= limit:
-                break
-    if not arrivals:
-        raise LLMSimError(f"{path}: trace has no requests")
-    times = np.asarray(arrivals, dtype=float)
+            try:
+                if len(row) != len(header):
+                    raise BadRow(f"expected {len(header)} fields, got {len(row)}")
+                prefix = _hash_ids(row[ids], "hash_ids") if ids is not None else None
+                yield line, (_time(row[at], unit, columns[0]), _length(row[inp], columns[1]),
+                             _length(row[out], columns[2]), prefix)
+            except BadRow as bad:
+                yield line, bad
+
+
+def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple]]:
+    with _open(path) as handle:
+        for line, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise BadRow(f"not valid JSON ({exc.msg})") from None
+                if not isinstance(record, dict):
+                    raise BadRow(f"expected a JSON object, got {text.strip()[:40]!r}")
+                missing = [k for k in ("timestamp", "input_length", "output_length") if k not in record]
+                if missing:
+                    raise BadRow(f"missing field(s) {missing}")
+                prefix = _hash_ids(record.get("hash_ids", []), "hash_ids")
+                yield line, (_time(str(record["timestamp"]), "ms", "timestamp"),
+                             _length(record["input_length"], "input_length"),
+                             _length(record["output_length"], "output_length"), prefix)
+            except BadRow as bad:
+                yield line, bad
+
+
+def read_trace(config: TraceConfig | str | Path, limit: int | None = None,
+               rng: np.random.Generator | None = None) -> Trace:
+    """The requests of a trace (see the module docstring); ``limit`` keeps the first that many after the window
+    and sampling; ``rng`` draws the sample (required when ``sample`` < 1)."""
+    if not isinstance(config, TraceConfig):
+        config = TraceConfig(path=str(config))
+    path = Path(config.path)
+    fmt = detect_format(path) if config.format == "auto" else config.format
+    if fmt == "mooncake":
+        rows = _mooncake_rows(path)
+    elif fmt == "csv":
+        columns = config.columns
+        rows = _csv_rows(path, (columns["arrival"], columns["input"], columns["output"]), config.time_unit)
+    else:
+        *columns, unit = _CSV_FORMATS[fmt]
+        rows = _csv_rows(path, tuple(columns), unit)
+    records, skipped = [], 0
+    for line, row in rows:
+        if isinstance(row, BadRow):
+            if not config.skip_bad:
+                raise LLMSimError(f"{path}:{line}: {row} (skip such rows with workload.trace.skip_bad: true)")
+            skipped += 1
+            continue
+        records.append(row)
+    if not records:
+        raise LLMSimError(f"{path}: trace has no valid requests" + (f" ({skipped} skipped)" if skipped else ""))
+    times = np.array([r[0] for r in records])
     order = np.argsort(times, kind="stable")
-    times = (times[order] - times[order[0]]) / time_scale
-    return times, np.asarray(inputs, dtype=np.int64)[order], np.asarray(outputs, dtype=np.int64)[order]
+    offset = times[order] - times[order[0]]
+    keep = order[(offset >= config.start_s) & (offset < (config.end_s if config.end_s is not None else np.inf))]
+    if config.sample < 1:
+        keep = keep[(rng if rng is not None else np.random.default_rng(0)).random(keep.size) < config.sample]
+    keep = keep[:limit] if limit is not None else keep
+    if keep.size == 0:
+        raise LLMSimError(f"{path}: no requests in the window [{config.start_s}, {config.end_s}) s after sampling")
+    arrivals = (times[keep] - times[keep[0]]) / config.time_scale
+    inputs = np.array([records[i][1] for i in keep], dtype=np.int64)
+    outputs = np.array([records[i][2] for i in keep], dtype=np.int64)
+    prefixes = None
+    if any(r[3] is not None for r in records):
+        prefixes = np.empty(keep.size, dtype=object)
+        prefixes[:] = [records[i][3] for i in keep]
+    return Trace(arrivals, inputs, outputs, prefixes, skipped)
+
+
+def write_trace(trace: Trace, path: str | Path) -> None:
+    """Write the canonical (processed) CSV, with ``hash_ids`` when the trace has prefix ids."""
+    with Path(path).open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        header = ["arrived_at", "num_prefill_tokens", "num_decode_tokens"]
+        writer.writerow([*header, "hash_ids"] if trace.prefixes is not None else header)
+        for i in range(len(trace.arrival_s)):
+            row = [repr(float(trace.arrival_s[i])), int(trace.input_tokens[i]), int(trace.output_tokens[i])]
+            if trace.prefixes is not None:
+                prefix = trace.prefixes[i]
+                row.append(" ".join(str(x) for x in prefix.ids) if prefix is not None else "")
+            writer.writerow(row)

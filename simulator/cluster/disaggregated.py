@@ -1,0 +1,75 @@
+"""Disaggregated prefill/decode (Splitwise, DistServe): the hand-off from a prefill replica to a decode replica.
+
+A request first runs on a prefill replica as a one-token request: its prompt is prefilled and its first token
+emitted there. Then its KV cache (the prompt's tokens, at the KV precision, all layers and heads) crosses the link of
+that prefill replica — FIFO, one transfer at a time, ``latency + bytes / bandwidth`` — and is queued at the decode
+replica the decode router picks, like a swapped-out request whose KV is ready: the decode scheduler admits it when
+its memory allows (at no link cost there) and it decodes the remaining tokens.
+
+With ``layer_overlap`` the transfer streams during the prefill, so after the prefill it only adds
+max(transfer − prefill time, transfer / layers). The prefill replica frees the KV when the prefill ends (the
+transfer is modelled as leaving from a staging buffer). Per request: ``kv_arrived_s`` (the KV reached the decode
+pool) and ``decode_admitted_s`` (a decode replica took it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from simulator.cluster.replica import Replica
+from simulator.cluster.router import Router
+from simulator.config.schema import TransferConfig
+from simulator.recorder import Recorder
+from simulator.request import FINISHED, REJECTED, WAITING, Request
+
+
+class PrefillToDecode:
+    """Receives what prefill replicas finish and moves it to the decode pool."""
+
+    def __init__(
+        self, env: simpy.Environment, decode_replicas: list[Replica], decode_router: Router,
+        transfer: TransferConfig, kv_bytes_per_token: float, num_layers: int, recorder: Recorder,
+    ) -> None:
+        self.env = env
+        self.decode_replicas = decode_replicas
+        self.router = decode_router
+        self.transfer = transfer
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.num_layers = num_layers
+        self.recorder = recorder
+        self._link_free_at: dict[int, float] = {}  # prefill replica -> when its link is idle
+
+    def enter(self, request: Request) -> Request:
+        """Make an arriving request a one-token request for its prefill replica."""
+        request.decode_output_tokens = request.output_tokens
+        request.output_tokens = 1
+        return request
+
+    def __call__(self, request: Request) -> None:
+        """A prefill replica finished (or rejected) ``request``."""
+        request.output_tokens = request.decode_output_tokens
+        if request.status == REJECTED or request.output_tokens == 1:
+            if request.status != REJECTED:
+                request.status = FINISHED
+            self.recorder.request_done(request)
+            return
+        now = self.env.now
+        seconds = self.transfer.latency_ms / 1000 + request.input_tokens * self.kv_bytes_per_token / (
+            self.transfer.bandwidth_gbps * 1e9
+        )
+        if self.transfer.layer_overlap:
+            prefill_time = request.first_token_s - request.first_scheduled_s
+            seconds = max(seconds - prefill_time, seconds / self.num_layers)
+        start = max(now, self._link_free_at.get(request.replica, -math.inf))
+        self._link_free_at[request.replica] = start + seconds
+        event = self.env.timeout(start + seconds - now)
+        event.callbacks.append(lambda _event: self._arrive(request))
+
+    def _arrive(self, request: Request) -> None:
+        request.kv_arrived_s = self.env.now
+        request.status, request.finish_s = WAITING, math.nan
+        request.swapped_tokens = request.input_tokens  # KV of the prompt; the first token is not written back yet
+        request.remote_kv = True
+        self.decode_replicas[self.router.route(request)].submit(request)

@@ -1,0 +1,136 @@
+"""Routers and trace replay across replicas."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import simulator
+from simulator.cluster.router import ROUTERS
+from simulator.config import load_experiment
+from simulator.config.schema import RouterConfig
+from simulator.errors import ConfigError, LLMSimError
+from simulator.request import Prefix, Request
+from simulator.workload import read_trace
+from tests.helpers import experiment
+
+
+def _router(kind, loads, **config):
+    replicas = [SimpleNamespace(outstanding=o, kv_load=k) for o, k in loads]
+    return ROUTERS.get(kind)(replicas, RouterConfig(kind=kind, **config), np.random.default_rng(0)), replicas
+
+
+def _request(i=0, prefix=None):
+    return Request(i, 0.0, 10, 10, prefix)
+
+
+def test_least_outstanding_and_least_kv_load_pick_the_emptiest_replica_lowest_index_first():
+    router, _ = _router("least_outstanding", [(3, 0.1), (1, 0.9), (1, 0.2)])
+    assert router.route(_request()) == 1
+    router, _ = _router("least_kv_load", [(3, 0.5), (1, 0.9), (0, 0.5)])
+    assert router.route(_request()) == 2  # equal KV load: fewer outstanding
+
+
+def test_power_of_two_never_picks_the_busier_of_its_two_samples():
+    router, _ = _router("power_of_two", [(i, 0.0) for i in range(8)])
+    picks = [router.route(_request()) for _ in range(2000)]
+    assert 7 not in picks  # the busiest replica loses every comparison
+    assert np.bincount(picks, minlength=8)[0] == pytest.approx(2000 * 7 / 28, rel=0.15)  # P(min) = 2(n−1−i)/n(n−1)
+
+
+def test_prefix_affinity_keeps_a_group_home_until_it_is_overloaded():
+    router, replicas = _router("prefix_affinity", [(0, 0.0), (0, 0.0), (0, 0.0)], load_cap=2.0)
+    group = Prefix((42, 43), 512)
+    home = router.route(_request(prefix=group))
+    replicas[home].outstanding = 1
+    assert router.route(_request(prefix=group)) == home  # 1 <= 2 × 1/3 + 1
+    replicas[home].outstanding = 10
+    assert router.route(_request(prefix=group)) != home  # 10 > 2 × 10/3 + 1: spill to the least loaded
+    assert router.route(_request(prefix=None)) != home
+
+
+def test_unknown_router_is_a_clear_error():
+    with pytest.raises(LLMSimError, match=r"cluster\.router: unknown kind .nearest."):
+        simulator.run(load_experiment(experiment(cluster={"replicas": 2, "router": "nearest"})))
+
+
+def test_users_own_router_by_file_path(tmp_path):
+    (tmp_path / "my_router.py").write_text(
+        "from simulator.cluster.router import Router\n"
+        "class LastReplica(Router):\n"
+        "    def route(self, request):\n"
+        "        return self.num_replicas - 1\n"
+    )
+    config = experiment(cluster={"replicas": 3, "router": {"kind": f"{tmp_path / 'my_router.py'}:LastReplica"}})
+    result = simulator.run(load_experiment(config))
+    assert set(result.requests["replica"]) == {2}
+    config["cluster"]["router"]["kind"] = "simulator.request.Request"
+    with pytest.raises(ConfigError, match=r"is not a subclass of simulator\.cluster\.router\.Router"):
+        simulator.run(load_experiment(config))
+
+
+@pytest.mark.parametrize("kind", ["random", "least_outstanding", "least_kv_load", "power_of_two", "prefix_affinity"])
+def test_every_router_is_deterministic_and_serves_everyone(kind):
+    config = load_experiment(experiment(cluster={"replicas": 3, "router": kind}))
+    first, second = simulator.run(config), simulator.run(config)
+    assert first.summary == second.summary and first.summary["completed"] == 50
+
+
+def test_azure_conversation_trace_through_four_replicas_offers_the_trace_load(shared_data):
+    path = shared_data / "traces" / "azure_conv_2023.csv"
+    trace = read_trace(path)
+    config = experiment(
+        model="llama-3-8b", hardware="h100-sxm", cluster={"replicas": 4, "router": "least_outstanding"},
+        scheduler={"kind": "chunked", "max_num_seqs": 128}, kv_cache={"kind": "paged"},
+        cost_model={"kind": "roofline"}, workload={"trace": {"path": str(path)}},
+    )
+    result = simulator.run(load_experiment(config))
+    requests = result.requests
+    assert result.summary["num_requests"] == len(trace.arrival_s) == 19_366
+    rejected = requests[requests["status"] == "rejected"]  # prompts beyond Llama-3-8B's 8,192 positions
+    assert len(rejected) <= 5 and rejected["reject_reason"].str.contains("max_model_len").all()
+    np.testing.assert_allclose(requests["arrival_s"], trace.arrival_s)
+    offered_rate = (len(requests) - 1) / requests["arrival_s"].iloc[-1]
+    assert offered_rate == pytest.approx((len(trace.arrival_s) - 1) / trace.arrival_s[-1], rel=1e-12)
+    assert requests["input_tokens"].mean() == pytest.approx(trace.input_tokens.mean(), rel=1e-12)
+    assert requests["output_tokens"].mean() == pytest.approx(trace.output_tokens.mean(), rel=1e-12)
+    # and the trace's own statistics (../shared/data/README.md: prefill mean 1,155, decode mean 211 overall)
+    assert requests["input_tokens"].mean() == pytest.approx(1155, rel=0.01)
+    assert requests["output_tokens"].mean() == pytest.approx(211, rel=0.01)
+    assert requests.groupby("replica").size().min() > 4000  # every replica took its share
+
+
+TWO_TIERS = [
+    {"name": "premium", "share": 1, "priority": 0, "slo": {"ttft_ms": 1e9},
+     "input_tokens": {"kind": "fixed", "value": 50}, "output_tokens": {"kind": "fixed", "value": 5}},
+    {"name": "batch", "share": 3, "priority": 1, "slo": {"ttft_ms": 1e-3},
+     "input_tokens": {"kind": "fixed", "value": 500}, "output_tokens": {"kind": "fixed", "value": 20}},
+]
+
+
+def test_classes_split_requests_by_share_with_their_own_lengths_and_slos():
+    config = experiment(workload={"num_requests": 4000, "arrival": {"kind": "poisson", "rate": 1.0},
+                                  "classes": TWO_TIERS}, scheduler={"kind": "continuous", "max_num_seqs": 64})
+    result = simulator.run(load_experiment(config))
+    requests, s = result.requests, result.summary
+    premium = requests["class_id"] == 0
+    assert premium.mean() == pytest.approx(0.25, abs=4 * np.sqrt(0.25 * 0.75 / 4000))
+    assert set(requests.loc[premium, "input_tokens"]) == {50} and set(requests.loc[~premium, "input_tokens"]) == {500}
+    # each tier is held to its own SLO: premium's is unreachable to miss, batch's impossible to meet
+    assert s["premium.slo_attainment"] == 1.0 and s["batch.slo_attainment"] == 0.0
+    assert s["slo_attainment"] == pytest.approx(premium.mean())
+    assert s["premium.num_requests"] + s["batch.num_requests"] == 4000
+
+
+def test_lower_priority_value_is_served_first_fcfs_within_a_priority():
+    """Everything queued at once behind one slot: all premium requests start before any batch request."""
+    config = experiment(workload={"num_requests": 200, "arrival": {"kind": "constant", "rate": 1e7},
+                                  "classes": TWO_TIERS}, scheduler={"kind": "continuous", "max_num_seqs": 1})
+    requests = simulator.run(load_experiment(config)).requests.iloc[1:]  # the first starts before others arrive
+    order = requests.sort_values("first_scheduled_s")
+    classes = order["class_id"].to_numpy()
+    assert (np.diff(classes) >= 0).all()  # premium (0) block, then batch (1)
+    for _, group in order.groupby("class_id"):
+        assert group["request_id"].is_monotonic_increasing

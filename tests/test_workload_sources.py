@@ -1,0 +1,150 @@
+"""Arrival processes against their laws, length distributions, every trace format, and convert-trace."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simulator.cli import main
+from simulator.config.schema import (
+    DiurnalArrival,
+    EmpiricalLength,
+    GammaArrival,
+    NormalLength,
+    OnOffArrival,
+    PiecewiseArrival,
+    TraceConfig,
+)
+from simulator.errors import LLMSimError
+from simulator.workload import arrival_times, read_trace, sample_lengths
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+@pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
+def test_gamma_gaps_have_mean_one_over_rate_and_cv2_one_over_burstiness(burstiness):
+    times = arrival_times(GammaArrival(kind="gamma", rate=5.0, burstiness=burstiness), 200_000, _rng())
+    gaps = np.diff(np.concatenate([[0.0], times]))
+    assert gaps.mean() == pytest.approx(1 / 5.0, rel=0.01)
+    assert gaps.var() / gaps.mean() ** 2 == pytest.approx(1 / burstiness, rel=0.03)
+
+
+def test_onoff_is_silent_when_off_and_poisson_when_on():
+    config = OnOffArrival(kind="onoff", rate=10.0, on_s=2.0, off_s=3.0)
+    times = arrival_times(config, 100_000, _rng())
+    phase = np.mod(times, 5.0)
+    assert (phase < 2.0).all()  # nothing in [2, 5) of each 5-second cycle
+    cycles = times[-1] / 5.0
+    assert len(times) / (cycles * 2.0) == pytest.approx(10.0, rel=0.02)
+
+
+def test_piecewise_rate_counts_match_each_segment():
+    """Rates 2/s on [0, 100) and 8/s on [100, 150), repeating every 150 s: Poisson counts within 4 sigma."""
+    config = PiecewiseArrival(kind="piecewise", rates=[(0, 2.0), (100, 8.0)], period_s=150)
+    times = arrival_times(config, 50_000, _rng())
+    whole = times[times < 150 * int(times[-1] // 150)]
+    periods = int(times[-1] // 150)
+    phase = np.mod(whole, 150)
+    for low, high, rate in ((0, 100, 2.0), (100, 150, 8.0)):
+        expected = rate * (high - low) * periods
+        assert abs(((phase >= low) & (phase < high)).sum() - expected) < 4 * np.sqrt(expected)
+
+
+def test_diurnal_averages_to_its_mean_rate_and_peaks_at_peak_s():
+    config = DiurnalArrival(kind="diurnal", mean_rate=4.0, amplitude=0.8, period_s=100.0, peak_s=25.0)
+    times = arrival_times(config, 80_000, _rng())
+    periods = int(times[-1] // 100)
+    kept = times[times < periods * 100]
+    assert len(kept) / (periods * 100) == pytest.approx(4.0, rel=0.02)
+    counts = np.histogram(np.mod(kept, 100), bins=4, range=(0, 100))[0]
+    assert counts.argmax() in (0, 1)  # the quarter holding t = 25 s or next to it is the busiest
+    assert counts[[0, 1]].sum() > 2 * counts[[2, 3]].sum() * 0.9  # rate above mean around the peak
+
+
+def test_truncated_normal_stays_in_bounds_and_is_not_clipped():
+    values = sample_lengths(NormalLength(kind="normal", mean=100, std=50, min=60, max=300), 100_000, _rng())
+    assert values.min() >= 60 and values.max() <= 300
+    assert (values == 60).mean() < 0.02  # redrawn, not piled up at the bound
+
+
+def test_empirical_lengths_resample_a_column(tmp_path):
+    path = tmp_path / "lengths.csv"
+    path.write_text("num_prefill_tokens,other\n10,x\n20,y\n30,z\n")
+    values = sample_lengths(EmpiricalLength(kind="empirical", path=str(path), column="num_prefill_tokens", max=25),
+                            1000, _rng())
+    assert set(values) == {10, 20, 25}
+    with pytest.raises(LLMSimError, match="no column 'nope'"):
+        sample_lengths(EmpiricalLength(kind="empirical", path=str(path), column="nope"), 1, _rng())
+
+
+FORMATS = {
+    "processed.csv": "arrived_at,num_prefill_tokens,num_decode_tokens\n5.0,100,10\n5.5,200,20\n7.0,300,30\n",
+    "azure.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0000000,100,10\n"
+                 "2023-11-16 18:15:46.5000000,200,20\n2023-11-16 18:15:48.0000000,300,30\n",
+    "burstgpt.csv": "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                    "5,ChatGPT,100,10,110,Conversation log\n5.5,ChatGPT,200,20,220,Conversation log\n"
+                    "7,GPT-4,300,30,330,API log\n",
+    "mooncake.jsonl": "\n".join(json.dumps(r) for r in [
+        {"timestamp": 5000, "input_length": 100, "output_length": 10, "hash_ids": [1]},
+        {"timestamp": 5500, "input_length": 200, "output_length": 20, "hash_ids": [1, 2]},
+        {"timestamp": 7000, "input_length": 300, "output_length": 30, "hash_ids": [3]}]) + "\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_format_reads_to_the_same_requests(tmp_path, name):
+    path = tmp_path / name
+    path.write_text(FORMATS[name])
+    trace = read_trace(path)
+    np.testing.assert_allclose(trace.arrival_s, [0.0, 0.5, 2.0])
+    assert list(trace.input_tokens) == [100, 200, 300] and list(trace.output_tokens) == [10, 20, 30]
+    if name.startswith("mooncake"):
+        assert [p.ids for p in trace.prefixes] == [(1,), (1, 2), (3,)] and trace.prefixes[0].unit == 512
+
+
+def test_generic_csv_with_a_column_mapping_and_a_time_unit(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("t_ms,prompt,completion\n1000,100,10\n1500,200,20\n")
+    trace = read_trace(TraceConfig(path=str(path), format="csv", time_unit="ms",
+                                   columns={"arrival": "t_ms", "input": "prompt", "output": "completion"}))
+    np.testing.assert_allclose(trace.arrival_s, [0.0, 0.5])
+
+
+def test_bad_rows_stop_with_file_and_line_or_are_skipped_and_counted(tmp_path):
+    path = tmp_path / "b.csv"
+    path.write_text(FORMATS["burstgpt.csv"] + "8,ChatGPT,50,0,50,Conversation log\n9,ChatGPT,abc,5,5,API log\n")
+    with pytest.raises(LLMSimError, match=r"b.csv:5: column Response tokens: expected a positive integer, got '0'"):
+        read_trace(path)
+    trace = read_trace(TraceConfig(path=str(path), skip_bad=True))
+    assert trace.skipped == 2 and len(trace.arrival_s) == 3
+    bad_json = tmp_path / "m.jsonl"
+    bad_json.write_text('{"timestamp": 1, "input_length": 5}\n')
+    with pytest.raises(LLMSimError, match=r"m.jsonl:1: missing field\(s\) \['output_length'\]"):
+        read_trace(bad_json)
+
+
+def test_window_time_scale_and_sampling(tmp_path):
+    path = tmp_path / "p.csv"
+    rows = "".join(f"{t},{10 + t},5\n" for t in range(100))
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + rows)
+    trace = read_trace(TraceConfig(path=str(path), start_s=10, end_s=20, time_scale=2.0))
+    assert list(trace.input_tokens) == list(range(20, 30))
+    np.testing.assert_allclose(trace.arrival_s, np.arange(10) / 2.0)
+    sampled = read_trace(TraceConfig(path=str(path), sample=0.5), rng=_rng(3))
+    again = read_trace(TraceConfig(path=str(path), sample=0.5), rng=_rng(3))
+    assert 30 < len(sampled.arrival_s) < 70 and list(sampled.input_tokens) == list(again.input_tokens)
+
+
+def test_convert_trace_writes_the_canonical_form_with_prefix_ids(tmp_path, capsys):
+    source, target = tmp_path / "mooncake.jsonl", tmp_path / "out.csv"
+    source.write_text(FORMATS["mooncake.jsonl"])
+    assert main(["convert-trace", str(source), str(target)]) == 0
+    assert target.read_text().splitlines()[:2] == [
+        "arrived_at,num_prefill_tokens,num_decode_tokens,hash_ids", "0.0,100,10,1"]
+    round_trip = read_trace(target)
+    assert [p.ids for p in round_trip.prefixes] == [(1,), (1, 2), (3,)]
+    assert "3 requests" in capsys.readouterr().err
