@@ -124,6 +124,32 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0 if all(r.holds for r in results) else 1
 
 
+def _cmd_regress(args: argparse.Namespace) -> int:
+    from simulator.regression import (
+        BASELINE_NAME,
+        compare_with_baseline,
+        format_report,
+        load_suite,
+        read_baseline,
+        run_suite,
+        write_baseline,
+    )
+
+    comparisons = load_suite(args.suite)
+    baseline_path = Path(args.baseline) if args.baseline else Path(args.suite) / BASELINE_NAME
+    result = run_suite(comparisons, jobs=args.jobs)
+    if args.update:
+        broken = result.broken_findings
+        write_baseline(result, baseline_path)
+        print(f"wrote {baseline_path} ({sum(len(v) for v in result.values.values())} variants)", file=sys.stderr)
+        for name, finding in broken:
+            print(f"BROKEN  {name}: {finding.finding.describe()}: got {finding.value:.4g}")
+        return 1 if broken else 0
+    compare_with_baseline(result, comparisons, read_baseline(baseline_path), args.rtol)
+    print(format_report(result))
+    return 0 if result.passed else 1
+
+
 def _cmd_convert_trace(args: argparse.Namespace) -> int:
     from simulator.config.schema import TraceConfig
     from simulator.workload import read_trace, write_trace
@@ -169,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--jobs", type=_positive_int, default=1, help="variants run in parallel processes")
     comp.add_argument("--json", action="store_true", help="print summaries and findings as JSON")
     comp.set_defaults(func=_cmd_compare)
+
+    reg = sub.add_parser("regress", help="run a suite of comparisons, check findings and compare with a baseline")
+    reg.add_argument("--suite", default=str(Path("experiments") / "policies"), help="folder of comparison YAMLs")
+    reg.add_argument("--baseline", help="baseline JSON (default: SUITE/baseline.json)")
+    reg.add_argument("--update", action="store_true", help="re-bless the baseline with this run's values")
+    reg.add_argument("--jobs", type=_positive_int, default=1, help="simulations in parallel processes")
+    reg.add_argument("--rtol", type=float, default=0.02, help="default relative tolerance per metric")
+    reg.set_defaults(func=_cmd_regress)
 
     conv = sub.add_parser("convert-trace", help="rewrite a trace (Azure, BurstGPT, Mooncake, CSV) in the canonical "
                           "arrived_at,num_prefill_tokens,num_decode_tokens form")

@@ -75,6 +75,9 @@ class ComparisonConfig(Strict):
         "output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_itl_ms", "slo_attainment",
     ])
     findings: list[Finding] = Field(default_factory=list)
+    tolerances: dict[str, float] = Field(
+        default_factory=dict, description="llmsim regress: relative tolerance per metric against the baseline"
+    )
 
 
 def summary_keys() -> list[str]:

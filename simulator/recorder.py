@@ -103,10 +103,13 @@ class Recorder:
         self.peak_batch_tokens = [0] * num_replicas  # most tokens (prompt chunks + decodes) in one iteration
         self.prefill_tokens = 0  # prompt tokens computed, recomputation after preemption included
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
+        self.on_complete = None  # called with each finished or rejected request
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
         self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots)
 
     def request_done(self, request: Request) -> None:
-        """Record a finished or rejected request."""
+        """Record a finished or rejected request (and tell ``on_complete``, e.g. a closed-loop client)."""
         self.requests.append(request)
+        if self.on_complete is not None:
+            self.on_complete(request)

@@ -134,3 +134,36 @@ def test_lower_priority_value_is_served_first_fcfs_within_a_priority():
     assert (np.diff(classes) >= 0).all()  # premium (0) block, then batch (1)
     for _, group in order.groupby("class_id"):
         assert group["request_id"].is_monotonic_increasing
+
+
+def test_tokenization_counts_in_ttft_and_can_reorder_arrivals(tmp_path):
+    """10 µs per prompt token: a 3,000-token prompt sent at 0 reaches the server at 30 ms, after a 100-token one
+    sent at 1 ms (2 ms). TTFT of the short one = 1 ms tokenizing + 2 + 100 × 0.1 ms."""
+    path = tmp_path / "t.csv"
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.000,3000,2\n0.001,100,2\n")
+    config = experiment(workload={"trace": {"path": str(path)}},
+                        scheduler={"kind": "continuous", "max_num_seqs": 1, "max_model_len": 8192},
+                        cost_model={**experiment()["cost_model"], "tokenize_us_per_token": 10.0})
+    requests = simulator.run(load_experiment(config)).requests
+    long, short = requests.iloc[0], requests.iloc[1]
+    assert short["first_scheduled_s"] == pytest.approx(0.002) and short["ttft_ms"] == pytest.approx(1 + 2 + 10)
+    assert long["first_scheduled_s"] > short["first_scheduled_s"]
+
+
+@pytest.mark.parametrize("users", [1, 4])
+def test_closed_loop_obeys_the_interactive_response_time_law(users):
+    """N users thinking Z on average: throughput X = N / (R + Z) with R the mean response time (Little's law on
+    the whole loop). With one user nothing queues: R is the bare service time 2 + 200 × 0.1 + 9 × 5.2 ms."""
+    config = experiment(
+        scheduler={"kind": "static", "max_num_seqs": 1},
+        workload={"num_requests": 3000, "arrival": {"kind": "closed_loop", "users": users, "think_ms": 100},
+                  "input_tokens": {"kind": "fixed", "value": 200}, "output_tokens": {"kind": "fixed", "value": 10}},
+    )
+    result = simulator.run(load_experiment(config))
+    s = result.summary
+    response_s, think_s = s["mean_e2el_ms"] / 1000, 0.1
+    assert s["request_throughput"] == pytest.approx(users / (response_s + think_s), rel=0.03)
+    if users == 1:
+        assert result.requests["e2el_ms"].to_numpy() == pytest.approx(2 + 20 + 9 * 5.2)
+    else:
+        assert response_s > (2 + 20 + 9 * 5.2) / 1000  # users queue behind each other

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,8 @@ import yaml
 from simulator.cli import main
 from simulator.comparison import Finding, _merge, check_findings, load_comparison, run_experiments
 from simulator.errors import ConfigError
-from tests.helpers import REPO, experiment
-
-POLICIES = sorted((REPO / "experiments" / "policies").glob("*.yaml"))
+from simulator.regression import load_suite
+from tests.helpers import experiment
 
 
 def _write(tmp_path: Path, **spec) -> Path:
@@ -65,10 +65,39 @@ def test_compare_command_exits_nonzero_on_a_broken_finding(tmp_path, capsys):
     assert "[BROKEN] completed of a >= 51: 50" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("path", POLICIES, ids=[p.stem for p in POLICIES])
-def test_shipped_policy_comparisons_hold(path):
-    comparison = load_comparison(path)
-    results = check_findings(comparison.spec.findings, run_experiments(comparison.experiments, jobs=2))
-    assert comparison.spec.findings and comparison.spec.source
-    broken = [f"{r.finding.describe()}: {r.value:.4g}" for r in results if not r.holds]
-    assert not broken
+def _suite(tmp_path: Path, findings_min: float = 50) -> Path:
+    folder = tmp_path / "suite"
+    folder.mkdir(exist_ok=True)
+    (folder / "one.yaml").write_text(yaml.safe_dump({
+        "name": "one", "source": "test", "base": experiment(), "variants": {"a": {}, "b": {"seed": 2}},
+        "metrics": ["completed", "mean_ttft_ms"], "tolerances": {"mean_ttft_ms": 0.001},
+        "findings": [{"metric": "completed", "variant": "a", "min": findings_min}],
+    }))
+    return folder
+
+
+def test_regress_blesses_then_passes_then_catches_changes(tmp_path, capsys):
+    suite = _suite(tmp_path)
+    assert main(["regress", "--suite", str(suite)]) == 1  # nothing blessed yet: every metric is new
+    assert "NEW     one/a: completed = 50" in capsys.readouterr().out
+    assert main(["regress", "--suite", str(suite), "--update"]) == 0
+    assert main(["regress", "--suite", str(suite), "--jobs", "2"]) == 0
+    assert "PASS  1 comparisons, 1 findings (0 broken), 4 metrics" in capsys.readouterr().out
+    baseline = json.loads((suite / "baseline.json").read_text())
+    baseline["one"]["b"]["mean_ttft_ms"] *= 1.01  # outside the comparison's 0.1% tolerance
+    (suite / "baseline.json").write_text(json.dumps(baseline))
+    assert main(["regress", "--suite", str(suite)]) == 1
+    assert "CHANGED one/b: mean_ttft_ms" in capsys.readouterr().out
+
+
+def test_regress_fails_on_a_broken_finding(tmp_path, capsys):
+    suite = _suite(tmp_path, findings_min=51)
+    assert main(["regress", "--suite", str(suite), "--update"]) == 1
+    assert "BROKEN  one: completed of a >= 51: got 50" in capsys.readouterr().out
+
+
+def test_regress_refuses_a_missing_or_empty_suite(tmp_path):
+    with pytest.raises(ConfigError, match="has no comparison files"):
+        load_suite(tmp_path)
+    with pytest.raises(ConfigError, match="is not a folder"):
+        load_suite(tmp_path / "nope")

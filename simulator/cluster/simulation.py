@@ -10,6 +10,7 @@ import simpy
 
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
+from simulator.cluster.feeds import ArrivalFeed, ClosedLoopFeed, RequestFactory
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.config.schema import ExperimentConfig, PoolConfig
@@ -17,7 +18,6 @@ from simulator.cost import build_cost_model
 from simulator.errors import ConfigError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_cache_bytes, kv_dtype
 from simulator.recorder import Recorder
-from simulator.request import Request
 from simulator.schedulers import SCHEDULERS, Scheduler
 from simulator.workload import generate_requests
 
@@ -62,72 +62,6 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
             "kind: chunked)"
         )
     return max_model_len, batched
-
-
-class ArrivalFeed:
-    """Delivers requests at their arrival time (plus one-way network latency) to the router's replica.
-
-    One SimPy timeout per distinct arrival instant; requests arriving at the same instant are all queued before
-    any replica starts its next iteration. The workload arrays are turned into Python numbers a chunk at a time.
-    """
-
-    CHUNK = 4096
-
-    def __init__(
-        self, env: simpy.Environment, workload, network_s: float, router: Router, replicas: list[Replica],
-        priorities: list[int] = (), enter=None,
-    ):
-        self.env, self.router, self.replicas = env, router, replicas
-        self._priorities = list(priorities)  # per class
-        self._enter = enter  # prepares a request for the entry pool (disaggregated: a one-token prefill request)
-        self._workload = workload
-        self._network_s = network_s
-        self._total = len(workload.arrival_s)
-        self._offset = 0  # index of the first request of the current chunk
-        self._next = 0  # index within the chunk
-        self._load_chunk()
-        if self._arrivals:
-            self._schedule()
-
-    def _load_chunk(self) -> None:
-        window = slice(self._offset, self._offset + self.CHUNK)
-        workload = self._workload
-        self._arrivals, self._inputs, self._outputs = (
-            column[window].tolist() for column in (workload.arrival_s, workload.input_tokens, workload.output_tokens)
-        )
-        self._prefixes = workload.prefixes[window].tolist() if workload.prefixes is not None else None
-        self._classes = workload.classes[window].tolist() if workload.classes is not None else None
-
-    def _schedule(self) -> None:
-        due = self._arrivals[self._next] + self._network_s
-        event = self.env.timeout(max(due - self.env.now, 0.0))
-        event.callbacks.append(self._deliver)
-
-    def _deliver(self, _event: simpy.Event) -> None:
-        now, network_s = self.env.now, self._network_s
-        while True:
-            arrivals, i = self._arrivals, self._next
-            while i < len(arrivals) and arrivals[i] + network_s <= now:
-                request = Request(
-                    self._offset + i, arrivals[i], self._inputs[i], self._outputs[i],
-                    self._prefixes[i] if self._prefixes is not None else None,
-                )
-                if self._classes is not None:
-                    request.class_id = self._classes[i]
-                    request.priority = self._priorities[request.class_id]
-                if self._enter is not None:
-                    self._enter(request)
-                self.replicas[self.router.route(request)].submit(request)
-                i += 1
-            self._next = i
-            if i < len(arrivals):
-                break
-            self._offset += len(arrivals)
-            if self._offset >= self._total:
-                return
-            self._next = 0
-            self._load_chunk()
-        self._schedule()
 
 
 def _router(config: ExperimentConfig, router_config, replicas: list[Replica], stream: int) -> Router:
@@ -217,8 +151,16 @@ def simulate(
         for replica in pools[0].replicas:
             replica.on_done = handoff
         enter = handoff.enter
-    priorities = [c.priority for c in config.workload.classes or []]
-    ArrivalFeed(env, workload, config.cost_model.network_ms / 1000, router, entry, priorities, enter)
+    factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter)
+    delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (
+        workload.input_tokens
+    )
+    arrival = config.workload.arrival
+    if arrival is not None and arrival.kind == "closed_loop":
+        ClosedLoopFeed(env, factory, delay_s, router, entry, recorder, arrival, np.random.default_rng(
+            np.random.SeedSequence([config.seed, 3])))
+    else:
+        ArrivalFeed(env, factory, delay_s, router, entry)
     env.run()
     recorder.requests.close()
     return SimulationOutput(

@@ -208,6 +208,9 @@ KVCacheConfig = Annotated[
 # --- cost model ----------------------------------------------------------------------------------------------
 class CostModelBase(Strict):
     network_ms: float = Field(default=0.0, ge=0, description="one-way client-to-server latency, counted in TTFT")
+    tokenize_us_per_token: float = Field(
+        default=0.0, ge=0, description="client-side tokenization time per prompt token, counted in TTFT"
+    )
 
 
 class RooflineCostConfig(CostModelBase):
@@ -288,8 +291,19 @@ class DiurnalArrival(Strict):
     peak_s: float = Field(default=0.0, ge=0)
 
 
+class ClosedLoopArrival(Strict):
+    """``users`` clients, each sending a request, waiting for it to end, thinking ``think_ms`` (exponential with
+    that mean, or fixed), and sending the next — load that backs off when the server slows down."""
+
+    kind: Literal["closed_loop"]
+    users: int = Field(ge=1)
+    think_ms: float = Field(default=0.0, ge=0)
+    think: Literal["exponential", "fixed"] = "exponential"
+
+
 ArrivalConfig = Annotated[
-    PoissonArrival | ConstantArrival | GammaArrival | OnOffArrival | PiecewiseArrival | DiurnalArrival,
+    PoissonArrival | ConstantArrival | GammaArrival | OnOffArrival | PiecewiseArrival | DiurnalArrival
+    | ClosedLoopArrival,
     Field(discriminator="kind"),
 ]
 

@@ -8,6 +8,7 @@
   on-clock time u maps to u + floor(u / on_s) · off_s
 - piecewise, diurnal: a Poisson process with rate λ(t), drawn by thinning (Lewis & Shedler): candidates at
   λmax, each kept with probability λ(t)/λmax
+- closed_loop: NaN here; the run decides (:class:`simulator.cluster.feeds.ClosedLoopFeed`)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from simulator.config.schema import (
     ArrivalConfig,
+    ClosedLoopArrival,
     ConstantArrival,
     DiurnalArrival,
     GammaArrival,
@@ -72,4 +74,6 @@ def arrival_times(config: ArrivalConfig, n: int, rng: np.random.Generator) -> np
             return c.mean_rate * (1 + c.amplitude * np.cos(2 * math.pi * (t - c.peak_s) / c.period_s))
 
         return _thinned(rate_at, c.mean_rate * (1 + c.amplitude), n, rng)
+    if isinstance(config, ClosedLoopArrival):
+        return np.full(n, np.nan)  # decided during the run, by when each user's previous request ends
     raise TypeError(f"unsupported arrival config {config!r}")

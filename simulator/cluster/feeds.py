@@ -1,0 +1,147 @@
+"""Feeds: what puts requests into the cluster.
+
+- :class:`ArrivalFeed` (open loop): every request at its arrival time plus its client-side delay (one-way network
+  latency and tokenization, ``cost_model.network_ms`` + ``tokenize_us_per_token`` × prompt tokens), in the order
+  they reach the server. One SimPy timeout per distinct delivery instant; requests delivered at the same instant are
+  all queued before any replica starts its next iteration. The workload arrays become Python numbers a chunk at a
+  time.
+- :class:`ClosedLoopFeed`: ``users`` clients, each sending its next request a think time after its previous one
+  ended (finished or rejected); lengths are taken from the workload in send order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from simulator.cluster.replica import Replica
+from simulator.cluster.router import Router
+from simulator.config.schema import ClosedLoopArrival
+from simulator.recorder import Recorder
+from simulator.request import Request
+
+
+class RequestFactory:
+    """Builds request ``i`` of a workload (lengths, prefix, class and priority), prepared for the entry pool."""
+
+    def __init__(self, workload, priorities: list[int], enter=None) -> None:
+        self.workload = workload
+        self.total = len(workload.input_tokens)
+        self._priorities = priorities
+        self._enter = enter  # disaggregated: turns the request into a one-token prefill request
+
+    def columns(self, index: np.ndarray) -> tuple[list, ...]:
+        """Python lists of (inputs, outputs, prefixes or None, classes or None) for these request indices."""
+        w = self.workload
+        return (
+            w.input_tokens[index].tolist(), w.output_tokens[index].tolist(),
+            w.prefixes[index].tolist() if w.prefixes is not None else None,
+            w.classes[index].tolist() if w.classes is not None else None,
+        )
+
+    def make(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int, prefix, class_id):
+        request = Request(request_id, arrival_s, input_tokens, output_tokens, prefix)
+        if class_id is not None:
+            request.class_id = class_id
+            request.priority = self._priorities[class_id]
+        if self._enter is not None:
+            self._enter(request)
+        return request
+
+
+class ArrivalFeed:
+    CHUNK = 4096
+
+    def __init__(
+        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
+        replicas: list[Replica],
+    ) -> None:
+        self.env, self.factory, self.router, self.replicas = env, factory, router, replicas
+        due = factory.workload.arrival_s + delay_s
+        # requests reach the server in due order (tokenization can reorder them); ties keep arrival order
+        self._order = np.argsort(due, kind="stable") if np.any(np.diff(due) < 0) else None
+        self._due_all = due if self._order is None else due[self._order]
+        self._offset = 0  # index of the first request of the current chunk
+        self._next = 0  # index within the chunk
+        self._load_chunk()
+        if self._due:
+            self._schedule()
+
+    def _load_chunk(self) -> None:
+        start, stop = self._offset, min(self._offset + self.CHUNK, self.factory.total)
+        index = np.arange(start, stop) if self._order is None else self._order[start:stop]
+        self._ids = index.tolist()
+        self._arrivals = self.factory.workload.arrival_s[index].tolist()
+        self._due = self._due_all[start:stop].tolist()
+        self._inputs, self._outputs, self._prefixes, self._classes = self.factory.columns(index)
+
+    def _schedule(self) -> None:
+        event = self.env.timeout(max(self._due[self._next] - self.env.now, 0.0))
+        event.callbacks.append(self._deliver)
+
+    def _deliver(self, _event: simpy.Event) -> None:
+        now, make = self.env.now, self.factory.make
+        while True:
+            due, i = self._due, self._next
+            while i < len(due) and due[i] <= now:
+                request = make(
+                    self._ids[i], self._arrivals[i], self._inputs[i], self._outputs[i],
+                    self._prefixes[i] if self._prefixes is not None else None,
+                    self._classes[i] if self._classes is not None else None,
+                )
+                self.replicas[self.router.route(request)].submit(request)
+                i += 1
+            self._next = i
+            if i < len(due):
+                break
+            self._offset += len(due)
+            if self._offset >= self.factory.total:
+                return
+            self._next = 0
+            self._load_chunk()
+        self._schedule()
+
+
+class ClosedLoopFeed:
+    """``users`` clients in a loop: send, wait for the end, think (exponential or fixed, mean ``think_ms``), send.
+    Each user's first request goes out after one think time. Stops after the workload's ``num_requests``."""
+
+    def __init__(
+        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
+        replicas: list[Replica], recorder: Recorder, config: ClosedLoopArrival, rng: np.random.Generator,
+    ) -> None:
+        self.env, self.factory, self.router, self.replicas = env, factory, router, replicas
+        self.config, self.rng = config, rng
+        self._delay = delay_s.tolist() if isinstance(delay_s, np.ndarray) else [delay_s] * factory.total
+        self._sent = 0
+        self._user_of: dict[int, int] = {}
+        recorder.on_complete = self._ended
+        for user in range(min(config.users, factory.total)):
+            self._after_think(user)
+
+    def _think_s(self) -> float:
+        mean = self.config.think_ms / 1000
+        if mean == 0:
+            return 0.0
+        return float(self.rng.exponential(mean)) if self.config.think == "exponential" else mean
+
+    def _after_think(self, user: int) -> None:
+        if self._sent >= self.factory.total:
+            return
+        request_id = self._sent
+        self._sent += 1
+        send_at = self.env.now + self._think_s()
+        event = self.env.timeout(send_at - self.env.now + self._delay[request_id])
+        event.callbacks.append(lambda _event: self._deliver(user, request_id, send_at))
+
+    def _deliver(self, user: int, request_id: int, sent_s: float) -> None:
+        inputs, outputs, prefixes, classes = self.factory.columns(np.array([request_id]))
+        request = self.factory.make(request_id, sent_s, inputs[0], outputs[0],
+                                    prefixes[0] if prefixes else None, classes[0] if classes else None)
+        self._user_of[request_id] = user
+        self.replicas[self.router.route(request)].submit(request)
+
+    def _ended(self, request: Request) -> None:
+        user = self._user_of.pop(request.request_id, None)
+        if user is not None:
+            self._after_think(user)
