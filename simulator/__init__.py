@@ -3,10 +3,13 @@
 >>> import simulator
 >>> result = simulator.run(simulator.load("experiments/quickstart.yaml", workload__num_requests=200))
 >>> result.summary["p99_ttft_ms"], result.requests.head()
+>>> table = simulator.sweep("experiments/quickstart.yaml", {"workload.arrival.rate": [4, 8, 12]}, jobs=2)
 """
 
 from simulator.api import Result, load, run
+from simulator.capacity import find_capacity
 from simulator.errors import ConfigError, LLMSimError
+from simulator.sweep import sweep
 
-__all__ = ["ConfigError", "LLMSimError", "Result", "load", "run"]
+__all__ = ["ConfigError", "LLMSimError", "Result", "find_capacity", "load", "run", "sweep"]
 __version__ = "0.1.0"

@@ -150,6 +150,45 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from simulator.sweep import load_sweep, run_points
+
+    points = load_sweep(args.file)
+    progress = not args.no_progress and sys.stderr.isatty()
+    frame = run_points(points, args.out, jobs=args.jobs, backend=args.backend, address=args.address,
+                       progress=progress)
+    failed = frame[frame["error"] != ""]
+    print(f"{len(frame)} points, {len(failed)} failed; index: {Path(args.out) / 'index.parquet'}", file=sys.stderr)
+    for _, row in failed.iterrows():
+        print(f"point {row['point']}: {row['error']}", file=sys.stderr)
+    metrics = ["output_throughput", "mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "slo_attainment"]
+    shown = ["point", *points[0].values, "seed", *(m for m in metrics if m in frame.columns)]
+    print(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    return 1 if len(failed) else 0
+
+
+def _cmd_capacity(args: argparse.Namespace) -> int:
+    from simulator.capacity import find_capacity, parse_slo
+    from simulator.config import load_experiment
+
+    slo = parse_slo(args.slo)
+    config = load_experiment(args.file, args.set)
+    result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
+    for probe in result.probes:
+        print(f"  rate {probe.rate:10.4g} req/s  {'meets' if probe.holds else 'misses'} the SLO", file=sys.stderr)
+    condition = (f"slo_attainment >= {args.attainment:g} with per-request limits " if args.attainment is not None
+                 else "") + ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
+    if result.summary is None:
+        print(f"no rate meets {condition} (down to {result.probes[-1].rate:.4g} req/s)")
+        return 1
+    s = result.summary
+    print(f"capacity: {result.rate:.4g} req/s meets {condition} (bisection tolerance {args.tolerance:.0%})")
+    print(f"there: goodput {result.goodput:.4g} req/s, {s['output_throughput']:.4g} output tok/s, "
+          f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
+    print("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
+    return 0
+
+
 def _cmd_convert_trace(args: argparse.Namespace) -> int:
     from simulator.config.schema import TraceConfig
     from simulator.workload import read_trace, write_trace
@@ -195,6 +234,24 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--jobs", type=_positive_int, default=1, help="variants run in parallel processes")
     comp.add_argument("--json", action="store_true", help="print summaries and findings as JSON")
     comp.set_defaults(func=_cmd_compare)
+
+    swp = sub.add_parser("sweep", help="run a parameter sweep (grid, zip, replicates) into a resumable folder")
+    swp.add_argument("file", help="sweep YAML: base, grid, zip, replicates")
+    swp.add_argument("--out", required=True, help="folder: one sub-folder per point plus index.parquet")
+    swp.add_argument("--jobs", type=_positive_int, default=1, help="points in parallel (local backend)")
+    swp.add_argument("--backend", choices=["local", "ray"], default="local")
+    swp.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    swp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    swp.set_defaults(func=_cmd_sweep)
+
+    cap = sub.add_parser("capacity", help="the highest request rate that meets an SLO (bisection)")
+    cap.add_argument("file", help="experiment YAML (its arrival rate is where the search starts)")
+    cap.add_argument("--slo", action="append", default=[], metavar="METRIC=MS",
+                     help="e.g. p99_ttft_ms=500 or ttft_p99_ms=500 (repeatable)")
+    cap.add_argument("--attainment", type=float, help="require this share of requests within the limits instead")
+    cap.add_argument("--tolerance", type=float, default=0.02, help="relative width of the final bracket")
+    cap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a field")
+    cap.set_defaults(func=_cmd_capacity)
 
     reg = sub.add_parser("regress", help="run a suite of comparisons, check findings and compare with a baseline")
     reg.add_argument("--suite", default=str(Path("experiments") / "policies"), help="folder of comparison YAMLs")

@@ -1,0 +1,141 @@
+"""Capacity: the highest request rate at which an SLO holds, by bisection on the arrival rate.
+
+An SLO is a set of bounds ``{metric: limit}`` on percentile metrics, written ``p99_ttft_ms`` or ``ttft_p99_ms``
+(TTFT, TPOT, ITL, E2EL; mean, median, p90, p95, p99). Without ``attainment`` every bound must hold for the run's
+percentile; with ``attainment`` = a, the bounds become per-request limits (``slo.ttft_ms`` … set from them) and
+``slo_attainment`` ≥ a must hold.
+
+Search: from the experiment's rate, double (or halve) until the SLO fails (holds), then bisect until
+(high − low) / high ≤ ``tolerance``. The SLO is assumed to hold below the capacity and fail above it; each probe
+is one whole simulation with the experiment's seed, so the answer is deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.config import ExperimentConfig
+from simulator.errors import ConfigError
+
+_STATS = ("mean", "median", "p90", "p95", "p99")
+_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+def normalise_slo_key(key: str) -> str:
+    """``ttft_p99_ms`` or ``p99_ttft_ms`` → ``p99_ttft_ms``; anything else is an error listing the forms."""
+    match = re.fullmatch(r"(?:(\w+?)_(ttft|tpot|itl|e2el)|(ttft|tpot|itl|e2el)_(\w+?))_ms", key)
+    if match:
+        stat, metric = (match[1], match[2]) if match[1] else (match[4], match[3])
+        if stat in _STATS:
+            return f"{stat}_{metric}_ms"
+    raise ConfigError(
+        f"--slo {key}: expected <stat>_<metric>_ms or <metric>_<stat>_ms with stat in {list(_STATS)} and metric in "
+        f"{list(_METRICS)}, e.g. p99_ttft_ms=500"
+    )
+
+
+def parse_slo(items: list[str]) -> dict[str, float]:
+    slo = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            limit = float(value)
+        except ValueError:
+            limit = -1.0
+        if not sep or limit <= 0:
+            raise ConfigError(f"--slo {item!r}: expected METRIC=LIMIT with a positive limit in ms")
+        slo[normalise_slo_key(key.strip())] = limit
+    if not slo:
+        raise ConfigError("capacity: give at least one --slo METRIC=LIMIT")
+    return slo
+
+
+@dataclass
+class Probe:
+    rate: float
+    holds: bool
+    summary: dict[str, Any]
+
+
+@dataclass
+class CapacityResult:
+    rate: float  # highest rate found to meet the SLO (0 if none)
+    summary: dict[str, Any] | None  # the run at that rate
+    probes: list[Probe]
+    tolerance: float
+
+    @property
+    def goodput(self) -> float:
+        return self.summary["request_goodput"] if self.summary else 0.0
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.summary["output_throughput"] / self.summary["num_gpus"] if self.summary else 0.0
+
+
+def _with_rate(config: ExperimentConfig, rate: float) -> ExperimentConfig:
+    arrival = config.workload.arrival
+    if arrival is None or not hasattr(arrival, "rate"):
+        kind = "a trace" if arrival is None else f"arrival kind {arrival.kind!r}"
+        raise ConfigError(f"capacity: the workload needs an arrival with a rate (poisson, gamma, constant), not {kind}")
+    workload = config.workload.model_copy(update={"arrival": arrival.model_copy(update={"rate": rate})})
+    return config.model_copy(update={"workload": workload})
+
+
+def _slo_config(config: ExperimentConfig, slo: dict[str, float]) -> ExperimentConfig:
+    """Per-request limits from the bounds (for attainment): ttft/tpot/e2e; ITL has no per-request limit."""
+    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+    limits = {}
+    for key, limit in slo.items():
+        metric = key.split("_")[1]
+        if metric not in names:
+            raise ConfigError(f"--slo {key}: with --attainment only ttft, tpot and e2el have per-request limits")
+        limits[names[metric]] = limit
+    return config.model_copy(update={"slo": config.slo.model_copy(update=limits)})
+
+
+def find_capacity(
+    config: ExperimentConfig, slo: dict[str, float], *, attainment: float | None = None, tolerance: float = 0.02,
+    max_probes: int = 40, run: Callable[[ExperimentConfig], dict[str, Any]] | None = None,
+) -> CapacityResult:
+    """The highest arrival rate meeting ``slo`` (see the module docstring)."""
+    if run is None:
+        from simulator.api import run as simulate
+
+        def run(c: ExperimentConfig) -> dict[str, Any]:
+            return simulate(c).summary
+
+    if attainment is not None:
+        config = _slo_config(config, slo)
+    probes: list[Probe] = []
+
+    def probe(rate: float) -> Probe:
+        summary = run(_with_rate(config, rate))
+        if attainment is not None:
+            holds = summary["slo_attainment"] >= attainment
+        else:
+            holds = all(summary[key] == summary[key] and summary[key] <= limit for key, limit in slo.items())
+        probes.append(Probe(rate, holds, summary))
+        return probes[-1]
+
+    _with_rate(config, 1.0)  # refuses workloads without a rate before anything runs
+    first = probe(config.workload.arrival.rate)
+    low, high = (first, None) if first.holds else (None, first)
+    while (low is None or high is None) and len(probes) < max_probes:
+        if low is None:
+            result = probe(high.rate / 2)
+            low, high = (result, high) if result.holds else (None, result)
+        else:
+            result = probe(low.rate * 2)
+            low, high = (result, None) if result.holds else (low, result)
+    while low is not None and high is not None and (high.rate - low.rate) / high.rate > tolerance:
+        if len(probes) >= max_probes:
+            break
+        result = probe((low.rate + high.rate) / 2)
+        low, high = (result, high) if result.holds else (low, result)
+    if low is None:
+        return CapacityResult(0.0, None, probes, tolerance)
+    return CapacityResult(low.rate, low.summary, probes, tolerance)

@@ -1,0 +1,264 @@
+"""Parameter sweeps: many experiments from one base, run in parallel, stored so that a killed sweep resumes.
+
+A sweep (YAML file or the arguments of :func:`sweep`)::
+
+    base: experiments/quickstart.yaml          # or an experiment mapping
+    grid:                                      # cartesian product over dotted paths
+      workload.arrival.rate: {start: 2, stop: 12, step: 2}     # or a list
+      scheduler.kind: [continuous, chunked]
+    zip:                                       # axes that move together (equal lengths)
+      scheduler.max_num_seqs: [64, 128]
+      scheduler.max_num_batched_tokens: [4096, 8192]
+    replicates: 3                              # independent seeds spawned from the base seed
+
+Points are the grid × zip × replicates combinations, in a fixed order. Every point is validated before anything
+runs. With an output folder each point gets ``point-NNNNN/`` (``config.yaml``, ``summary.json``,
+``requests.parquet``, or ``error.txt`` if it failed), written to a temporary folder and renamed, and
+``index.parquet`` (one row per point) is rewritten atomically at the end; rerunning skips finished points.
+``backend``: ``local`` (joblib processes) or ``ray`` (``pip install -e '.[ray]'``); results do not depend on it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from pydantic import Field, ValidationError
+
+from simulator.catalog.loading import read_mapping
+from simulator.config import ExperimentConfig, load_experiment
+from simulator.config.errors import format_validation_error
+from simulator.config.loader import apply_overrides
+from simulator.config.schema import Strict
+from simulator.errors import ConfigError, LLMSimError
+
+
+class SweepRange(Strict):
+    start: float
+    stop: float
+    step: float = Field(gt=0)
+
+    def values(self) -> list[float]:
+        """start, start + step, … up to and including stop (within rounding); integers stay integers."""
+        count = math.floor((self.stop - self.start) / self.step + 1e-9) + 1
+        values = [self.start + i * self.step for i in range(max(count, 0))]
+        if all(float(v).is_integer() for v in (self.start, self.step)):
+            return [int(v) for v in values]
+        return [round(v, 12) for v in values]
+
+
+Axis = list[Any] | SweepRange
+
+
+class SweepConfig(Strict):
+    base: dict[str, Any] | str
+    grid: dict[str, Axis] = Field(default_factory=dict)
+    zip: dict[str, Axis] = Field(default_factory=dict)
+    replicates: int = Field(default=1, ge=1)
+
+
+def _axis(values: Axis, where: str) -> list[Any]:
+    values = values.values() if isinstance(values, SweepRange) else list(values)
+    if not values:
+        raise ConfigError(f"{where}: empty axis (give a list or {{start, stop, step}} with start <= stop)")
+    return values
+
+
+@dataclass
+class Point:
+    """One simulation of a sweep: its swept values (dotted path → value), seed and validated config."""
+
+    index: int
+    values: dict[str, Any]
+    seed: int
+    config: ExperimentConfig
+
+    @property
+    def name(self) -> str:
+        return f"point-{self.index:05d}"
+
+
+def _overrides(values: dict[str, Any]) -> list[str]:
+    return [f"{path}={json.dumps(value)}" for path, value in values.items()]
+
+
+def expand(spec: SweepConfig, base: dict[str, Any], base_dir: Path | None = None, where: str = "sweep") -> list[Point]:
+    """Every point of a sweep, validated (one-line errors naming the point's values)."""
+    grid = {path: _axis(values, f"{where}: grid.{path}") for path, values in spec.grid.items()}
+    zipped = {path: _axis(values, f"{where}: zip.{path}") for path, values in spec.zip.items()}
+    lengths = {len(v) for v in zipped.values()}
+    if len(lengths) > 1:
+        raise ConfigError(f"{where}: zip axes must have equal lengths, got {sorted(lengths)}")
+    zip_rows = [dict(zip(zipped, row, strict=True)) for row in zip(*zipped.values(), strict=True)] or [{}]
+    grid_rows = [dict(zip(grid, row, strict=True)) for row in itertools.product(*grid.values())]
+    base_seed = int(base.get("seed", 0))
+    seeds = [base_seed] if spec.replicates == 1 else [
+        int(child.generate_state(1)[0]) for child in np.random.SeedSequence(base_seed).spawn(spec.replicates)
+    ]
+    points = []
+    for grid_row, zip_row, seed in itertools.product(grid_rows, zip_rows, seeds):
+        values = {**grid_row, **zip_row}
+        try:
+            data = apply_overrides(base, [*_overrides(values), f"seed={seed}"])
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        label = ", ".join(f"{k}={v}" for k, v in values.items()) or "base"
+        config = load_experiment(data, base_dir=base_dir, where=f"{where}: point {label}")
+        points.append(Point(len(points), values, seed, config))
+    return points
+
+
+def load_sweep(path: str | Path) -> list[Point]:
+    """Read, validate and expand a sweep file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: sweep file not found")
+    try:
+        spec = SweepConfig.model_validate(read_mapping(path))
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {format_validation_error(exc, SweepConfig)}") from None
+    base, base_dir = _base(spec.base, path.parent, str(path))
+    return expand(spec, base, base_dir, str(path))
+
+
+def _base(base: dict[str, Any] | str, folder: Path, where: str) -> tuple[dict[str, Any], Path]:
+    if isinstance(base, dict):
+        return base, folder
+    base_path = Path(base) if Path(base).is_absolute() else folder / base
+    if not base_path.is_file():
+        raise ConfigError(f"{where}: base: experiment file {base} not found")
+    return read_mapping(base_path), base_path.parent
+
+
+# --- running ---------------------------------------------------------------------------------------------------
+def run_point(point: Point, out: Path | None) -> dict[str, Any]:
+    """Simulate one point (writing its folder when ``out`` is given); returns its index row. A failure is
+    recorded in the row's ``error`` and, with ``out``, in ``error.txt``."""
+    from simulator.api import run
+
+    row = {"point": point.index, **point.values, "seed": point.seed, "error": ""}
+    folder = out / point.name if out is not None else None
+    if folder is not None and (folder / "summary.json").is_file():
+        return {**row, **json.loads((folder / "summary.json").read_text())}  # finished in an earlier run
+    temporary = out / f".{point.name}.tmp" if out is not None else None
+    try:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+            temporary.mkdir(parents=True)
+        result = run(point.config, requests_path=temporary / "requests.parquet" if temporary else None)
+        row.update(result.summary)
+        if temporary is not None:
+            result.save(temporary)
+    except (LLMSimError, ValueError, MemoryError) as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        if temporary is not None:
+            (temporary / "config.yaml").write_text(yaml.safe_dump(point.config.model_dump(mode="json")))
+            (temporary / "error.txt").write_text(row["error"] + "\n")
+    if temporary is not None:
+        shutil.rmtree(folder, ignore_errors=True)  # a failed earlier attempt
+        temporary.rename(folder)
+    return row
+
+
+def _run_local(points: list[Point], out: Path | None, jobs: int, progress) -> list[dict[str, Any]]:
+    if jobs <= 1:
+        rows = []
+        for point in points:
+            rows.append(run_point(point, out))
+            progress.update(1)
+        return rows
+    from joblib import Parallel, delayed
+
+    rows = []
+    for row in Parallel(n_jobs=jobs, return_as="generator")(delayed(run_point)(p, out) for p in points):
+        rows.append(row)
+        progress.update(1)
+    return rows
+
+
+def _run_ray(points: list[Point], out: Path | None, address: str | None, progress) -> list[dict[str, Any]]:
+    try:
+        import ray
+    except ImportError:
+        raise LLMSimError("--backend ray needs Ray: pip install -e '.[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        remote = ray.remote(run_point)
+        pending = {remote.remote(point, out): point.index for point in points}
+        rows = []
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            rows.append(ray.get(done[0]))
+            del pending[done[0]]
+            progress.update(1)
+        return rows
+    finally:
+        if started:
+            ray.shutdown()
+
+
+class _NoProgress:
+    def update(self, n: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def run_points(
+    points: list[Point], out: str | Path | None = None, *, jobs: int = 1, backend: str = "local",
+    address: str | None = None, progress: bool = False,
+) -> pd.DataFrame:
+    """Run the points; one row per point (in point order) with the swept values, the seed, ``error`` and every
+    summary metric. With ``out``, also writes the point folders and ``index.parquet``."""
+    folder = Path(out) if out is not None else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(points), unit="point", desc="sweep")
+    else:
+        bar = _NoProgress()
+    try:
+        if backend == "local":
+            rows = _run_local(points, folder, jobs, bar)
+        elif backend == "ray":
+            rows = _run_ray(points, folder, address, bar)
+        else:
+            raise LLMSimError(f"--backend: must be local or ray, got {backend!r}")
+    finally:
+        bar.close()
+    frame = pd.DataFrame(sorted(rows, key=lambda row: row["point"]))
+    if folder is not None:
+        temporary = folder / ".index.parquet.tmp"
+        frame.to_parquet(temporary, index=False)
+        temporary.replace(folder / "index.parquet")
+    return frame
+
+
+def sweep(
+    base: str | Path | dict[str, Any], grid: dict[str, Iterable] | None = None, *,
+    zip: dict[str, Iterable] | None = None, replicates: int = 1, jobs: int = 1, out: str | Path | None = None,
+    backend: str = "local", progress: bool = False,
+) -> pd.DataFrame:
+    """The notebook entry point: a base experiment (path or mapping), grid and zipped axes over dotted paths,
+    ``replicates`` seeds; returns one row per point (see :func:`run_points`)."""
+    if isinstance(base, (str, Path)):
+        data, base_dir = _base(str(base), Path.cwd(), "sweep")
+    else:
+        data, base_dir = dict(base), None
+    spec = SweepConfig(
+        base=data, grid={k: list(v) for k, v in (grid or {}).items()},
+        zip={k: list(v) for k, v in (zip or {}).items()}, replicates=replicates,
+    )
+    return run_points(expand(spec, data, base_dir), out, jobs=jobs, backend=backend, progress=progress)

@@ -1,0 +1,125 @@
+"""Sweeps (expansion, storage, resume, failures, backends) and capacity search against queueing theory."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+import simulator
+from simulator.capacity import find_capacity, normalise_slo_key
+from simulator.cli import main
+from simulator.config import load_experiment
+from simulator.errors import ConfigError
+from simulator.sweep import load_sweep, run_points
+from tests.helpers import experiment
+
+
+def _sweep_file(tmp_path, **spec):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"base": experiment(), **spec}))
+    return path
+
+
+def test_grid_zip_and_replicates_expand_in_a_fixed_order(tmp_path):
+    points = load_sweep(_sweep_file(
+        tmp_path, grid={"workload.arrival.rate": {"start": 10, "stop": 30, "step": 10}},
+        zip={"scheduler.max_num_seqs": [4, 8], "workload.num_requests": [20, 30]}, replicates=2,
+    ))
+    assert len(points) == 3 * 2 * 2
+    assert points[0].values == {"workload.arrival.rate": 10, "scheduler.max_num_seqs": 4, "workload.num_requests": 20}
+    assert points[0].config.workload.arrival.rate == 10 and points[3].config.scheduler.max_num_seqs == 8
+    assert points[0].seed != points[1].seed and points[0].seed == points[2].seed  # replicates spawn seeds
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"grid": {"workload.arrival.rate": []}}, "grid.workload.arrival.rate: empty axis"),
+    ({"grid": {"scheduler.max_num_sequences": [4]}}, "scheduler.max_num_sequences: unknown key"),
+    ({"zip": {"seed": [1, 2], "workload.num_requests": [3]}}, "zip axes must have equal lengths"),
+    ({"grid": {"workload.arrival.rate": [-1]}}, "point workload.arrival.rate=-1: workload.arrival.rate: must be > 0"),
+    ({"gird": {}}, "gird: unknown key"),
+])
+def test_bad_sweeps_fail_before_anything_runs(tmp_path, spec, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_sweep(_sweep_file(tmp_path, **spec))
+
+
+def test_sweep_stores_points_resumes_and_records_failures(tmp_path):
+    points = load_sweep(_sweep_file(tmp_path, grid={"workload.arrival.rate": [10, 20]},
+                                    zip={"model": ["llama-3-8b", "llama-3-70b"],  # 70B does not fit one H100
+                                         "kv_cache": [experiment()["kv_cache"], {"kind": "paged"}]}))
+    out = tmp_path / "out"
+    frame = run_points(points, out, jobs=2)
+    assert list(frame["error"] == "") == [True, False, True, False]
+    assert "LLMSimError" in frame["error"].iloc[1] and (out / "point-00001" / "error.txt").is_file()
+    index = pd.read_parquet(out / "index.parquet")
+    assert list(index["point"]) == [0, 1, 2, 3] and index["completed"].iloc[0] == 50
+    summary = json.loads((out / "point-00000" / "summary.json").read_text())
+    assert pd.read_parquet(out / "point-00000" / "requests.parquet").shape[0] == summary["num_requests"]
+    # a rerun keeps finished points (even if their result were different) and redoes only the missing one
+    (out / "point-00000" / "summary.json").write_text(json.dumps({**summary, "completed": -1}))
+    for leftover in (out / "point-00002").iterdir():
+        leftover.unlink()
+    (out / "point-00002").rmdir()
+    again = run_points(points, out)
+    assert again["completed"].iloc[0] == -1 and again["completed"].iloc[2] == 50
+
+
+def test_sweep_api_is_deterministic_across_jobs():
+    grid = {"workload.arrival.rate": [5, 40]}
+    serial = simulator.sweep(experiment(), grid, replicates=2, jobs=1)
+    parallel = simulator.sweep(experiment(), grid, replicates=2, jobs=2)
+    pd.testing.assert_frame_equal(serial, parallel)
+    assert serial["mean_ttft_ms"].iloc[3] > serial["mean_ttft_ms"].iloc[0]  # 40/s queues more than 5/s
+
+
+def test_ray_backend_gives_the_same_results(tmp_path):
+    ray = pytest.importorskip("ray")
+    points = load_sweep(_sweep_file(tmp_path, grid={"workload.arrival.rate": [5, 40]}))
+    local = run_points(points, jobs=1)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run_points(points, backend="ray")
+    finally:
+        ray.shutdown()
+    pd.testing.assert_frame_equal(local, remote)
+
+
+def test_sweep_command(tmp_path, capsys):
+    path = _sweep_file(tmp_path, grid={"workload.arrival.rate": [5, 10]})
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert "2 points, 0 failed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("key", "normal"), [("ttft_p99_ms", "p99_ttft_ms"), ("p99_ttft_ms", "p99_ttft_ms"),
+                                               ("e2el_mean_ms", "mean_e2el_ms")])
+def test_slo_keys_in_either_order(key, normal):
+    assert normalise_slo_key(key) == normal
+
+
+def test_capacity_of_a_single_server_matches_pollaczek_khinchine():
+    """One slot, service S = 2 + 100 × 0.1 = 12 ms per one-token request, Poisson arrivals: mean TTFT = S + W with
+    W = ρS / (2(1 − ρ)) (M/D/1). A 30 ms mean-TTFT limit gives ρ = 0.75, so the capacity is 0.75 / S = 62.5 req/s."""
+    config = load_experiment(experiment(
+        scheduler={"kind": "static", "max_num_seqs": 1},
+        workload={"num_requests": 40_000, "arrival": {"kind": "poisson", "rate": 20.0},
+                  "input_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 1}},
+    ))
+    result = find_capacity(config, {"mean_ttft_ms": 30.0}, tolerance=0.01)
+    assert result.rate == pytest.approx(62.5, rel=0.04)
+    assert result.summary["mean_ttft_ms"] <= 30.0
+    assert all(p.holds == (p.rate <= result.rate) for p in result.probes)
+
+
+def test_capacity_command_reports_rate_goodput_and_tokens_per_gpu(tmp_path, capsys):
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump(experiment()))
+    assert main(["capacity", str(path), "--slo", "p99_ttft_ms=200"]) == 0
+    out = capsys.readouterr().out
+    assert "capacity:" in out and "output tok/s per GPU" in out
+    with pytest.raises(ConfigError, match="needs an arrival with a rate"):
+        find_capacity(load_experiment(experiment(workload={"num_requests": 5, "arrival": {
+            "kind": "closed_loop", "users": 2}, "input_tokens": {"kind": "fixed", "value": 5},
+            "output_tokens": {"kind": "fixed", "value": 5}})), {"p99_ttft_ms": 1.0})
