@@ -16,6 +16,7 @@ import yaml
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.metrics import add_latency_columns, summarize
+from simulator.observe import Observer
 
 
 @dataclass
@@ -26,15 +27,30 @@ class Result:
     config: ExperimentConfig
     summary: dict[str, Any]
     requests: pd.DataFrame | None = field(repr=False)
+    observer: Observer | None = field(default=None, repr=False)
+
+    @property
+    def timeline(self) -> pd.DataFrame | None:
+        """Sampled replica state (``run(..., observe=True)``): time_s, replica, waiting, running, batch_tokens,
+        kv_used."""
+        return self.observer.timeline() if self.observer is not None else None
+
+    @property
+    def iterations(self) -> pd.DataFrame | None:
+        """One row per iteration or closed-form decode run (``run(..., observe=True)``)."""
+        return self.observer.iteration_table() if self.observer is not None else None
 
     def save(self, directory: str | Path) -> Path:
-        """Write ``summary.json``, ``config.yaml`` (the resolved config) and, unless streamed already,
-        ``requests.parquet`` into a folder."""
+        """Write ``summary.json``, ``config.yaml`` (the resolved config), unless streamed already
+        ``requests.parquet``, and for an observed run ``timeline.parquet`` and ``iterations.parquet``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
         if self.requests is not None:
             self.requests.to_parquet(out / "requests.parquet", index=False)
+        if self.observer is not None:
+            self.timeline.to_parquet(out / "timeline.parquet", index=False)
+            self.iterations.to_parquet(out / "iterations.parquet", index=False)
         (out / "config.yaml").write_text(yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False))
         return out
 
@@ -48,16 +64,18 @@ def load(source: str | Path | dict | None = None, **overrides: Any) -> Experimen
 
 def run(
     config: ExperimentConfig | str | Path | dict | None = None, *, fast_forward: bool = True,
-    requests_path: str | Path | None = None,
+    requests_path: str | Path | None = None, observe: bool = False,
 ) -> Result:
     """Simulate one experiment. Same config and seed, same result.
 
     ``requests_path``: stream the per-request rows to this Parquet file as requests complete (memory then stays
     bounded by the requests in flight plus a few numbers per request); ``Result.requests`` is then None.
+    ``observe``: also collect ``Result.timeline`` and ``Result.iterations`` (memory grows with events).
     """
     if not isinstance(config, ExperimentConfig):
         config = load(config)
-    output = simulate(config, fast_forward=fast_forward, requests_path=requests_path)
+    observer = Observer() if observe else None
+    output = simulate(config, fast_forward=fast_forward, requests_path=requests_path, observer=observer)
     recorder = output.recorder
     classes = config.workload.classes or []
     class_slos = [c.slo for c in classes] or None
@@ -74,4 +92,4 @@ def run(
     )
     frame = recorder.requests.frame()
     requests = add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
-    return Result(config, summary, requests)
+    return Result(config, summary, requests, observer)

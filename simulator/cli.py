@@ -28,14 +28,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         requests_path = Path(args.out) / "requests.parquet"  # streamed as requests complete
-    result = run(config, requests_path=requests_path)
+    result = run(config, requests_path=requests_path, observe=bool(args.trace or args.timeline))
     if args.json:
         print(json.dumps(result.summary, indent=2, sort_keys=True))
     else:
         print(format_summary(config.name, result.summary))
     if args.out:
         path = result.save(args.out)
-        print(f"wrote {path}/summary.json, requests.parquet, config.yaml", file=sys.stderr)
+        extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
+        print(f"wrote {path}/summary.json, requests.parquet, config.yaml{extra}", file=sys.stderr)
+    if args.trace:
+        from simulator.observe import write_chrome_trace
+
+        print(f"wrote {write_chrome_trace(result.observer, args.trace)} (open in https://ui.perfetto.dev)",
+              file=sys.stderr)
     return 0
 
 
@@ -189,6 +195,31 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from simulator.plan import load_plan, pareto_figure, run_plan
+
+    spec, points = load_plan(args.file)
+    frame = run_plan(spec, points, jobs=args.jobs)
+    print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out / "plan.csv", index=False)
+        figure = pareto_figure(frame)
+        for suffix in ("png", "svg"):
+            figure.savefig(out / f"pareto.{suffix}", dpi=120)
+        print(f"wrote {out}/plan.csv, pareto.png, pareto.svg", file=sys.stderr)
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from simulator.report.plots import plot_folder
+
+    for path in plot_folder(args.folder):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def _cmd_convert_trace(args: argparse.Namespace) -> int:
     from simulator.config.schema import TraceConfig
     from simulator.workload import read_trace, write_trace
@@ -226,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="write summary.json, config.yaml and requests.parquet (streamed, in completion order) here",
     )
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) of iterations, queues, KV use")
+    run.add_argument("--timeline", action="store_true", help="with --out: also write timeline/iterations parquet")
     run.add_argument("--engine", help="engine profile (catalog name or YAML path); same as --set engine=...")
     run.set_defaults(func=_cmd_run)
 
@@ -243,6 +276,16 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     swp.add_argument("--no-progress", action="store_true", help="no progress bar")
     swp.set_defaults(func=_cmd_sweep)
+
+    plan = sub.add_parser("plan", help="capacity of every deployment in a grid, ranked per GPU and per dollar")
+    plan.add_argument("file", help="plan YAML: base, grid over deployment knobs, slo, attainment, prices")
+    plan.add_argument("--jobs", type=_positive_int, default=1, help="deployments searched in parallel")
+    plan.add_argument("--out", help="folder for plan.csv and the Pareto plot")
+    plan.set_defaults(func=_cmd_plan)
+
+    plot = sub.add_parser("plot", help="latency CDFs, timelines, phase shares or sweep curves as PNG and SVG")
+    plot.add_argument("folder", help="a run's --out folder or a sweep's --out folder")
+    plot.set_defaults(func=_cmd_plot)
 
     cap = sub.add_parser("capacity", help="the highest request rate that meets an SLO (bisection)")
     cap.add_argument("file", help="experiment YAML (its arrival rate is where the search starts)")

@@ -13,6 +13,7 @@ from simulator.capacity import find_capacity, normalise_slo_key
 from simulator.cli import main
 from simulator.config import load_experiment
 from simulator.errors import ConfigError
+from simulator.plan import load_plan, run_plan
 from simulator.sweep import load_sweep, run_points
 from tests.helpers import experiment
 
@@ -123,3 +124,26 @@ def test_capacity_command_reports_rate_goodput_and_tokens_per_gpu(tmp_path, caps
         find_capacity(load_experiment(experiment(workload={"num_requests": 5, "arrival": {
             "kind": "closed_loop", "users": 2}, "input_tokens": {"kind": "fixed", "value": 5},
             "output_tokens": {"kind": "fixed", "value": 5}})), {"p99_ttft_ms": 1.0})
+
+
+def test_plan_ranks_deployments_by_requests_per_dollar_and_marks_the_pareto_front(tmp_path):
+    base = experiment(model="llama-3-8b", cost_model={"kind": "roofline"}, kv_cache={"kind": "paged"},
+                      workload={"num_requests": 300, "arrival": {"kind": "poisson", "rate": 5.0},
+                                "input_tokens": {"kind": "fixed", "value": 500},
+                                "output_tokens": {"kind": "fixed", "value": 100}})
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({
+        "base": base, "grid": {"hardware": ["a100-80gb-sxm", "h100-sxm"]}, "slo": {"ttft_p99_ms": 300},
+        "prices": {"a100-80gb-sxm": 1.0, "h100-sxm": 100.0}, "tolerance": 0.05,
+    }))
+    spec, points = load_plan(path)
+    frame = run_plan(spec, points)
+    by_hw = frame.set_index("hardware")
+    assert by_hw.loc["h100-sxm", "capacity_rps"] > by_hw.loc["a100-80gb-sxm", "capacity_rps"]
+    # at 100× the price the H100 cannot win on cost: the A100 ranks first
+    assert frame["hardware"].iloc[0] == "a100-80gb-sxm"
+    assert by_hw.loc["a100-80gb-sxm", "requests_per_usd"] == pytest.approx(
+        by_hw.loc["a100-80gb-sxm", "capacity_rps"] * 3600 / 1.0)
+    assert by_hw.loc["a100-80gb-sxm", "pareto"]  # cheapest; the H100 stays on the front only if faster
+    assert main(["plan", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "pareto.png").is_file()

@@ -66,6 +66,9 @@ class HardwareSpec(BaseModel):
     collective_latency_us: float = Field(default=20.0, ge=0, description="fixed cost of one all-reduce")
     collective_step_latency_us: float = Field(default=4.0, ge=0, description="per ring step (2(n−1) steps)")
     p2p_latency_us: float = Field(default=8.0, ge=0, description="fixed cost of one send/recv")
+    price_per_hour_usd: float | None = Field(
+        default=None, gt=0, description="optional: what one GPU costs per hour, for llmsim plan"
+    )
     sources: list[str] = Field(default_factory=list)
 
     @property

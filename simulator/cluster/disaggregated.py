@@ -40,6 +40,7 @@ class PrefillToDecode:
         self.num_layers = num_layers
         self.recorder = recorder
         self._link_free_at: dict[int, float] = {}  # prefill replica -> when its link is idle
+        self.observer = None  # simulator.observe.Observer when the run is observed
 
     def enter(self, request: Request) -> Request:
         """Make an arriving request a one-token request for its prefill replica."""
@@ -64,6 +65,8 @@ class PrefillToDecode:
             seconds = max(seconds - prefill_time, seconds / self.num_layers)
         start = max(now, self._link_free_at.get(request.replica, -math.inf))
         self._link_free_at[request.replica] = start + seconds
+        if self.observer is not None:
+            self.observer.transfer(request.request_id, request.replica, start, start + seconds)
         event = self.env.timeout(start + seconds - now)
         event.callbacks.append(lambda _event: self._arrive(request))
 

@@ -49,7 +49,7 @@ class Replica:
     __slots__ = (
         "_batch", "_busy", "_copied", "_decode_runs", "_gap_groups", "_last_decode_end", "_memory", "_pending",
         "_run", "_running", "_start", "_steps", "copy_seconds_per_token", "cost", "env", "fast_forward", "index",
-        "on_done", "recorder", "scheduler", "swap_seconds_per_token",
+        "observer", "on_done", "recorder", "scheduler", "swap_seconds_per_token",
     )
 
     def __init__(
@@ -71,6 +71,7 @@ class Replica:
         self.on_done = recorder.request_done  # where finished and rejected requests go (a disaggregated prefill
         # replica hands them on to the decode pool instead)
         self.fast_forward = fast_forward
+        self.observer = None  # simulator.observe.Observer when the run is observed
         self._busy = False  # an iteration is running or about to start
         self._pending: simpy.Event | None = None  # the timeout that ends the current work; others are stale
         self._batch: Batch | None = None
@@ -167,6 +168,8 @@ class Replica:
         for victim, was_decoding in batch.preempted:
             if was_decoding:
                 self._forget(victim)
+        if self.observer is not None:
+            self._observe_start(batch, now)
         if batch.empty:
             self._busy, self._batch, self._steps = False, None, 0
             wake = min((t for t in (scheduler.wake_at(now), scheduler.queue_deadline()) if t is not None),
@@ -219,6 +222,9 @@ class Replica:
         if batch.decode and steps > 1:
             rec.itl.add_run(base, slope, steps - 1, size)
         starting = self._note_prompts(batch, now) if batch.prefills or batch.swap_ins or batch.swap_tokens else ()
+        if self.observer is not None:
+            prefill_tokens = sum(new for _, new, _ in batch.prefills)
+            self.observer.iteration(index, self._start, now, steps, prefill_tokens, batch.num_decodes)
         finished = scheduler.advance(batch, steps, now)
         self._close_memory(now, kv.breakdown() if batch.decode else self._memory[1])  # prompts allocated already
         rec.iterations += steps
@@ -245,6 +251,15 @@ class Replica:
         for request in starting:
             request.gap_key, request.gap_run = request.last_token_s, self._decode_runs
             groups[request.gap_key] = groups.get(request.gap_key, 0) + 1
+
+    def _observe_start(self, batch: Batch, now: float) -> None:
+        scheduler, observer = self.scheduler, self.observer
+        for victim, _ in batch.preempted:
+            observer.preemption(now, self.index, victim.request_id)
+        kv = scheduler.kv
+        tokens = sum(new for _, new, _ in batch.prefills) + batch.num_decodes
+        observer.sample(now, self.index, len(scheduler.waiting), scheduler.num_running + len(batch.swap_ins), tokens,
+                        1 - kv.free_blocks / kv.num_blocks)
 
     def _note_prompts(self, batch: Batch, now: float) -> list[Request]:
         """Count prompt and swap work; record re-prefill gaps; return the requests that will start decoding."""

@@ -17,6 +17,7 @@ from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model
 from simulator.errors import ConfigError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_cache_bytes, kv_dtype
+from simulator.observe import Observer
 from simulator.recorder import Recorder
 from simulator.schedulers import SCHEDULERS, Scheduler
 from simulator.workload import generate_requests
@@ -119,11 +120,13 @@ def _build_pool(
 
 
 def simulate(
-    config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None
+    config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None,
+    observer: Observer | None = None,
 ) -> SimulationOutput:
     """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower).
 
-    With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete.
+    With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete; an
+    ``observer`` (:mod:`simulator.observe`) collects timelines, iterations and transfers.
     """
     model = load_model(config.model)
     cluster = config.cluster
@@ -137,6 +140,8 @@ def simulate(
         pools.append(_build_pool(config, model, pool_config, first, env, recorder, fast_forward))
         first += pool_config.replicas
     replicas = [replica for pool in pools for replica in pool.replicas]
+    for replica in replicas:
+        replica.observer = observer
     entry = pools[0].replicas if cluster.kind == "disaggregated" else replicas
     router = _router(config, cluster.router, entry, 1)
     enter = None
@@ -148,6 +153,7 @@ def simulate(
                            kv_dtype(config.kv_cache.dtype, config.dtype), 1, 1),
             model.num_layers, recorder,
         )
+        handoff.observer = observer
         for replica in pools[0].replicas:
             replica.on_done = handoff
         enter = handoff.enter
