@@ -11,7 +11,7 @@ one of two groups:
 
 A new sequence is placed by ``allocate(seq, tokens, final_tokens=..., prefix=...)``: ``final_tokens`` is the KV it
 will hold when it finishes (what a contiguous allocator may reserve up front), ``prefix`` the request's
-:class:`~simulator.request.PrefixKey` content identity (what a prefix cache matches); ``allocate`` returns the tokens
+:class:`~simulator.request.Prefix` content identity (what a prefix cache matches); ``allocate`` returns the tokens
 found already cached (0 without a prefix cache). ``cached_prefix_tokens(prefix, tokens)`` asks the same without
 taking anything, so a scheduler charges prefill only for uncached tokens. Before a decode step,
 ``prepare_growth()`` lets an allocator make room for one more token of every decoding sequence (a contiguous
