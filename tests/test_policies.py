@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import simulator
+from simulator.config import load_experiment
+from simulator.errors import ConfigError
 from tests.helpers import REPO, SHARED_DATA, experiment
 
 PROMPT, OUTPUT, PREFILL_MS, DECODE_MS, OVERHEAD_MS = 100, 20, 0.5, 4.0, 10.0
@@ -179,3 +181,58 @@ def test_max_queue_delay_rejects_requests_that_wait_too_long(delay_ms, rejected)
     assert list(requests.index[requests["status"] == "rejected"]) == rejected
     assert requests.loc[rejected, "reject_reason"].str.contains(f"max_queue_delay_ms {delay_ms}").all()
     assert requests.loc[0, "finish_s"] == pytest.approx(0.010 + 199 * 0.005)
+
+
+def _speculative(acceptance: float, k: int = 4, ratio: float = 0.1, outputs: int = 1001, n: int = 20):
+    spec = None if acceptance is None else {"num_speculative_tokens": k, "acceptance_rate": acceptance,
+                                            "draft_cost_ratio": ratio}
+    config = experiment(
+        scheduler={"kind": "continuous", "max_num_seqs": 8, "max_model_len": 2048, "speculative": spec},
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 512},
+        cost_model={"kind": "linear", "prefill_ms_per_token": 0.01, "decode_ms_per_step": 5.0,
+                    "decode_ms_per_seq": 0.0},
+        workload={"num_requests": n, "arrival": {"kind": "constant", "rate": 0.05},  # one at a time
+                  "input_tokens": {"kind": "fixed", "value": 100},
+                  "output_tokens": {"kind": "fixed", "value": outputs}},
+    )
+    return simulator.run(load_experiment(config))
+
+
+def test_speculative_decoding_cuts_tpot_by_the_expected_accepted_tokens_net_of_draft_cost():
+    """Alone on a replica, a step costs 5 ms × (1 + k·r) with k = 4 drafts at r = 0.1 of a step each, and emits
+    1 + A tokens, A truncated geometric: E[1 + A] = (1 − a^(k+1)) / (1 − a) = 3.36 at a = 0.8. So TPOT falls from
+    5 ms to about 5 × 1.4 / 3.36 = 2.08 ms."""
+    plain, fast = _speculative(None), _speculative(0.8)
+    expected_tokens = (1 - 0.8**5) / (1 - 0.8)
+    assert plain.summary["mean_tpot_ms"] == pytest.approx(5.0)
+    assert fast.summary["mean_tpot_ms"] == pytest.approx(5.0 * 1.4 / expected_tokens, rel=0.03)
+    assert (fast.requests["output_tokens"] == 1001).all() and fast.summary["completed"] == 20
+    assert fast.summary == _speculative(0.8).summary  # seeded: same config, same draws
+
+
+@pytest.mark.parametrize(("acceptance", "tokens_per_step"), [(0.0, 1), (1.0, 5)])
+def test_speculative_decoding_at_the_acceptance_extremes(acceptance, tokens_per_step):
+    """a = 0: every step emits one token and pays for the drafts (TPOT 5 × 1.4 = 7 ms, worse than 5 ms).
+    a = 1: every step emits k + 1 = 5 tokens: 1,000 tokens after the first take 200 steps of 7 ms."""
+    result = _speculative(acceptance)
+    steps = -(-1000 // tokens_per_step)
+    assert result.summary["mean_tpot_ms"] == pytest.approx(steps * 7.0 / 1000)
+
+
+def test_speculative_decoding_needs_a_paged_cache():
+    config = experiment(scheduler={"kind": "continuous", "speculative": {
+                            "num_speculative_tokens": 2, "acceptance_rate": 0.5, "draft_cost_ratio": 0.1}},
+                        kv_cache={"kind": "contiguous", "num_gpu_blocks": 256})
+    with pytest.raises(ConfigError, match=r"scheduler\.speculative: needs kv_cache\.kind: paged"):
+        simulator.run(load_experiment(config))
+
+
+def test_a_draft_model_is_priced_by_the_cost_model():
+    """Drafting with the target model itself costs exactly one target decode step per drafted token."""
+    def run(spec):
+        config = experiment(model="llama-3-8b", cost_model={"kind": "roofline"}, kv_cache={"kind": "paged"},
+                            scheduler={"kind": "continuous", "max_num_seqs": 16, "speculative": {
+                                "num_speculative_tokens": 3, "acceptance_rate": 0.7, **spec}})
+        return simulator.run(load_experiment(config)).summary
+
+    assert run({"draft_model": "llama-3-8b"}) == run({"draft_cost_ratio": 1.0})

@@ -48,7 +48,8 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 class Replica:
     __slots__ = (
         "_batch", "_busy", "_copied", "_decode_runs", "_gap_groups", "_last_decode_end", "_memory", "_pending",
-        "_run", "_running", "_start", "_steps", "copy_seconds_per_token", "cost", "env", "fast_forward", "index",
+        "_run", "_running", "_start", "_steps", "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward",
+        "index",
         "observer", "on_done", "recorder", "scheduler", "swap_seconds_per_token",
     )
 
@@ -72,6 +73,7 @@ class Replica:
         # replica hands them on to the decode pool instead)
         self.fast_forward = fast_forward
         self.observer = None  # simulator.observe.Observer when the run is observed
+        self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self._busy = False  # an iteration is running or about to start
         self._pending: simpy.Event | None = None  # the timeout that ends the current work; others are stale
         self._batch: Batch | None = None
@@ -179,15 +181,24 @@ class Replica:
             return
         self._busy, self._batch, self._start = True, batch, now
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
-        if batch.prefills or batch.swap_ins or batch.swap_tokens or copy_tokens or not self.fast_forward:
+        positions = batch.decode_positions
+        if batch.prefills or batch.swap_ins or batch.swap_tokens or copy_tokens or positions > 1 or (
+            not self.fast_forward
+        ):
             chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
             running = scheduler.num_running + len(batch.swap_ins)
-            tokens = sum([new for new, _ in chunks]) + num_decodes
+            tokens = sum([new for new, _ in chunks]) + num_decodes * positions
             if running > rec.peak_running[self.index]:
                 rec.peak_running[self.index] = running
             if tokens > rec.peak_batch_tokens[self.index]:
                 rec.peak_batch_tokens[self.index] = tokens
-            duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum))
+            duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum, positions))
+            if positions > 1 and num_decodes:  # k sequential draft steps before the verification pass
+                spec = scheduler.speculative
+                draft, ratio = (self.draft_cost, 1.0) if self.draft_cost is not None else (
+                    self.cost, spec.draft_cost_ratio)
+                a, c = draft.decode_step_coefficients(num_decodes)
+                duration += spec.num_speculative_tokens * ratio * (a + c * context_sum)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             duration += copy_tokens * self.copy_seconds_per_token
             rec.copied_tokens += copy_tokens
@@ -226,6 +237,8 @@ class Replica:
             prefill_tokens = sum(new for _, new, _ in batch.prefills)
             self.observer.iteration(index, self._start, now, steps, prefill_tokens, batch.num_decodes)
         finished = scheduler.advance(batch, steps, now)
+        if batch.extra_tokens:
+            rec.itl.add(0.0, batch.extra_tokens)  # tokens accepted together arrive together
         self._close_memory(now, kv.breakdown() if batch.decode else self._memory[1])  # prompts allocated already
         rec.iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.

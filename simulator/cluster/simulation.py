@@ -105,17 +105,27 @@ def _build_pool(
     swap_capacity = int(kv_cfg.swap_space_gib * 2**30 / budget.kv_bytes_per_token)
     swap_seconds = budget.kv_bytes_per_token / (hardware.host_link_gbps * 1e9)  # each GPU moves its shard
     copy_seconds = 2 * budget.kv_bytes_per_token / hardware.achievable_bandwidth  # read + write in HBM
+    if getattr(sched, "speculative", None) is not None and kv_cfg.kind != "paged":
+        raise ConfigError(f"scheduler.speculative: needs kv_cache.kind: paged (drafted tokens take KV blocks), "
+                          f"got {kv_cfg.kind!r}")
     replicas = [
         Replica(
             env, first_index + i,
             scheduler_cls(
                 allocator_cls.from_config(kv_cfg, budget.num_blocks, budget.block_size, max_model_len), sched,
                 max_model_len, batched_tokens, swap_capacity,
+                seed=int(np.random.SeedSequence([config.seed, 4, first_index + i]).generate_state(1)[0]),
             ),
             cost, recorder, fast_forward, swap_seconds, copy_seconds,
         )
         for i in range(pool.replicas)
     ]
+    speculative = getattr(sched, "speculative", None)
+    if speculative is not None and speculative.draft_model is not None:
+        draft = load_model(speculative.draft_model)
+        draft_cost = build_cost_model(shaped.model_copy(update={"model": speculative.draft_model}), draft, hardware)
+        for replica in replicas:
+            replica.draft_cost = draft_cost
     return Pool(replicas, budget, pool.replicas * pool.tensor_parallel * pool.pipeline_parallel)
 
 

@@ -94,8 +94,29 @@ class ClusterConfig(Strict):
 
 
 # --- scheduler -----------------------------------------------------------------------------------------------
+class SpeculativeConfig(Strict):
+    """Speculative decoding: each decode step drafts ``num_speculative_tokens`` (k) tokens with a draft model
+    costing ``draft_cost_ratio`` of a target decode step each (or priced as ``draft_model``'s decode step on the
+    same GPUs; its weights and KV are not taken from the target's memory budget), then verifies them in one target
+    pass over k + 1 positions per sequence; each drafted token is accepted with probability ``acceptance_rate``
+    until the first rejection, so a step emits 1 + (accepted) tokens — a truncated geometric law, drawn per
+    sequence and step."""
+
+    num_speculative_tokens: int = Field(ge=1)
+    acceptance_rate: float = Field(ge=0, le=1)
+    draft_cost_ratio: float | None = Field(default=None, ge=0, description="draft step / target decode step time")
+    draft_model: str | None = Field(default=None, description="or: a model whose decode step is priced instead")
+
+    @model_validator(mode="after")
+    def _one_draft_cost(self) -> SpeculativeConfig:
+        if (self.draft_cost_ratio is None) == (self.draft_model is None):
+            raise ValueError("give exactly one of draft_cost_ratio or draft_model")
+        return self
+
+
 class SchedulerBase(Strict):
     max_num_seqs: int = Field(default=256, ge=1)
+    speculative: SpeculativeConfig | None = None
     max_num_batched_tokens: int | None = Field(
         default=None, ge=1,
         description="tokens per iteration; default max(max_model_len, 2048), as vLLM v0",

@@ -31,6 +31,7 @@ class IterationShape(NamedTuple):
     prefill_chunks: tuple[tuple[int, int], ...] = ()  # (new tokens, cached tokens) per sequence
     num_decodes: int = 0
     decode_context_sum: int = 0  # sum over decode sequences of their context length including this step's token
+    decode_positions: int = 1  # positions each decode sequence runs through (k + 1 when verifying k drafted tokens)
 
     @property
     def prefill_tokens(self) -> int:

@@ -184,14 +184,17 @@ class RooflineCostModel(CostModel):
             return [shape]
         passes = [IterationShape((chunk,)) for chunk in shape.prefill_chunks]
         if shape.num_decodes:
-            passes.append(IterationShape((), shape.num_decodes, shape.decode_context_sum))
+            passes.append(IterationShape((), shape.num_decodes, shape.decode_context_sum, shape.decode_positions))
         return passes
 
     def _pass_time(self, shape: IterationShape) -> float:
+        """Verifying k drafted tokens runs every decode sequence through k + 1 positions: k + 1 rows in the GEMMs
+        and the LM head; attention still reads each sequence's KV once."""
         tokens, pairs, kv_tokens = self._prefill_totals(shape.prefill_chunks)
+        decode_rows = shape.num_decodes * shape.decode_positions
         return (
-            self._body_time(tokens + shape.num_decodes)
-            + self._per_sequence_time(len(shape.prefill_chunks) + shape.num_decodes)
+            self._body_time(tokens + decode_rows)
+            + self._per_sequence_time(len(shape.prefill_chunks) + decode_rows)
             + self._attention_time(shape, pairs, kv_tokens)
         )
 
@@ -207,9 +210,10 @@ class RooflineCostModel(CostModel):
         total: dict[str, float] = {}
         for one in self._passes(shape) if (shape.prefill_chunks or shape.num_decodes) else []:
             tokens, pairs, kv_tokens = self._prefill_totals(one.prefill_chunks)
-            parts = self.body_parts(tokens + one.num_decodes)
+            decode_rows = one.num_decodes * one.decode_positions
+            parts = self.body_parts(tokens + decode_rows)
             parts["attention_s"] = self._attention_time(one, pairs, kv_tokens)
-            parts.update(self.per_sequence_parts(len(one.prefill_chunks) + one.num_decodes))
+            parts.update(self.per_sequence_parts(len(one.prefill_chunks) + decode_rows))
             for name, seconds in parts.items():
                 total[name] = total.get(name, 0.0) + seconds
         return total

@@ -31,6 +31,8 @@ import heapq
 from abc import ABC, abstractmethod
 from collections import deque
 
+import numpy as np
+
 from simulator.config.schema import SchedulerBase
 from simulator.kv.base import KVAllocator
 from simulator.registry import Registry
@@ -43,10 +45,12 @@ class Batch:
     to ``decode_context_sum`` tokens); ``preempted`` lists ``(request, was decoding)`` evicted while forming it;
     ``swap_ins`` are swapped-out requests whose KV comes back during the iteration, and ``swap_tokens`` counts the
     KV tokens moved over the host link either way; ``resized``: the allocator reshaped free memory to let the
-    decodes grow (contiguous slabs)."""
+    decodes grow (contiguous slabs); ``decode_positions``: positions each decode runs through (k + 1 when
+    verifying k drafted tokens) and ``extra_tokens``: tokens the step emitted beyond one per decoding request."""
 
     __slots__ = (
-        "decode", "decode_context_sum", "num_decodes", "preempted", "prefills", "resized", "swap_ins", "swap_tokens",
+        "decode", "decode_context_sum", "decode_positions", "extra_tokens", "num_decodes", "preempted", "prefills",
+        "resized", "swap_ins", "swap_tokens",
     )
 
     def __init__(self) -> None:
@@ -58,6 +62,8 @@ class Batch:
         self.swap_ins: list[Request] = []
         self.swap_tokens = 0
         self.resized = False
+        self.decode_positions = 1  # k + 1 with speculative decoding
+        self.extra_tokens = 0  # tokens beyond one per decoding request that this step emitted (speculation)
 
     @property
     def empty(self) -> bool:
@@ -72,9 +78,11 @@ def completes_prefill(request: Request, new: int, done: int) -> bool:
 class Scheduler(ABC):
     def __init__(
         self, kv: KVAllocator, config: SchedulerBase, max_model_len: int, max_num_batched_tokens: int,
-        swap_capacity_tokens: int = 0,
+        swap_capacity_tokens: int = 0, seed: int = 0,
     ):
         self.kv = kv
+        self.speculative = getattr(config, "speculative", None)
+        self._rng = np.random.default_rng(seed)  # speculative acceptance draws
         self.config = config
         self.max_num_seqs = config.max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -154,7 +162,7 @@ class Scheduler(ABC):
         """Iterations (≥ 1) this batch can repeat unchanged, absent arrivals: for a decode-only batch, until the
         first completion or the first step the KV cache cannot hold — or just one if a slab reallocation, or a
         preemption that the queue's head could fill, changed the memory after admission was tried."""
-        if batch.prefills or batch.swap_ins or batch.swap_tokens or batch.resized or (
+        if batch.prefills or batch.swap_ins or batch.swap_tokens or batch.resized or self.speculative or (
             batch.preempted and self.wants_boundary()
         ):
             return 1
@@ -176,8 +184,14 @@ class Scheduler(ABC):
         return finishes[0][0] - self.clock
 
     def decode_batch(self, batch: Batch) -> Batch:
-        """Make ``batch`` advance every decoding request by one token."""
+        """Make ``batch`` advance every decoding request by one token (or, speculating, by 1 + accepted drafts)."""
         kv = self.kv
+        if self.speculative:
+            batch.decode = True
+            batch.num_decodes = len(self.decoding)
+            batch.decode_context_sum = sum(kv.tokens_of(i) for i in self.decoding) + batch.num_decodes
+            batch.decode_positions = self.speculative.num_speculative_tokens + 1
+            return batch
         batch.resized = kv.prepare_growth()
         batch.decode = True
         batch.num_decodes = size = kv.num_growing
@@ -187,7 +201,9 @@ class Scheduler(ABC):
     def advance(self, batch: Batch, steps: int, now: float) -> list[Request]:
         """Account ``steps`` iterations of ``batch`` ending at ``now``; return the requests that finished."""
         finished = []
-        if batch.decode:
+        if batch.decode and self.speculative:
+            finished = self._advance_speculative(batch)
+        elif batch.decode:
             self.kv.grow(steps)
             self.clock += steps
             finishes = self._finishes
@@ -288,7 +304,51 @@ class Scheduler(ABC):
         self.prefilling[request.request_id] = request
         return cached
 
+    def decodes_can_grow(self) -> bool:
+        """Whether every decoding request has KV room for its next step: one token, or when speculating k + 1
+        positions (drafted tokens occupy KV blocks until verified; paged pools only)."""
+        if not self.speculative:
+            return self.kv.can_grow_one()
+        kv, positions = self.kv, self.speculative.num_speculative_tokens + 1
+        needed = 0
+        for request_id, request in self.decoding.items():
+            tokens = kv.tokens_of(request_id)
+            room = min(positions, request.output_tokens - request.generated)
+            needed += kv.blocks_for(tokens + room) - kv.blocks_for(tokens)
+        return needed <= kv.free_blocks
+
+    @property
+    def decode_budget_tokens(self) -> int:
+        """Tokens of the iteration's budget that the decodes take (k + 1 each when speculating)."""
+        positions = self.speculative.num_speculative_tokens + 1 if self.speculative else 1
+        return len(self.decoding) * positions
+
+    def _accepted(self, count: int) -> np.ndarray:
+        """Accepted drafted tokens for ``count`` sequences: leading successes of k Bernoulli(a) trials (a truncated
+        geometric law, P(j) = a^j (1 − a) for j < k, P(k) = a^k)."""
+        spec = self.speculative
+        trials = self._rng.random((count, spec.num_speculative_tokens)) < spec.acceptance_rate
+        return np.cumprod(trials, axis=1).sum(axis=1)
+
+    def _advance_speculative(self, batch: Batch) -> list[Request]:
+        """Each decoding request emits 1 + accepted tokens (capped at its output); its KV keeps them."""
+        finished, extra = [], 0
+        accepted = self._accepted(len(self.decoding)).tolist()
+        for request, more in zip(list(self.decoding.values()), accepted, strict=True):
+            emitted = min(1 + more, request.output_tokens - request.generated)
+            self.kv.append(request.request_id, emitted)
+            request.generated += emitted
+            extra += emitted - 1
+            if request.generated == request.output_tokens:
+                del self.decoding[request.request_id]
+                finished.append(request)
+        batch.extra_tokens = extra
+        return finished
+
     def _start_decoding(self, request: Request) -> None:
+        if self.speculative:  # each request advances by its own accepted tokens: no shared clock
+            self.decoding[request.request_id] = request
+            return
         self.kv.start_growing(request.request_id)
         request.gen_offset = request.generated - self.clock
         request.finish_clock = self.clock + request.output_tokens - request.generated
@@ -304,9 +364,10 @@ class Scheduler(ABC):
             key=lambda r: (r.priority, r.arrival_s, r.request_id),
         )
         was_decoding = victim.request_id in self.decoding
-        if was_decoding:
+        if was_decoding and not self.speculative:
             victim.generated = victim.gen_offset + self.clock
             victim.finish_clock = -1  # its heap entry is now stale
+        if was_decoding:
             del self.decoding[victim.request_id]
             tokens = self.kv.tokens_of(victim.request_id)
             if self.swapped_tokens + tokens <= self.swap_capacity_tokens:

@@ -22,7 +22,7 @@ class ChunkedScheduler(Scheduler):
 
     def _fill_chunks(self, batch: Batch, now: float) -> None:
         kv, chunk, reserve = self.kv, self.chunk_size, bool(self.decoding)
-        budget = self.max_num_batched_tokens - len(self.decoding)
+        budget = self.max_num_batched_tokens - self.decode_budget_tokens
         for request in list(self.prefilling.values()):
             n = min(chunk, request.prefill_tokens - request.prefilled, budget)
             if n <= 0 or not kv.can_append(request.request_id, n, reserve):
@@ -47,7 +47,7 @@ class ChunkedScheduler(Scheduler):
 
     def schedule(self, now: float) -> Batch:
         batch = Batch()
-        while self.decoding and not self.kv.can_grow_one():
+        while self.decoding and not self.decodes_can_grow():
             self.preempt_latest(batch, now)
         self._fill_chunks(batch, now)
         while not batch.prefills and not batch.swap_ins and not self.decoding and self.prefilling:
@@ -57,5 +57,5 @@ class ChunkedScheduler(Scheduler):
 
     def wants_boundary(self) -> bool:
         return bool(self.waiting) and self.num_running < self.max_num_seqs and (
-            len(self.decoding) < self.max_num_batched_tokens
+            self.decode_budget_tokens < self.max_num_batched_tokens
         )

@@ -52,7 +52,7 @@ class ContinuousScheduler(Scheduler):
             budget -= tokens - cached
 
     def _grow_or_preempt(self, batch: Batch, now: float) -> None:
-        while self.decoding and not self.kv.can_grow_one():
+        while self.decoding and not self.decodes_can_grow():
             self.preempt_latest(batch, now)
 
     def schedule(self, now: float) -> Batch:
@@ -65,11 +65,12 @@ class ContinuousScheduler(Scheduler):
             return self.decode_batch(batch) if self.decoding else batch
         self._grow_or_preempt(batch, now)
         decodes = len(self.decoding)
-        self._admit_prompts(batch, now, self.max_num_batched_tokens - decodes, reserve_growth=decodes > 0)
+        self._admit_prompts(batch, now, self.max_num_batched_tokens - self.decode_budget_tokens,
+                            reserve_growth=decodes > 0)
         return self.decode_batch(batch) if decodes else batch
 
     def wants_boundary(self) -> bool:
         if not self.waiting:
             return False
-        budget = self.max_num_batched_tokens - (0 if self.prefill_priority else len(self.decoding))
+        budget = self.max_num_batched_tokens - (0 if self.prefill_priority else self.decode_budget_tokens)
         return self._admissible(self.waiting[0], budget, self.num_running)

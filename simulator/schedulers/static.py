@@ -25,7 +25,7 @@ class StaticScheduler(Scheduler):
     def schedule(self, now: float) -> Batch:
         batch = Batch()
         if self.num_running:
-            while self.decoding and not self.kv.can_grow_one():
+            while self.decoding and not self.decodes_can_grow():
                 self.preempt_latest(batch, now)
             return self.decode_batch(batch) if self.decoding else batch
         if not self.waiting or self._still_filling(now):
