@@ -72,8 +72,10 @@ workloads = st.fixed_dictionaries({
     "prefix": st.sampled_from([None, {"tokens": 48, "fraction": 0.7, "groups": 2}]),
     "tiers": st.booleans(),
     "disaggregated": st.booleans(),
+    "speculative": st.booleans(),  # applies with the paged cache
 })
 
+SPECULATIVE = {"num_speculative_tokens": 1, "acceptance_rate": 0.6, "draft_cost_ratio": 0.2}
 TIERS = [{"name": "high", "share": 1, "priority": 0}, {"name": "low", "share": 2, "priority": 1}]
 
 
@@ -84,7 +86,8 @@ def _random_experiment(p) -> dict:
         cluster={"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": p["replicas"]}}
         if p.get("disaggregated") else {"replicas": p["replicas"]},
         cost_model=cost,
-        scheduler={**p["scheduler"], "max_num_seqs": p["max_num_seqs"], "max_model_len": 512},
+        scheduler={**p["scheduler"], "max_num_seqs": p["max_num_seqs"], "max_model_len": 512,
+                   "speculative": SPECULATIVE if p.get("speculative") and p["kv"]["kind"] == "paged" else None},
         kv_cache={**p["kv"], "block_size": 16, "num_gpu_blocks": p["blocks"]},
         workload={
             "num_requests": 40,

@@ -38,10 +38,13 @@ class SimulationOutput:
 def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
     """(max_model_len, max_num_batched_tokens) with vLLM's defaults and checks."""
     max_model_len, batched = _token_limits(config, model_max_len)
-    if batched < config.scheduler.max_num_seqs:
+    speculative = getattr(config.scheduler, "speculative", None)
+    positions = speculative.num_speculative_tokens + 1 if speculative is not None else 1
+    if batched < config.scheduler.max_num_seqs * positions:
+        per = f" × {positions} verified positions" if positions > 1 else ""
         raise ConfigError(
-            f"scheduler.max_num_batched_tokens: {batched} is below max_num_seqs {config.scheduler.max_num_seqs}; "
-            "every running request must fit an iteration's token budget"
+            f"scheduler.max_num_batched_tokens: {batched} is below max_num_seqs {config.scheduler.max_num_seqs}"
+            f"{per}; every running request must fit an iteration's token budget"
         )
     return max_model_len, batched
 

@@ -264,6 +264,9 @@ class Scheduler(ABC):
         that could not take its next step would only be swapped out again. (Both the placement that will happen and
         one more token are checked: a contiguous allocator places a slab of exactly the tokens it is given.)"""
         kv, tokens, final = self.kv, request.swapped_tokens, request.total_tokens
+        if self.speculative:
+            positions = self.speculative.num_speculative_tokens + 1
+            return self._fits_beside_speculation(kv.blocks_for(tokens + positions))
         return kv.can_allocate(tokens, reserve_growth=True, final_tokens=final) and kv.can_allocate(
             tokens + 1, reserve_growth=True, final_tokens=final
         )
@@ -281,7 +284,10 @@ class Scheduler(ABC):
             batch.swap_tokens += request.swapped_tokens
 
     def fits(self, request: Request, tokens: int, reserve_growth: bool = False) -> bool:
-        """Whether the allocator could admit ``request`` with KV for its first ``tokens`` now."""
+        """Whether the allocator could admit ``request`` with KV for its first ``tokens`` now (``reserve_growth``:
+        leaving the decodes room for their next step)."""
+        if self.speculative and reserve_growth:
+            return self._fits_beside_speculation(self.kv.blocks_for(tokens))
         return self.kv.can_allocate(
             tokens, reserve_growth, final_tokens=request.total_tokens, prefix=request.prefix
         )
@@ -304,18 +310,35 @@ class Scheduler(ABC):
         self.prefilling[request.request_id] = request
         return cached
 
-    def decodes_can_grow(self) -> bool:
-        """Whether every decoding request has KV room for its next step: one token, or when speculating k + 1
-        positions (drafted tokens occupy KV blocks until verified; paged pools only)."""
-        if not self.speculative:
-            return self.kv.can_grow_one()
+    def _speculative_room(self) -> int:
+        """Blocks the decoding requests need for their next speculative step (k + 1 positions, or what is left of
+        their output): drafted tokens occupy KV blocks until verified (paged pools only)."""
         kv, positions = self.kv, self.speculative.num_speculative_tokens + 1
         needed = 0
         for request_id, request in self.decoding.items():
             tokens = kv.tokens_of(request_id)
             room = min(positions, request.output_tokens - request.generated)
             needed += kv.blocks_for(tokens + room) - kv.blocks_for(tokens)
-        return needed <= kv.free_blocks
+        return needed
+
+    def decodes_can_grow(self) -> bool:
+        """Whether every decoding request has KV room for its next step (one token, or k + 1 when speculating)."""
+        if not self.speculative:
+            return self.kv.can_grow_one()
+        return self._speculative_room() <= self.kv.free_blocks
+
+    def _fits_beside_speculation(self, new_blocks: int) -> bool:
+        """Speculating, an allocation that must leave the decodes their next step's room (prefix-cache hits are
+        ignored: conservative)."""
+        return new_blocks + self._speculative_room() <= self.kv.free_blocks
+
+    def fits_append(self, request: Request, n: int, reserve_growth: bool = False) -> bool:
+        """Whether a prefilling request could take ``n`` more prompt tokens now."""
+        kv = self.kv
+        if self.speculative and reserve_growth:
+            tokens = kv.tokens_of(request.request_id)
+            return self._fits_beside_speculation(kv.blocks_for(tokens + n) - kv.blocks_for(tokens))
+        return kv.can_append(request.request_id, n, reserve_growth)
 
     @property
     def decode_budget_tokens(self) -> int:

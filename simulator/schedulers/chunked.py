@@ -25,7 +25,7 @@ class ChunkedScheduler(Scheduler):
         budget = self.max_num_batched_tokens - self.decode_budget_tokens
         for request in list(self.prefilling.values()):
             n = min(chunk, request.prefill_tokens - request.prefilled, budget)
-            if n <= 0 or not kv.can_append(request.request_id, n, reserve):
+            if n <= 0 or not self.fits_append(request, n, reserve):
                 return
             kv.append(request.request_id, n)
             batch.prefills.append((request, n, request.prefilled))
