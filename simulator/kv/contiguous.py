@@ -9,8 +9,10 @@ from ``reserve``:
 - ``requested``: prompt + requested output (the request's final KV length, known at admission);
 - ``grow``: the tokens it holds now; when a sequence outgrows its slab the slab is reallocated to
   max(2 × size, needed) tokens (capped at ``max_model_len``) — extended in place when the hole right after it is
-  large enough, otherwise moved to a new hole and its tokens copied. ``copied_tokens`` counts those copies; the
-  replica charges them as device-to-device copy time (a stall of that replica).
+  large enough, otherwise moved to a new hole and its tokens copied; when no hole is large enough but the free
+  slots are, the pool is compacted (slabs slid together, the growing one last). ``copied_tokens`` counts every
+  copy; the replica charges them as device-to-device copy time (a stall of that replica). Without compaction a
+  lone request could be unable to grow although the pool has room, and chunked prefill would livelock.
 
 Decoding sequences grow lazily, as in the paged allocator: ``tokens = base + clock``. A slab only fills when
 ``clock`` reaches ``size − base``, so a heap of those values answers ``max_grow`` in O(log n). Slabs of growing
@@ -90,6 +92,9 @@ class ContiguousAllocator(KVAllocator):
 
     def _place(self, seq: int, size: int) -> None:
         index = _find_hole(self._holes, size, self.placement)
+        if index < 0 and self.reserve == "grow" and size <= self._free_slots():
+            self._compact()
+            index = 0
         if index < 0:
             raise MemoryError(f"no hole of {size} slots for sequence {seq} (largest {self._largest_hole()})")
         self._slabs[seq] = [_carve(self._holes, index, size), size]
@@ -113,35 +118,57 @@ class ContiguousAllocator(KVAllocator):
     def _grown_size(self, size: int, needed: int) -> int:
         return max(needed, min(2 * size, self.max_model_len))
 
+    def _free_slots(self) -> int:
+        return self.capacity - self._allocated
+
+    def _compact(self, last: int | None = None) -> None:
+        """Slide every slab to the lowest addresses (``last`` at the end), leaving one hole after them — what
+        ``grow`` does when no hole is large enough but the free slots are; moved slabs' tokens count as copied."""
+        order = sorted((s for s in self._slabs if s != last), key=lambda s: self._slabs[s][0])
+        position = 0
+        for seq in [*order, *([last] if last is not None else [])]:
+            start, size = self._slabs[seq]
+            if start != position:
+                self.copied_tokens += self.tokens_of(seq)
+                self._slabs[seq] = [position, size]
+            position += size
+        self._holes = [[position, self.capacity - position]] if position < self.capacity else []
+
     def _resize(self, seq: int, needed: int) -> None:
         """Reallocate ``seq``'s slab to hold ``needed`` tokens: in place if the next hole allows, else move and
-        copy its current tokens."""
+        copy its current tokens; if no hole is large enough but the free slots are, compact first (``seq`` last)
+        and grow in place by just what is needed."""
         start, size = self._slabs[seq]
         new_size = self._grown_size(size, needed)
         holes = self._holes
         i = bisect.bisect_left(holes, [start + size, 0])
         if i < len(holes) and holes[i][0] == start + size and holes[i][1] >= new_size - size:
             _carve(holes, i, new_size - size)
-        else:
-            index = _find_hole(holes, new_size, self.placement)
-            if index < 0:
-                raise MemoryError(f"no hole of {new_size} slots to move sequence {seq}")
+        elif (index := _find_hole(holes, new_size, self.placement)) >= 0:
             new_start = _carve(holes, index, new_size)
             self._release(start, size)
             self.copied_tokens += self.tokens_of(seq)
             start = new_start
+        elif self._free_slots() >= needed - size:
+            new_size = needed  # the last resort under pressure: take only what this step needs
+            self._compact(last=seq)
+            start = self._slabs[seq][0]
+            _carve(self._holes, 0, new_size - size)
+        else:
+            raise MemoryError(f"no room to grow sequence {seq} to {needed} slots")
         self._slabs[seq] = [start, new_size]
         self._allocated += new_size - size
 
     def _resizes_fit(self, requests: list[tuple[int, int]], new_tokens: int = 0) -> bool:
         """Whether a new slab of ``new_tokens`` could be placed now and then the slabs ``(seq, needed)`` all be
-        resized, in that order — the order the scheduler does them (a trial on a copy of the holes; space freed by
-        moves is not reused, so it errs towards "no")."""
+        resized, in that order — the order the scheduler does them. A trial on a copy of the holes (space freed by
+        moves is not reused); failing that, whether compaction would make room (the free slots cover it all)."""
         holes = [hole[:] for hole in self._holes]
+        minimal = new_tokens + sum(needed - self._slabs[seq][1] for seq, needed in requests)
         if new_tokens:
             index = _find_hole(holes, new_tokens, self.placement)
             if index < 0:
-                return False
+                return minimal <= self._free_slots()
             _carve(holes, index, new_tokens)
         for seq, needed in requests:
             start, size = self._slabs[seq]
@@ -152,7 +179,7 @@ class ContiguousAllocator(KVAllocator):
                 continue
             index = _find_hole(holes, new_size, self.placement)
             if index < 0:
-                return False
+                return minimal <= self._free_slots()
             _carve(holes, index, new_size)
         return True
 
@@ -184,8 +211,8 @@ class ContiguousAllocator(KVAllocator):
     def can_allocate(self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None,
                      prefix=None) -> bool:
         size = self._slab_size(tokens, final_tokens)
-        if reserve_growth and self.reserve == "grow":
-            return self._resizes_fit(self._full_growing(), size)
+        if self.reserve == "grow":
+            return self._resizes_fit(self._full_growing() if reserve_growth else [], size)
         return size <= self._largest_hole()
 
     def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
