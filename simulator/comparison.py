@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from simulator.catalog.loading import read_mapping
 from simulator.config import ExperimentConfig, load_experiment
-from simulator.config.errors import format_validation_error
+from simulator.config.loader import load_spec, resolve_base
 from simulator.config.schema import SLOConfig, Strict
 from simulator.errors import ConfigError
 from simulator.histogram import LogHistogram
@@ -114,19 +113,8 @@ class Comparison:
 def load_comparison(path: str | Path) -> Comparison:
     """Read and validate a comparison file and all its variants (one-line errors naming the field)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: comparison file not found")
-    try:
-        spec = ComparisonConfig.model_validate(read_mapping(path))
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {format_validation_error(exc, ComparisonConfig)}") from None
-    if isinstance(spec.base, str):
-        base_path = Path(spec.base) if Path(spec.base).is_absolute() else path.parent / spec.base
-        if not base_path.is_file():
-            raise ConfigError(f"{path}: base: experiment file {spec.base} not found")
-        base, base_dir = read_mapping(base_path), base_path.parent
-    else:
-        base, base_dir = spec.base, path.parent
+    spec, folder = load_spec(path, ComparisonConfig, "comparison")
+    base, base_dir = resolve_base(spec.base, folder, str(path))
     experiments = {
         name: load_experiment(_merge(base, overrides), base_dir=base_dir, where=f"{path}: variants.{name}")
         for name, overrides in spec.variants.items()

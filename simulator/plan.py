@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from simulator.capacity import find_capacity, normalise_slo_key
 from simulator.catalog import load_hardware
-from simulator.catalog.loading import read_mapping
-from simulator.config.errors import format_validation_error
-from simulator.errors import ConfigError
-from simulator.sweep import Point, SweepConfig, _base, expand
+from simulator.config.loader import load_spec, resolve_base
+from simulator.sweep import Point, SweepConfig, expand
 
 
 class PlanConfig(SweepConfig):
@@ -40,15 +38,9 @@ class PlanConfig(SweepConfig):
 
 
 def load_plan(path: str | Path) -> tuple[PlanConfig, list[Point]]:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: plan file not found")
-    try:
-        spec = PlanConfig.model_validate(read_mapping(path))
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {format_validation_error(exc, PlanConfig)}") from None
+    spec, folder = load_spec(path, PlanConfig, "plan")
     spec = spec.model_copy(update={"slo": {normalise_slo_key(k): v for k, v in spec.slo.items()}})
-    base, base_dir = _base(spec.base, path.parent, str(path))
+    base, base_dir = resolve_base(spec.base, folder, str(path))
     return spec, expand(spec, base, base_dir, str(path))
 
 

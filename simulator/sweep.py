@@ -32,12 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from simulator.catalog.loading import read_mapping
 from simulator.config import ExperimentConfig, load_experiment
-from simulator.config.errors import format_validation_error
-from simulator.config.loader import apply_overrides
+from simulator.config.loader import apply_overrides, load_spec, resolve_base
 from simulator.config.schema import Strict
 from simulator.errors import ConfigError, LLMSimError
 
@@ -119,24 +117,9 @@ def expand(spec: SweepConfig, base: dict[str, Any], base_dir: Path | None = None
 
 def load_sweep(path: str | Path) -> list[Point]:
     """Read, validate and expand a sweep file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: sweep file not found")
-    try:
-        spec = SweepConfig.model_validate(read_mapping(path))
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {format_validation_error(exc, SweepConfig)}") from None
-    base, base_dir = _base(spec.base, path.parent, str(path))
+    spec, folder = load_spec(path, SweepConfig, "sweep")
+    base, base_dir = resolve_base(spec.base, folder, str(path))
     return expand(spec, base, base_dir, str(path))
-
-
-def _base(base: dict[str, Any] | str, folder: Path, where: str) -> tuple[dict[str, Any], Path]:
-    if isinstance(base, dict):
-        return base, folder
-    base_path = Path(base) if Path(base).is_absolute() else folder / base
-    if not base_path.is_file():
-        raise ConfigError(f"{where}: base: experiment file {base} not found")
-    return read_mapping(base_path), base_path.parent
 
 
 # --- running ---------------------------------------------------------------------------------------------------
@@ -254,7 +237,7 @@ def sweep(
     """The notebook entry point: a base experiment (path or mapping), grid and zipped axes over dotted paths,
     ``replicates`` seeds; returns one row per point (see :func:`run_points`)."""
     if isinstance(base, (str, Path)):
-        data, base_dir = _base(str(base), Path.cwd(), "sweep")
+        data, base_dir = resolve_base(str(base), Path.cwd(), "sweep")
     else:
         data, base_dir = dict(base), None
     spec = SweepConfig(

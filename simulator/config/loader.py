@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from simulator.catalog.loading import read_mapping
 from simulator.catalog.paths import EXPERIMENTS_DIR
@@ -95,3 +95,26 @@ def load_experiment(
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {format_validation_error(exc, ExperimentConfig)}") from None
+
+
+def load_spec(path: str | Path, model: type[BaseModel], what: str) -> tuple[BaseModel, Path]:
+    """A YAML file validated as ``model`` (a comparison, sweep or plan), with one-line errors; returns it and the
+    file's folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: {what} file not found")
+    try:
+        return model.model_validate(read_mapping(path)), path.parent
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {format_validation_error(exc, model)}") from None
+
+
+def resolve_base(base: dict[str, Any] | str, folder: Path, where: str) -> tuple[dict[str, Any], Path]:
+    """The base experiment of a comparison, sweep or plan: a mapping (paths relative to ``folder``) or a YAML path
+    relative to ``folder``; returns the mapping and the folder its relative paths resolve against."""
+    if isinstance(base, dict):
+        return base, folder
+    base_path = Path(base) if Path(base).is_absolute() else folder / base
+    if not base_path.is_file():
+        raise ConfigError(f"{where}: base: experiment file {base} not found")
+    return read_mapping(base_path), base_path.parent

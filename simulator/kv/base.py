@@ -132,4 +132,34 @@ class KVAllocator(ABC):
         return self.num_blocks * self.block_size
 
 
+class LazyGrowth:
+    """Token bookkeeping shared by allocators that grow decoding sequences lazily: a static sequence's tokens are in
+    ``_static`` (summed in ``_static_tokens``); a growing one stores ``_base[seq] = tokens − _clock`` (summed in
+    ``_base_sum``), so growing every one by n is ``_clock += n``."""
+
+    __slots__ = ()
+    _static: dict[int, int]
+    _static_tokens: int
+    _base: dict[int, int]
+    _base_sum: int
+    _clock: int
+
+    def tokens_of(self, seq: int) -> int:
+        if seq in self._static:
+            return self._static[seq]
+        return self._base[seq] + self._clock
+
+    @property
+    def used_tokens(self) -> int:
+        return self._static_tokens + self._base_sum + len(self._base) * self._clock
+
+    @property
+    def growing_tokens(self) -> int:
+        return self._base_sum + len(self._base) * self._clock
+
+    @property
+    def num_growing(self) -> int:
+        return len(self._base)
+
+
 KV_ALLOCATORS: Registry[KVAllocator] = Registry("kv_cache")

@@ -26,7 +26,7 @@ import bisect
 import heapq
 from typing import Literal
 
-from simulator.kv.base import KV_ALLOCATORS, KVAllocator, MemoryBreakdown
+from simulator.kv.base import KV_ALLOCATORS, KVAllocator, LazyGrowth, MemoryBreakdown
 
 Reserve = Literal["max_model_len", "requested", "grow"]
 Placement = Literal["first_fit", "best_fit"]
@@ -53,7 +53,7 @@ def _carve(holes: list[list[int]], index: int, size: int) -> int:
 
 
 @KV_ALLOCATORS.register("contiguous")
-class ContiguousAllocator(KVAllocator):
+class ContiguousAllocator(LazyGrowth, KVAllocator):
     def __init__(
         self, num_blocks: int, block_size: int, *, reserve: Reserve = "max_model_len",
         placement: Placement = "first_fit", max_model_len: int | None = None,
@@ -134,12 +134,17 @@ class ContiguousAllocator(KVAllocator):
             position += size
         self._holes = [[position, self.capacity - position]] if position < self.capacity else []
 
-    def _resize(self, seq: int, needed: int) -> None:
-        """Reallocate ``seq``'s slab to hold ``needed`` tokens: in place if the next hole allows, else move and
-        copy its current tokens; if no hole is large enough but the free slots are, compact first (``seq`` last)
-        and grow in place by just what is needed."""
+    def _resize(self, seq: int, needed: int, pending: int = 0) -> None:
+        """Reallocate ``seq``'s slab to hold ``needed`` tokens, doubling it unless that would leave fewer free
+        slots than ``pending`` (growth other sequences still need now): in place if the next hole allows, else
+        moved to a hole with its tokens copied, else — when no hole is large enough but the free slots are —
+        after compacting the pool (``seq`` last)."""
         start, size = self._slabs[seq]
         new_size = self._grown_size(size, needed)
+        if new_size - size + pending > self._free_slots():
+            new_size = needed
+        if new_size - size > self._free_slots():
+            raise MemoryError(f"no room to grow sequence {seq} to {needed} slots")
         holes = self._holes
         i = bisect.bisect_left(holes, [start + size, 0])
         if i < len(holes) and holes[i][0] == start + size and holes[i][1] >= new_size - size:
@@ -149,39 +154,16 @@ class ContiguousAllocator(KVAllocator):
             self._release(start, size)
             self.copied_tokens += self.tokens_of(seq)
             start = new_start
-        elif self._free_slots() >= needed - size:
-            new_size = needed  # the last resort under pressure: take only what this step needs
+        else:
             self._compact(last=seq)
             start = self._slabs[seq][0]
             _carve(self._holes, 0, new_size - size)
-        else:
-            raise MemoryError(f"no room to grow sequence {seq} to {needed} slots")
         self._slabs[seq] = [start, new_size]
         self._allocated += new_size - size
 
-    def _resizes_fit(self, requests: list[tuple[int, int]], new_tokens: int = 0) -> bool:
-        """Whether a new slab of ``new_tokens`` could be placed now and then the slabs ``(seq, needed)`` all be
-        resized, in that order — the order the scheduler does them. A trial on a copy of the holes (space freed by
-        moves is not reused); failing that, whether compaction would make room (the free slots cover it all)."""
-        holes = [hole[:] for hole in self._holes]
-        minimal = new_tokens + sum(needed - self._slabs[seq][1] for seq, needed in requests)
-        if new_tokens:
-            index = _find_hole(holes, new_tokens, self.placement)
-            if index < 0:
-                return minimal <= self._free_slots()
-            _carve(holes, index, new_tokens)
-        for seq, needed in requests:
-            start, size = self._slabs[seq]
-            new_size = self._grown_size(size, needed)
-            i = bisect.bisect_left(holes, [start + size, 0])
-            if i < len(holes) and holes[i][0] == start + size and holes[i][1] >= new_size - size:
-                _carve(holes, i, new_size - size)
-                continue
-            index = _find_hole(holes, new_size, self.placement)
-            if index < 0:
-                return minimal <= self._free_slots()
-            _carve(holes, index, new_size)
-        return True
+    def _growth_needed(self, requests: list[tuple[int, int]]) -> int:
+        """Slots the resizes ``(seq, needed)`` take at the least."""
+        return sum(needed - self._slabs[seq][1] for seq, needed in requests)
 
     # --- growing sequences: which slabs are full --------------------------------------------------------------
     def _push_full_at(self, seq: int) -> None:
@@ -211,16 +193,18 @@ class ContiguousAllocator(KVAllocator):
     def can_allocate(self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None,
                      prefix=None) -> bool:
         size = self._slab_size(tokens, final_tokens)
-        if self.reserve == "grow":
-            return self._resizes_fit(self._full_growing() if reserve_growth else [], size)
+        if self.reserve == "grow":  # placement can always compact: only the count of free slots matters
+            pending = self._growth_needed(self._full_growing()) if reserve_growth else 0
+            return size + pending <= self._free_slots()
         return size <= self._largest_hole()
 
     def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
         needed = self._static[seq] + n
-        resizes = [(seq, needed)] if needed > self._slabs[seq][1] else []
-        if reserve_growth and self.reserve == "grow":
-            resizes += self._full_growing()
-        return not resizes or (self.reserve == "grow" and self._resizes_fit(resizes))
+        extra = max(0, needed - self._slabs[seq][1])
+        if self.reserve != "grow":
+            return extra == 0
+        pending = self._growth_needed(self._full_growing()) if reserve_growth else 0
+        return extra + pending <= self._free_slots()
 
     def can_ever_fit(self, tokens: int) -> bool:
         return self._slab_size(tokens, tokens) <= self.capacity
@@ -238,7 +222,7 @@ class ContiguousAllocator(KVAllocator):
         if needed > self._slabs[seq][1]:
             if self.reserve != "grow":
                 raise MemoryError(f"sequence {seq} outgrows its reserved slab of {self._slabs[seq][1]} slots")
-            self._resize(seq, needed)
+            self._resize(seq, needed, pending=self._growth_needed(self._full_growing()))
         self._static[seq] = needed
         self._static_tokens += n
 
@@ -254,14 +238,16 @@ class ContiguousAllocator(KVAllocator):
         full = self._full_growing()
         if full and self.reserve != "grow":
             raise MemoryError(f"{len(full)} decoding sequences fill their reserved slabs")
+        pending = self._growth_needed(full)
         for seq, needed in full:
-            self._resize(seq, needed)
+            pending -= needed - self._slabs[seq][1]
+            self._resize(seq, needed, pending)
             self._push_full_at(seq)
         return bool(full)
 
     def can_grow_one(self) -> bool:
         full = self._full_growing()
-        return not full or (self.reserve == "grow" and self._resizes_fit(full))
+        return not full or (self.reserve == "grow" and self._growth_needed(full) <= self._free_slots())
 
     def max_grow(self, limit: int) -> int:
         at = self._first_full_at()
@@ -281,26 +267,9 @@ class ContiguousAllocator(KVAllocator):
         self._allocated -= size
         self._release(start, size)
 
-    def tokens_of(self, seq: int) -> int:
-        if seq in self._static:
-            return self._static[seq]
-        return self._base[seq] + self._clock
-
     @property
     def free_blocks(self) -> int:
         return (self.capacity - self._allocated) // self.block_size
-
-    @property
-    def used_tokens(self) -> int:
-        return self._static_tokens + self._base_sum + len(self._base) * self._clock
-
-    @property
-    def growing_tokens(self) -> int:
-        return self._base_sum + len(self._base) * self._clock
-
-    @property
-    def num_growing(self) -> int:
-        return len(self._base)
 
     def breakdown(self) -> MemoryBreakdown:
         """Real KV, reserved-but-empty slab space, free space outside the largest hole (unusable for any slab

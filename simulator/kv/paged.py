@@ -15,11 +15,11 @@ which gives ``grow`` and ``max_grow`` in O(bs) operations whatever the number of
 
 from __future__ import annotations
 
-from simulator.kv.base import KV_ALLOCATORS, KVAllocator, MemoryBreakdown
+from simulator.kv.base import KV_ALLOCATORS, KVAllocator, LazyGrowth, MemoryBreakdown
 
 
 @KV_ALLOCATORS.register("paged")
-class PagedAllocator(KVAllocator):
+class PagedAllocator(LazyGrowth, KVAllocator):
     __slots__ = (
         "_base", "_base_sum", "_clock", "_residues", "_static", "_static_tokens", "block_size", "free_blocks",
         "num_blocks",
@@ -146,26 +146,8 @@ class PagedAllocator(KVAllocator):
             tokens = base + self._clock
         self.free_blocks += self.blocks_for(tokens)
 
-    def tokens_of(self, seq: int) -> int:
-        if seq in self._static:
-            return self._static[seq]
-        return self._base[seq] + self._clock
-
-    @property
-    def growing_tokens(self) -> int:
-        return self._base_sum + len(self._base) * self._clock
-
-    @property
-    def num_growing(self) -> int:
-        return len(self._base)
-
-    @property
-    def used_tokens(self) -> int:
-        return self._static_tokens + self._base_sum + len(self._base) * self._clock
-
     def breakdown(self) -> MemoryBreakdown:
         """Each sequence holds ceil(t / bs) blocks for its t tokens, so the blocks held leave
         bs × (blocks held) − (tokens held) slots empty (internal fragmentation)."""
-        bs, free = self.block_size, self.free_blocks
-        tokens = self._static_tokens + self._base_sum + len(self._base) * self._clock
+        bs, free, tokens = self.block_size, self.free_blocks, self.used_tokens
         return MemoryBreakdown(tokens, bs * (self.num_blocks - free) - tokens, 0, 0, free * bs)
