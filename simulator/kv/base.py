@@ -149,6 +149,15 @@ class LazyGrowth:
             return self._static[seq]
         return self._base[seq] + self._clock
 
+    def _move_to_growing(self, seq: int) -> int:
+        """Move a static sequence to the growing set; returns its base (tokens − clock)."""
+        tokens = self._static.pop(seq)
+        self._static_tokens -= tokens
+        base = tokens - self._clock
+        self._base[seq] = base
+        self._base_sum += base
+        return base
+
     @property
     def used_tokens(self) -> int:
         return self._static_tokens + self._base_sum + len(self._base) * self._clock

@@ -227,11 +227,7 @@ class ContiguousAllocator(LazyGrowth, KVAllocator):
         self._static_tokens += n
 
     def start_growing(self, seq: int) -> None:
-        tokens = self._static.pop(seq)
-        self._static_tokens -= tokens
-        base = tokens - self._clock
-        self._base[seq] = base
-        self._base_sum += base
+        self._move_to_growing(seq)
         self._push_full_at(seq)
 
     def prepare_growth(self) -> bool:

@@ -89,12 +89,7 @@ class PagedAllocator(LazyGrowth, KVAllocator):
 
     # --- growing sequences ------------------------------------------------------------------------------------
     def start_growing(self, seq: int) -> None:
-        tokens = self._static.pop(seq)
-        self._static_tokens -= tokens
-        base = tokens - self._clock
-        self._base[seq] = base
-        self._base_sum += base
-        self._residues[base % self.block_size] += 1
+        self._residues[self._move_to_growing(seq) % self.block_size] += 1
 
     def _slack_below(self, m: int) -> int:
         """C[m]: growing sequences whose slack is < m. Slack s ↔ residue (−s − clock) mod bs, so slacks 0 … m−1
