@@ -112,7 +112,7 @@ class ClosedLoopFeed:
     ) -> None:
         self.env, self.factory, self.router, self.replicas = env, factory, router, replicas
         self.config, self.rng = config, rng
-        self._delay = delay_s.tolist() if isinstance(delay_s, np.ndarray) else [delay_s] * factory.total
+        self._delay = delay_s.tolist()  # client-side delay of each request (network, tokenization)
         self._sent = 0
         self._user_of: dict[int, int] = {}
         recorder.on_complete = self._ended

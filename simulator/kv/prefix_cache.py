@@ -133,7 +133,3 @@ class PrefixCachingAllocator(PagedAllocator):
         bs, cached, used = self.block_size, len(self._lru), self.used_blocks
         internal = bs * (used + self._extra_refs) - self.used_tokens
         return MemoryBreakdown(bs * used - internal, internal, 0, cached * bs, (self.free_blocks - cached) * bs)
-
-    def cached_keys(self) -> set[tuple[int, int]]:
-        """Every cached block, referenced or not (for invariant checks)."""
-        return set(self._refs) | set(self._lru)
