@@ -9,6 +9,7 @@ import simulator
 from simulator.catalog import load_hardware, load_model
 from simulator.config.schema import LinearCostConfig
 from simulator.cost import (
+    EngineProfile,
     IterationShape,
     LinearCostModel,
     RooflineCostModel,
@@ -195,7 +196,8 @@ def test_tensor_parallel_shards_work_and_adds_all_reduce():
 
 def test_engine_profiles():
     """default: 5.4 ms per iteration. splitwise: prompts prefilled one after another (b prompts = b × one prompt),
-    collectives at half the NCCL bandwidth, 5.64 ms per pass and 354 µs per sequence. Groups sum to the total."""
+    collectives at 0.44 of the NCCL bandwidth, 5.64 ms per pass, 5 ms per prompt and 347 µs per sequence. Groups sum
+    to the total."""
     model, hardware = load_model("llama-3-70b"), load_hardware("a100-80gb-sxm")
     default = RooflineCostModel(model, hardware, 4, engine=load_engine("default"))
     ideal = RooflineCostModel(model, hardware, 4, engine=load_engine("ideal"))
@@ -205,16 +207,35 @@ def test_engine_profiles():
         assert sum(cost.breakdown(shape).values()) == pytest.approx(cost.iteration_time(shape), rel=1e-12)
     assert default.breakdown(shape)["engine_s"] == pytest.approx(5.4e-3)
     assert ideal.breakdown(shape)["engine_s"] == 0.0
-    # splitwise: four passes (three prompts, then the decodes), 19 sequences
-    assert splitwise.breakdown(shape)["engine_s"] == pytest.approx(4 * 5.64e-3 + 19 * 354e-6)
+    # splitwise: four passes (three prompts, then the decodes), three prompts, 19 sequences
+    assert splitwise.breakdown(shape)["engine_s"] == pytest.approx(4 * 5.64e-3 + 3 * 5e-3 + 19 * 347e-6)
     one = IterationShape(((500, 0),))
     assert splitwise.iteration_time(IterationShape(((500, 0),) * 3)) == pytest.approx(3 * splitwise.iteration_time(one))
     assert default.iteration_time(IterationShape(((500, 0),) * 3)) < 3 * default.iteration_time(one)
-    half = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency / 2})
+    slower = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency * 0.44})
     assert splitwise.breakdown(one)["communication_s"] == pytest.approx(
-        80 * 2 * collective_time(half, "all_reduce", 4, 500 * 8192 * 2))
+        80 * 2 * collective_time(slower, "all_reduce", 4, 500 * 8192 * 2))
     with pytest.raises(LLMSimError, match="unknown engine profile 'vllm-9'"):
         load_engine("vllm-9")
+
+
+def test_attention_efficiency_slows_only_attention_flops():
+    """Prefill attention of one 4096-token prompt on Llama-3-8B (A100, TP 1): 32 layers ×
+    smooth-max(4·32·128·4096·4097/2 FLOPs / (F · a), 2·8·128·2·4096 bytes / B) + 6 µs per kernel, with F and B the
+    fitted GEMM rates; an engine at a = 0.5 changes nothing else."""
+    model, hardware = load_model("llama-3-8b"), load_hardware("a100-80gb-sxm")
+    F, B = 312e12 * 0.73, 2039e9 * 0.84
+    flops, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 2 * 8 * 128 * 2 * 4096
+    shape = IterationShape(((4096, 0),))
+    parts = {}
+    for a in (1.0, 0.5):
+        engine = EngineProfile(name="test", attention_efficiency=a)
+        parts[a] = RooflineCostModel(model, hardware, 1, engine=engine).breakdown(shape)
+        expected = 32 * (((flops / (F * a)) ** 2 + (nbytes / B) ** 2) ** 0.5 + 6e-6)
+        assert parts[a]["attention_s"] == pytest.approx(expected, rel=1e-9)
+    assert {k: v for k, v in parts[0.5].items() if k != "attention_s"} == {
+        k: v for k, v in parts[1.0].items() if k != "attention_s"
+    }
 
 
 def test_linear_cost_model():

@@ -35,4 +35,4 @@ def test_whole_iteration_errors_on_splitwise(shared_data):
     for phase, rows in frame.groupby("phase"):
         median, p90 = overall(rows)
         assert median <= 0.08, phase
-        assert p90 <= (0.25 if phase == "prefill" else 0.20), phase
+        assert p90 <= 0.20, phase

@@ -4,12 +4,15 @@ CPU scheduling, input preparation, kernel launches the GPU waits for, sampling s
 belong to the engine, not the GPU. A profile (``engine_profiles/NAME.yaml``, chosen by ``engine:`` in an experiment
 or ``--engine`` on the CLI) charges, per iteration,
 
-    per_iteration_ms + layers × per_layer_us + sequences × per_sequence_us
+    per_iteration_ms + layers × per_layer_us + sequences × per_sequence_us + prompts × per_prompt_ms
 
-and says how close the engine's kernels and collectives come to the best achievable on the hardware
-(``compute_efficiency``, ``memory_efficiency``, ``communication_efficiency``: 1 = as fast as the hardware
-profile's fitted GEMM, streaming and NCCL rates), and whether it batches the prompts of an iteration into one
-forward pass (``prefill_batching``).
+(``prompts``: the prompt chunks of the iteration, each of which the engine prepares — positions, masks, block
+tables — before the forward pass), and says how close the engine's kernels and collectives come to the best
+achievable on the hardware (``compute_efficiency``, ``memory_efficiency``, ``communication_efficiency``: 1 = as
+fast as the hardware profile's fitted GEMM, streaming and NCCL rates; ``attention_efficiency``: the attention
+kernel's FLOP rate as a fraction of the GEMM rate — 1 for FlashAttention-2-class kernels, about 0.5 for kernels
+that compute the whole causal square or FlashAttention-1), and whether it batches the prompts of an iteration
+into one forward pass (``prefill_batching``).
 """
 
 from __future__ import annotations
@@ -31,8 +34,12 @@ class EngineProfile(BaseModel):
     per_iteration_ms: float = Field(default=0.0, ge=0)
     per_layer_us: float = Field(default=0.0, ge=0)
     per_sequence_us: float = Field(default=0.0, ge=0)
+    per_prompt_ms: float = Field(default=0.0, ge=0, description="per prompt chunk in the iteration")
     compute_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best GEMMs")
     memory_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best streaming")
+    attention_efficiency: float = Field(
+        default=1.0, gt=0, le=1, description="attention kernels' FLOP rate vs the engine's GEMM rate"
+    )
     communication_efficiency: float = Field(
         default=1.0, gt=0, le=1, description="engine collectives vs the hardware's NCCL bandwidth"
     )
@@ -41,10 +48,11 @@ class EngineProfile(BaseModel):
     )
     sources: list[str] = Field(default_factory=list)
 
-    def iteration_overhead(self, num_layers: int, num_sequences: int) -> float:
-        """Seconds the engine adds to one iteration."""
+    def iteration_overhead(self, num_layers: int, num_sequences: int, num_prompts: int = 0) -> float:
+        """Seconds the engine adds to one iteration of ``num_sequences`` sequences, ``num_prompts`` of them
+        prompt chunks."""
         return (
-            self.per_iteration_ms * 1e-3 + num_layers * self.per_layer_us * 1e-6
+            (self.per_iteration_ms + num_prompts * self.per_prompt_ms) * 1e-3 + num_layers * self.per_layer_us * 1e-6
             + num_sequences * self.per_sequence_us * 1e-6
         )
 

@@ -10,6 +10,7 @@ tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(k
 - attention, prefill (FlashAttention-style, one kernel for all chunks): FLOPs 4·H·d·Σ(q·c + q(q+1)/2) for a chunk of
   q new tokens over c cached ones (causal); bytes = the K/V of (c + q) tokens read once
 - attention, decode (one kernel): FLOPs 4·H·d·S, bytes 2·G·d·v·S for context sum S (every sequence's KV is read)
+- attention FLOPs run at the engine's ``attention_efficiency`` × the GEMM rate (:mod:`simulator.cost.engine`)
 - attention activations (queries in, outputs out): 2·T·H·d·w bytes, memory-bound
 - output projection GEMM (T × H·d) · (H·d × D)
 - MLP: up (T × D) · (D × k·I) with k = 2 if gated else 1, down (T × I) · (I × D); for a Mixtral-style mixture of
@@ -73,15 +74,15 @@ class RooflineCostModel(CostModel):
         self.qkv_width = (self.heads + 2 * self.kv_heads) * m.head_dim
         self.attn_width = self.heads * m.head_dim
         self.up_width = (2 if m.gated_mlp else 1) * self.inter
+        self.attention_flops = self.gemm.flops * self.engine.attention_efficiency
         # Decode attention per context token and layer: FLOPs 4·H·d, bytes 2·G·d·v, through the smooth roofline.
         overhead = self.gemm.overhead
-        per_token = self.gemm.combine(
-            4 * self.heads * m.head_dim / self.gemm.flops, 2 * self.kv_heads * m.head_dim * self.v / self.gemm.bandwidth
-        ) - overhead
+        flops, nbytes = 4 * self.heads * m.head_dim, 2 * self.kv_heads * m.head_dim * self.v
+        per_token = self.gemm.combine(flops / self.attention_flops, nbytes / self.gemm.bandwidth) - overhead
         self.decode_attention_per_token = m.num_layers * per_token
         self.decode_attention_fixed = m.num_layers * overhead
         self._body_cache: dict[int, float] = {}
-        self._per_sequence_cache: dict[int, float] = {}
+        self._per_sequence_cache: dict[tuple[int, int], float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
 
     @classmethod
@@ -133,13 +134,14 @@ class RooflineCostModel(CostModel):
         rows = num_tokens * k / touched
         return touched * (g.time(rows, self.up_width, D) + g.time(rows, D, self.inter)) + g.time(num_tokens, experts, D)
 
-    def per_sequence_parts(self, num_sequences: int) -> dict[str, float]:
-        """Seconds of the LM head on each sequence's last token, sampling, and the engine's fixed costs."""
+    def per_sequence_parts(self, num_sequences: int, num_prompts: int = 0) -> dict[str, float]:
+        """Seconds of the LM head on each sequence's last token, sampling, and the engine's fixed costs
+        (``num_prompts`` of the sequences are prompt chunks)."""
         m, g = self.model, self.gemm
         return {
             "lm_head_sampling_s": self.head_gemm.time(num_sequences, m.vocab_size / self.tp, m.hidden_size)
             + g.memory_kernel(2 * num_sequences * m.vocab_size * 4),
-            "engine_s": self.engine.iteration_overhead(m.num_layers, num_sequences),
+            "engine_s": self.engine.iteration_overhead(m.num_layers, num_sequences, num_prompts),
         }
 
     def _body_time(self, num_tokens: int) -> float:
@@ -148,10 +150,11 @@ class RooflineCostModel(CostModel):
             cached = self._body_cache[num_tokens] = sum(self.body_parts(num_tokens).values())
         return cached
 
-    def _per_sequence_time(self, num_sequences: int) -> float:
-        cached = self._per_sequence_cache.get(num_sequences)
+    def _per_sequence_time(self, num_sequences: int, num_prompts: int = 0) -> float:
+        key = (num_sequences, num_prompts)
+        cached = self._per_sequence_cache.get(key)
         if cached is None:
-            cached = self._per_sequence_cache[num_sequences] = sum(self.per_sequence_parts(num_sequences).values())
+            cached = self._per_sequence_cache[key] = sum(self.per_sequence_parts(num_sequences, num_prompts).values())
         return cached
 
     def prefill_attention_time(self, pairs: float, kv_tokens: int) -> float:
@@ -159,7 +162,7 @@ class RooflineCostModel(CostModel):
         d, g = self.model.head_dim, self.gemm
         flops = 4 * self.heads * d * pairs
         nbytes = 2 * self.kv_heads * d * self.v * kv_tokens
-        return self.model.num_layers * g.combine(flops / g.flops, nbytes / g.bandwidth)
+        return self.model.num_layers * g.combine(flops / self.attention_flops, nbytes / g.bandwidth)
 
     # --- iteration ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -194,7 +197,7 @@ class RooflineCostModel(CostModel):
         decode_rows = shape.num_decodes * shape.decode_positions
         return (
             self._body_time(tokens + decode_rows)
-            + self._per_sequence_time(len(shape.prefill_chunks) + decode_rows)
+            + self._per_sequence_time(len(shape.prefill_chunks) + decode_rows, len(shape.prefill_chunks))
             + self._attention_time(shape, pairs, kv_tokens)
         )
 
@@ -213,7 +216,7 @@ class RooflineCostModel(CostModel):
             decode_rows = one.num_decodes * one.decode_positions
             parts = self.body_parts(tokens + decode_rows)
             parts["attention_s"] = self._attention_time(one, pairs, kv_tokens)
-            parts.update(self.per_sequence_parts(len(one.prefill_chunks) + decode_rows))
+            parts.update(self.per_sequence_parts(len(one.prefill_chunks) + decode_rows, len(one.prefill_chunks)))
             for name, seconds in parts.items():
                 total[name] = total.get(name, 0.0) + seconds
         return total
