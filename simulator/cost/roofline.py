@@ -84,6 +84,7 @@ class RooflineCostModel(CostModel):
         self._body_cache: dict[int, float] = {}
         self._per_sequence_cache: dict[tuple[int, int], float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
+        self._prefill_cache: dict[tuple[tuple[int, int], ...], float] = {}  # prompt-only iterations by their chunks
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> RooflineCostModel:
@@ -202,8 +203,19 @@ class RooflineCostModel(CostModel):
         )
 
     def iteration_time(self, shape: IterationShape) -> float:
-        if not shape.prefill_chunks and not shape.num_decodes:
+        if shape.num_decodes:
+            return self._iteration_time(shape)
+        if not shape.prefill_chunks:
             return 0.0
+        # prompt-only iterations recur (the same prompt lengths): remember them, within a bounded table
+        cached = self._prefill_cache.get(shape.prefill_chunks)
+        if cached is None:
+            if len(self._prefill_cache) >= 65536:
+                self._prefill_cache.clear()
+            cached = self._prefill_cache[shape.prefill_chunks] = self._iteration_time(shape)
+        return cached
+
+    def _iteration_time(self, shape: IterationShape) -> float:
         if not self.sequential_prefill:
             return self._pass_time(shape)
         return sum(self._pass_time(one) for one in self._passes(shape))
