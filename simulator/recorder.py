@@ -106,7 +106,8 @@ class Recorder:
         self.on_complete = None  # called with each finished or rejected request
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
-        self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots)
+        self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots),
+        # filled from the replicas when the simulation ends
 
     def request_done(self, request: Request) -> None:
         """Record a finished or rejected request (and tell ``on_complete``, e.g. a closed-loop client)."""

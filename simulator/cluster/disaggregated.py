@@ -20,6 +20,7 @@ import simpy
 
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
+from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import TransferConfig
 from simulator.recorder import Recorder
 from simulator.request import FINISHED, REJECTED, WAITING, Request
@@ -67,8 +68,7 @@ class PrefillToDecode:
         self._link_free_at[request.replica] = start + seconds
         if self.observer is not None:
             self.observer.transfer(request.request_id, request.replica, start, start + seconds)
-        event = self.env.timeout(start + seconds - now)
-        event.callbacks.append(lambda _event: self._arrive(request))
+        Wakeup(self.env, start + seconds - now, lambda _event: self._arrive(request))
 
     def _arrive(self, request: Request) -> None:
         request.kv_arrived_s = self.env.now

@@ -16,6 +16,7 @@ import simpy
 
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
+from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import ClosedLoopArrival
 from simulator.recorder import Recorder
 from simulator.request import Request
@@ -76,8 +77,7 @@ class ArrivalFeed:
         self._inputs, self._outputs, self._prefixes, self._classes = self.factory.columns(index)
 
     def _schedule(self) -> None:
-        event = self.env.timeout(max(self._due[self._next] - self.env.now, 0.0))
-        event.callbacks.append(self._deliver)
+        Wakeup(self.env, max(self._due[self._next] - self.env.now, 0.0), self._deliver)
 
     def _deliver(self, _event: simpy.Event) -> None:
         now, make = self.env.now, self.factory.make
@@ -131,8 +131,8 @@ class ClosedLoopFeed:
         request_id = self._sent
         self._sent += 1
         send_at = self.env.now + self._think_s()
-        event = self.env.timeout(send_at - self.env.now + self._delay[request_id])
-        event.callbacks.append(lambda _event: self._deliver(user, request_id, send_at))
+        Wakeup(self.env, send_at - self.env.now + self._delay[request_id],
+               lambda _event: self._deliver(user, request_id, send_at))
 
     def _deliver(self, user: int, request_id: int, sent_s: float) -> None:
         inputs, outputs, prefixes, classes = self.factory.columns(np.array([request_id]))

@@ -10,10 +10,11 @@ equivalence). A superseded timeout still fires and is ignored.
 Callbacks on timeouts rather than a generator process per replica: the same SimPy clock and event order, with less
 overhead per event (see benchmarks/bench_scale.py).
 
-Memory accounting: the allocator's :class:`~simulator.kv.base.MemoryBreakdown` is taken when work starts (after the
-scheduler allocated) and when it ends (after the run's growth, before completions free memory) and integrated over
-time by the trapezoid rule — exact for contiguous slabs (constant during a run) and for idle time, within a block's
-sawtooth for paged last blocks. Running sequences are integrated exactly (constant during a run).
+Memory accounting: the allocator's :class:`~simulator.kv.base.MemoryBreakdown` (through its cheap affine summary,
+``memory_state``) is taken when work starts (after the scheduler allocated) and when it ends (after the run's
+growth, before completions free memory) and integrated over time by the trapezoid rule — exact for contiguous slabs
+(constant during a run) and for idle time, within a block's sawtooth for paged last blocks. Running sequences are
+integrated exactly (constant during a run).
 
 Inter-token gaps: decoding requests are grouped by the time of their last token (the end of the last decode run, or
 the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
@@ -26,7 +27,9 @@ import math
 
 import simpy
 
+from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
+from simulator.kv.base import MemoryBreakdown
 from simulator.recorder import Recorder
 from simulator.request import REJECTED, Request
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
@@ -47,10 +50,10 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_copied", "_decode_runs", "_gap_groups", "_last_decode_end", "_memory", "_pending",
-        "_run", "_running", "_start", "_steps", "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward",
-        "index",
-        "observer", "on_done", "recorder", "scheduler", "swap_seconds_per_token",
+        "_batch", "_busy", "_copied", "_decode_runs", "_gap_groups", "_last_decode_end", "_memory",
+        "_memory_seconds", "_pending", "_run", "_running", "_start", "_state_seconds", "_steps",
+        "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "index", "observer", "on_done",
+        "recorder", "scheduler", "swap_seconds_per_token",
     )
 
     def __init__(
@@ -64,7 +67,9 @@ class Replica:
         self.copy_seconds_per_token = copy_seconds_per_token
         self._running = 0  # running sequences during the current work
         self._copied = 0  # the allocator's copied_tokens already charged
-        self._memory: tuple[float, tuple[int, ...]] | None = None  # (time, breakdown) at the start of the work
+        self._memory: tuple[float, tuple[int, ...]] | None = None  # (time, memory state) at the start of the work
+        self._state_seconds = [0.0] * len(scheduler.kv.memory_state())  # ∫ memory state dt
+        self._memory_seconds = 0.0  # the time that integral covers
         self.index = index
         self.scheduler = scheduler
         self.cost = cost
@@ -130,9 +135,7 @@ class Replica:
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
         """End the current work after ``delay`` seconds (any earlier pending timeout becomes stale)."""
-        event = self.env.timeout(delay)
-        event.callbacks.append(self._on_timeout)
-        self._pending = event
+        self._pending = Wakeup(self.env, delay, self._on_timeout)
 
     def _on_timeout(self, event: simpy.Event) -> None:
         if event is not self._pending:
@@ -143,28 +146,31 @@ class Replica:
         self._begin()
 
     def _close_memory(self, now: float, end: tuple[int, ...]) -> None:
-        """Integrate the memory breakdown since the work started, by the trapezoid rule up to ``end``."""
+        """Integrate the memory state since the work started, by the trapezoid rule up to ``end``."""
         if self._memory is None:
             return
         start_time, a = self._memory
         half = (now - start_time) / 2
         if half > 0:
-            s = self.recorder.kv_breakdown_seconds[self.index]
-            s[0] += (a[0] + end[0]) * half
-            s[1] += (a[1] + end[1]) * half
-            s[2] += (a[2] + end[2]) * half
-            s[3] += (a[3] + end[3]) * half
-            s[4] += (a[4] + end[4]) * half
+            self._memory_seconds += now - start_time
+            s = self._state_seconds
+            for i, x in enumerate(a):
+                s[i] += (x + end[i]) * half
+
+    def memory_breakdown_seconds(self) -> MemoryBreakdown:
+        """∫ MemoryBreakdown dt (token slots × seconds) over the time this replica's memory was accounted."""
+        return self.scheduler.kv.breakdown_integral(self._state_seconds, self._memory_seconds)
 
     def _begin(self) -> None:
         scheduler, now, rec = self.scheduler, self.env.now, self.recorder
         kv = scheduler.kv
         if self._batch is None and self._memory is not None:  # idle until now: memory did not change
             self._close_memory(now, self._memory[1])
-        for request in scheduler.expire_waiting(now):
-            self.on_done(request)
+        if scheduler.queue_delay_s is not None:
+            for request in scheduler.expire_waiting(now):
+                self.on_done(request)
         batch = scheduler.schedule(now)
-        self._memory = (now, kv.breakdown())
+        self._memory = (now, kv.memory_state())
         copy_tokens = kv.copied_tokens - self._copied
         self._copied = kv.copied_tokens
         for victim, was_decoding in batch.preempted:
@@ -172,7 +178,7 @@ class Replica:
                 self._forget(victim)
         if self.observer is not None:
             self._observe_start(batch, now)
-        if batch.empty:
+        if not batch.prefills and not batch.decode and not batch.swap_ins:  # empty
             self._busy, self._batch, self._steps = False, None, 0
             wake = min((t for t in (scheduler.wake_at(now), scheduler.queue_deadline()) if t is not None),
                        default=None)
@@ -210,9 +216,10 @@ class Replica:
                 rec.peak_batch_tokens[self.index] = num_decodes
             a, c = self.cost.decode_step_coefficients(num_decodes)
             steps = scheduler.stable_steps(batch)
-            deadline = scheduler.queue_deadline()
-            if deadline is not None and steps > 1:  # end at the first boundary at or after it
-                steps = steps_done_by(a, c, num_decodes, context_sum, deadline - now, steps)
+            if scheduler.queue_delay_s is not None and steps > 1:
+                deadline = scheduler.queue_deadline()
+                if deadline is not None:  # end at the first boundary at or after it
+                    steps = steps_done_by(a, c, num_decodes, context_sum, deadline - now, steps)
             self._steps = steps
             self._run = (a, c, num_decodes, context_sum)
             first_step = a + c * context_sum
@@ -239,7 +246,7 @@ class Replica:
         finished = scheduler.advance(batch, steps, now)
         if batch.extra_tokens:
             rec.itl.add(0.0, batch.extra_tokens)  # tokens accepted together arrive together
-        self._close_memory(now, kv.breakdown() if batch.decode else self._memory[1])  # prompts allocated already
+        self._close_memory(now, kv.memory_state() if batch.decode else self._memory[1])  # prompts allocated already
         rec.iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
         k = steps

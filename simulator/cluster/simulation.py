@@ -181,6 +181,7 @@ def simulate(
     else:
         ArrivalFeed(env, factory, delay_s, router, entry)
     env.run()
+    recorder.kv_breakdown_seconds = [list(replica.memory_breakdown_seconds()) for replica in replicas]
     recorder.requests.close()
     return SimulationOutput(
         recorder, pools[-1].budget, len(workload.arrival_s), sum(pool.gpus for pool in pools),

@@ -22,7 +22,8 @@ growth step of every decoding sequence, for iterations that mix prompt chunks wi
 (the largest n ≤ limit such that every growing sequence can grow by n now — how the engine learns how many decode
 steps can run before memory forces the batch to change), ``can_grow_one()`` (the common case of that),
 ``can_ever_fit(tokens)`` (in an empty pool?), ``tokens_of(seq)``, ``used_tokens``, ``growing_tokens``,
-``num_growing``, ``used_blocks`` and ``free_blocks``. ``free(seq)`` releases either kind.
+``num_growing``, ``used_blocks`` and ``free_blocks``. ``free(seq)`` releases either kind. ``breakdown()`` says where
+the pool's slots are (:class:`MemoryBreakdown`); ``memory_state()`` is its cheap affine summary for time integrals.
 """
 
 from __future__ import annotations
@@ -122,6 +123,16 @@ class KVAllocator(ABC):
 
     @abstractmethod
     def breakdown(self) -> MemoryBreakdown: ...
+
+    def memory_state(self) -> tuple[int, ...]:
+        """A few numbers of which every part of :meth:`breakdown` is an affine function, cheaper to take than the
+        breakdown: the engine integrates them over time at every run boundary, and :meth:`breakdown_integral` maps
+        the integrals back. By default, the breakdown itself."""
+        return self.breakdown()
+
+    def breakdown_integral(self, state_seconds: list[float], seconds: float) -> MemoryBreakdown:
+        """∫ breakdown dt over ``seconds`` of time, from ∫ :meth:`memory_state` dt over the same time."""
+        return MemoryBreakdown(*state_seconds)
 
     @property
     def used_blocks(self) -> int:

@@ -144,5 +144,13 @@ class PagedAllocator(LazyGrowth, KVAllocator):
     def breakdown(self) -> MemoryBreakdown:
         """Each sequence holds ceil(t / bs) blocks for its t tokens, so the blocks held leave
         bs × (blocks held) − (tokens held) slots empty (internal fragmentation)."""
-        bs, free, tokens = self.block_size, self.free_blocks, self.used_tokens
-        return MemoryBreakdown(tokens, bs * (self.num_blocks - free) - tokens, 0, 0, free * bs)
+        return self.breakdown_integral(self.memory_state(), 1)
+
+    def memory_state(self) -> tuple[int, int]:
+        """(tokens held, blocks held)."""
+        return self.used_tokens, self.num_blocks - self.free_blocks
+
+    def breakdown_integral(self, state_seconds: list[float], seconds: float) -> MemoryBreakdown:
+        tokens, blocks = state_seconds
+        bs = self.block_size
+        return MemoryBreakdown(tokens, bs * blocks - tokens, 0, 0, bs * (self.num_blocks * seconds - blocks))

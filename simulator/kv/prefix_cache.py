@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from simulator.kv.base import MemoryBreakdown
+from simulator.kv.base import KVAllocator, MemoryBreakdown
 from simulator.kv.paged import PagedAllocator
 from simulator.request import Prefix
 
@@ -126,6 +126,10 @@ class PrefixCachingAllocator(PagedAllocator):
             else:
                 refs[key] -= 1
                 self._extra_refs -= 1
+
+    # the paged allocator's compact memory state does not see cached blocks: integrate the breakdown itself
+    memory_state = KVAllocator.memory_state
+    breakdown_integral = KVAllocator.breakdown_integral
 
     def breakdown(self) -> MemoryBreakdown:
         """As for the paged allocator, with a shared block counted once per sequence holding it when finding the

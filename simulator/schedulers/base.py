@@ -84,6 +84,8 @@ class Scheduler(ABC):
         self.speculative = getattr(config, "speculative", None)
         self._rng = np.random.default_rng(seed)  # speculative acceptance draws
         self.config = config
+        delay_ms = getattr(config, "max_queue_delay_ms", None)
+        self.queue_delay_s = None if delay_ms is None else delay_ms / 1000  # reject requests waiting longer
         self.max_num_seqs = config.max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len
@@ -128,18 +130,18 @@ class Scheduler(ABC):
         waiting.insert(position, request)
 
     def _expires(self, request: Request) -> float:
-        return request.arrival_s + self.config.max_queue_delay_ms / 1000
+        return request.arrival_s + self.queue_delay_s
 
     def queue_deadline(self) -> float | None:
         """When the first waiting request that was never scheduled runs out of ``max_queue_delay_ms``."""
-        if self.config.max_queue_delay_ms is None:
+        if self.queue_delay_s is None:
             return None
         deadlines = [self._expires(r) for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s]
         return min(deadlines) if deadlines else None
 
     def expire_waiting(self, now: float) -> list[Request]:
         """Reject (and return) the waiting requests never scheduled whose ``max_queue_delay_ms`` has run out."""
-        if self.config.max_queue_delay_ms is None or not self.waiting:
+        if self.queue_delay_s is None or not self.waiting:
             return []
         expired = [r for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s and now >= self._expires(r)]
         if expired:
