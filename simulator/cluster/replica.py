@@ -188,11 +188,11 @@ class Replica:
         self._busy, self._batch, self._start = True, batch, now
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
         positions = batch.decode_positions
+        self._running = running = len(scheduler.decoding) + len(scheduler.prefilling) + len(batch.swap_ins)
         if batch.prefills or batch.swap_ins or batch.swap_tokens or copy_tokens or positions > 1 or (
             not self.fast_forward
         ):
             chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
-            running = scheduler.num_running + len(batch.swap_ins)
             tokens = sum([new for new, _ in chunks]) + num_decodes * positions
             if running > rec.peak_running[self.index]:
                 rec.peak_running[self.index] = running
@@ -227,8 +227,7 @@ class Replica:
         if batch.decode:
             for last_token, count in self._gap_groups.items():
                 rec.itl.add(now - last_token + first_step, count)
-        self._running = scheduler.num_running + len(batch.swap_ins)
-        rec.running_seconds[self.index] += self._running * duration
+        rec.running_seconds[self.index] += running * duration
         self._wait(duration)
 
     def _finish(self, batch: Batch, steps: int) -> None:

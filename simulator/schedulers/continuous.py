@@ -58,9 +58,10 @@ class ContinuousScheduler(Scheduler):
     def schedule(self, now: float) -> Batch:
         batch = Batch()
         if self.prefill_priority:
-            self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=False)
-            if batch.prefills:
-                return batch
+            if self.waiting:
+                self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=False)
+                if batch.prefills:
+                    return batch
             self._grow_or_preempt(batch, now)
             return self.decode_batch(batch) if self.decoding else batch
         self._grow_or_preempt(batch, now)
