@@ -28,3 +28,12 @@ def experiment(**overrides) -> dict:
     }
     base.update(overrides)
     return base
+
+
+def assert_memory_state_integrates_to_breakdown(kv, seconds: float = 2.5) -> None:
+    """The allocator's compact ``memory_state`` held for ``seconds`` integrates to its breakdown × ``seconds``
+    (the engine integrates the state and maps it back with ``breakdown_integral``)."""
+    state = [x * seconds for x in kv.memory_state()]
+    integral = kv.breakdown_integral(state, seconds)
+    expected = [part * seconds for part in kv.breakdown()]
+    assert all(abs(a - b) <= 1e-9 * (1 + abs(b)) for a, b in zip(integral, expected, strict=True))

@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from simulator.catalog import load_hardware, load_model
 from simulator.errors import LLMSimError
 from simulator.kv import PagedAllocator, kv_budget, kv_cache_bytes
+from tests.helpers import assert_memory_state_integrates_to_breakdown
 
 
 class PagedAllocatorMachine(RuleBasedStateMachine):
@@ -105,6 +106,7 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         assert parts.internal == sum(-t % self.BS for t in held)  # the empty tail of each last block
         assert parts.real == sum(held) and parts.external == parts.cached == 0
         assert sum(parts) == self.BLOCKS * self.BS
+        assert_memory_state_integrates_to_breakdown(self.kv)
 
 
 TestPagedAllocator = PagedAllocatorMachine.TestCase

@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from simulator.kv import ContiguousAllocator, PrefixCachingAllocator
 from simulator.request import Prefix
+from tests.helpers import assert_memory_state_integrates_to_breakdown
 
 
 class ContiguousMachine(RuleBasedStateMachine):
@@ -101,6 +102,7 @@ class ContiguousMachine(RuleBasedStateMachine):
         assert sum(parts) == self.kv.capacity
         assert parts.real == sum(self.tokens.values())
         assert parts.internal == sum(sizes.values()) - parts.real
+        assert_memory_state_integrates_to_breakdown(self.kv)
 
     def teardown(self):
         for seq in list(self.tokens):
@@ -168,6 +170,7 @@ class PrefixCacheMachine(RuleBasedStateMachine):
         assert truly_free >= 0 and private >= 0
         assert private + len(kv._refs) + len(kv._lru) + truly_free == self.BLOCKS  # used + cached + free = total
         assert sum(kv.breakdown()) == self.BLOCKS * self.BS
+        assert_memory_state_integrates_to_breakdown(kv)
 
     def teardown(self):
         for seq in list(self.tokens):
