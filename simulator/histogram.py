@@ -65,7 +65,9 @@ class LogHistogram:
             self._bin_into(np.asarray(self._values), np.asarray(self._weights))
             self._values, self._weights = [], []
         if self._runs:
-            base, slope, n, weight = (np.asarray(column) for column in zip(*self._runs, strict=True))
+            runs = np.array(self._runs)  # rows (base, slope, n, weight); counts are exact in float64
+            base, slope = runs[:, 0], runs[:, 1]
+            n, weight = runs[:, 2].astype(np.int64), runs[:, 3].astype(np.int64)
             starts = np.repeat(np.cumsum(n) - n, n)
             j = np.arange(int(n.sum())) - starts + 1
             self._bin_into(np.repeat(base, n) + np.repeat(slope, n) * j, np.repeat(weight, n))

@@ -68,7 +68,7 @@ class PrefillToDecode:
         self._link_free_at[request.replica] = start + seconds
         if self.observer is not None:
             self.observer.transfer(request.request_id, request.replica, start, start + seconds)
-        Wakeup(self.env, start + seconds - now, lambda _event: self._arrive(request))
+        Wakeup(self.env, lambda _event: self._arrive(request)).schedule(start + seconds - now)
 
     def _arrive(self, request: Request) -> None:
         request.kv_arrived_s = self.env.now

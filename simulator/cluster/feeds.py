@@ -62,6 +62,7 @@ class ArrivalFeed:
         # requests reach the server in due order (tokenization can reorder them); ties keep arrival order
         self._order = np.argsort(due, kind="stable") if np.any(np.diff(due) < 0) else None
         self._due_all = due if self._order is None else due[self._order]
+        self._wakeup = Wakeup(env, self._deliver)  # one delivery instant at a time
         self._offset = 0  # index of the first request of the current chunk
         self._next = 0  # index within the chunk
         self._load_chunk()
@@ -77,7 +78,7 @@ class ArrivalFeed:
         self._inputs, self._outputs, self._prefixes, self._classes = self.factory.columns(index)
 
     def _schedule(self) -> None:
-        Wakeup(self.env, max(self._due[self._next] - self.env.now, 0.0), self._deliver)
+        self._wakeup.schedule(max(self._due[self._next] - self.env.now, 0.0))
 
     def _deliver(self, _event: simpy.Event) -> None:
         now, make = self.env.now, self.factory.make
@@ -131,8 +132,8 @@ class ClosedLoopFeed:
         request_id = self._sent
         self._sent += 1
         send_at = self.env.now + self._think_s()
-        Wakeup(self.env, send_at - self.env.now + self._delay[request_id],
-               lambda _event: self._deliver(user, request_id, send_at))
+        Wakeup(self.env, lambda _event: self._deliver(user, request_id, send_at)).schedule(
+            send_at - self.env.now + self._delay[request_id])
 
     def _deliver(self, user: int, request_id: int, sent_s: float) -> None:
         inputs, outputs, prefixes, classes = self.factory.columns(np.array([request_id]))

@@ -80,7 +80,7 @@ class Replica:
         self.observer = None  # simulator.observe.Observer when the run is observed
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self._busy = False  # an iteration is running or about to start
-        self._pending: simpy.Event | None = None  # the timeout that ends the current work; others are stale
+        self._pending: Wakeup | None = None  # the wakeup that ends the current work; others are stale
         self._batch: Batch | None = None
         self._start = 0.0
         self._steps = 0  # iterations in the current work
@@ -135,7 +135,10 @@ class Replica:
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
         """End the current work after ``delay`` seconds (any earlier pending timeout becomes stale)."""
-        self._pending = Wakeup(self.env, delay, self._on_timeout)
+        wakeup = self._pending
+        if wakeup is None or wakeup.due:  # the first, or one a cut superseded (it stays queued, stale): a new one
+            wakeup = self._pending = Wakeup(self.env, self._on_timeout)
+        wakeup.schedule(delay)
 
     def _on_timeout(self, event: simpy.Event) -> None:
         if event is not self._pending:
