@@ -6,10 +6,10 @@ machine does. This runs scenario (b) of ``bench_scale.py`` (round-robin replicas
 4 replicas and 3,000 requests by default, so that each replica spends most of the run in steady state, as in the
 million-request run) with N requests and with one request, and reports (instructions(N) − instructions(1)) / (N − 1):
 the cost of a request without the start-up (imports, workload generation). With ``--against DIR`` it does the same for
-another checkout (say ``git worktree add /tmp/base main``) and prints the ratio.
+another checkout (say ``git worktree add ../main-base main``) and prints the ratio.
 
     python benchmarks/count_instructions.py                       # about 2 minutes
-    python benchmarks/count_instructions.py --against /tmp/base   # A/B, both checkouts in parallel
+    python benchmarks/count_instructions.py --against ../main-base  # A/B, both checkouts in parallel
 
 BLAS and OpenMP thread pools are pinned to one thread: their idle spinning would otherwise be counted too.
 """

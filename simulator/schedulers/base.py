@@ -103,7 +103,7 @@ class Scheduler(ABC):
         total = request.input_tokens + request.output_tokens
         if total > self.max_model_len:
             return f"prompt + output = {total} tokens exceeds max_model_len {self.max_model_len}"
-        if not self.kv.can_ever_fit(total - 1):  # the KV of its last token (request.total_tokens)
+        if not self.kv.can_ever_fit(request.total_tokens):
             return f"{request.total_tokens} tokens of KV never fit the cache of {self.kv.capacity_tokens} tokens"
         limit = self.config.max_queue_len
         if limit is not None and len(self.waiting) >= limit:
