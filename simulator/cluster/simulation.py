@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +135,20 @@ def _build_pool(
     return Pool(replicas, budget, pool.replicas * pool.tensor_parallel * pool.pipeline_parallel)
 
 
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the event loop, restoring it after. The loop allocates millions
+    of short-lived objects that reference counting frees (the engine makes no reference cycles per event); the
+    collector's periodic passes over them cost 5% of a run's instructions and find nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def simulate(
     config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None,
     observer: Observer | None = None,
@@ -180,7 +197,8 @@ def simulate(
             np.random.SeedSequence([config.seed, 3])))
     else:
         ArrivalFeed(env, factory, delay_s, router, entry)
-    env.run()
+    with _cyclic_gc_paused():
+        env.run()
     recorder.kv_breakdown_seconds = [list(replica.memory_breakdown_seconds()) for replica in replicas]
     recorder.requests.close()
     return SimulationOutput(
