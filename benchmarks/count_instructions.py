@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RATE_PER_REPLICA = 12.92  # 80% of one replica's capacity, as bench_scale.py measures it (16.15 req/s)
+sys.path.insert(0, str(HERE))
+from bench_scale import LOAD, capacity  # noqa: E402  (a sibling script, not a package)
 
 RUN_ONE = """
 import sys
@@ -37,9 +38,10 @@ simulator.run(simulator.load(scenario({replicas}, {requests}, {rate})))
 """
 
 
-def instructions(checkout: Path, replicas: int, requests: int) -> int:
-    """Instructions callgrind counts for one simulation run in ``checkout`` (start-up included)."""
-    code = RUN_ONE.format(benchmarks=str(HERE), replicas=replicas, requests=requests, rate=RATE_PER_REPLICA)
+def instructions(checkout: Path, replicas: int, requests: int, rate: float) -> int:
+    """Instructions callgrind counts for one simulation run in ``checkout`` at ``rate`` requests/s per replica
+    (start-up included)."""
+    code = RUN_ONE.format(benchmarks=str(HERE), replicas=replicas, requests=requests, rate=rate)
     env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     out = subprocess.run(
@@ -52,9 +54,9 @@ def instructions(checkout: Path, replicas: int, requests: int) -> int:
     return int(match.group(1))
 
 
-def per_request(checkout: Path, replicas: int, requests: int) -> float:
+def per_request(checkout: Path, replicas: int, requests: int, rate: float) -> float:
     with ThreadPoolExecutor(2) as pool:
-        many, one = pool.map(lambda n: instructions(checkout, replicas, n), (requests, 1))
+        many, one = pool.map(lambda n: instructions(checkout, replicas, n, rate), (requests, 1))
     return (many - one) / (requests - 1)
 
 
@@ -66,10 +68,11 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
-    ours = per_request(HERE.parent, args.replicas, args.requests)
+    rate = LOAD * capacity()  # measured natively, once, so both checkouts run the same workload
+    ours = per_request(HERE.parent, args.replicas, args.requests, rate)
     print(f"{HERE.parent}: {ours:,.0f} instructions per request ({args.replicas} replicas, {args.requests:,} requests)")
     if args.against:
-        theirs = per_request(args.against.resolve(), args.replicas, args.requests)
+        theirs = per_request(args.against.resolve(), args.replicas, args.requests, rate)
         print(f"{args.against}: {theirs:,.0f} instructions per request")
         print(f"ratio: {ours / theirs:.3f}")
 

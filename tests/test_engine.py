@@ -257,10 +257,8 @@ def test_pipeline_parallel_replica_counts_its_gpus_and_fits_a_large_model():
     assert result.summary["num_gpus"] == 8 and result.summary["completed"] == 40
 
 
-def _cyclic_garbage_after_run(num_requests: int, **overrides) -> int:
-    workload = {"num_requests": num_requests, "arrival": {"kind": "poisson", "rate": 20.0},
-                "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
-                "output_tokens": {"kind": "uniform", "min": 1, "max": 100}}
+def _cyclic_garbage_after_run(num_requests: int, prefix: dict | None = None, **overrides) -> int:
+    workload = {**experiment()["workload"], "num_requests": num_requests, "prefix": prefix}
     config = simulator.load(experiment(workload=workload, **overrides))
     gc.collect()
     gc.disable()
@@ -274,7 +272,8 @@ def _cyclic_garbage_after_run(num_requests: int, **overrides) -> int:
 @pytest.mark.parametrize("overrides", [
     {},
     {"scheduler": {"kind": "chunked", "max_num_seqs": 16, "max_model_len": 2048, "chunk_size": 64},
-     "kv_cache": {"kind": "paged", "block_size": 16, "num_gpu_blocks": 64, "prefix_caching": True}},
+     "kv_cache": {"kind": "paged", "block_size": 16, "num_gpu_blocks": 64, "prefix_caching": True},
+     "prefix": {"tokens": 64, "fraction": 0.5}},
 ])
 def test_the_event_loop_makes_no_reference_cycles(overrides):
     """The engine pauses Python's cyclic collector while it runs: that is only safe if events create no reference
