@@ -41,16 +41,17 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
     qa, qb = c * batch_size / 2, a + c * context_sum0 - c * batch_size / 2
     root = elapsed / qb if qa == 0 else (-qb + math.sqrt(qb * qb + 4 * qa * elapsed)) / (2 * qa)
     k = min(max(1, math.ceil(root)), limit)
-    while k > 1 and decode_run_time(a, c, batch_size, context_sum0, k - 1) >= elapsed:
+    # the rounding fixes evaluate decode_run_time inline (the same expression, so the same floats)
+    while k > 1 and (k - 1) * a + c * ((k - 1) * context_sum0 + batch_size * (k - 1) * (k - 2) / 2) >= elapsed:
         k -= 1
-    while k < limit and decode_run_time(a, c, batch_size, context_sum0, k) < elapsed:
+    while k < limit and k * a + c * (k * context_sum0 + batch_size * k * (k - 1) / 2) < elapsed:
         k += 1
     return k
 
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_copied", "_decode_runs", "_gap_groups", "_last_decode_end", "_memory",
+        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_last_decode_end", "_memory",
         "_memory_seconds", "_pending", "_run", "_running", "_start", "_state_seconds", "_steps",
         "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "index", "observer", "on_done",
         "recorder", "scheduler", "swap_seconds_per_token",
@@ -80,10 +81,11 @@ class Replica:
         self.observer = None  # simulator.observe.Observer when the run is observed
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self._busy = False  # an iteration is running or about to start
-        self._pending: Wakeup | None = None  # the wakeup that ends the current work; others are stale
+        self._pending = Wakeup(env, self._on_timeout)  # the wakeup that ends the current work; others are stale
         self._batch: Batch | None = None
         self._start = 0.0
         self._steps = 0  # iterations in the current work
+        self._duration = 0.0  # and their seconds
         self._run: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)  # decode run: a, c, batch size, context sum
         self._gap_groups: dict[float, int] = {}  # last-token time -> decoding requests
         self._last_decode_end = -math.inf
@@ -128,25 +130,26 @@ class Replica:
         steps = steps_done_by(a, c, size, context_sum0, at - start, limit)
         if steps < limit:
             self._steps = steps
-            cut = decode_run_time(a, c, size, context_sum0, limit) - decode_run_time(a, c, size, context_sum0, steps)
-            self.recorder.running_seconds[self.index] -= self._running * cut
-            self._wait(start + decode_run_time(a, c, size, context_sum0, steps) - self.env.now)
+            done = decode_run_time(a, c, size, context_sum0, steps)
+            self.recorder.running_seconds[self.index] -= self._running * (self._duration - done)
+            self._duration = done
+            self._wait(start + done - self.env.now)
 
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
         """End the current work after ``delay`` seconds (any earlier pending timeout becomes stale)."""
         wakeup = self._pending
-        if wakeup is None or wakeup.due:  # the first, or one a cut superseded (it stays queued, stale): a new one
+        if wakeup.due:  # a cut superseded it (it stays queued, stale): a new one
             wakeup = self._pending = Wakeup(self.env, self._on_timeout)
         wakeup.schedule(delay)
 
     def _on_timeout(self, event: simpy.Event) -> None:
         if event is not self._pending:
             return  # superseded by a cut
-        batch = self._batch
+        batch, now = self._batch, self.env.now
         if batch is not None:
-            self._finish(batch, self._steps)
-        self._begin()
+            self._finish(batch, self._steps, now)
+        self._begin(now)
 
     def _close_memory(self, now: float, end: tuple[int, ...]) -> None:
         """Integrate the memory state since the work started, by the trapezoid rule up to ``end``."""
@@ -164,8 +167,8 @@ class Replica:
         """∫ MemoryBreakdown dt (token slots × seconds) over the time this replica's memory was accounted."""
         return self.scheduler.kv.breakdown_integral(self._state_seconds, self._memory_seconds)
 
-    def _begin(self) -> None:
-        scheduler, now, rec = self.scheduler, self.env.now, self.recorder
+    def _begin(self, now: float) -> None:
+        scheduler, rec = self.scheduler, self.recorder
         kv = scheduler.kv
         if self._batch is None and self._memory is not None:  # idle until now: memory did not change
             self._close_memory(now, self._memory[1])
@@ -231,10 +234,11 @@ class Replica:
             for last_token, count in self._gap_groups.items():
                 rec.itl.add(now - last_token + first_step, count)
         rec.running_seconds[self.index] += running * duration
+        self._duration = duration
         self._wait(duration)
 
-    def _finish(self, batch: Batch, steps: int) -> None:
-        scheduler, rec, now, index = self.scheduler, self.recorder, self.env.now, self.index
+    def _finish(self, batch: Batch, steps: int, now: float) -> None:
+        scheduler, rec, index = self.scheduler, self.recorder, self.index
         kv = scheduler.kv
         a, c, size, context_sum0 = self._run
         base, slope = a + c * context_sum0, c * size

@@ -15,6 +15,7 @@ from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.feeds import ArrivalFeed, ClosedLoopFeed, RequestFactory
 from simulator.cluster.replica import Replica
+from simulator.cluster.wakeup import run_all
 from simulator.cluster.router import ROUTERS, Router
 from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model
@@ -198,7 +199,7 @@ def simulate(
     else:
         ArrivalFeed(env, factory, delay_s, router, entry)
     with _cyclic_gc_paused():
-        env.run()
+        run_all(env)
     recorder.kv_breakdown_seconds = [list(replica.memory_breakdown_seconds()) for replica in replicas]
     recorder.requests.close()
     return SimulationOutput(

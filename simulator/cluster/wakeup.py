@@ -1,8 +1,10 @@
-"""The engine's one kind of SimPy event: a timeout with a single callback, reusable once it has fired."""
+"""The engine's SimPy plumbing: its one kind of event (a timeout with a single callback, reusable once it has
+fired) and the loop that processes events."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappop, heappush
 
 import simpy
 from simpy.events import NORMAL
@@ -30,4 +32,21 @@ class Wakeup(simpy.events.Event):
     def schedule(self, delay: float) -> None:
         """Fire after ``delay`` seconds (only when not already due)."""
         self.callbacks = self._callback
-        self.env.schedule(self, NORMAL, delay)
+        env = self.env
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))  # what env.schedule does
+
+
+def run_all(env: simpy.Environment) -> None:
+    """``env.run()`` until no event is left, with SimPy's ``Environment.step`` inlined (one Python call less per
+    event, several million per large run): pop the earliest event, set the clock, call the event's callbacks, and
+    fail like SimPy if a failed event was not defused."""
+    queue = env._queue
+    while queue:
+        env._now, _, _, event = heappop(queue)
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):
+            error = type(event._value)(*event._value.args)
+            error.__cause__ = event._value
+            raise error

@@ -57,7 +57,7 @@ class PagedAllocator(LazyGrowth, KVAllocator):
     def can_allocate(
         self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None, prefix=None
     ) -> bool:
-        return self.blocks_for(tokens) <= self.free_blocks - self._growth_reserve(reserve_growth)
+        return -(-tokens // self.block_size) <= self.free_blocks - self._growth_reserve(reserve_growth)
 
     def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
         old = self._static[seq]
@@ -148,7 +148,8 @@ class PagedAllocator(LazyGrowth, KVAllocator):
 
     def memory_state(self) -> tuple[int, int]:
         """(tokens held, blocks held)."""
-        return self.used_tokens, self.num_blocks - self.free_blocks
+        return (self._static_tokens + self._base_sum + len(self._base) * self._clock,  # used_tokens, inlined
+                self.num_blocks - self.free_blocks)
 
     def breakdown_integral(self, state_seconds: list[float], seconds: float) -> MemoryBreakdown:
         tokens, blocks = state_seconds

@@ -36,7 +36,8 @@ class ContinuousScheduler(Scheduler):
         if request.swapped_tokens:
             return self.can_swap_in(request)
         tokens = request.prefill_tokens
-        return tokens - self.cached_tokens(request) <= budget and self.fits(request, tokens, reserve_growth)
+        cached = self.cached_tokens(request) if request.prefix else 0
+        return tokens - cached <= budget and self.fits(request, tokens, reserve_growth)
 
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
         while self.waiting and self._admissible(
