@@ -160,6 +160,10 @@ class Replica:
         if half > 0:
             self._memory_seconds += now - start_time
             s = self._state_seconds
+            if len(s) == 2:  # a paged pool's (tokens, blocks), unrolled: this runs at every boundary
+                s[0] += (a[0] + end[0]) * half
+                s[1] += (a[1] + end[1]) * half
+                return
             for i, x in enumerate(a):
                 s[i] += (x + end[i]) * half
 
@@ -256,10 +260,13 @@ class Replica:
         rec.iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
         k = steps
-        rec.kv_token_seconds[index] += (
-            k * base * resident + (base * size + slope * resident) * k * (k - 1) / 2
-            + slope * size * (k - 1) * k * (2 * k - 1) / 6
-        )
+        if k == 1:
+            rec.kv_token_seconds[index] += base * resident
+        else:
+            rec.kv_token_seconds[index] += (
+                k * base * resident + (base * size + slope * resident) * k * (k - 1) / 2
+                + slope * size * (k - 1) * k * (2 * k - 1) / 6
+            )
         used_blocks = kv.num_blocks - kv.free_blocks
         if used_blocks > rec.peak_kv_blocks[index]:
             rec.peak_kv_blocks[index] = used_blocks
