@@ -29,7 +29,6 @@ import simpy
 
 from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
-from simulator.kv.base import MemoryBreakdown
 from simulator.recorder import Recorder
 from simulator.request import REJECTED, Request
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
@@ -51,8 +50,9 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_last_decode_end", "_memory",
-        "_memory_seconds", "_pending", "_run", "_running", "_start", "_state_seconds", "_steps",
+        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_iterations", "_kv_token_seconds",
+        "_last_decode_end", "_memory", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
+        "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
         "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "index", "observer", "on_done",
         "recorder", "scheduler", "swap_seconds_per_token",
     )
@@ -90,6 +90,11 @@ class Replica:
         self._gap_groups: dict[float, int] = {}  # last-token time -> decoding requests
         self._last_decode_end = -math.inf
         self._decode_runs = 0  # decode runs finished so far
+        # this replica's totals, kept here (cheaper than the recorder's per-replica lists) until record_totals
+        self._iterations = 0
+        self._kv_token_seconds = 0.0  # ∫ resident KV tokens dt
+        self._running_seconds = 0.0  # ∫ running sequences dt
+        self._peak_kv_blocks = self._peak_running = self._peak_batch_tokens = 0
 
     # --- what routers see ---------------------------------------------------------------------------------------
     @property
@@ -131,17 +136,14 @@ class Replica:
         if steps < limit:
             self._steps = steps
             done = decode_run_time(a, c, size, context_sum0, steps)
-            self.recorder.running_seconds[self.index] -= self._running * (self._duration - done)
+            self._running_seconds -= self._running * (self._duration - done)
             self._duration = done
             self._wait(start + done - self.env.now)
 
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
         """End the current work after ``delay`` seconds (any earlier pending timeout becomes stale)."""
-        wakeup = self._pending
-        if wakeup.due:  # a cut superseded it (it stays queued, stale): a new one
-            wakeup = self._pending = Wakeup(self.env, self._on_timeout)
-        wakeup.schedule(delay)
+        self._pending = self._pending.rescheduled(delay)  # a new one if a cut left this one queued (stale)
 
     def _on_timeout(self, event: simpy.Event) -> None:
         if event is not self._pending:
@@ -167,9 +169,18 @@ class Replica:
             for i, x in enumerate(a):
                 s[i] += (x + end[i]) * half
 
-    def memory_breakdown_seconds(self) -> MemoryBreakdown:
-        """∫ MemoryBreakdown dt (token slots × seconds) over the time this replica's memory was accounted."""
-        return self.scheduler.kv.breakdown_integral(self._state_seconds, self._memory_seconds)
+    def record_totals(self) -> None:
+        """Write this replica's totals into the recorder (once, when the simulation ends)."""
+        rec, index = self.recorder, self.index
+        rec.iterations += self._iterations
+        rec.kv_token_seconds[index] = self._kv_token_seconds
+        rec.running_seconds[index] = self._running_seconds
+        rec.peak_kv_blocks[index] = self._peak_kv_blocks
+        rec.peak_running[index] = self._peak_running
+        rec.peak_batch_tokens[index] = self._peak_batch_tokens
+        rec.kv_breakdown_seconds[index] = list(
+            self.scheduler.kv.breakdown_integral(self._state_seconds, self._memory_seconds)
+        )
 
     def _begin(self, now: float) -> None:
         scheduler, rec = self.scheduler, self.recorder
@@ -204,10 +215,10 @@ class Replica:
         ):
             chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
             tokens = sum([new for new, _ in chunks]) + num_decodes * positions
-            if running > rec.peak_running[self.index]:
-                rec.peak_running[self.index] = running
-            if tokens > rec.peak_batch_tokens[self.index]:
-                rec.peak_batch_tokens[self.index] = tokens
+            if running > self._peak_running:
+                self._peak_running = running
+            if tokens > self._peak_batch_tokens:
+                self._peak_batch_tokens = tokens
             duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum, positions))
             if positions > 1 and num_decodes:  # k sequential draft steps before the verification pass
                 spec = scheduler.speculative
@@ -222,8 +233,8 @@ class Replica:
             self._run = (duration, 0.0, num_decodes, context_sum)
             first_step = duration
         else:
-            if num_decodes > rec.peak_batch_tokens[self.index]:
-                rec.peak_batch_tokens[self.index] = num_decodes
+            if num_decodes > self._peak_batch_tokens:
+                self._peak_batch_tokens = num_decodes
             a, c = self.cost.decode_step_coefficients(num_decodes)
             steps = scheduler.stable_steps(batch)
             if scheduler.queue_delay_s is not None and steps > 1:
@@ -237,12 +248,12 @@ class Replica:
         if batch.decode:
             for last_token, count in self._gap_groups.items():
                 rec.itl.add(now - last_token + first_step, count)
-        rec.running_seconds[self.index] += running * duration
+        self._running_seconds += running * duration
         self._duration = duration
         self._wait(duration)
 
     def _finish(self, batch: Batch, steps: int, now: float) -> None:
-        scheduler, rec, index = self.scheduler, self.recorder, self.index
+        scheduler, rec = self.scheduler, self.recorder
         kv = scheduler.kv
         a, c, size, context_sum0 = self._run
         base, slope = a + c * context_sum0, c * size
@@ -252,24 +263,24 @@ class Replica:
         starting = self._note_prompts(batch, now) if batch.prefills or batch.swap_ins or batch.swap_tokens else ()
         if self.observer is not None:
             prefill_tokens = sum(new for _, new, _ in batch.prefills)
-            self.observer.iteration(index, self._start, now, steps, prefill_tokens, batch.num_decodes)
+            self.observer.iteration(self.index, self._start, now, steps, prefill_tokens, batch.num_decodes)
         finished = scheduler.advance(batch, steps, now)
         if batch.extra_tokens:
             rec.itl.add(0.0, batch.extra_tokens)  # tokens accepted together arrive together
         self._close_memory(now, kv.memory_state() if batch.decode else self._memory[1])  # prompts allocated already
-        rec.iterations += steps
+        self._iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
         k = steps
         if k == 1:
-            rec.kv_token_seconds[index] += base * resident
+            self._kv_token_seconds += base * resident
         else:
-            rec.kv_token_seconds[index] += (
+            self._kv_token_seconds += (
                 k * base * resident + (base * size + slope * resident) * k * (k - 1) / 2
                 + slope * size * (k - 1) * k * (2 * k - 1) / 6
             )
         used_blocks = kv.num_blocks - kv.free_blocks
-        if used_blocks > rec.peak_kv_blocks[index]:
-            rec.peak_kv_blocks[index] = used_blocks
+        if used_blocks > self._peak_kv_blocks:
+            self._peak_kv_blocks = used_blocks
         if finished:
             scheduler.retire(finished, now)
             for request in finished:

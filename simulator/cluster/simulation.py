@@ -15,8 +15,8 @@ from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.feeds import ArrivalFeed, ClosedLoopFeed, RequestFactory
 from simulator.cluster.replica import Replica
-from simulator.cluster.wakeup import run_all
 from simulator.cluster.router import ROUTERS, Router
+from simulator.cluster.wakeup import run_all
 from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model
 from simulator.errors import ConfigError
@@ -200,7 +200,8 @@ def simulate(
         ArrivalFeed(env, factory, delay_s, router, entry)
     with _cyclic_gc_paused():
         run_all(env)
-    recorder.kv_breakdown_seconds = [list(replica.memory_breakdown_seconds()) for replica in replicas]
+    for replica in replicas:
+        replica.record_totals()
     recorder.requests.close()
     return SimulationOutput(
         recorder, pools[-1].budget, len(workload.arrival_s), sum(pool.gpus for pool in pools),

@@ -24,16 +24,21 @@ class Wakeup(simpy.events.Event):
         self._value = None
         self._ok = True
 
-    @property
-    def due(self) -> bool:
-        """Scheduled and not yet fired."""
-        return self.callbacks is not None
-
     def schedule(self, delay: float) -> None:
         """Fire after ``delay`` seconds (only when not already due)."""
         self.callbacks = self._callback
         env = self.env
         heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))  # what env.schedule does
+
+    def rescheduled(self, delay: float) -> Wakeup:
+        """Schedule this wakeup after ``delay`` seconds — or, if it is still due (an earlier plan changed, and its
+        queue entry cannot be withdrawn), a new one with the same callback — and return the one scheduled. The
+        caller keeps the returned one and ignores the other when it fires."""
+        wakeup = self if self.callbacks is None else Wakeup(self.env, self._callback[0])
+        wakeup.callbacks = wakeup._callback
+        env = self.env
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), wakeup))
+        return wakeup
 
 
 def run_all(env: simpy.Environment) -> None:
