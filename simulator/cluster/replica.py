@@ -5,7 +5,7 @@ the next. A decode-only batch runs ``stable_steps`` iterations at once: the cost
 (S = context sum, growing by B per step), so the run ends at a closed-form time. If a request arrives meanwhile and
 the scheduler says the queue could change the batch (``wants_boundary``), the run is cut at the end of the iteration
 in progress — where the newcomer would join with one iteration at a time (``fast_forward=False``, kept to test the
-equivalence). A superseded timeout still fires and is ignored.
+equivalence). A superseded wakeup is disarmed: it stays queued but calls nothing.
 
 Callbacks on timeouts rather than a generator process per replica: the same SimPy clock and event order, with less
 overhead per event (see benchmarks/bench_scale.py).
@@ -81,7 +81,7 @@ class Replica:
         self.observer = None  # simulator.observe.Observer when the run is observed
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self._busy = False  # an iteration is running or about to start
-        self._pending = Wakeup(env, self._on_timeout)  # the wakeup that ends the current work; others are stale
+        self._pending = Wakeup(env, self._on_timeout)  # the wakeup that ends the current work
         self._batch: Batch | None = None
         self._start = 0.0
         self._steps = 0  # iterations in the current work
@@ -142,12 +142,10 @@ class Replica:
 
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
-        """End the current work after ``delay`` seconds (any earlier pending timeout becomes stale)."""
-        self._pending = self._pending.rescheduled(delay)  # a new one if a cut left this one queued (stale)
+        """End the current work after ``delay`` seconds (a wakeup still pending is disarmed)."""
+        self._pending = self._pending.rescheduled(delay)  # a new one if a cut left this one queued (disarmed)
 
-    def _on_timeout(self, event: simpy.Event) -> None:
-        if event is not self._pending:
-            return  # superseded by a cut
+    def _on_timeout(self, _event: simpy.Event) -> None:
         batch, now = self._batch, self.env.now
         if batch is not None:
             self._finish(batch, self._steps, now)

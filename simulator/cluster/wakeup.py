@@ -31,10 +31,14 @@ class Wakeup(simpy.events.Event):
         heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))  # what env.schedule does
 
     def rescheduled(self, delay: float) -> Wakeup:
-        """Schedule this wakeup after ``delay`` seconds — or, if it is still due (an earlier plan changed, and its
-        queue entry cannot be withdrawn), a new one with the same callback — and return the one scheduled. The
-        caller keeps the returned one and ignores the other when it fires."""
-        wakeup = self if self.callbacks is None else Wakeup(self.env, self._callback[0])
+        """Schedule this wakeup after ``delay`` seconds and return it — or, if it is still due (a plan changed),
+        disarm it and return a new one with the same callback, scheduled. A queue entry cannot be withdrawn, so a
+        disarmed wakeup stays queued, with no callbacks: when it comes up, nothing is called."""
+        if self.callbacks is None:
+            wakeup = self
+        else:
+            self.callbacks = ()
+            wakeup = Wakeup(self.env, self._callback[0])
         wakeup.callbacks = wakeup._callback
         env = self.env
         heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), wakeup))
