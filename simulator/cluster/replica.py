@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import simpy
 
 from simulator.cluster.wakeup import Wakeup
@@ -33,8 +32,6 @@ from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.recorder import Recorder
 from simulator.request import REJECTED, Request
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
-
-_MEMORY_LOG_ROWS = 16384  # memory-state intervals logged per replica before they are integrated
 
 
 def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapsed: float, limit: int) -> int:
@@ -54,8 +51,8 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 class Replica:
     __slots__ = (
         "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_iterations", "_kv_token_seconds",
-        "_last_decode_end", "_memory", "_memory_log", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks",
-        "_peak_running", "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
+        "_last_decode_end", "_memory", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
+        "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
         "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "index", "observer", "on_done",
         "recorder", "scheduler", "swap_seconds_per_token",
     )
@@ -74,7 +71,6 @@ class Replica:
         self._memory: tuple[float, tuple[int, ...]] | None = None  # (time, memory state) at the start of the work
         self._state_seconds = [0.0] * len(scheduler.kv.memory_state())  # ∫ memory state dt
         self._memory_seconds = 0.0  # the time that integral covers
-        self._memory_log: list[float] = []  # intervals not yet integrated: seconds, start state, end state, ...
         self.index = index
         self.scheduler = scheduler
         self.cost = cost
@@ -156,29 +152,20 @@ class Replica:
         self._begin(now)
 
     def _close_memory(self, now: float, end: tuple[int, ...]) -> None:
-        """Log the memory state's interval since the work started: its length, the state then and ``end``."""
-        start_time, start = self._memory
-        log = self._memory_log
-        log.append(now - start_time)
-        log += start
-        log += end
-        if len(log) >= _MEMORY_LOG_ROWS * (1 + 2 * len(start)):
-            self._integrate_memory_log()
-
-    def _integrate_memory_log(self) -> None:
-        """Add the logged intervals to ∫ memory state dt by the trapezoid rule, (start + end) · seconds / 2, in log
-        order (a cumulative sum), so the floats are those of a running sum taken at every boundary."""
-        if not self._memory_log:
+        """Integrate the memory state since the work started, by the trapezoid rule up to ``end``."""
+        if self._memory is None:
             return
-        size = len(self._state_seconds)
-        rows = np.array(self._memory_log, dtype=np.float64).reshape(-1, 1 + 2 * size)
-        self._memory_log = []
-        seconds = rows[:, 0]
-        self._memory_seconds = float(np.cumsum(np.concatenate(([self._memory_seconds], seconds)))[-1])
-        terms = (rows[:, 1 : 1 + size] + rows[:, 1 + size :]) * (seconds / 2)[:, None]
-        self._state_seconds = [
-            float(np.cumsum(np.concatenate(([total], terms[:, i])))[-1]) for i, total in enumerate(self._state_seconds)
-        ]
+        start_time, a = self._memory
+        half = (now - start_time) / 2
+        if half > 0:
+            self._memory_seconds += now - start_time
+            s = self._state_seconds
+            if len(s) == 2:  # a paged pool's (tokens, blocks), unrolled: this runs at every boundary
+                s[0] += (a[0] + end[0]) * half
+                s[1] += (a[1] + end[1]) * half
+                return
+            for i, x in enumerate(a):
+                s[i] += (x + end[i]) * half
 
     def record_totals(self) -> None:
         """Write this replica's totals into the recorder (once, when the simulation ends)."""
@@ -189,7 +176,6 @@ class Replica:
         rec.peak_kv_blocks[index] = self._peak_kv_blocks
         rec.peak_running[index] = self._peak_running
         rec.peak_batch_tokens[index] = self._peak_batch_tokens
-        self._integrate_memory_log()
         rec.kv_breakdown_seconds[index] = list(
             self.scheduler.kv.breakdown_integral(self._state_seconds, self._memory_seconds)
         )
