@@ -57,7 +57,8 @@ class PagedAllocator(LazyGrowth, KVAllocator):
     def can_allocate(
         self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None, prefix=None
     ) -> bool:
-        return -(-tokens // self.block_size) <= self.free_blocks - self._growth_reserve(reserve_growth)
+        free = self.free_blocks - self._growth_reserve(True) if reserve_growth else self.free_blocks
+        return -(-tokens // self.block_size) <= free  # blocks_for, inlined: admission checks run per arrival
 
     def can_append(self, seq: int, n: int, reserve_growth: bool = False) -> bool:
         old = self._static[seq]
@@ -70,7 +71,7 @@ class PagedAllocator(LazyGrowth, KVAllocator):
     def allocate(self, seq: int, tokens: int, *, final_tokens: int | None = None, prefix=None) -> int:
         if seq in self._static or seq in self._base:
             raise ValueError(f"sequence {seq} already holds KV blocks")
-        needed = self.blocks_for(tokens)
+        needed = -(-tokens // self.block_size)  # blocks_for, inlined
         if needed > self.free_blocks:
             raise MemoryError(f"sequence {seq} needs {needed} blocks, {self.free_blocks} free")
         self._static[seq] = tokens
@@ -127,7 +128,7 @@ class PagedAllocator(LazyGrowth, KVAllocator):
 
     def can_grow_one(self) -> bool:
         """Whether every growing sequence can take one more token (those with no slack need a block each)."""
-        return self._growth_reserve(True) <= self.free_blocks
+        return self._residues[-self._clock % self.block_size] <= self.free_blocks  # _growth_reserve(True)
 
     # --- either -----------------------------------------------------------------------------------------------
     def free(self, seq: int) -> None:
@@ -139,7 +140,7 @@ class PagedAllocator(LazyGrowth, KVAllocator):
             self._base_sum -= base
             self._residues[base % self.block_size] -= 1
             tokens = base + self._clock
-        self.free_blocks += self.blocks_for(tokens)
+        self.free_blocks += -(-tokens // self.block_size)  # blocks_for, inlined
 
     def breakdown(self) -> MemoryBreakdown:
         """Each sequence holds ceil(t / bs) blocks for its t tokens, so the blocks held leave
