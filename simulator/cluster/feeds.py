@@ -67,7 +67,7 @@ class ArrivalFeed:
         self._next = 0  # index within the chunk
         self._load_chunk()
         if self._due:
-            self._schedule()
+            self._schedule(env.now)
 
     def _load_chunk(self) -> None:
         start, stop = self._offset, min(self._offset + self.CHUNK, self.factory.total)
@@ -77,11 +77,11 @@ class ArrivalFeed:
         self._due = self._due_all[start:stop].tolist()
         self._inputs, self._outputs, self._prefixes, self._classes = self.factory.columns(index)
 
-    def _schedule(self) -> None:
-        self._wakeup.schedule(max(self._due[self._next] - self.env.now, 0.0))
+    def _schedule(self, now: float) -> None:
+        self._wakeup.schedule(max(self._due[self._next] - now, 0.0))
 
-    def _deliver(self, _event: simpy.Event) -> None:
-        now, make = self.env.now, self.factory.make
+    def _deliver(self, wakeup: Wakeup) -> None:
+        now, make = wakeup.at, self.factory.make
         while True:
             due, i = self._due, self._next
             while i < len(due) and due[i] <= now:
@@ -100,7 +100,7 @@ class ArrivalFeed:
                 return
             self._next = 0
             self._load_chunk()
-        self._schedule()
+        self._schedule(now)
 
 
 class ClosedLoopFeed:

@@ -145,8 +145,8 @@ class Replica:
         """End the current work after ``delay`` seconds (a wakeup still pending is disarmed)."""
         self._pending = self._pending.rescheduled(delay)  # a new one if a cut left this one queued (disarmed)
 
-    def _on_timeout(self, _event: simpy.Event) -> None:
-        batch, now = self._batch, self.env.now
+    def _on_timeout(self, wakeup: Wakeup) -> None:
+        batch, now = self._batch, wakeup.at
         if batch is not None:
             self._finish(batch, self._steps, now)
         self._begin(now)
@@ -211,8 +211,11 @@ class Replica:
         if batch.prefills or batch.swap_ins or batch.swap_tokens or copy_tokens or positions > 1 or (
             not self.fast_forward
         ):
-            chunks = tuple([(new, cached) for _, new, cached in batch.prefills])
-            tokens = sum([new for new, _ in chunks]) + num_decodes * positions
+            chunks, tokens = [], num_decodes * positions  # prompt chunks (new, cached) and the iteration's tokens
+            for _, new, cached in batch.prefills:
+                chunks.append((new, cached))
+                tokens += new
+            chunks = tuple(chunks)
             if running > self._peak_running:
                 self._peak_running = running
             if tokens > self._peak_batch_tokens:

@@ -19,6 +19,7 @@ class Wakeup(simpy.events.Event):
 
     def __init__(self, env: simpy.Environment, callback: Callable[[simpy.events.Event], None]) -> None:
         self.env = env
+        self.at = env.now  # when it fires (last) — the clock its callback sees, cheaper to read than ``env.now``
         self._callback = (callback,)
         self.callbacks = None
         self._value = None
@@ -28,7 +29,8 @@ class Wakeup(simpy.events.Event):
         """Fire after ``delay`` seconds (only when not already due)."""
         self.callbacks = self._callback
         env = self.env
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))  # what env.schedule does
+        self.at = at = env._now + delay
+        heappush(env._queue, (at, NORMAL, next(env._eid), self))  # what env.schedule does
 
     def rescheduled(self, delay: float) -> Wakeup:
         """Schedule this wakeup after ``delay`` seconds and return it — or, if it is still due (a plan changed),
@@ -41,7 +43,8 @@ class Wakeup(simpy.events.Event):
             wakeup = Wakeup(self.env, self._callback[0])
         wakeup.callbacks = wakeup._callback
         env = self.env
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), wakeup))
+        wakeup.at = at = env._now + delay
+        heappush(env._queue, (at, NORMAL, next(env._eid), wakeup))
         return wakeup
 
 
