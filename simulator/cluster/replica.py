@@ -143,7 +143,7 @@ class Replica:
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
         """End the current work after ``delay`` seconds (a wakeup still pending is disarmed)."""
-        self._pending = self._pending.rescheduled(delay)  # a new one if a cut left this one queued (disarmed)
+        self._pending = self._pending.schedule(delay)  # a new one if a cut left this one queued (disarmed)
 
     def _on_timeout(self, wakeup: Wakeup) -> None:
         batch, now = self._batch, wakeup.at

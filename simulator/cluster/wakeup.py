@@ -12,8 +12,8 @@ from simpy.events import NORMAL
 
 class Wakeup(simpy.events.Event):
     """A timeout with one callback, scheduled by :meth:`schedule` — and, once it has fired, scheduled again by the
-    same call. Replicas and feeds keep one each, so the several wakeups per simulated request allocate nothing and
-    skip the generic timeout's checks. (SimPy processes an event by taking its ``callbacks``, leaving None, and
+    same call. Replicas and feeds keep one each, so the several wakeups per simulated request mostly allocate nothing
+    and skip the generic timeout's checks. (SimPy processes an event by taking its ``callbacks``, leaving None, and
     reading ``_ok``.) Same priority as ``env.timeout``: events due at the same instant keep their scheduling order.
     """
 
@@ -25,17 +25,10 @@ class Wakeup(simpy.events.Event):
         self._value = None
         self._ok = True
 
-    def schedule(self, delay: float) -> None:
-        """Fire after ``delay`` seconds (only when not already due)."""
-        self.callbacks = self._callback
-        env = self.env
-        self.at = at = env._now + delay
-        heappush(env._queue, (at, NORMAL, next(env._eid), self))  # what env.schedule does
-
-    def rescheduled(self, delay: float) -> Wakeup:
-        """Schedule this wakeup after ``delay`` seconds and return it — or, if it is still due (a plan changed),
-        disarm it and return a new one with the same callback, scheduled. A queue entry cannot be withdrawn, so a
-        disarmed wakeup stays queued, with no callbacks: when it comes up, nothing is called."""
+    def schedule(self, delay: float) -> Wakeup:
+        """Fire after ``delay`` seconds, and return self — or, if this wakeup is still due (a plan changed), disarm
+        it and return a new one with the same callback, scheduled instead. A queue entry cannot be withdrawn, so a
+        disarmed wakeup stays queued with no callbacks: when it comes up, nothing is called."""
         if self.callbacks is None:
             wakeup = self
         else:
@@ -44,7 +37,7 @@ class Wakeup(simpy.events.Event):
         wakeup.callbacks = wakeup._callback
         env = self.env
         wakeup.at = at = env._now + delay
-        heappush(env._queue, (at, NORMAL, next(env._eid), wakeup))
+        heappush(env._queue, (at, NORMAL, next(env._eid), wakeup))  # what env.schedule does
         return wakeup
 
 
