@@ -36,7 +36,7 @@ class ContinuousScheduler(Scheduler):
         if request.swapped_tokens:
             return self.can_swap_in(request)
         tokens = request.prefill_tokens
-        cached = self.cached_tokens(request) if request.prefix else 0
+        cached = self.cached_tokens(request) if request.prefix else 0  # no call without a prefix: runs per arrival
         return tokens - cached <= budget and self.fits(request, tokens, reserve_growth)
 
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
