@@ -66,7 +66,7 @@ def _cmd_kv_size(args: argparse.Namespace) -> int:
 
 
 def _cmd_steptime(args: argparse.Namespace) -> int:
-    from simulator.steptime import predict_steps, read_steps
+    from simulator.fidelity.steptime import predict_steps, read_steps
 
     table = predict_steps(read_steps(args.input), args.model, args.hardware, args.tp, args.engine, args.dtype, args.pp)
     if args.output:
@@ -78,7 +78,7 @@ def _cmd_steptime(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from simulator.validation import validate_all, write_report
+    from simulator.fidelity.report import validate_all, write_report
 
     data = Path(args.data)
     if not data.is_dir():
@@ -90,7 +90,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
-    from simulator.calibration import calibrate
+    from simulator.fidelity.calibrate import calibrate
 
     ops = Path(args.ops) if args.ops else None
     data = Path(args.data) if args.data else None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator.calibration import calibrate
 from simulator.catalog import load_hardware
 from simulator.cost.gemm import GemmModel
-from simulator.validation import GEMM_OPS
+from simulator.fidelity.calibrate import calibrate
+from simulator.fidelity.operators import GEMM_OPS
 
 
 def _write_ops(folder, truth):

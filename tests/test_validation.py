@@ -10,7 +10,10 @@ from __future__ import annotations
 import pytest
 
 from simulator.catalog import load_hardware
-from simulator.validation import gemm_errors, network_errors, overall, splitwise_errors
+from simulator.fidelity.errors import overall
+from simulator.fidelity.network import network_errors
+from simulator.fidelity.operators import gemm_errors
+from simulator.fidelity.splitwise import splitwise_errors
 
 
 @pytest.mark.slow

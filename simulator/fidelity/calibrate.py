@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec
-from simulator.validation import gemm_errors, gemm_measurements, network_errors, network_measurements
+from simulator.fidelity.network import network_errors, network_measurements
+from simulator.fidelity.operators import gemm_errors, gemm_measurements
 
 GEMM_GRID: dict[str, list] = {
     "flops_efficiency": [round(x, 2) for x in np.arange(0.40, 0.96, 0.01)],

@@ -1,0 +1,55 @@
+"""``llmsim validate``: every data family found under a data folder, the error tables and a predicted-vs-measured
+plot.
+
+Error = |predicted − measured| / measured; summaries give the median and p90 per dataset and operation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.catalog import load_hardware
+from simulator.fidelity.errors import overall, summarize_errors
+from simulator.fidelity.network import network_errors
+from simulator.fidelity.operators import gemm_errors
+from simulator.fidelity.splitwise import splitwise_errors
+
+
+def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.DataFrame]:
+    """Per-row errors of every dataset found under ``data_dir``."""
+    a100 = load_hardware("a100-80gb-sxm")
+    return {
+        "a100_ops": gemm_errors(data_dir, a100),
+        "network": network_errors(data_dir),
+        "splitwise": splitwise_errors(data_dir, a100, engine),
+    }
+
+
+def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
+    """The error tables as text; a predicted-vs-measured log-log plot per dataset saved to ``plot_path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"]}
+    lines = []
+    for name, frame in results.items():
+        lines.append(f"== {name} ==")
+        lines.append(summarize_errors(frame, groups[name]).to_string())
+        lines.append("")
+    figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4.5))
+    for axis, (name, frame) in zip(np.atleast_1d(axes), results.items(), strict=True):
+        axis.loglog(frame["measured_s"] * 1e3, frame["predicted_s"] * 1e3, ".", markersize=2, alpha=0.4)
+        low, high = (frame[["measured_s", "predicted_s"]].to_numpy() * 1e3).min(), frame["measured_s"].max() * 1e3
+        axis.plot([low, high], [low, high], "k--", linewidth=0.8)
+        median, p90 = overall(frame)
+        axis.set(title=f"{name}: median {median:.1%}, p90 {p90:.1%}", xlabel="measured (ms)", ylabel="predicted (ms)")
+    figure.tight_layout()
+    figure.savefig(plot_path, dpi=120)
+    plt.close(figure)
+    lines.append(f"plot: {plot_path}")
+    return "\n".join(lines)
