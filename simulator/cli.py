@@ -78,12 +78,29 @@ def _cmd_steptime(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    if args.runs is not None:
+        return _validate_runs(args)
     from simulator.fidelity.report import validate_all, write_report
 
     data = Path(args.data)
     if not data.is_dir():
         raise LLMSimError(f"validate: data folder not found: {data}")
-    print(write_report(validate_all(data, args.engine), Path(args.plot)))
+    print(write_report(validate_all(data, args.engine), Path(args.plot or "validation.png")))
+    return 0
+
+
+def _validate_runs(args: argparse.Namespace) -> int:
+    from simulator.fidelity.silicon import runs_report, validate_runs
+
+    model_dir = Path(args.model_configs) if args.model_configs else None
+    if model_dir is not None and not model_dir.is_dir():
+        raise LLMSimError(f"validate: --model-configs: folder not found: {model_dir}")
+    frame = validate_runs(args.runs, model_dir, args.jobs)
+    if args.output:
+        frame.to_csv(args.output, index=False)
+    print(runs_report(frame, Path(args.plot) if args.plot else None))
+    if args.output:
+        print(f"rows: {args.output}")
     return 0
 
 
@@ -330,7 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="errors of the cost model against measurement data")
     val.add_argument("--data", default=str(Path("..") / "shared" / "data"), help="folder in ../shared/data's layout")
     val.add_argument("--engine", default="splitwise", help="engine profile for whole-iteration data")
-    val.add_argument("--plot", default="validation.png", help="where to save the predicted-vs-measured plot")
+    val.add_argument("--plot", default=None, help="where to save the predicted-vs-measured plot "
+                     "(default validation.png; with --runs only when given)")
+    val.add_argument("--runs", help="a file of end-to-end benchmark runs (format of ../shared/data/silicon): "
+                     "simulate every row and report TTFT/TPOT errors")
+    val.add_argument("--model-configs", help="folder of Hugging Face configs named <org>--<name>_config.json")
+    val.add_argument("--output", help="with --runs: write every row with predicted_ttft_ms, predicted_tpot_ms, status")
+    val.add_argument("--jobs", type=_positive_int, default=1, help="with --runs: rows simulated in parallel")
     val.set_defaults(func=_cmd_validate)
 
     cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters to measurements")

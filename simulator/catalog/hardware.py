@@ -3,6 +3,12 @@
 A profile is a YAML file in ``hardware_profiles/`` (catalog name = file stem) or any YAML given by path. Every
 spec-sheet number comes from the vendor datasheet (cited in the file); the few fitted parameters are listed on
 :class:`HardwareSpec`.
+
+Which fitted parameters a GPU takes: those fitted on its own generation's measurements where ../shared/data has them,
+else those of the newest earlier generation that has them — never values tuned toward guesses of the unseen part.
+Today the defaults below are the Ampere fit (A100); a Hopper fit on the H100 kernel tables exists
+(``simulator/fidelity``; bf16 GEMMs: flops_efficiency 0.79, bandwidth_efficiency 0.86, 4 µs, knee 4, tile 64) but is
+not yet the H100/H200 default, so Hopper and Blackwell (no measurements) take the Ampere values for now.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ class PeakTflops(BaseModel):
     fp16: float = Field(gt=0)
     fp8: float | None = Field(default=None, gt=0)
     int8: float | None = Field(default=None, gt=0)
+    fp4: float | None = Field(default=None, gt=0, description="NVFP4/MXFP4 where the part has FP4 tensor cores")
 
 
 class NodeSpec(BaseModel):

@@ -126,10 +126,33 @@ def model_names() -> list[str]:
     return sorted(BUILTIN_MODELS)
 
 
+def unmodelled_features(config: dict[str, Any]) -> list[str]:
+    """Architecture features of a Hugging Face config that :class:`ModelSpec` cannot represent yet (the importer
+    refuses them rather than size and cost the model as something it is not)."""
+    features = []
+    if "text_config" in config:
+        features.append("a nested text_config (multimodal / hybrid configs)")
+    if "kv_lora_rank" in config:
+        features.append("multi-head latent attention (kv_lora_rank)")
+    if any(key in config for key in ("shared_expert_intermediate_size", "n_shared_experts", "moe_intermediate_size")):
+        features.append("fine-grained or shared-expert mixture-of-experts (moe_intermediate_size / shared experts)")
+    if any(t != "full_attention" for t in config.get("layer_types") or []) or (
+        config.get("sliding_window") and config.get("use_sliding_window", True)
+    ):
+        features.append("sliding-window attention layers (sliding_window / layer_types)")
+    if "hybrid_override_pattern" in config or config.get("attention_chunk_size"):
+        features.append("hybrid state-space or chunked attention layers")
+    method = (config.get("quantization_config") or {}).get("quant_method", "")
+    if method and method not in ("fp8",):
+        features.append(f"{method} quantisation (quantization_config)")
+    return features
+
+
 def spec_from_hf_config(config: dict[str, Any], name: str, where: str) -> ModelSpec:
     """Map a Hugging Face ``config.json`` onto :class:`ModelSpec` (Llama/Mistral/Mixtral/Qwen/Phi-style names)."""
-    if any(key in config for key in ("shared_expert_intermediate_size", "n_shared_experts", "moe_intermediate_size")):
-        raise LLMSimError(f"{where}: only Mixtral-style mixture-of-experts (no shared experts) is supported")
+    features = unmodelled_features(config)
+    if features:
+        raise LLMSimError(f"{where}: not modelled yet: {'; '.join(features)}")
     try:
         heads = config["num_attention_heads"]
         hidden = config["hidden_size"]

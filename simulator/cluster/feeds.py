@@ -105,7 +105,8 @@ class ArrivalFeed:
 
 class ClosedLoopFeed:
     """``users`` clients in a loop: send, wait for the end, think (exponential or fixed, mean ``think_ms``), send.
-    Each user's first request goes out after one think time. Stops after the workload's ``num_requests``."""
+    Each user's first request goes out after one think time (user u also waits u/users × ``ramp_s``). Stops after
+    the workload's ``num_requests``."""
 
     def __init__(
         self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
@@ -117,8 +118,9 @@ class ClosedLoopFeed:
         self._sent = 0
         self._user_of: dict[int, int] = {}
         recorder.on_complete = self._ended
-        for user in range(min(config.users, factory.total)):
-            self._after_think(user)
+        users = min(config.users, factory.total)
+        for user in range(users):
+            self._after_think(user, user / config.users * config.ramp_s)
 
     def _think_s(self) -> float:
         mean = self.config.think_ms / 1000
@@ -126,12 +128,12 @@ class ClosedLoopFeed:
             return 0.0
         return float(self.rng.exponential(mean)) if self.config.think == "exponential" else mean
 
-    def _after_think(self, user: int) -> None:
+    def _after_think(self, user: int, start_s: float = 0.0) -> None:
         if self._sent >= self.factory.total:
             return
         request_id = self._sent
         self._sent += 1
-        send_at = self.env.now + self._think_s()
+        send_at = self.env.now + start_s + self._think_s()
         Wakeup(self.env, lambda _event: self._deliver(user, request_id, send_at)).schedule(
             send_at - self.env.now + self._delay[request_id])
 

@@ -14,11 +14,12 @@ import simpy
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.feeds import ArrivalFeed, ClosedLoopFeed, RequestFactory
+from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
 from simulator.config.schema import ExperimentConfig, PoolConfig
-from simulator.cost import build_cost_model
+from simulator.cost import build_cost_model, load_engine
 from simulator.errors import ConfigError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_cache_bytes, kv_dtype
 from simulator.observe import Observer
@@ -192,6 +193,10 @@ def simulate(
     delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (
         workload.input_tokens
     )
+    engine = load_engine(config.engine)
+    if engine.frontend_ms_per_request or engine.frontend_us_per_prompt_token:
+        entry = [FrontEnd(env, replica, engine.frontend_ms_per_request / 1000,
+                          engine.frontend_us_per_prompt_token * 1e-6) for replica in entry]
     arrival = config.workload.arrival
     if arrival is not None and arrival.kind == "closed_loop":
         ClosedLoopFeed(env, factory, delay_s, router, entry, recorder, arrival, np.random.default_rng(

@@ -314,12 +314,19 @@ class DiurnalArrival(Strict):
 
 class ClosedLoopArrival(Strict):
     """``users`` clients, each sending a request, waiting for it to end, thinking ``think_ms`` (exponential with
-    that mean, or fixed), and sending the next — load that backs off when the server slows down."""
+    that mean, or fixed), and sending the next — load that backs off when the server slows down. With fixed
+    lengths and no think time, clients that start together stay in lock-step (they prefill together and finish
+    together); ``ramp_s`` starts user u at u/users × ramp_s, as a pool that has been running for a while is
+    spread out (a benchmark's warm-up requests do that)."""
 
     kind: Literal["closed_loop"]
     users: int = Field(ge=1)
     think_ms: float = Field(default=0.0, ge=0)
     think: Literal["exponential", "fixed"] = "exponential"
+    ramp_s: float = Field(
+        default=0.0, ge=0,
+        description="the users' first requests go out evenly spread over this many seconds, not all at once",
+    )
 
 
 ArrivalConfig = Annotated[

@@ -17,7 +17,8 @@ into one forward pass (``prefill_batching``).
 
 from __future__ import annotations
 
-from typing import Literal
+import copy
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,7 +47,37 @@ class EngineProfile(BaseModel):
     prefill_batching: Literal["batched", "sequential"] = Field(
         default="batched", description="sequential: each prompt of an iteration is its own forward pass"
     )
+    kernel_overhead_us: float | None = Field(
+        default=None, ge=0,
+        description="fixed cost of every kernel under this engine (CUDA-graph replay: only the GPU-side floor); "
+        "default: the hardware profile's",
+    )
+    elementwise_kernels_per_layer: int = Field(
+        default=5, ge=1, description="norm / activation / residual kernels per layer (fused engines run fewer)"
+    )
+    custom_allreduce_latency_us: float | None = Field(
+        default=None, ge=0,
+        description="the framework's own one-shot all-reduce for small messages: its fixed cost; None = NCCL only",
+    )
+    custom_allreduce_max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
+    frontend_ms_per_request: float = Field(
+        default=0.0, ge=0, description="API-server work per request (HTTP, hand-off), serial per replica"
+    )
+    frontend_us_per_prompt_token: float = Field(default=0.0, ge=0, description="and per prompt token (tokenizing)")
+    fp8_kv_cache: bool = Field(default=False, description="fp8 checkpoints are served with an fp8 KV cache")
+    server_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="experiment sections (scheduler, kv_cache) as the framework's server sets them by default",
+    )
     sources: list[str] = Field(default_factory=list)
+
+    def server_experiment(self, weight_dtype: str) -> dict[str, Any]:
+        """The experiment sections the framework's server would use for a checkpoint in ``weight_dtype``: its
+        ``server_defaults``, with an fp8 KV cache for fp8 checkpoints when ``fp8_kv_cache``."""
+        sections = copy.deepcopy(self.server_defaults)
+        if self.fp8_kv_cache and weight_dtype == "fp8":
+            sections.setdefault("kv_cache", {})["dtype"] = "fp8"
+        return sections
 
     def iteration_overhead(self, num_layers: int, num_sequences: int, num_prompts: int = 0) -> float:
         """Seconds the engine adds to one iteration of ``num_sequences`` sequences, ``num_prompts`` of them

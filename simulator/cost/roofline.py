@@ -17,8 +17,11 @@ tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(k
   experts, the expected number of distinct experts the T tokens touch, each on its share of the tokens
   (:meth:`RooflineCostModel.mlp_time`)
 - elementwise kernels: two norms (read + write D each), the activation (read k·I, write I, in each of the token's
-  experts), two residual adds (read 2·D, write D): T·(10·D + 3·I·experts per token)·w bytes over 5 kernels
-- two all-reduces of T·D·w bytes (:mod:`simulator.cost.collectives`)
+  experts), two residual adds (read 2·D, write D): T·(10·D + 3·I·experts per token)·w bytes over 5 kernels (or
+  the engine's ``elementwise_kernels_per_layer``: fused residual-add + norm and activation kernels move the same
+  bytes in fewer launches)
+- two all-reduces of T·D·w bytes (:mod:`simulator.cost.collectives`; or the framework's one-shot custom
+  all-reduce when it is faster, :meth:`RooflineCostModel.all_reduce_time`)
 
 Pipeline parallelism (``pp`` stages of ceil(layers/pp) layers) runs one batch through the stages in turn — vLLM with
 one virtual engine — so an iteration costs the same kernels plus (pp − 1) transfers of the T·D·w hidden states
@@ -39,7 +42,7 @@ import math
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.config.schema import ExperimentConfig
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
-from simulator.cost.collectives import collective_time
+from simulator.cost.collectives import collective_time, ring_bandwidth
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.gemm import GemmModel
 from simulator.dtypes import activation_dtype, bytes_per_element
@@ -56,6 +59,9 @@ class RooflineCostModel(CostModel):
         self.tp = tensor_parallel
         self.pp = pipeline_parallel
         self.engine = engine or EngineProfile(name="none")
+        if self.engine.kernel_overhead_us is not None:
+            hardware = hardware.model_copy(update={"kernel_overhead_us": self.engine.kernel_overhead_us})
+        self.elementwise_kernels = self.engine.elementwise_kernels_per_layer
         self.gemm = GemmModel(hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency)
         # the LM head (like the embedding) stays in the activation precision in quantised checkpoints
         self.head_gemm = GemmModel(
@@ -95,7 +101,18 @@ class RooflineCostModel(CostModel):
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
-        return collective_time(self.network, "all_reduce", self.tp, nbytes)
+        """NCCL's ring, or the framework's one-shot all-reduce when it has one and it is faster for this message:
+        every GPU reads the other t − 1 buffers over its link, ``custom_allreduce_latency_us`` + (t − 1)·bytes /
+        (link GB/s × link efficiency)."""
+        ring = collective_time(self.network, "all_reduce", self.tp, nbytes)
+        engine = self.engine
+        too_large = nbytes > engine.custom_allreduce_max_mib * 2**20
+        if engine.custom_allreduce_latency_us is None or self.tp <= 1 or too_large:
+            return ring
+        hw = self.network
+        one_shot = engine.custom_allreduce_latency_us * 1e-6 + (self.tp - 1) * nbytes / (
+            ring_bandwidth(hw, self.tp) * hw.link_efficiency)
+        return min(ring, one_shot)
 
     def stage_transfer_time(self, nbytes: float) -> float:
         """Hidden states from one pipeline stage to the next: a send/recv within the node, or over the stage's
@@ -113,7 +130,8 @@ class RooflineCostModel(CostModel):
         return {
             "gemm_s": L * (g.time(T, self.qkv_width, D) + g.time(T, D, self.attn_width) + self.mlp_time(T)),
             "elementwise_s": L * (
-                g.memory_kernel(2 * T * self.attn_width * self.w) + 5 * g.memory_kernel(elementwise / 5)
+                g.memory_kernel(2 * T * self.attn_width * self.w)
+                + self.elementwise_kernels * g.memory_kernel(elementwise / self.elementwise_kernels)
             )
             + g.memory_kernel(T * D * self.w)
             + g.memory_kernel(2 * T * D * self.w),

@@ -1,0 +1,322 @@
+"""End-to-end serving benchmarks (the format of ``../shared/data/silicon``): one row = one benchmark of a served model
+at a fixed concurrency with fixed input and output lengths, with the measured TTFT and TPOT.
+
+Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``batch_size`` closed-loop clients with
+no think time, every request ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and
+pipeline parallelism, weights in the row's precision, the row's framework as the engine profile (with that
+framework's server defaults for batching and the KV cache, :attr:`EngineProfile.server_defaults`). The benchmark's
+recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones; the clients do not start in lock-step
+(:attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N requests, measures the next ``measured`` × N
+and stops the statistics before the last N (whose clients have no successor, so concurrency falls off); the
+predicted TTFT and TPOT are the means over the measured requests.
+
+A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism, expert
+parallelism, disaggregated workers, an unknown model or system, an architecture the importer refuses); a malformed
+row gets ``unsupported: file:line: <problem>``. Nothing stops the run on one row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.config import ExperimentConfig
+from simulator.cost.engine import load_engine
+from simulator.errors import LLMSimError
+
+# the silicon file's system names -> hardware_profiles/
+SYSTEMS = {
+    "a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200",
+    "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300",
+}
+BACKENDS = ("vllm", "sglang", "trtllm")
+REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
+            "silicon_ttft_ms", "silicon_tpot_ms")
+PRECISIONS = {"": "bf16", "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "fp8": "fp8",
+              "fp8_block": "fp8", "int8": "int8"}
+
+
+class Unsupported(Exception):
+    """A row the simulator cannot represent; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How long each simulated benchmark runs, in multiples of its concurrency N."""
+
+    warmup: int = 2  # requests excluded at the start, × N (the recipe's warm-up)
+    measured: int = 6  # requests measured, × N
+    min_measured: int = 48  # at least this many measured requests
+    client_jitter_ms: float = 2.0  # mean of an exponential delay before each client's next request
+    ramp: bool = False  # spread the clients' first requests over one request's duration
+    engines: tuple[tuple[str, str], ...] = ()  # backend -> engine profile (name or path) instead of the backend's
+
+
+def read_runs(path: str | Path) -> list[tuple[int, dict[str, str]]]:
+    """(line number, row) for every data row; a missing column or an unreadable file is an LLMSimError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise LLMSimError(f"{path}:1: missing column(s) {missing}; a runs file needs {list(REQUIRED)}")
+    return [(line, row) for line, row in enumerate(reader, start=2)]
+
+
+def _number(row: dict[str, str], key: str, where: str, integer: bool = True) -> float:
+    text = (row.get(key) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise Unsupported(f"{where}: {key} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0 or (integer and value != int(value)):
+        kind = "a positive integer" if integer else "a positive number"
+        raise Unsupported(f"{where}: {key} must be {kind}, got {text!r}")
+    return int(value) if integer else value
+
+
+def _degree(row: dict[str, str], key: str) -> int:
+    """A parallelism column: empty or 0 counts as 1."""
+    text = (row.get(key) or "").strip()
+    try:
+        value = float(text) if text else 1.0
+    except ValueError:
+        return -1
+    return int(value) if value >= 1 else 1
+
+
+def model_path(model_id: str, model_dir: Path | None) -> str:
+    """``org/name`` -> ``DIR/org--name_config.json`` when it exists, else the id itself (the catalog decides)."""
+    if model_dir is not None:
+        candidate = model_dir / (model_id.replace("/", "--") + "_config.json")
+        if candidate.is_file():
+            return str(candidate)
+    return model_id.split("/")[-1].lower()
+
+
+def row_experiment(
+    row: dict[str, str], where: str, model_dir: Path | None, settings: RunSettings = RunSettings()
+) -> ExperimentConfig:
+    """The experiment a silicon row describes (raises :class:`Unsupported` with the reason)."""
+    from simulator.catalog import load_model
+    from simulator.config import load_experiment
+
+    system = (row.get("system") or "").strip()
+    if system not in SYSTEMS:
+        raise Unsupported(f"{where}: unknown system {system!r} (known: {', '.join(SYSTEMS)})")
+    backend = (row.get("backend") or "").strip()
+    if backend not in BACKENDS:
+        raise Unsupported(f"{where}: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if (row.get("mode") or "").strip() != "agg":
+        raise Unsupported("disaggregated prefill/decode workers")
+    if _degree(row, "attention_dp_size") > 1:
+        raise Unsupported("attention data parallelism")
+    if _degree(row, "moe_ep_size") > 1:
+        raise Unsupported("expert parallelism")
+    isl, osl = _number(row, "isl", where), _number(row, "osl", where)
+    users = _number(row, "batch_size", where)
+    tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size")
+    if pp < 1:
+        raise Unsupported(f"{where}: pp_size must be a positive integer, got {row.get('pp_size')!r}")
+    precision = (row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()
+    if precision not in PRECISIONS:
+        raise Unsupported(f"weight precision {precision!r} (modelled: {', '.join(k for k in PRECISIONS if k)})")
+    dtype = PRECISIONS[precision]
+    model = model_path((row.get("model_path") or "").strip(), model_dir)
+    try:
+        spec = load_model(model)
+    except LLMSimError as exc:
+        raise Unsupported(str(exc)) from None
+    if spec.num_experts > 1 and _degree(row, "moe_tp_size") not in (1, tp):
+        raise Unsupported("MoE tensor parallelism different from attention tensor parallelism")
+    engine_name = dict(settings.engines).get(backend, backend)
+    engine = load_engine(engine_name)
+    measured = max(settings.measured * users, settings.min_measured)
+    data = {
+        "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
+        "cluster": {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp},
+        "workload": {
+            "num_requests": settings.warmup * users + measured + users,
+            "arrival": {"kind": "closed_loop", "users": users, "think_ms": settings.client_jitter_ms},
+            "input_tokens": {"kind": "fixed", "value": isl},
+            "output_tokens": {"kind": "fixed", "value": osl},
+        },
+    }
+    data.update(engine.server_experiment(dtype))
+    data["scheduler"] = {**data.get("scheduler", {}), "max_model_len": isl + osl}
+    try:
+        config = load_experiment(data, where=where)
+        ramp = steady_request_seconds(config, spec, users, isl, osl) if settings.ramp else 0.0
+    except LLMSimError as exc:
+        raise Unsupported(str(exc)) from None
+    return config.model_copy(update={"workload": config.workload.model_copy(update={
+        "arrival": config.workload.arrival.model_copy(update={"ramp_s": ramp})})})
+
+
+def steady_request_seconds(config: ExperimentConfig, model, users: int, isl: int, osl: int) -> float:
+    """Roughly how long one request lasts at concurrency ``users`` in steady state (the cycle of a closed-loop
+    client): ``osl`` decode steps of the full batch at the mean context, plus the prefill of every client's prompt
+    (each prompt is prefilled once per cycle, delaying everybody's decode). The clients' start is spread over it."""
+    from simulator.catalog import load_hardware
+    from simulator.cost import build_cost_model
+    from simulator.cost.base import IterationShape
+
+    cost = build_cost_model(config, model, load_hardware(config.hardware))
+    prefill = cost.iteration_time(IterationShape(((isl, 0),)))
+    a, c = cost.decode_step_coefficients(users)
+    return osl * (a + c * users * (isl + osl / 2)) + (users - 1) * prefill
+
+
+def predict_row(config: ExperimentConfig, users: int, settings: RunSettings = RunSettings()) -> tuple[float, float]:
+    """Mean TTFT and TPOT (ms) of the measured requests of a closed-loop benchmark experiment."""
+    from simulator.api import run
+
+    requests = run(config).requests
+    start = settings.warmup * users
+    window = requests[(requests["request_id"] >= start) & (requests["request_id"] < len(requests) - users)]
+    window = window[window["status"] == "finished"]
+    if window.empty:
+        reasons = requests["reject_reason"].dropna().unique().tolist()
+        raise Unsupported(f"no request completed ({'; '.join(map(str, reasons[:2])) or 'none finished'})")
+    return float(window["ttft_ms"].mean()), float(window["tpot_ms"].mean())
+
+
+def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, settings: RunSettings):
+    where = f"{path}:{line}"
+    try:
+        config = row_experiment(row, where, model_dir, settings)
+        ttft, tpot = predict_row(config, int(config.workload.arrival.users), settings)
+        return ttft, tpot, "ok"
+    except Unsupported as exc:
+        return math.nan, math.nan, f"unsupported: {exc}"
+    except LLMSimError as exc:
+        return math.nan, math.nan, f"unsupported: {where}: {exc}"
+
+
+def is_fit_row(row: dict[str, str]) -> bool:
+    """The rows engine profiles are fitted on: those whose ``id`` has an even CRC-32 (about half of every slice,
+    fixed by the id alone). The others are held out and reported apart."""
+    return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
+
+
+def validate_runs(
+    path: str | Path, model_dir: str | Path | None = None, jobs: int = 1, settings: RunSettings = RunSettings(),
+    keep: Callable[[dict[str, str]], bool] | None = None,
+) -> pd.DataFrame:
+    """Every row of a runs file (or those ``keep`` accepts) with ``predicted_ttft_ms``, ``predicted_tpot_ms``,
+    ``status``, ``subset`` (``fit`` or ``holdout``, :func:`is_fit_row`) and the absolute percentage errors
+    ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
+    rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
+    folder = Path(model_dir) if model_dir is not None else None
+    if jobs == 1 or len(rows) < 8:
+        results = [_one(line, row, str(path), folder, settings) for line, row in rows]
+    else:
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=jobs, batch_size=4)(
+            delayed(_one)(line, row, str(path), folder, settings) for line, row in rows
+        )
+    frame = pd.DataFrame([row for _, row in rows])
+    for column in frame.columns:  # numbers as numbers where a whole column parses (empty cells become NaN)
+        converted = pd.to_numeric(frame[column].replace("", None), errors="coerce")
+        if converted.notna().sum() == (frame[column] != "").sum():
+            frame[column] = converted
+    frame["predicted_ttft_ms"] = [r[0] for r in results]
+    frame["predicted_tpot_ms"] = [r[1] for r in results]
+    frame["status"] = [r[2] for r in results]
+    frame["subset"] = ["fit" if is_fit_row(row) else "holdout" for _, row in rows]
+    for metric in ("ttft", "tpot"):
+        measured = pd.to_numeric(frame[f"silicon_{metric}_ms"], errors="coerce")
+        frame[f"{metric}_error"] = (frame[f"predicted_{metric}_ms"] - measured).abs() / measured
+    return frame
+
+
+SLICE = ["system", "backend", "model_path", "mode", "subset"]
+
+
+def slice_table(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Rows, rows ok, and median / p90 absolute percentage error of TTFT and TPOT per slice."""
+    by = by or SLICE
+    ok = frame[frame["status"] == "ok"]
+    grouped = ok.groupby(by)
+    table = pd.DataFrame({"rows": frame.groupby(by).size()})
+    table["ok"] = grouped.size()
+    for metric in ("ttft", "tpot"):
+        table[f"{metric}_median_pct"] = grouped[f"{metric}_error"].median() * 100
+        table[f"{metric}_p90_pct"] = grouped[f"{metric}_error"].quantile(0.9) * 100
+    return table.fillna({"ok": 0}).astype({"ok": int}).round(1)
+
+
+def reason_counts(frame: pd.DataFrame) -> pd.Series:
+    """How many rows each unsupported reason covers (file:line prefixes removed so equal reasons count together)."""
+    reasons = frame.loc[frame["status"] != "ok", "status"].str.replace(r"^unsupported: (\S+:\d+: )?", "", regex=True)
+    return reasons.value_counts()
+
+
+def default_jobs() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def overall_errors(frame: pd.DataFrame) -> dict[str, float]:
+    ok = frame[frame["status"] == "ok"]
+    out = {}
+    for metric in ("ttft", "tpot"):
+        values = ok[f"{metric}_error"].to_numpy(float)
+        out[f"{metric}_median"] = float(np.median(values)) if values.size else math.nan
+        out[f"{metric}_p90"] = float(np.quantile(values, 0.9)) if values.size else math.nan
+    return out
+
+
+def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
+    """The per-slice error table, overall errors per subset, the unsupported reasons counted, and optionally a
+    predicted-vs-measured plot (log-log, TTFT and TPOT, fit and held-out rows apart)."""
+    lines = ["== runs: absolute percentage error per slice (mean TTFT / TPOT of the measured requests) ==",
+             slice_table(frame).to_string(), ""]
+    for subset, rows in frame.groupby("subset"):
+        errors = overall_errors(rows)
+        lines.append(
+            f"{subset}: {int((rows['status'] == 'ok').sum())} of {len(rows)} rows ok; TTFT median "
+            f"{errors['ttft_median']:.1%} p90 {errors['ttft_p90']:.1%}; TPOT median {errors['tpot_median']:.1%} "
+            f"p90 {errors['tpot_p90']:.1%}"
+        )
+    reasons = reason_counts(frame)
+    if not reasons.empty:
+        lines += ["", "unsupported rows by reason:"] + [f"  {count:4d}  {reason}" for reason, count in reasons.items()]
+    if plot_path is not None:
+        lines += ["", f"plot: {_plot(frame, plot_path)}"]
+    return "\n".join(lines)
+
+
+def _plot(frame: pd.DataFrame, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = frame[frame["status"] == "ok"]
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    for axis, metric in zip(axes, ("ttft", "tpot"), strict=True):
+        for subset, marker in (("fit", "o"), ("holdout", "x")):
+            rows = ok[ok["subset"] == subset]
+            axis.loglog(rows[f"silicon_{metric}_ms"], rows[f"predicted_{metric}_ms"], marker, markersize=3,
+                        alpha=0.5, linestyle="none", label=subset)
+        values = ok[[f"silicon_{metric}_ms", f"predicted_{metric}_ms"]].to_numpy(float)
+        if values.size:
+            low, high = values.min(), values.max()
+            axis.plot([low, high], [low, high], "k--", linewidth=0.8)
+        axis.set(title=f"{metric.upper()}: predicted vs measured", xlabel="measured (ms)", ylabel="predicted (ms)")
+        axis.legend(title="rows")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

@@ -1,0 +1,85 @@
+"""The API-server front end (a FIFO single server in front of a replica) and the engine features the framework
+profiles use: custom all-reduce, fused elementwise kernels, the CUDA-graph kernel floor, client ramp."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from simulator.api import run
+from simulator.catalog import load_hardware, load_model
+from simulator.cluster.frontend import FrontEnd
+from simulator.cluster.wakeup import run_all
+from simulator.cost.base import IterationShape
+from simulator.cost.engine import EngineProfile
+from simulator.cost.roofline import RooflineCostModel
+from simulator.request import Request
+from tests.helpers import experiment
+
+
+class _Sink:
+    def __init__(self, env):
+        self.env, self.seen = env, []
+
+    def submit(self, request):
+        self.seen.append((self.env.now, request.request_id))
+
+
+def test_front_end_serves_a_burst_one_at_a_time():
+    env = simpy.Environment()
+    sink = _Sink(env)
+    front = FrontEnd(env, sink, per_request_s=0.002, per_prompt_token_s=1e-6)
+    for i in range(3):
+        front.submit(Request(i, 0.0, 1000, 10))  # each costs 2 ms + 1000 × 1 µs = 3 ms
+    env.timeout(0.020).callbacks.append(lambda _e: front.submit(Request(3, 0.020, 0, 10)))  # idle again: 2 ms
+    run_all(env)
+    times = [t for t, _ in sink.seen]
+    assert [i for _, i in sink.seen] == [0, 1, 2, 3]
+    assert times == pytest.approx([0.003, 0.006, 0.009, 0.022])
+
+
+def test_front_end_cost_adds_to_ttft_at_low_load(tmp_path):
+    engine = tmp_path / "slow_frontend.yaml"
+    engine.write_text("name: slow_frontend\nfrontend_ms_per_request: 7\n")
+    fast = run(experiment(workload={"num_requests": 5, "arrival": {"kind": "constant", "rate": 1.0},
+                                    "input_tokens": {"kind": "fixed", "value": 100},
+                                    "output_tokens": {"kind": "fixed", "value": 5}}))
+    slow = run(experiment(engine=str(engine), workload=fast.config.workload.model_dump()))
+    # one request a second on an idle server: every TTFT is 7 ms longer, nothing else changes
+    assert (slow.requests["ttft_ms"] - fast.requests["ttft_ms"]).to_numpy() == pytest.approx([7.0] * 5)
+    assert slow.requests["tpot_ms"].to_numpy() == pytest.approx(fast.requests["tpot_ms"].to_numpy())
+
+
+def test_custom_all_reduce_takes_small_messages():
+    hw = load_hardware("h100-sxm")
+    engine = EngineProfile(name="e", custom_allreduce_latency_us=4.3)
+    cost = RooflineCostModel(load_model("llama-3-70b"), hw, 8, engine=engine)
+    nbytes = 2**20
+    # by hand: one-shot 4.3 µs + 7 × 1 MiB / (450 GB/s × 0.7); NCCL ring 2·7/8 · 1 MiB / (315 GB/s) + 20 + 14 × 4 µs
+    one_shot = 4.3e-6 + 7 * nbytes / (450e9 * 0.7)
+    ring = 1.75 * nbytes / (450e9 * 0.7) + (20 + 14 * 4) * 1e-6
+    assert cost.all_reduce_time(nbytes) == pytest.approx(min(one_shot, ring))
+    assert one_shot < ring
+    # beyond custom_allreduce_max_mib (8 MiB) only NCCL's ring is used
+    big = 64 * 2**20
+    assert cost.all_reduce_time(big) == pytest.approx(1.75 * big / (450e9 * 0.7) + 76e-6)
+
+
+def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
+    hw, model = load_hardware("h100-sxm"), load_model("llama-3-8b")
+    plain = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="eager"))
+    fused = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="fused", elementwise_kernels_per_layer=3))
+    floor = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="graphs", kernel_overhead_us=2.0))
+    shape = IterationShape((), 1, 1000)
+    # 2 fewer elementwise kernels per layer save 2 × 32 × 6 µs of fixed costs (same bytes)
+    saved = plain.iteration_time(shape) - fused.iteration_time(shape)
+    assert saved == pytest.approx(2 * 32 * 6e-6, rel=1e-6)
+    assert floor.iteration_time(shape) < plain.iteration_time(shape)
+
+
+def test_ramp_spreads_the_first_requests():
+    config = experiment(workload={"num_requests": 4, "arrival": {"kind": "closed_loop", "users": 4, "ramp_s": 2.0},
+                                  "input_tokens": {"kind": "fixed", "value": 10},
+                                  "output_tokens": {"kind": "fixed", "value": 2}})
+    arrivals = sorted(run(config).requests["arrival_s"])
+    assert arrivals == pytest.approx([0.0, 0.5, 1.0, 1.5])

@@ -1,0 +1,121 @@
+"""`llmsim validate --runs`: silicon rows become the experiments their benchmarks ran, bad rows are reported per
+row, and (with ../shared/data) every H100 row is ok or unsupported with a reason."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from simulator.cli import main
+from simulator.errors import LLMSimError
+from simulator.fidelity.silicon import is_fit_row, read_runs, row_experiment, validate_runs
+
+HEADER = ["id", "backend", "model_path", "system", "precision", "mode", "isl", "osl", "gemm_quant_mode",
+          "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size",
+          "silicon_ttft_ms", "silicon_tpot_ms"]
+
+
+def _row(**changes) -> dict:
+    row = {"id": "r", "backend": "vllm", "model_path": "meta-llama/Llama-3.1-8B", "system": "h100_sxm",
+           "precision": "", "mode": "agg", "isl": "512", "osl": "32", "gemm_quant_mode": "", "batch_size": "4",
+           "tp_size": "1", "pp_size": "1", "attention_dp_size": "", "moe_tp_size": "1", "moe_ep_size": "1",
+           "silicon_ttft_ms": "50", "silicon_tpot_ms": "8"}
+    row.update(changes)
+    return row
+
+
+def _write(path, rows) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=HEADER)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_a_row_becomes_its_benchmark(tmp_path):
+    config = row_experiment(_row(batch_size="8", isl="1000", osl="100", tp_size="2", gemm_quant_mode="fp8"),
+                            "x:2", None)
+    arrival = config.workload.arrival
+    assert (arrival.kind, arrival.users) == ("closed_loop", 8)
+    assert config.workload.input_tokens.value == 1000 and config.workload.output_tokens.value == 100
+    assert config.cluster.tensor_parallel == 2 and config.dtype == "fp8" and config.engine == "vllm"
+    # vLLM's server defaults, and an fp8 checkpoint served with an fp8 KV cache
+    assert config.scheduler.kind == "chunked" and config.scheduler.max_num_batched_tokens == 8192
+    assert config.kv_cache.dtype == "fp8" and config.scheduler.max_model_len == 1100
+    # 2 x 8 warm-up, 6 x 8 measured (at least 48), 8 tail requests
+    assert config.workload.num_requests == 16 + 48 + 8
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"mode": "disagg"}, "disaggregated"),
+    ({"attention_dp_size": "4"}, "attention data parallelism"),
+    ({"moe_ep_size": "8"}, "expert parallelism"),
+    ({"system": "tpu_v5"}, "unknown system 'tpu_v5'"),
+    ({"backend": "tgi"}, "unknown backend 'tgi'"),
+    ({"isl": "many"}, "x:7: isl must be a number, got 'many'"),
+    ({"batch_size": "2.5"}, "x:7: batch_size must be a positive integer"),
+    ({"gemm_quant_mode": "nvfp4"}, "weight precision 'nvfp4'"),
+    ({"model_path": "nobody/unknown-model"}, "unknown model"),
+])
+def test_rows_the_simulator_cannot_represent_say_why(changes, reason):
+    from simulator.fidelity.silicon import Unsupported
+
+    with pytest.raises(Unsupported, match=None) as caught:
+        row_experiment(_row(**changes), "x:7", None)
+    assert reason in str(caught.value)
+
+
+def test_validate_never_stops_on_a_bad_row(tmp_path):
+    path = tmp_path / "runs.csv"
+    _write(path, [_row(id="a"), _row(id="b", isl="lots"), _row(id="c", system="mars")])
+    frame = validate_runs(path)
+    assert frame["status"].tolist()[0] == "ok"
+    assert frame["status"][1] == f"unsupported: {path}:3: isl must be a number, got 'lots'"
+    assert frame["status"][2].startswith(f"unsupported: {path}:4: unknown system 'mars'")
+    assert math.isnan(frame["predicted_ttft_ms"][1])
+    # one lone request (4 users, each alone at first): TTFT at least the prompt's own prefill, TPOT positive
+    assert frame["predicted_ttft_ms"][0] > 0 and frame["predicted_tpot_ms"][0] > 0
+
+
+def test_missing_column_or_unreadable_file_is_one_line(tmp_path, capsys):
+    path = tmp_path / "runs.csv"
+    path.write_text("backend,model_path\nvllm,x\n")
+    with pytest.raises(LLMSimError, match=r"runs.csv:1: missing column\(s\) \['system'"):
+        read_runs(path)
+    assert main(["validate", "--runs", str(path)]) == 2
+    assert main(["validate", "--runs", str(tmp_path / "absent.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("llmsim: error: ") for line in err)
+
+
+def test_cli_writes_every_row_back(tmp_path, capsys):
+    path, out = tmp_path / "runs.csv", tmp_path / "out.csv"
+    _write(path, [_row(id="a"), _row(id="b", mode="disagg")])
+    assert main(["validate", "--runs", str(path), "--output", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["id"] for r in rows] == ["a", "b"]
+    assert rows[0]["status"] == "ok" and rows[1]["status"].startswith("unsupported: disaggregated")
+    assert {"predicted_ttft_ms", "predicted_tpot_ms", "subset"} <= set(rows[0])
+    assert "disaggregated prefill/decode workers" in capsys.readouterr().out
+
+
+def test_fit_subset_is_fixed_by_the_id():
+    ids = [f"row{i}" for i in range(400)]
+    fit = [i for i in ids if is_fit_row({"id": i})]
+    assert 150 < len(fit) < 250  # about half
+    assert fit == [i for i in ids if is_fit_row({"id": i, "isl": "9"})]  # nothing but the id decides
+
+
+@pytest.mark.slow
+def test_every_h100_row_is_ok_or_unsupported_with_a_reason(shared_data):
+    runs = shared_data / "silicon" / "silicon_h100.csv"
+    frame = validate_runs(runs, shared_data / "model_configs", jobs=2)
+    assert len(frame) == len(read_runs(runs))
+    assert frame["status"].str.match(r"^(ok|unsupported: .+)$").all()
+    dense = frame[frame["model_path"].isin(["Qwen/Qwen3-32B", "meta-llama/Llama-3.1-8B-Instruct",
+                                            "meta-llama/Llama-3.1-70B"]) & (frame["mode"] == "agg")]
+    assert (dense["status"] == "ok").all()
+    # TPOT of the dense rows held out of the engine fits: the README's accuracy table, with a margin
+    held = dense[dense["subset"] == "holdout"]
+    assert held["tpot_error"].median() <= 0.15
