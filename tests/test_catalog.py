@@ -59,7 +59,7 @@ def test_unknown_names_and_bad_files(tmp_path):
         load_hardware(str(bad))
     shared = tmp_path / "config.json"
     shared.write_text(json.dumps({"num_experts": 60, "shared_expert_intermediate_size": 5632}))
-    with pytest.raises(LLMSimError, match="only Mixtral-style mixture-of-experts"):
+    with pytest.raises(LLMSimError, match="not modelled yet: fine-grained or shared-expert mixture-of-experts"):
         load_model(str(shared))
 
 
@@ -75,3 +75,25 @@ def test_mixtral_config_json(tmp_path):
     spec = load_model(str(path))
     assert (spec.num_experts, spec.experts_per_token) == (8, 2)
     assert spec.num_params == load_model("mixtral-8x7b").num_params
+
+
+@pytest.mark.parametrize("fields, feature", [
+    ({"kv_lora_rank": 512}, "multi-head latent attention"),
+    ({"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 128}, "sliding-window attention"),
+    ({"sliding_window": 4096}, "sliding-window attention"),
+    ({"quantization_config": {"quant_method": "mxfp4"}}, "mxfp4 quantisation"),
+    ({"text_config": {"hidden_size": 8}}, "nested text_config"),
+])
+def test_configs_with_unmodelled_features_are_refused_with_the_feature(tmp_path, fields, feature):
+    config = {"num_attention_heads": 8, "hidden_size": 512, "num_hidden_layers": 2, "vocab_size": 1000, **fields}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(LLMSimError, match=f"not modelled yet: .*{feature}"):
+        load_model(str(path))
+
+
+def test_sliding_window_switched_off_is_a_dense_model(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"num_attention_heads": 8, "hidden_size": 512, "num_hidden_layers": 2,
+                                "vocab_size": 1000, "sliding_window": 4096, "use_sliding_window": False}))
+    assert load_model(str(path)).num_layers == 2
