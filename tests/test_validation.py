@@ -39,3 +39,32 @@ def test_whole_iteration_errors_on_splitwise(shared_data):
         median, p90 = overall(rows)
         assert median <= 0.08, phase
         assert p90 <= 0.20, phase
+
+
+def test_kernel_tables_are_read_in_their_units(tmp_path):
+    """Synthetic tables in the layout of ../shared/data/kernels, timed with the model itself: zero error only if
+    latencies are read as ms, fp8_block runs at the fp8 peak, and NCCL message sizes count half elements."""
+    import pandas as pd
+
+    from simulator.cost.collectives import collective_time
+    from simulator.cost.gemm import GemmModel
+    from simulator.fidelity.kernels import gemm_kernel_errors, nccl_kernel_errors
+
+    hw = load_hardware("h100-sxm")
+    gemm_dir = tmp_path / "h100_sxm" / "gemm" / "sglang" / "1.0"
+    gemm_dir.mkdir(parents=True)
+    shapes = [(1, 4096, 4096), (512, 14336, 4096), (8192, 4096, 14336), (64, 32, 4096)]  # the last is too small
+    rows = [{"gemm_dtype": dtype, "m": m, "n": n, "k": k,
+             "latency": GemmModel(hw, {"bfloat16": "bf16", "fp8_block": "fp8"}[dtype]).time(m, n, k) * 1e3}
+            for dtype in ("bfloat16", "fp8_block") for m, n, k in shapes]
+    pd.DataFrame(rows).to_parquet(gemm_dir / "gemm_perf.parquet")
+    gemm = gemm_kernel_errors(tmp_path)
+    assert len(gemm) == 6 and gemm["error"].max() < 1e-9
+    nccl_dir = tmp_path / "h100_sxm" / "comm" / "nccl" / "2.0"
+    nccl_dir.mkdir(parents=True)
+    rows = [{"op_name": "all_reduce", "nccl_dtype": "half", "num_gpus": n, "message_size": size,
+             "latency": collective_time(hw, "all_reduce", n, 2 * size) * 1e3} for n in (2, 8) for size in (256, 2**24)]
+    rows.append({"op_name": "all_gather", "nccl_dtype": "half", "num_gpus": 2, "message_size": 256, "latency": 1.0})
+    pd.DataFrame(rows).to_parquet(nccl_dir / "nccl_perf.parquet")
+    nccl = nccl_kernel_errors(tmp_path)
+    assert len(nccl) == 4 and nccl["error"].max() < 1e-9

@@ -13,6 +13,7 @@ import pandas as pd
 
 from simulator.catalog import load_hardware
 from simulator.fidelity.errors import overall, summarize_errors
+from simulator.fidelity.kernels import gemm_kernel_errors, nccl_kernel_errors
 from simulator.fidelity.network import network_errors
 from simulator.fidelity.operators import gemm_errors
 from simulator.fidelity.splitwise import splitwise_errors
@@ -21,11 +22,15 @@ from simulator.fidelity.splitwise import splitwise_errors
 def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.DataFrame]:
     """Per-row errors of every dataset found under ``data_dir``."""
     a100 = load_hardware("a100-80gb-sxm")
-    return {
+    results = {
         "a100_ops": gemm_errors(data_dir, a100),
         "network": network_errors(data_dir),
         "splitwise": splitwise_errors(data_dir, a100, engine),
     }
+    if (data_dir / "kernels").is_dir():
+        results["kernel_gemm"] = gemm_kernel_errors(data_dir / "kernels")
+        results["kernel_nccl"] = nccl_kernel_errors(data_dir / "kernels")
+    return results
 
 
 def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
@@ -35,7 +40,8 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"]}
+    groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
+              "kernel_gemm": ["gpu", "framework", "dtype"], "kernel_nccl": ["gpu", "op", "gpus"]}
     lines = []
     for name, frame in results.items():
         lines.append(f"== {name} ==")
