@@ -1,14 +1,15 @@
 """End-to-end serving benchmarks (the format of ``../shared/data/silicon``): one row = one benchmark of a served model
 at a fixed concurrency with fixed input and output lengths, with the measured TTFT and TPOT.
 
-Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``batch_size`` closed-loop clients with
-no think time, every request ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and
-pipeline parallelism, weights in the row's precision, the row's framework as the engine profile (with that
-framework's server defaults for batching and the KV cache, :attr:`EngineProfile.server_defaults`). The benchmark's
-recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones; the clients do not start in lock-step
-(:attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N requests, measures the next ``measured`` × N
-and stops the statistics before the last N (whose clients have no successor, so concurrency falls off); the
-predicted TTFT and TPOT are the means over the measured requests.
+Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``batch_size`` closed-loop clients that
+start together and send their next request after a client turnaround (exponential, mean 2 ms), every request
+``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline parallelism,
+weights in the row's precision, the row's framework as the engine profile (with that framework's server defaults for
+batching and the KV cache, :attr:`EngineProfile.server_defaults`). The benchmark's recipe (aiperf) sends 2·N
+warm-up requests, then about 20·N measured ones (``RunSettings.ramp`` instead spreads the clients' start over one
+cycle, :attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N requests, measures the next
+``measured`` × N and stops the statistics before the last N (whose clients have no successor, so concurrency falls
+off); the predicted TTFT and TPOT are the means over the measured requests.
 
 A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism, expert
 parallelism, disaggregated workers, an unknown model or system, an architecture the importer refuses); a malformed
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -261,10 +261,6 @@ def reason_counts(frame: pd.DataFrame) -> pd.Series:
     """How many rows each unsupported reason covers (file:line prefixes removed so equal reasons count together)."""
     reasons = frame.loc[frame["status"] != "ok", "status"].str.replace(r"^unsupported: (\S+:\d+: )?", "", regex=True)
     return reasons.value_counts()
-
-
-def default_jobs() -> int:
-    return max(1, min(2, os.cpu_count() or 1))
 
 
 def overall_errors(frame: pd.DataFrame) -> dict[str, float]:
