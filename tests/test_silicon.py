@@ -56,6 +56,7 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     ({"isl": "many"}, "x:7: isl must be a number, got 'many'"),
     ({"batch_size": "2.5"}, "x:7: batch_size must be a positive integer"),
     ({"gemm_quant_mode": "nvfp4"}, "weight precision 'nvfp4'"),
+    ({"moe_ep_size": "wide"}, "x:7: moe_ep_size must be a number, got 'wide'"),
     ({"model_path": "nobody/unknown-model"}, "unknown model"),
 ])
 def test_rows_the_simulator_cannot_represent_say_why(changes, reason):

@@ -85,14 +85,16 @@ def _number(row: dict[str, str], key: str, where: str, integer: bool = True) -> 
     return int(value) if integer else value
 
 
-def _degree(row: dict[str, str], key: str) -> int:
-    """A parallelism column: empty or 0 counts as 1."""
+def _degree(row: dict[str, str], key: str, where: str) -> int:
+    """A parallelism column: empty or 0 counts as 1; anything else must be a positive integer."""
     text = (row.get(key) or "").strip()
     try:
         value = float(text) if text else 1.0
     except ValueError:
-        return -1
-    return int(value) if value >= 1 else 1
+        raise Unsupported(f"{where}: {key} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value != int(value) or value < 0:
+        raise Unsupported(f"{where}: {key} must be a non-negative integer, got {text!r}")
+    return max(int(value), 1)
 
 
 def model_path(model_id: str, model_dir: Path | None) -> str:
@@ -119,15 +121,13 @@ def row_experiment(
         raise Unsupported(f"{where}: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
     if (row.get("mode") or "").strip() != "agg":
         raise Unsupported("disaggregated prefill/decode workers")
-    if _degree(row, "attention_dp_size") > 1:
+    if _degree(row, "attention_dp_size", where) > 1:
         raise Unsupported("attention data parallelism")
-    if _degree(row, "moe_ep_size") > 1:
+    if _degree(row, "moe_ep_size", where) > 1:
         raise Unsupported("expert parallelism")
     isl, osl = _number(row, "isl", where), _number(row, "osl", where)
     users = _number(row, "batch_size", where)
-    tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size")
-    if pp < 1:
-        raise Unsupported(f"{where}: pp_size must be a positive integer, got {row.get('pp_size')!r}")
+    tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size", where)
     precision = (row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()
     if precision not in PRECISIONS:
         raise Unsupported(f"weight precision {precision!r} (modelled: {', '.join(k for k in PRECISIONS if k)})")
@@ -137,7 +137,7 @@ def row_experiment(
         spec = load_model(model)
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
-    if spec.num_experts > 1 and _degree(row, "moe_tp_size") not in (1, tp):
+    if spec.num_experts > 1 and _degree(row, "moe_tp_size", where) not in (1, tp):
         raise Unsupported("MoE tensor parallelism different from attention tensor parallelism")
     engine_name = dict(settings.engines).get(backend, backend)
     engine = load_engine(engine_name)
