@@ -12,7 +12,7 @@ from pathlib import Path
 
 from simulator.catalog import load_hardware, load_model
 from simulator.config import DEFAULT_EXPERIMENT
-from simulator.dtypes import BYTES_PER_ELEMENT
+from simulator.dtypes import BYTES_PER_ELEMENT, WEIGHT_DTYPES
 from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_cache_bytes
 
@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree")
     step.add_argument("--pp", type=_positive_int, default=1, help="pipeline-parallel stages")
     step.add_argument("--engine", default="default", help="engine profile (catalog name or YAML path)")
-    step.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "int8", "int4"], default="bf16",
+    step.add_argument("--dtype", choices=list(WEIGHT_DTYPES), default="bf16",
                       help="weight precision")
     step.add_argument("--input", required=True, help="CSV: " + ", ".join(
         ("num_prefill_seqs", "prefill_tokens_per_seq", "num_decode_seqs", "decode_context_per_seq")))

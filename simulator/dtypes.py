@@ -1,10 +1,20 @@
-"""Numeric formats: bytes per element, and which peak FLOP/s table entry a format computes with."""
+"""Numeric formats: bytes per element, and which peak FLOP/s table entry a format computes with.
 
-BYTES_PER_ELEMENT: dict[str, float] = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+``fp8_block`` is DeepSeek-style FP8 with one fp32 scale per 128 × 128 weight block (and per 1 × 128 activation
+group): 1 + 4/16384 bytes per weight. The 4-bit floating formats compute on FP4 tensor cores (``fp4`` peak) where the
+GPU has them: ``mxfp4`` (OCP microscaling, as gpt-oss ships: one 8-bit scale per 32 values, 0.5 + 1/32 bytes) and
+``nvfp4`` (NVIDIA: one fp8 scale per 16 values, 0.5 + 1/16 bytes; the per-tensor fp32 scale is negligible).
+"""
+
+BYTES_PER_ELEMENT: dict[str, float] = {
+    "fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / 16384, "int8": 1.0, "int4": 0.5,
+    "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
+}
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4")
 
 
 def bytes_per_element(dtype: str) -> float:
-    """Storage bytes of one element of ``dtype`` (int4 packs two per byte)."""
+    """Storage bytes of one element of ``dtype`` (int4 and fp4 pack two per byte, plus fp4's block scales)."""
     return BYTES_PER_ELEMENT[dtype]
 
 
@@ -14,6 +24,10 @@ def activation_dtype(weight_dtype: str) -> str:
 
 
 def compute_dtype(weight_dtype: str) -> str:
-    """Which peak a GEMM runs at: fp8 and int8 are W8A8 (their own tensor-core peak); int4 is weight-only
-    (dequantised in the kernel, 16-bit math)."""
-    return weight_dtype if weight_dtype in ("fp8", "int8") else activation_dtype(weight_dtype)
+    """Which peak a GEMM runs at: fp8, fp8_block and int8 are W8A8 (their own tensor-core peak); mxfp4 and nvfp4 run
+    W4A4 at the ``fp4`` peak on GPUs with FP4 tensor cores (:meth:`simulator.catalog.HardwareSpec.achievable_flops`
+    falls back to 16-bit math on the others, which dequantise the weights); int4 is weight-only (dequantised in the
+    kernel, 16-bit math)."""
+    if weight_dtype in ("mxfp4", "nvfp4"):
+        return "fp4"
+    return weight_dtype if weight_dtype in ("fp8", "fp8_block", "int8") else activation_dtype(weight_dtype)

@@ -29,6 +29,8 @@ TOY_MODEL = {
 TOY_GPU = {
     "name": "toy-gpu", "memory_gib": 1, "memory_bandwidth_gbps": 10, "peak_tflops": {"bf16": 0.1, "fp16": 0.1},
     "flops_efficiency": 1.0, "bandwidth_efficiency": 1.0, "gemm_knee": 2, "gemm_tile_m": 1, "kernel_overhead_us": 0,
+    "attention_efficiency": 1.0, "attention_io_efficiency": 1.0, "decode_attention_efficiency": 1.0,
+    "decode_attention_ns_per_head": 1000, "attention_overhead_us": 0,
 }
 F, BW = 1e11, 1e10  # FLOP/s and bytes/s: ridge point 10 FLOP/byte
 
@@ -40,8 +42,8 @@ def roof(flops: float, nbytes: float) -> float:
 
 # Hand calculation, bf16 (2 bytes). Prefill of one 100-token prompt (T = 100):
 #   QKV   m=100 n=(4+2·2)·16=128 k=64: FLOPs 2·100·128·64 = 1,638,400; bytes (6400+8192+12800)·2 = 54,784
-#   attention I/O (queries in, outputs out): 2·100·64·2 = 25,600 bytes
-#   attention: FLOPs 4·4·16·(100·101/2) = 1,292,800; K,V bytes 2·2·16·2·100 = 12,800
+#   attention: FLOPs 4·4·16·(100·101/2) = 1,292,800; bytes: queries in and outputs out 2·100·64·2 = 25,600,
+#              K,V 2·2·16·2·100 = 12,800
 #   O     m=100 n=64 k=64: FLOPs 819,200; bytes (6400+4096+6400)·2 = 33,792
 #   up    m=100 n=2·128 k=64: FLOPs 3,276,800; bytes (6400+16384+25600)·2 = 96,768
 #   down  m=100 n=64 k=128: FLOPs 1,638,400; bytes (12800+8192+6400)·2 = 54,784
@@ -51,7 +53,7 @@ def roof(flops: float, nbytes: float) -> float:
 #              LM head m=1 n=1000 k=64: FLOPs 128,000, bytes (64+64000+1000)·2 = 130,128;
 #              sampling: read + write 1 × 1000 fp32 logits = 8,000 bytes
 PREFILL_LAYER = (
-    roof(1_638_400, 54_784) + roof(0, 25_600) + roof(1_292_800, 12_800) + roof(819_200, 33_792)
+    roof(1_638_400, 54_784) + roof(1_292_800, 25_600 + 12_800) + roof(819_200, 33_792)
     + roof(3_276_800, 96_768) + roof(1_638_400, 54_784) + roof(0, 204_800)
 )
 PER_MODEL = roof(0, 12_800) + roof(0, 25_600) + roof(128_000, 130_128) + roof(0, 8_000)
@@ -59,11 +61,11 @@ PREFILL = 2 * PREFILL_LAYER + PER_MODEL
 
 
 def decode_step(context: int) -> float:
-    """One token (T = 1) with ``context`` tokens of KV after this step's write."""
+    """One token (T = 1) with ``context`` tokens of KV after this step's write; decode attention also pays 1 µs for
+    each of the sequence's 2 KV heads."""
     layer = (
         roof(2 * 128 * 64, (64 + 8192 + 128) * 2)
-        + roof(0, 2 * 64 * 2)
-        + roof(4 * 4 * 16 * context, 2 * 2 * 16 * 2 * context)
+        + roof(4 * 4 * 16 * context, 2 * 2 * 16 * 2 * context) + 2 * 1e-6
         + roof(2 * 64 * 64, (64 + 4096 + 64) * 2) + roof(2 * 256 * 64, (64 + 16384 + 256) * 2)
         + roof(2 * 64 * 128, (128 + 8192 + 64) * 2) + roof(0, 1024 * 2)
     )
@@ -126,8 +128,9 @@ def test_llama2_7b_decode_is_weight_streaming_plus_kernel_overheads():
 
 
 def test_llama3_8b_long_prefill_is_compute_bound():
-    """A 4096-token prefill: 2 FLOPs per weight per token plus causal attention at peak×eff, plus the elementwise
-    traffic (norms, activation, residual adds: 10·D + 3·I elements per token per layer) at bandwidth×eff.
+    """A 4096-token prefill: 2 FLOPs per weight per token at peak × flops_efficiency plus causal attention at peak ×
+    attention_efficiency, plus the elementwise traffic (norms, activation, residual adds: 10·D + 3·I elements per
+    token per layer) at bandwidth×eff.
 
     The elementwise share (~10%) matches measurement: on A100, Llama-3-8B at 4096 tokens spends 0.67 ms per layer in
     norms/act/adds vs 7.8 ms in GEMMs (../shared/data/calibration/a100_ops/Meta-Llama-3-8B.csv).
@@ -137,10 +140,10 @@ def test_llama3_8b_long_prefill_is_compute_bound():
     cost = RooflineCostModel(model, hardware)
     tokens = 4096
     layer_weights = 4096 * (32 + 16) * 128 + 32 * 128 * 4096 + 3 * 4096 * 14336
-    attention = 4 * 32 * 128 * tokens * (tokens + 1) / 2
-    flops = 32 * (2 * tokens * layer_weights + attention)
+    attention = 32 * 4 * 32 * 128 * tokens * (tokens + 1) / 2
     elementwise_bytes = 32 * tokens * (10 * 4096 + 3 * 14336) * 2
-    compute = flops / (989.4e12 * hardware.flops_efficiency)
+    compute = 32 * 2 * tokens * layer_weights / (989.4e12 * hardware.flops_efficiency) + attention / (
+        989.4e12 * hardware.attention_efficiency)
     expected = compute + elementwise_bytes / (3350e9 * hardware.bandwidth_efficiency)
     actual = cost.iteration_time(IterationShape(prefill_chunks=((tokens, 0),)))
     # the knee, kernel overheads, LM head, embedding and attention activations add a few percent
@@ -164,21 +167,27 @@ def test_gemm_time_by_hand():
 
 
 def test_collective_time_by_hand():
-    """Ring all-reduce 2(n−1)/n · bytes / (B · 0.7) + 20 µs + 2(n−1) · 4 µs; send/recv bytes / (B · 0.9) + 8 µs."""
+    """Ring all-reduce 2(n−1)/n · bytes / (B · e) + latency + 2(n−1) · step; send/recv bytes / (B · 0.9) + 8 µs;
+    all-gather (n−1)/n · bytes / (B · e_ag) + latency_ag + (n−1) · step_ag. Hopper's fit (generations.py): e 0.64,
+    5.5 µs, 0.87 µs per step."""
     h100 = load_hardware("h100-sxm")  # NVSwitch, 450 GB/s per direction, 8 GPUs per node, 50 GB/s per GPU NIC
+    e, lat, step = 0.64, 5.5e-6, 0.87e-6
+    assert (h100.link_efficiency, h100.collective_latency_us, h100.collective_step_latency_us) == (0.64, 5.5, 0.87)
     nbytes = 64 * 2**20
-    assert collective_time(h100, "all_reduce", 4, nbytes) == pytest.approx(
-        1.5 * nbytes / (450e9 * 0.7) + 20e-6 + 6 * 4e-6)
+    assert collective_time(h100, "all_reduce", 4, nbytes) == pytest.approx(1.5 * nbytes / (450e9 * e) + lat + 6 * step)
     assert collective_time(h100, "send_recv", 2, nbytes) == pytest.approx(nbytes / (450e9 * 0.9) + 8e-6)
     # 16 GPUs span two nodes: the ring runs at 8 NICs × 50 GB/s
     assert collective_time(h100, "all_reduce", 16, nbytes) == pytest.approx(
-        30 / 16 * nbytes / (400e9 * 0.7) + 20e-6 + 30 * 4e-6)
+        30 / 16 * nbytes / (400e9 * e) + lat + 30 * step)
+    ag = h100.collectives["all_gather"]
+    assert collective_time(h100, "all_gather", 8, nbytes) == pytest.approx(
+        7 / 8 * nbytes / (450e9 * ag.efficiency) + (ag.latency_us + 7 * ag.step_latency_us) * 1e-6)
     # pairwise NVLink: a pair uses the bridge, four GPUs cross PCIe (64 GB/s per direction on H100 PCIe)
     h100_pcie = load_hardware("h100-pcie")
     assert collective_time(h100_pcie, "all_reduce", 2, nbytes) == pytest.approx(
-        nbytes / (300e9 * 0.7) + 20e-6 + 2 * 4e-6)
+        nbytes / (300e9 * e) + lat + 2 * step)
     assert collective_time(h100_pcie, "all_reduce", 4, nbytes) == pytest.approx(
-        1.5 * nbytes / (64e9 * 0.7) + 20e-6 + 6 * 4e-6)
+        1.5 * nbytes / (64e9 * e) + lat + 6 * step)
     assert collective_time(h100, "all_reduce", 1, nbytes) == 0.0
     with pytest.raises(ValueError, match="unknown collective"):
         collective_time(h100, "broadcast", 2, nbytes)
@@ -196,7 +205,7 @@ def test_tensor_parallel_shards_work_and_adds_all_reduce():
 
 def test_engine_profiles():
     """default: 5.4 ms per iteration. splitwise: prompts prefilled one after another (b prompts = b × one prompt),
-    collectives at 0.44 of the NCCL bandwidth, 5.64 ms per pass, 5 ms per prompt and 347 µs per sequence. Groups sum
+    collectives at 0.44 of the NCCL bandwidth, 5.0 ms per pass, 5 ms per prompt and 347 µs per sequence. Groups sum
     to the total."""
     model, hardware = load_model("llama-3-70b"), load_hardware("a100-80gb-sxm")
     default = RooflineCostModel(model, hardware, 4, engine=load_engine("default"))
@@ -208,7 +217,7 @@ def test_engine_profiles():
     assert default.breakdown(shape)["engine_s"] == pytest.approx(5.4e-3)
     assert ideal.breakdown(shape)["engine_s"] == 0.0
     # splitwise: four passes (three prompts, then the decodes), three prompts, 19 sequences
-    assert splitwise.breakdown(shape)["engine_s"] == pytest.approx(4 * 5.64e-3 + 3 * 5e-3 + 19 * 347e-6)
+    assert splitwise.breakdown(shape)["engine_s"] == pytest.approx(4 * 5.0e-3 + 3 * 5e-3 + 19 * 347e-6)
     one = IterationShape(((500, 0),))
     assert splitwise.iteration_time(IterationShape(((500, 0),) * 3)) == pytest.approx(3 * splitwise.iteration_time(one))
     assert default.iteration_time(IterationShape(((500, 0),) * 3)) < 3 * default.iteration_time(one)
@@ -221,17 +230,18 @@ def test_engine_profiles():
 
 def test_attention_efficiency_slows_only_attention_flops():
     """Prefill attention of one 4096-token prompt on Llama-3-8B (A100, TP 1): 32 layers ×
-    smooth-max(4·32·128·4096·4097/2 FLOPs / (F · a), 2·8·128·2·4096 bytes / B) + 6 µs per kernel, with F and B the
-    fitted GEMM rates; an engine at a = 0.5 changes nothing else."""
+    smooth-max(4·32·128·4096·4097/2 FLOPs / (F · a), 4096·128·(4·32 + 2·8·2) bytes / B) + 14 µs per kernel, with F
+    and B Ampere's fitted attention rates (0.48 of the 16-bit peak, 0.28 of HBM bandwidth); an engine at a = 0.5
+    changes nothing else."""
     model, hardware = load_model("llama-3-8b"), load_hardware("a100-80gb-sxm")
-    F, B = 312e12 * 0.73, 2039e9 * 0.84
-    flops, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 2 * 8 * 128 * 2 * 4096
+    F, B = 312e12 * 0.48, 2039e9 * 0.28
+    flops, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 4096 * 128 * (4 * 32 + 2 * 8 * 2)
     shape = IterationShape(((4096, 0),))
     parts = {}
     for a in (1.0, 0.5):
         engine = EngineProfile(name="test", attention_efficiency=a)
         parts[a] = RooflineCostModel(model, hardware, 1, engine=engine).breakdown(shape)
-        expected = 32 * (((flops / (F * a)) ** 2 + (nbytes / B) ** 2) ** 0.5 + 6e-6)
+        expected = 32 * (((flops / (F * a)) ** 2 + (nbytes / B) ** 2) ** 0.5 + 14e-6)
         assert parts[a]["attention_s"] == pytest.approx(expected, rel=1e-9)
     assert {k: v for k, v in parts[0.5].items() if k != "attention_s"} == {
         k: v for k, v in parts[1.0].items() if k != "attention_s"
@@ -248,16 +258,23 @@ def test_linear_cost_model():
 
 
 def test_weight_precision_changes_bytes_and_peak():
-    """fp8 weights halve the bytes of every block GEMM and run at the fp8 peak where the GPU has one (H100: 2×);
-    int4 is weight-only (a quarter of the bytes, 16-bit math); embeddings and the LM head stay 16-bit."""
+    """fp8 weights halve the bytes of every block GEMM and run at the fp8 peak where the GPU has one (H100: 2× the
+    16-bit peak, at Hopper's fitted fractions 0.55 vs 0.82), after one quantisation pass over the activations (read
+    2, write 1 byte each, plus 4.1 µs); int4 is weight-only (a quarter of the bytes, 16-bit math); embeddings and
+    the LM head stay 16-bit."""
     h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-80gb-sxm")
     n = k = 8192
-    assert gemm_time(h100, 4096, n, k, "fp8") < 0.55 * gemm_time(h100, 4096, n, k, "bf16")  # compute-bound: 2× peak
+    bandwidth, overhead = 3350e9 * 0.86, 3.2e-6
+    # compute-bound: 2·m·n·k at each peak, and the fp8 GEMM's quantisation pass over its 4096 × 8192 activations
+    t_bf16, t_fp8 = 2 * 4096 * n * k / (989.4e12 * 0.82), 2 * 4096 * n * k / (1978.9e12 * 0.55)
+    expected = (t_fp8 + 4096 * k * 3 / bandwidth + 4.1e-6) / t_bf16
+    assert gemm_time(h100, 4096, n, k, "fp8") / gemm_time(h100, 4096, n, k, "bf16") == pytest.approx(expected, rel=0.03)
     assert gemm_time(a100, 4096, n, k, "fp8") > 0.95 * gemm_time(a100, 4096, n, k, "bf16")  # A100: no fp8 peak
-    one_row = {d: gemm_time(h100, 1, n, k, d) - 6e-6 for d in ("bf16", "fp8", "int4")}  # weight streaming
-    assert one_row["fp8"] == pytest.approx(one_row["bf16"] / 2, rel=0.08)
-    # int4 at one row: the weight read (k·n/2 bytes) is as long as the 16-bit math of one 64-row tile
-    read, math_ = k * n * 0.5 / (3350e9 * 0.84), 2 * 64 * n * k / (989.4e12 * 0.73)
+    quantize = k * 3 / bandwidth + 4.1e-6  # one row of activations
+    one_row = {d: gemm_time(h100, 1, n, k, d) - overhead for d in ("bf16", "fp8", "int4")}  # weight streaming
+    assert one_row["fp8"] - quantize == pytest.approx(one_row["bf16"] / 2, rel=0.08)
+    # int4 at one row: the weight read (k·n/2 bytes) and the 16-bit math of one 64-row tile, smooth maximum
+    read, math_ = k * n * 0.5 / bandwidth, 2 * 64 * n * k / (989.4e12 * 0.82)
     assert one_row["int4"] == pytest.approx((read**2 + math_**2) ** 0.5, rel=0.01)
     model = load_model("llama-3-8b")
     embeddings = 2 * 128256 * 4096

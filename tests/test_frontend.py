@@ -55,14 +55,16 @@ def test_custom_all_reduce_takes_small_messages():
     engine = EngineProfile(name="e", custom_allreduce_latency_us=4.3)
     cost = RooflineCostModel(load_model("llama-3-70b"), hw, 8, engine=engine)
     nbytes = 2**20
-    # by hand: one-shot 4.3 µs + 7 × 1 MiB / (450 GB/s × 0.7); NCCL ring 2·7/8 · 1 MiB / (315 GB/s) + 20 + 14 × 4 µs
-    one_shot = 4.3e-6 + 7 * nbytes / (450e9 * 0.7)
-    ring = 1.75 * nbytes / (450e9 * 0.7) + (20 + 14 * 4) * 1e-6
+    # by hand (Hopper: link efficiency 0.64, 5.5 µs + 0.87 µs per ring step): one-shot 4.3 µs + 7 × 1 MiB /
+    # (450 GB/s × 0.64); NCCL ring 2·7/8 · 1 MiB / (288 GB/s) + 5.5 + 14 × 0.87 µs
+    one_shot = 4.3e-6 + 7 * nbytes / (450e9 * 0.64)
+    ring = 1.75 * nbytes / (450e9 * 0.64) + (5.5 + 14 * 0.87) * 1e-6
     assert cost.all_reduce_time(nbytes) == pytest.approx(min(one_shot, ring))
-    assert one_shot < ring
     # beyond custom_allreduce_max_mib (8 MiB) only NCCL's ring is used
     big = 64 * 2**20
-    assert cost.all_reduce_time(big) == pytest.approx(1.75 * big / (450e9 * 0.7) + 76e-6)
+    assert cost.all_reduce_time(big) == pytest.approx(1.75 * big / (450e9 * 0.64) + (5.5 + 14 * 0.87) * 1e-6)
+    # small messages: the one-shot kernel's latency wins
+    assert cost.all_reduce_time(2**14) == pytest.approx(4.3e-6 + 7 * 2**14 / (450e9 * 0.64))
 
 
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
@@ -71,9 +73,9 @@ def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
     fused = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="fused", elementwise_kernels_per_layer=3))
     floor = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="graphs", kernel_overhead_us=2.0))
     shape = IterationShape((), 1, 1000)
-    # 2 fewer elementwise kernels per layer save 2 × 32 × 6 µs of fixed costs (same bytes)
+    # 2 fewer elementwise kernels per layer save 2 × 32 × 3.2 µs (Hopper's kernel overhead) of fixed costs
     saved = plain.iteration_time(shape) - fused.iteration_time(shape)
-    assert saved == pytest.approx(2 * 32 * 6e-6, rel=1e-6)
+    assert saved == pytest.approx(2 * 32 * 3.2e-6, rel=1e-6)
     assert floor.iteration_time(shape) < plain.iteration_time(shape)
 
 

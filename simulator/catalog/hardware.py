@@ -1,22 +1,22 @@
-"""GPU descriptions: spec-sheet numbers plus two physically meaningful efficiency factors.
+"""GPU descriptions: spec-sheet numbers plus a few fitted parameters with physical meaning.
 
 A profile is a YAML file in ``hardware_profiles/`` (catalog name = file stem) or any YAML given by path. Every
-spec-sheet number comes from the vendor datasheet (cited in the file); the few fitted parameters are listed on
+spec-sheet number comes from the vendor datasheet (cited in the file); the fitted parameters are listed on
 :class:`HardwareSpec`.
 
-Which fitted parameters a GPU takes: those fitted on its own generation's measurements where ../shared/data has them,
-else those of the newest earlier generation that has them — never values tuned toward guesses of the unseen part.
-Today the defaults below are the Ampere fit (A100); a Hopper fit on the H100 kernel tables exists
-(``simulator/fidelity``; bf16 GEMMs: flops_efficiency 0.79, bandwidth_efficiency 0.86, 4 µs, knee 4, tile 64) but is
-not yet the H100/H200 default, so Hopper and Blackwell (no measurements) take the Ampere values for now.
+Which fitted parameters a GPU takes: those its profile sets itself (``llmsim calibrate`` writes them), else those of
+its ``generation`` (:mod:`simulator.catalog.generations`): fitted on that generation's measurements where
+../shared/data has them, else on the newest earlier generation that has them (Blackwell takes Hopper's) — never
+values tuned toward guesses of the unseen part.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simulator.catalog.generations import generation_fit, generation_names
 from simulator.catalog.loading import catalog_names, load_catalog_entry
 from simulator.catalog.paths import HARDWARE_DIR
 
@@ -45,48 +45,98 @@ class NodeSpec(BaseModel):
     inter_node_gbps: float = Field(default=25.0, gt=0, description="per-GPU network bandwidth, per direction")
 
 
+class CollectiveFit(BaseModel):
+    """One NCCL collective on NVSwitch: ``latency_us`` + ``step_latency_us`` · (n − 1) + bus bytes / (link GB/s ×
+    ``efficiency``), bus bytes (n − 1)/n of the buffer (see :mod:`simulator.cost.collectives`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    latency_us: float = Field(ge=0)
+    step_latency_us: float = Field(ge=0)
+    efficiency: float = Field(gt=0, le=1)
+
+
+FITTED_FIELDS = (
+    "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
+    "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
+    "collective_step_latency_us", "collectives", "attention_efficiency", "attention_io_efficiency",
+    "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
+)
+
+
 class HardwareSpec(BaseModel):
     """One GPU model. Bandwidths are GB/s (10^9 bytes/s) per direction; memory is GiB.
 
-    Besides spec-sheet numbers, a profile holds a few fitted parameters with physical meaning (defaults fitted on
-    A100 measurements, see ``simulator/cost/gemm.py`` and ``simulator/cost/collectives.py``):
-    achievable fractions of peak compute, HBM bandwidth and link bandwidth; the GEMM row tile; a fixed cost per
-    kernel; collective latencies.
+    Besides spec-sheet numbers, a profile holds a few fitted parameters with physical meaning (see
+    ``simulator/cost/gemm.py`` and ``simulator/cost/collectives.py``): achievable fractions of peak compute (per
+    numeric format), HBM bandwidth and link bandwidth; the GEMM row tile; a fixed cost per kernel and per
+    activation quantisation; collective latencies. Those the profile leaves out come from its ``generation``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     description: str = ""
+    generation: str = Field(default="ampere", description="GPU architecture whose fitted parameters this GPU takes")
     memory_gib: float = Field(gt=0)
     memory_bandwidth_gbps: float = Field(gt=0)
     peak_tflops: PeakTflops
     interconnect_gbps: float = Field(default=0.0, ge=0, description="GPU-GPU link per direction; 0 = none")
     host_link_gbps: float = Field(default=32.0, gt=0, description="PCIe to host, per direction")
     node: NodeSpec = NodeSpec()
-    flops_efficiency: float = Field(default=0.73, gt=0, le=1, description="large GEMMs: fraction of peak FLOP/s")
-    bandwidth_efficiency: float = Field(default=0.84, gt=0, le=1, description="streaming: fraction of HBM GB/s")
-    gemm_knee: float = Field(default=2.0, ge=1, description="p of the smooth max (t_c^p + t_m^p)^(1/p)")
-    gemm_tile_m: int = Field(default=64, ge=1, description="GEMM rows are computed in tiles of this many")
-    kernel_overhead_us: float = Field(default=6.0, ge=0, description="fixed cost of every kernel")
-    link_efficiency: float = Field(default=0.7, gt=0, le=1, description="ring all-reduce: fraction of link GB/s")
+    flops_efficiency: float = Field(gt=0, le=1, description="large 16-bit GEMMs: fraction of peak")
+    flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], float] = Field(
+        description="large GEMMs in that format: fraction of its peak (else flops_efficiency)")
+    bandwidth_efficiency: float = Field(gt=0, le=1, description="streaming: fraction of HBM GB/s")
+    gemm_knee: float = Field(ge=1, description="p of the smooth max (t_c^p + t_m^p)^(1/p)")
+    gemm_tile_m: int = Field(ge=1, description="GEMM rows are computed in tiles of this many")
+    kernel_overhead_us: float = Field(ge=0, description="fixed cost of every kernel")
+    quantize_overhead_us: float = Field(ge=0, description="W8A8 GEMMs: fixed cost of quantising the activations")
+    attention_efficiency: float = Field(gt=0, le=1, description="prefill attention: fraction of the 16-bit peak")
+    attention_io_efficiency: float = Field(gt=0, le=1, description="prefill attention: fraction of HBM GB/s")
+    decode_attention_efficiency: float = Field(gt=0, le=1, description="decode attention: fraction of 16-bit peak")
+    decode_attention_ns_per_head: float = Field(ge=0, description="decode attention: per (sequence, KV head)")
+    attention_overhead_us: float = Field(ge=0, description="fixed cost of an attention kernel launched eagerly")
+    link_efficiency: float = Field(gt=0, le=1, description="ring all-reduce: fraction of link GB/s")
     p2p_efficiency: float = Field(default=0.9, gt=0, le=1, description="send/recv: fraction of link GB/s")
-    collective_latency_us: float = Field(default=20.0, ge=0, description="fixed cost of one all-reduce")
-    collective_step_latency_us: float = Field(default=4.0, ge=0, description="per ring step (2(n−1) steps)")
+    collective_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
+    collective_step_latency_us: float = Field(ge=0, description="per ring step (2(n−1) steps)")
     p2p_latency_us: float = Field(default=8.0, ge=0, description="fixed cost of one send/recv")
+    collectives: dict[Literal["all_gather", "reduce_scatter", "all_to_all"], CollectiveFit] = Field(
+        description="NCCL collectives besides all-reduce (all-reduce: the fields above)")
     price_per_hour_usd: float | None = Field(
         default=None, gt=0, description="optional: what one GPU costs per hour, for llmsim plan"
     )
     sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _generation_defaults(cls, data: Any) -> Any:
+        """Fill the fitted parameters the profile leaves out from its generation's fit."""
+        if not isinstance(data, dict):
+            return data
+        generation = data.get("generation", "ampere")
+        try:
+            fit = generation_fit(generation)
+        except (KeyError, TypeError):
+            raise ValueError(f"generation: unknown {generation!r} (allowed: {', '.join(generation_names())})") from None
+        return {**{name: fit[name] for name in FITTED_FIELDS if name in fit}, **data}
 
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * 2**30
 
     def achievable_flops(self, dtype: str) -> float:
-        """FLOP/s a large GEMM reaches in ``dtype`` (fp8/int8 fall back to the 16-bit peak if the GPU lacks them)."""
-        peak = getattr(self.peak_tflops, dtype, None) if dtype in ("fp8", "int8") else None
-        peak = peak or (self.peak_tflops.fp16 if dtype == "fp16" else self.peak_tflops.bf16)
-        return peak * 1e12 * self.flops_efficiency
+        """FLOP/s a large GEMM reaches computing in ``dtype`` (fp8_block runs on the fp8 tensor cores; a format the
+        GPU lacks falls back to the 16-bit peak and efficiency)."""
+        if dtype in ("bf16", "fp16") or not self.has_peak(dtype):
+            peak = self.peak_tflops.fp16 if dtype == "fp16" else self.peak_tflops.bf16
+            return peak * 1e12 * self.flops_efficiency
+        peak = getattr(self.peak_tflops, "fp8" if dtype == "fp8_block" else dtype)
+        return peak * 1e12 * self.flops_efficiency_by_dtype.get(dtype, self.flops_efficiency)
+
+    def has_peak(self, dtype: str) -> bool:
+        """Whether the GPU has tensor cores for ``dtype`` (16-bit always)."""
+        return dtype in ("bf16", "fp16") or getattr(self.peak_tflops, "fp8" if dtype == "fp8_block" else dtype,
+                                                    None) is not None
 
     @property
     def achievable_bandwidth(self) -> float:

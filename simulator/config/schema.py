@@ -498,9 +498,10 @@ class ExperimentConfig(Strict):
     seed: int = Field(default=0, ge=0)
     model: str = Field(description="catalog name, path to a model YAML, or a Hugging Face config.json")
     hardware: str = Field(description="catalog name or path to a hardware YAML")
-    dtype: Literal["bf16", "fp16", "fp8", "int8", "int4"] = Field(
+    dtype: Literal["bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"] = Field(
         default="bf16",
-        description="weights: bf16/fp16 (activations the same), fp8/int8 (W8A8 at that peak), int4 (weight-only)",
+        description="weights: bf16/fp16 (activations the same), fp8/fp8_block/int8 (W8A8 at that peak), int4 "
+        "(weight-only), mxfp4/nvfp4 (FP4 tensor cores where the GPU has them, else dequantised to 16-bit math)",
     )
     engine: str = Field(default="default", description="engine profile: catalog name or path to a YAML")
     cluster: ClusterConfig = ClusterConfig()

@@ -2,15 +2,22 @@
 
 The slowest link a ring of n GPUs crosses sets its bandwidth B (GPUs are packed into nodes of ``gpus_per_node``):
 across nodes, the per-GPU NICs of the GPUs in each node (``inter_node_gbps`` × GPUs per node); within a node,
-``interconnect_gbps`` on NVSwitch or on an NVLink pair, else PCIe (``host_link_gbps``).
+``interconnect_gbps`` on NVSwitch or on an NVLink pair, else PCIe (``host_link_gbps``). ``nbytes`` is the buffer
+each GPU holds: the whole vector for all-reduce, the gathered output for all-gather, the input for reduce-scatter
+and all-to-all (as nccl-tests and the frameworks' kernel tables count it).
 
-    all_reduce (ring): 2(n−1)/n · bytes / (B · link_efficiency) + collective_latency + 2(n−1) · step_latency
-    send_recv:         bytes / (B · p2p_efficiency) + p2p_latency
+    all_reduce:                    2(n−1)/n · bytes / (B · link_efficiency) + collective_latency + 2(n−1) · step
+    all_gather, reduce_scatter,    (n−1)/n · bytes / (B · efficiency) + latency + (n−1) · step_latency
+    all_to_all:                    (per-op ``collectives`` fit)
+    send_recv:                     bytes / (B · p2p_efficiency) + p2p_latency
 
-Fitted on NCCL timings of A100 nodes (``../shared/data/network``: 8-GPU NVSwitch DGX nodes, 1–2 nodes, and PCIe
-A100s with pairwise NVLink bridges, 2 KB – 512 MB): link_efficiency 0.7, collective latency 20 µs + 4 µs per step,
-8 GB/s per GPU across nodes give all-reduce a median absolute error of 11%; send/recv with p2p_efficiency 0.9 and
-8 µs: 15%. Run ``llmsim validate``.
+Fitted per GPU generation (:mod:`simulator.catalog.generations`). Ampere all-reduce and send/recv on NCCL timings of
+A100 nodes (``../shared/data/network``: 8-GPU NVSwitch DGX nodes, 1–2 nodes, and PCIe A100s with pairwise NVLink
+bridges, 2 KB – 512 MB): link_efficiency 0.7, 20 µs + 4 µs per step, 8 GB/s per GPU across nodes give all-reduce a
+median absolute error of 11%, send/recv (p2p_efficiency 0.9, 8 µs) 15%. Hopper on NCCL 2.29 inside an 8-GPU H100
+node: the latency of a small all-reduce is 5.5 µs + 1.75 µs per extra GPU — one NVSwitch traversal, not a latency
+per ring step as on older fabrics — and large messages reach 64% of the link (2 GPUs ~71%, 8 GPUs more: NVLS
+reduces in the switch). Run ``llmsim validate``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from __future__ import annotations
 from typing import Literal
 
 from simulator.catalog import HardwareSpec, resolve_hardware
+
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"]
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 
 
 def ring_bandwidth(hardware: HardwareSpec, num_gpus: int) -> float:
@@ -32,10 +42,11 @@ def ring_bandwidth(hardware: HardwareSpec, num_gpus: int) -> float:
     return hardware.host_link_gbps * 1e9
 
 
-def collective_time(
-    hardware: str | HardwareSpec, op: Literal["all_reduce", "send_recv"], num_gpus: int, nbytes: float
-) -> float:
-    """Seconds for one collective of ``nbytes`` (per GPU) among ``num_gpus`` GPUs (0 for one GPU or no bytes)."""
+def collective_time(hardware: str | HardwareSpec, op: Collective, num_gpus: int, nbytes: float) -> float:
+    """Seconds for one collective of ``nbytes`` (per GPU, see the module docstring) among ``num_gpus`` GPUs (0 for
+    one GPU or no bytes)."""
+    if op not in COLLECTIVES:
+        raise ValueError(f"unknown collective {op!r} (allowed: {', '.join(COLLECTIVES)})")
     hw = resolve_hardware(hardware)
     if num_gpus <= 1 or nbytes <= 0:
         return 0.0
@@ -48,4 +59,7 @@ def collective_time(
         )
     if op == "send_recv":
         return nbytes / (bandwidth * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
-    raise ValueError(f"unknown collective {op!r} (allowed: all_reduce, send_recv)")
+    fit = hw.collectives[op]
+    steps = num_gpus - 1
+    latency = (fit.latency_us + steps * fit.step_latency_us) * 1e-6
+    return steps / num_gpus * nbytes / (bandwidth * fit.efficiency) + latency

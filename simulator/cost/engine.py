@@ -10,9 +10,9 @@ or ``--engine`` on the CLI) charges, per iteration,
 tables — before the forward pass), and says how close the engine's kernels and collectives come to the best
 achievable on the hardware (``compute_efficiency``, ``memory_efficiency``, ``communication_efficiency``: 1 = as
 fast as the hardware profile's fitted GEMM, streaming and NCCL rates; ``attention_efficiency``: the attention
-kernel's FLOP rate as a fraction of the GEMM rate — 1 for FlashAttention-2-class kernels, about 0.5 for kernels
-that compute the whole causal square or FlashAttention-1), and whether it batches the prompts of an iteration
-into one forward pass (``prefill_batching``).
+kernels' FLOP rate as a fraction of the hardware's fitted one — 1 for the FlashAttention-2/3-class kernels the
+kernel tables measured, lower for kernels that compute the whole causal square or FlashAttention-1), and whether
+it batches the prompts of an iteration into one forward pass (``prefill_batching``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class EngineProfile(BaseModel):
     compute_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best GEMMs")
     memory_efficiency: float = Field(default=1.0, gt=0, le=1, description="engine kernels vs the GPU's best streaming")
     attention_efficiency: float = Field(
-        default=1.0, gt=0, le=1, description="attention kernels' FLOP rate vs the engine's GEMM rate"
+        default=1.0, gt=0, le=1, description="attention kernels' FLOP rate vs the hardware's fitted attention rate"
     )
     communication_efficiency: float = Field(
         default=1.0, gt=0, le=1, description="engine collectives vs the hardware's NCCL bandwidth"
@@ -73,9 +73,9 @@ class EngineProfile(BaseModel):
 
     def server_experiment(self, weight_dtype: str) -> dict[str, Any]:
         """The experiment sections the framework's server would use for a checkpoint in ``weight_dtype``: its
-        ``server_defaults``, with an fp8 KV cache for fp8 checkpoints when ``fp8_kv_cache``."""
+        ``server_defaults``, with an fp8 KV cache for fp8 (and fp8_block) checkpoints when ``fp8_kv_cache``."""
         sections = copy.deepcopy(self.server_defaults)
-        if self.fp8_kv_cache and weight_dtype == "fp8":
+        if self.fp8_kv_cache and weight_dtype in ("fp8", "fp8_block"):
             sections.setdefault("kv_cache", {})["dtype"] = "fp8"
         return sections
 

@@ -4,16 +4,21 @@ A GEMM (m × k)·(k × n) of activations (``a`` bytes per element) and weights (
 
     t_c = 2 · ceil(m / tile)·tile · n · k / (peak FLOP/s × flops_efficiency)      (rows are computed in whole tiles)
     t_m = ((m·k + m·n) · a + k·n · w) / (HBM bytes/s × bandwidth_efficiency)
-    t   = (t_c^p + t_m^p)^(1/p) + kernel_overhead                                 (p = gemm_knee)
+    t   = (t_c^p + t_m^p)^(1/p) + kernel_overhead + t_q                           (p = gemm_knee)
 
 The smooth maximum models the knee around the ridge point: a GEMM near it is neither purely compute- nor purely
-memory-bound and takes longer than either bound alone. Fitted once on A100 measurements
-(``../shared/data/calibration/a100_ops``: QKV, O, MLP-up, MLP-down of 8 models, TP 1–8, 1–32k tokens, 15,300
-timings): flops_efficiency 0.73, bandwidth_efficiency 0.84, p = 2, tile 64, overhead 6 µs give a median absolute
-error of 4.8% and p90 13%; a plain max(t_c, t_m) with flat factors gives 9.4% and 31%. Run ``llmsim validate``.
+memory-bound and takes longer than either bound alone. The peak is the one of the weight format's compute
+(:func:`simulator.dtypes.compute_dtype`) at that format's fitted fraction (``flops_efficiency_by_dtype``): fp8,
+fp8_block and int8 weights run W8A8 at their tensor-core peak, and their activations are quantised first, one pass
+over them: t_q = m·k·(a + q) / (HBM bytes/s × bandwidth_efficiency) + quantize_overhead (q bytes per quantised
+element); int4 weights (and fp4 on GPUs without FP4 tensor cores) are dequantised to 16-bit math.
 
-The peak is the one of the weight format's compute (:func:`simulator.dtypes.compute_dtype`): fp8/int8 weights run
-W8A8 at their tensor-core peak; int4 weights are dequantised to 16-bit math.
+Fitted per GPU generation (:mod:`simulator.catalog.generations`). Ampere, on ``../shared/data/calibration/a100_ops``
+(QKV, O, MLP-up, MLP-down of 8 models, TP 1–8, 1–32k tokens, 15,300 timings): flops_efficiency 0.73,
+bandwidth_efficiency 0.84, p = 2, tile 64, overhead 6 µs give a median absolute error of 4.8% and p90 13%; a plain
+max(t_c, t_m) with flat factors gives 9.4% and 31%. Hopper, on the H100 kernel tables of three frameworks: see
+``llmsim validate`` (the frameworks' kernels differ among themselves by 10–40% on small GEMMs, which one set of
+parameters per GPU cannot follow).
 """
 
 from __future__ import annotations
@@ -35,30 +40,44 @@ def gemm_time(hardware: str | HardwareSpec, m: float, n: float, k: float, dtype:
 class GemmModel:
     """:func:`gemm_time` with the hardware's constants resolved once (the simulator's hot path uses this)."""
 
-    __slots__ = ("a", "bandwidth", "flops", "overhead", "p", "tile", "w")
+    __slots__ = ("a", "bandwidth", "flops", "overhead", "p", "quantize_bytes", "quantize_overhead", "tile", "w")
 
     def __init__(
         self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0, memory_scale: float = 1.0
     ) -> None:
         """``compute_scale``/``memory_scale``: how close a serving engine's kernels come to the best achievable."""
-        self.flops = hardware.achievable_flops(compute_dtype(dtype)) * compute_scale
+        math_dtype = compute_dtype(dtype)
+        self.flops = hardware.achievable_flops(math_dtype) * compute_scale
         self.bandwidth = hardware.achievable_bandwidth * memory_scale
         self.w = bytes_per_element(dtype)
         self.a = bytes_per_element(activation_dtype(dtype))
         self.p = hardware.gemm_knee
         self.tile = hardware.gemm_tile_m
         self.overhead = hardware.kernel_overhead_us * 1e-6
+        quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype)
+        self.quantize_bytes = self.a + bytes_per_element(math_dtype) if quantised else 0.0
+        self.quantize_overhead = hardware.quantize_overhead_us * 1e-6 if quantised else 0.0
 
     def time(self, m: float, n: float, k: float) -> float:
         if m <= 0 or n <= 0 or k <= 0:
             return 0.0
         rows = math.ceil(m / self.tile) * self.tile
-        return self.combine(2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth)
+        return self.combine(
+            2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth
+        ) + self.quantize_time(m, k)
+
+    def quantize_time(self, m, k):
+        """The activation-quantisation pass of a W8A8 GEMM (0 for 16-bit math); scalars or arrays."""
+        if not self.quantize_bytes:
+            return 0.0
+        return m * k * self.quantize_bytes / self.bandwidth + self.quantize_overhead
 
     def times(self, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
         """:meth:`time` for arrays of shapes (all positive)."""
         rows = np.ceil(m / self.tile) * self.tile
-        return self.combine(2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth)
+        return self.combine(
+            2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth
+        ) + self.quantize_time(m, k)
 
     def combine(self, compute_s: float, memory_s: float) -> float:
         """Smooth roofline of a kernel's compute and memory times, plus the per-kernel overhead."""

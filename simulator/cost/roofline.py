@@ -7,11 +7,10 @@ tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(k
 :mod:`simulator.cost.gemm`) and KV of ``v`` bytes per element:
 
 - QKV projection GEMM  (T × D) · (D × (H + 2G)·d)
-- attention, prefill (FlashAttention-style, one kernel for all chunks): FLOPs 4·H·d·Σ(q·c + q(q+1)/2) for a chunk of
-  q new tokens over c cached ones (causal); bytes = the K/V of (c + q) tokens read once
-- attention, decode (one kernel): FLOPs 4·H·d·S, bytes 2·G·d·v·S for context sum S (every sequence's KV is read)
-- attention FLOPs run at the engine's ``attention_efficiency`` × the GEMM rate (:mod:`simulator.cost.engine`)
-- attention activations (queries in, outputs out): 2·T·H·d·w bytes, memory-bound
+- attention (:mod:`simulator.cost.attention`): one prefill kernel for all chunks of the iteration (causal pairs
+  Σ(q·c + q(q+1)/2) for a chunk of q new tokens over c cached ones, their queries, outputs and K/V) and one decode
+  kernel (context sum S: FLOPs 4·H·d·S, bytes 2·G·d·v·S, a cost per sequence and KV head); the engine's
+  ``attention_efficiency`` scales their FLOP rate (:mod:`simulator.cost.engine`)
 - output projection GEMM (T × H·d) · (H·d × D)
 - MLP: up (T × D) · (D × k·I) with k = 2 if gated else 1, down (T × I) · (I × D); for a Mixtral-style mixture of
   experts, the expected number of distinct experts the T tokens touch, each on its share of the tokens
@@ -41,6 +40,7 @@ import math
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.config.schema import ExperimentConfig
+from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time, ring_bandwidth
 from simulator.cost.engine import EngineProfile, load_engine
@@ -72,7 +72,6 @@ class RooflineCostModel(CostModel):
         )
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
-        self.v = bytes_per_element(kv_dtype or activation_dtype(dtype))
         m, t = model, tensor_parallel
         self.heads = m.num_heads / t
         self.kv_heads = math.ceil(m.num_kv_heads / t)
@@ -80,13 +79,16 @@ class RooflineCostModel(CostModel):
         self.qkv_width = (self.heads + 2 * self.kv_heads) * m.head_dim
         self.attn_width = self.heads * m.head_dim
         self.up_width = (2 if m.gated_mlp else 1) * self.inter
-        self.attention_flops = self.gemm.flops * self.engine.attention_efficiency
-        # Decode attention per context token and layer: FLOPs 4·H·d, bytes 2·G·d·v, through the smooth roofline.
-        overhead = self.gemm.overhead
-        flops, nbytes = 4 * self.heads * m.head_dim, 2 * self.kv_heads * m.head_dim * self.v
-        per_token = self.gemm.combine(flops / self.attention_flops, nbytes / self.gemm.bandwidth) - overhead
-        self.decode_attention_per_token = m.num_layers * per_token
-        self.decode_attention_fixed = m.num_layers * overhead
+        self.attention = AttentionModel(
+            hardware, kv_dtype or activation_dtype(dtype),
+            self.engine.compute_efficiency * self.engine.attention_efficiency, self.engine.memory_efficiency,
+            self.engine.kernel_overhead_us,
+        )
+        attention = self.attention
+        self.decode_attention_per_token = m.num_layers * attention.decode_per_token(
+            self.heads, self.kv_heads, m.head_dim)
+        self.decode_attention_per_sequence = m.num_layers * self.kv_heads * attention.per_head
+        self.decode_attention_fixed = m.num_layers * attention.overhead
         self._body_cache: dict[int, float] = {}
         self._per_sequence_cache: dict[tuple[int, int], float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
@@ -129,10 +131,7 @@ class RooflineCostModel(CostModel):
         elementwise = T * (10 * D + 3 * m.experts_per_token * self.inter) * self.w
         return {
             "gemm_s": L * (g.time(T, self.qkv_width, D) + g.time(T, D, self.attn_width) + self.mlp_time(T)),
-            "elementwise_s": L * (
-                g.memory_kernel(2 * T * self.attn_width * self.w)
-                + self.elementwise_kernels * g.memory_kernel(elementwise / self.elementwise_kernels)
-            )
+            "elementwise_s": L * self.elementwise_kernels * g.memory_kernel(elementwise / self.elementwise_kernels)
             + g.memory_kernel(T * D * self.w)
             + g.memory_kernel(2 * T * D * self.w),
             "communication_s": L * 2 * self.all_reduce_time(T * D * self.w)
@@ -176,28 +175,28 @@ class RooflineCostModel(CostModel):
             cached = self._per_sequence_cache[key] = sum(self.per_sequence_parts(num_sequences, num_prompts).values())
         return cached
 
-    def prefill_attention_time(self, pairs: float, kv_tokens: int) -> float:
-        """Causal attention over Σ(q·c + q(q+1)/2) query-key pairs, reading the K/V of ``kv_tokens`` tokens."""
-        d, g = self.model.head_dim, self.gemm
-        flops = 4 * self.heads * d * pairs
-        nbytes = 2 * self.kv_heads * d * self.v * kv_tokens
-        return self.model.num_layers * g.combine(flops / self.attention_flops, nbytes / g.bandwidth)
+    def prefill_attention_time(self, pairs: float, tokens: int, cached: int) -> float:
+        """One prefill kernel per layer over Σ(q·c + q(q+1)/2) causal pairs, ``tokens`` new queries and ``cached``
+        cached K/V tokens read."""
+        kernel = self.attention.prefill_parts(self.heads, self.kv_heads, self.model.head_dim, pairs, tokens, cached)
+        return self.model.num_layers * (kernel + self.attention.overhead)
 
     # --- iteration ---------------------------------------------------------------------------------------------
     @staticmethod
     def _prefill_totals(chunks: tuple[tuple[int, int], ...]) -> tuple[int, float, int]:
-        """Prompt tokens, causal query-key pairs Σ(q·c + q(q+1)/2), and K/V tokens read, over the chunks."""
-        tokens, pairs, kv_tokens = 0, 0.0, 0
+        """Prompt tokens, causal query-key pairs Σ(q·c + q(q+1)/2), and cached K/V tokens read, over the chunks."""
+        tokens, pairs, cached_tokens = 0, 0.0, 0
         for new, cached in chunks:
             tokens += new
             pairs += new * cached + new * (new + 1) / 2
-            kv_tokens += new + cached
-        return tokens, pairs, kv_tokens
+            cached_tokens += cached
+        return tokens, pairs, cached_tokens
 
-    def _attention_time(self, shape: IterationShape, pairs: float, kv_tokens: int) -> float:
-        time = self.prefill_attention_time(pairs, kv_tokens) if shape.prefill_chunks else 0.0
+    def _attention_time(self, shape: IterationShape, tokens: int, pairs: float, cached: int) -> float:
+        time = self.prefill_attention_time(pairs, tokens, cached) if shape.prefill_chunks else 0.0
         if shape.num_decodes:
-            time += self.decode_attention_fixed + self.decode_attention_per_token * shape.decode_context_sum
+            time += (self.decode_attention_fixed + self.decode_attention_per_sequence * shape.num_decodes
+                     + self.decode_attention_per_token * shape.decode_context_sum)
         return time
 
     def _passes(self, shape: IterationShape) -> list[IterationShape]:
@@ -212,12 +211,12 @@ class RooflineCostModel(CostModel):
     def _pass_time(self, shape: IterationShape) -> float:
         """Verifying k drafted tokens runs every decode sequence through k + 1 positions: k + 1 rows in the GEMMs
         and the LM head; attention still reads each sequence's KV once."""
-        tokens, pairs, kv_tokens = self._prefill_totals(shape.prefill_chunks)
+        tokens, pairs, cached = self._prefill_totals(shape.prefill_chunks)
         decode_rows = shape.num_decodes * shape.decode_positions
         return (
             self._body_time(tokens + decode_rows)
             + self._per_sequence_time(len(shape.prefill_chunks) + decode_rows, len(shape.prefill_chunks))
-            + self._attention_time(shape, pairs, kv_tokens)
+            + self._attention_time(shape, tokens, pairs, cached)
         )
 
     def iteration_time(self, shape: IterationShape) -> float:
@@ -242,10 +241,10 @@ class RooflineCostModel(CostModel):
         """``iteration_time`` split into operator groups (seconds; they sum to the iteration time)."""
         total: dict[str, float] = {}
         for one in self._passes(shape) if (shape.prefill_chunks or shape.num_decodes) else []:
-            tokens, pairs, kv_tokens = self._prefill_totals(one.prefill_chunks)
+            tokens, pairs, cached = self._prefill_totals(one.prefill_chunks)
             decode_rows = one.num_decodes * one.decode_positions
             parts = self.body_parts(tokens + decode_rows)
-            parts["attention_s"] = self._attention_time(one, pairs, kv_tokens)
+            parts["attention_s"] = self._attention_time(one, tokens, pairs, cached)
             parts.update(self.per_sequence_parts(len(one.prefill_chunks) + decode_rows, len(one.prefill_chunks)))
             for name, seconds in parts.items():
                 total[name] = total.get(name, 0.0) + seconds
@@ -254,6 +253,7 @@ class RooflineCostModel(CostModel):
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
         cached = self._decode_cache.get(num_decodes)
         if cached is None:
-            a = self._body_time(num_decodes) + self._per_sequence_time(num_decodes) + self.decode_attention_fixed
+            a = (self._body_time(num_decodes) + self._per_sequence_time(num_decodes) + self.decode_attention_fixed
+                 + self.decode_attention_per_sequence * num_decodes)
             cached = self._decode_cache[num_decodes] = (a, self.decode_attention_per_token)
         return cached

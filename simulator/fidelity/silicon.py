@@ -41,7 +41,7 @@ BACKENDS = ("vllm", "sglang", "trtllm")
 REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
             "silicon_ttft_ms", "silicon_tpot_ms")
 PRECISIONS = {"": "bf16", "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "fp8": "fp8",
-              "fp8_block": "fp8", "int8": "int8"}
+              "fp8_block": "fp8_block", "int8": "int8", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
 
 
 class Unsupported(Exception):

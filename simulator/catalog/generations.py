@@ -1,0 +1,64 @@
+"""Fitted kernel parameters per GPU generation, and which generation's fit a GPU without measurements takes.
+
+A hardware profile names its ``generation``; every fitted parameter the profile does not set itself comes from
+:data:`GENERATION_FITS` of that generation, or — for a generation without measurements — of the generation named
+in :data:`BORROWS_FROM` (the newest earlier generation of the same vendor that has measurements). Values tuned
+toward guesses of an unmeasured part are never used: Blackwell predictions are its spec sheet with the Hopper fit.
+
+Where the numbers come from (reproduce with ``llmsim calibrate``):
+
+- ``ampere``: GEMMs from ``../shared/data/calibration/a100_ops`` (15,300 per-layer timings); collectives from
+  ``../shared/data/network`` (NCCL on A100 DGX nodes), all-gather / reduce-scatter / all-to-all and attention from
+  the A100 kernel tables (``llmsim calibrate --kernels ../shared/data/kernels --gpu a100_sxm``).
+- ``hopper``: ``llmsim calibrate --kernels ../shared/data/kernels --gpu h100_sxm``: the H100 GEMM tables of vLLM,
+  SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,500 timings of each framework × dtype), NCCL 2.29 on an
+  8-GPU NVSwitch node (all_reduce, all_gather, reduce_scatter, alltoall; 2–8 GPUs, 512 B – 512 MiB), and the
+  three frameworks' prefill and decode attention tables pooled (2,000 timings of each framework and phase).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GENERATION_FITS: dict[str, dict[str, Any]] = {
+    "ampere": {
+        "flops_efficiency": 0.73, "bandwidth_efficiency": 0.84, "gemm_knee": 2.0, "gemm_tile_m": 64,
+        "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
+        "attention_efficiency": 0.48, "attention_io_efficiency": 0.28, "decode_attention_efficiency": 0.10,
+        "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 14.0,
+        "link_efficiency": 0.7, "collective_latency_us": 20.0, "collective_step_latency_us": 4.0,
+        "collectives": {
+            "all_gather": {"latency_us": 10.8, "step_latency_us": 1.1, "efficiency": 0.46},
+            "reduce_scatter": {"latency_us": 10.8, "step_latency_us": 0.8, "efficiency": 0.51},
+            "all_to_all": {"latency_us": 12.8, "step_latency_us": 0.4, "efficiency": 0.52},
+        },
+    },
+    "hopper": {
+        "flops_efficiency": 0.82, "bandwidth_efficiency": 0.86, "gemm_knee": 2.0, "gemm_tile_m": 64,
+        "kernel_overhead_us": 3.2, "quantize_overhead_us": 4.1,
+        "flops_efficiency_by_dtype": {"fp8": 0.55, "fp8_block": 0.59},
+        "attention_efficiency": 0.54, "attention_io_efficiency": 0.25, "decode_attention_efficiency": 0.10,
+        "decode_attention_ns_per_head": 20.6, "attention_overhead_us": 12.6,
+        "link_efficiency": 0.64, "collective_latency_us": 5.5, "collective_step_latency_us": 0.87,
+        "collectives": {
+            "all_gather": {"latency_us": 5.2, "step_latency_us": 1.05, "efficiency": 0.55},
+            "reduce_scatter": {"latency_us": 5.35, "step_latency_us": 0.79, "efficiency": 0.53},
+            "all_to_all": {"latency_us": 9.0, "step_latency_us": 0.1, "efficiency": 0.57},
+        },
+    },
+}
+
+BORROWS_FROM: dict[str, str] = {
+    "ada": "ampere",  # L40S: no measurements; Ampere is the newest earlier NVIDIA generation measured for it
+    "blackwell": "hopper",  # B200, B300, GB200, GB300: spec sheet + the Hopper fit
+    "cdna3": "ampere",  # AMD MI300X: no AMD measurements; the baseline fit, stated rather than guessed
+}
+
+
+def generation_fit(generation: str) -> dict[str, Any]:
+    """The fitted parameters a GPU of ``generation`` takes (raises ``KeyError`` for an unknown generation)."""
+    return GENERATION_FITS[BORROWS_FROM.get(generation, generation)]
+
+
+def generation_names() -> list[str]:
+    return sorted({*GENERATION_FITS, *BORROWS_FROM})

@@ -1,0 +1,96 @@
+"""Attention kernels on one GPU: FlashAttention-style prefill and paged decode.
+
+Per layer, with ``H`` query heads and ``G`` KV heads on the GPU, head dimension ``d``, ``v`` bytes per KV element,
+16-bit queries and outputs, and a sliding window ``w`` (0 = full attention), every kernel costs the smooth maximum
+(p = the hardware's ``gemm_knee``) of its compute and memory times plus ``attention_overhead_us``:
+
+- prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs
+  Σ_i min(c + i, w) over the new tokens i = 1..q (= q·c + q(q+1)/2 without a window); FLOPs 4·H·d per pair at
+  ``attention_efficiency`` × the 16-bit peak; bytes q·d·(4H + 2G·v) (queries in, outputs out, the chunk's K/V) plus
+  the cached K/V read, min(c, w)·2G·d·v, at ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is
+  parallel over query blocks × heads and does not stream at full bandwidth);
+- decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 4·H·d·S at ``decode_attention_efficiency`` × the
+  16-bit peak (no tensor-core-sized tiles at one query row), bytes 2·G·d·v·S at the streaming
+  ``bandwidth_efficiency``, plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel
+  schedules. A decode step of a batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
+
+Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the frameworks' own timings
+(``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows); the three
+frameworks' kernels differ among themselves, and ``llmsim validate`` reports the error for each.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from simulator.catalog import HardwareSpec, resolve_hardware
+from simulator.dtypes import bytes_per_element
+
+
+def causal_pairs(new: float, cached: float, window: int = 0) -> float:
+    """Query-key pairs of ``new`` tokens attending causally after ``cached`` ones, each to at most ``window``
+    keys (itself included; 0 = unlimited)."""
+    full = new * cached + new * (new + 1) / 2
+    if window <= 0 or cached + new <= window:
+        return full
+    # token i (1-based, position cached + i) sees min(cached + i, window) keys
+    ramp = max(0.0, min(new, window - cached))  # tokens still inside the first window
+    return ramp * cached + ramp * (ramp + 1) / 2 + (new - ramp) * window
+
+
+class AttentionModel:
+    """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
+
+    __slots__ = ("decode_bandwidth", "decode_flops", "io_bandwidth", "overhead", "p", "per_head", "prefill_flops",
+                 "v")
+
+    def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
+                 memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
+        """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones;
+        ``overhead_us``: the engine's per-kernel floor (CUDA-graph replay) instead of the eager one."""
+        peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency  # the 16-bit peak
+        bandwidth = hardware.memory_bandwidth_gbps * 1e9 * memory_scale
+        self.prefill_flops = peak * hardware.attention_efficiency * compute_scale
+        self.decode_flops = peak * hardware.decode_attention_efficiency * compute_scale
+        self.io_bandwidth = bandwidth * hardware.attention_io_efficiency
+        self.decode_bandwidth = bandwidth * hardware.bandwidth_efficiency
+        self.per_head = hardware.decode_attention_ns_per_head * 1e-9
+        self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
+        self.p = hardware.gemm_knee
+        self.v = bytes_per_element(kv_dtype)
+
+    def _combine(self, compute_s: float, memory_s: float) -> float:
+        p = self.p
+        return (compute_s**p + memory_s**p) ** (1 / p)
+
+    def prefill_parts(self, heads: float, kv_heads: float, head_dim: int, pairs: float, new_tokens: float,
+                      cached_read: float) -> float:
+        """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries and ``cached_read`` cached K/V
+        tokens read (no overhead)."""
+        d, v = head_dim, self.v
+        nbytes = new_tokens * d * (4 * heads + 2 * kv_heads * v) + cached_read * 2 * kv_heads * d * v
+        return self._combine(4 * heads * d * pairs / self.prefill_flops, nbytes / self.io_bandwidth)
+
+    def decode_per_token(self, heads: float, kv_heads: float, head_dim: int) -> float:
+        """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum)."""
+        return self._combine(4 * heads * head_dim / self.decode_flops,
+                             2 * kv_heads * head_dim * self.v / self.decode_bandwidth)
+
+
+def attention_time(
+    hardware: str | HardwareSpec, phase: Literal["prefill", "decode"], batch: int, seq_len: int, num_heads: int,
+    num_kv_heads: int, head_dim: int, kv_dtype: str = "bf16", window: int = 0,
+) -> float:
+    """Seconds of one attention kernel on one GPU: ``prefill`` (every one of ``batch`` sequences ``seq_len`` new
+    tokens, nothing cached) or ``decode`` (one new token each over ``seq_len`` cached)."""
+    if phase not in ("prefill", "decode"):
+        raise ValueError(f"phase: {phase!r} (allowed: prefill, decode)")
+    if batch <= 0 or seq_len <= 0:
+        return 0.0
+    model = AttentionModel(resolve_hardware(hardware), kv_dtype)
+    if phase == "prefill":
+        pairs = causal_pairs(seq_len, 0, window)
+        return batch * model.prefill_parts(num_heads, num_kv_heads, head_dim, pairs, seq_len, 0) + model.overhead
+    context = min(seq_len, window) if window > 0 else seq_len
+    return (batch * context * model.decode_per_token(num_heads, num_kv_heads, head_dim)
+            + batch * num_kv_heads * model.per_head + model.overhead)
