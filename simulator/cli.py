@@ -108,17 +108,31 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
     from simulator.fidelity.calibrate import calibrate
+    from simulator.fidelity.kernel_fit import fit_kernels
+    from simulator.fidelity.kernels import GPUS
 
     ops = Path(args.ops) if args.ops else None
     data = Path(args.data) if args.data else None
-    for folder in (ops, data):
+    kernels = Path(args.kernels) if args.kernels else None
+    for folder in (ops, data, kernels):
         if folder is not None and not folder.is_dir():
             raise LLMSimError(f"calibrate: folder not found: {folder}")
-    if ops is None and (data is None or args.network_system is None):
-        raise LLMSimError("calibrate: give --ops DIR (operator timings) and/or --data DIR --network-system NAME")
-    profile, report = calibrate(load_hardware(args.hardware), ops, data, args.network_system)
+    if kernels is not None:
+        if args.gpu not in GPUS:
+            raise LLMSimError(f"calibrate: --gpu {args.gpu!r} (kernel-table GPUs: {', '.join(GPUS)})")
+        if ops or data:
+            raise LLMSimError("calibrate: --kernels fits on its own (without --ops / --data)")
+        profile, report = fit_kernels(load_hardware(args.hardware or GPUS[args.gpu]), kernels, args.gpu)
+    else:
+        if args.hardware is None:
+            raise LLMSimError("calibrate: --hardware is required with --ops / --data")
+        if ops is None and (data is None or args.network_system is None):
+            raise LLMSimError("calibrate: give --ops DIR (operator timings) and/or --data DIR --network-system NAME, "
+                              "or --kernels DIR --gpu NAME")
+        profile, report = calibrate(load_hardware(args.hardware), ops, data, args.network_system)
     profile = profile.model_copy(update={"name": Path(args.output).stem})
-    header = "# Calibrated by `llmsim calibrate` from " + ", ".join(str(p) for p in (ops, data) if p) + "\n"
+    sources = ", ".join(str(p) for p in (ops, data, kernels) if p)
+    header = "# Calibrated by `llmsim calibrate` from " + sources + "\n"
     Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
                                  + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
     print("\n".join(report))
@@ -357,7 +371,11 @@ def build_parser() -> argparse.ArgumentParser:
     val.set_defaults(func=_cmd_validate)
 
     cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters to measurements")
-    cal.add_argument("--hardware", required=True, help="profile to start from (spec-sheet numbers are kept)")
+    cal.add_argument("--hardware", help="profile to start from (spec-sheet numbers are kept; with --kernels: the "
+                     "--gpu's catalog profile by default)")
+    cal.add_argument("--kernels", help="kernel-table folder (format of ../shared/data/kernels): fit the GEMM, "
+                     "collective and attention parameters of a GPU generation")
+    cal.add_argument("--gpu", default="h100_sxm", help="with --kernels: the GPU folder to fit (a100_sxm, h100_sxm)")
     cal.add_argument("--ops", help="folder of per-layer operator CSVs (format of calibration/a100_ops)")
     cal.add_argument("--data", help="folder with network/<system>_<all_reduce|send_recv>.csv")
     cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")

@@ -97,3 +97,24 @@ def test_sliding_window_switched_off_is_a_dense_model(tmp_path):
     path.write_text(json.dumps({"num_attention_heads": 8, "hidden_size": 512, "num_hidden_layers": 2,
                                 "vocab_size": 1000, "sliding_window": 4096, "use_sliding_window": False}))
     assert load_model(str(path)).num_layers == 2
+
+
+def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generation(tmp_path):
+    """Blackwell has no measurements: B200 and GB200 take every fitted parameter of Hopper (H100) and keep their own
+    spec sheet; a profile's own value wins over its generation's; an unknown generation is a one-line error."""
+    from simulator.catalog.hardware import FITTED_FIELDS
+
+    h100, b200, gb200 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("gb200")
+    for field in FITTED_FIELDS:
+        assert getattr(b200, field) == getattr(h100, field) == getattr(gb200, field), field
+    assert (b200.memory_bandwidth_gbps, b200.peak_tflops.fp4) == (8000, 9000)
+    assert load_hardware("a100-80gb-sxm").flops_efficiency != h100.flops_efficiency
+    own = tmp_path / "mine.yaml"
+    own.write_text("name: mine\ngeneration: blackwell\nmemory_gib: 1\nmemory_bandwidth_gbps: 1\n"
+                   "peak_tflops: {bf16: 1, fp16: 1}\nkernel_overhead_us: 9\n")
+    mine = load_hardware(str(own))
+    assert (mine.kernel_overhead_us, mine.flops_efficiency) == (9, h100.flops_efficiency)
+    own.write_text("name: mine\ngeneration: volta\nmemory_gib: 1\nmemory_bandwidth_gbps: 1\n"
+                   "peak_tflops: {bf16: 1, fp16: 1}\n")
+    with pytest.raises(LLMSimError, match="generation: unknown 'volta'"):
+        load_hardware(str(own))

@@ -231,10 +231,10 @@ def test_engine_profiles():
 def test_attention_efficiency_slows_only_attention_flops():
     """Prefill attention of one 4096-token prompt on Llama-3-8B (A100, TP 1): 32 layers ×
     smooth-max(4·32·128·4096·4097/2 FLOPs / (F · a), 4096·128·(4·32 + 2·8·2) bytes / B) + 14 µs per kernel, with F
-    and B Ampere's fitted attention rates (0.48 of the 16-bit peak, 0.28 of HBM bandwidth); an engine at a = 0.5
+    and B Ampere's fitted attention rates (0.51 of the 16-bit peak, 0.29 of HBM bandwidth); an engine at a = 0.5
     changes nothing else."""
     model, hardware = load_model("llama-3-8b"), load_hardware("a100-80gb-sxm")
-    F, B = 312e12 * 0.48, 2039e9 * 0.28
+    F, B = 312e12 * 0.51, 2039e9 * 0.29
     flops, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 4096 * 128 * (4 * 32 + 2 * 8 * 2)
     shape = IterationShape(((4096, 0),))
     parts = {}
@@ -260,17 +260,17 @@ def test_linear_cost_model():
 def test_weight_precision_changes_bytes_and_peak():
     """fp8 weights halve the bytes of every block GEMM and run at the fp8 peak where the GPU has one (H100: 2× the
     16-bit peak, at Hopper's fitted fractions 0.55 vs 0.82), after one quantisation pass over the activations (read
-    2, write 1 byte each, plus 4.1 µs); int4 is weight-only (a quarter of the bytes, 16-bit math); embeddings and
+    2, write 1 byte each, plus 4 µs); int4 is weight-only (a quarter of the bytes, 16-bit math); embeddings and
     the LM head stay 16-bit."""
     h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-80gb-sxm")
     n = k = 8192
-    bandwidth, overhead = 3350e9 * 0.86, 3.2e-6
+    bandwidth, overhead = 3350e9 * 0.85, 3.2e-6
     # compute-bound: 2·m·n·k at each peak, and the fp8 GEMM's quantisation pass over its 4096 × 8192 activations
     t_bf16, t_fp8 = 2 * 4096 * n * k / (989.4e12 * 0.82), 2 * 4096 * n * k / (1978.9e12 * 0.55)
-    expected = (t_fp8 + 4096 * k * 3 / bandwidth + 4.1e-6) / t_bf16
+    expected = (t_fp8 + 4096 * k * 3 / bandwidth + 4e-6) / t_bf16
     assert gemm_time(h100, 4096, n, k, "fp8") / gemm_time(h100, 4096, n, k, "bf16") == pytest.approx(expected, rel=0.03)
     assert gemm_time(a100, 4096, n, k, "fp8") > 0.95 * gemm_time(a100, 4096, n, k, "bf16")  # A100: no fp8 peak
-    quantize = k * 3 / bandwidth + 4.1e-6  # one row of activations
+    quantize = k * 3 / bandwidth + 4e-6  # one row of activations
     one_row = {d: gemm_time(h100, 1, n, k, d) - overhead for d in ("bf16", "fp8", "int4")}  # weight streaming
     assert one_row["fp8"] - quantize == pytest.approx(one_row["bf16"] / 2, rel=0.08)
     # int4 at one row: the weight read (k·n/2 bytes) and the 16-bit math of one 64-row tile, smooth maximum
@@ -317,3 +317,48 @@ def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():
     budget = kv_budget(model, hardware, pipeline_parallel=4, **common)
     assert budget.weight_bytes == pytest.approx(model.weight_bytes(2.0) / 4)
     assert budget.kv_bytes_per_token == 2 * 20 * 8 * 128 * 2  # 20 of 80 layers per stage
+
+
+def test_attention_time_by_hand():
+    """H100 (Hopper fit: prefill at 0.54 of 989.4 TFLOP/s, its queries/outputs/K/V at 0.25 of 3.35 TB/s; decode
+    FLOPs at 0.11 of the peak, KV reads at 0.85 of the bandwidth, 20.6 ns per sequence and KV head; 12.6 µs per
+    kernel; smooth maximum p = 2)."""
+    from simulator.cost.attention import attention_time
+
+    peak, bw = 989.4e12, 3350e9
+    h, g, d = 32, 8, 128
+    # prefill: 4 sequences of 2048 tokens, full causal; then a 512-token window (pairs 512·513/2 + 1536·512)
+    for window, pairs in ((0, 2048 * 2049 / 2), (512, 512 * 513 / 2 + 1536 * 512)):
+        tc = 4 * 4 * h * d * pairs / (peak * 0.54)
+        tm = 4 * 2048 * d * (4 * h + 2 * g * 2) / (bw * 0.25)
+        expected = (tc**2 + tm**2) ** 0.5 + 12.6e-6
+        assert attention_time("h100-sxm", "prefill", 4, 2048, h, g, d, window=window) == pytest.approx(expected)
+    # decode: 16 sequences over 4096 cached tokens, fp8 KV (1 byte); a 1024 window caps what is read
+    for window, context in ((0, 4096), (1024, 1024)):
+        tc, tm = 4 * h * d * context / (peak * 0.11), 2 * g * d * 1 * context / (bw * 0.85)
+        expected = 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 20.6e-9 + 12.6e-6
+        got = attention_time("h100-sxm", "decode", 16, 4096, h, g, d, kv_dtype="fp8", window=window)
+        assert got == pytest.approx(expected)
+    assert attention_time("h100-sxm", "decode", 0, 4096, h, g, d) == 0.0
+    with pytest.raises(ValueError, match="phase"):
+        attention_time("h100-sxm", "append", 1, 1, h, g, d)
+
+
+def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
+    """mxfp4 (0.5 + 1/32 bytes per weight): on B200 a compute-bound GEMM runs at the FP4 peak (9,000 vs 2,250
+    TFLOP/s bf16, the same fitted fraction 0.82) after quantising its activations (read 2, write 0.53 bytes each,
+    plus 4 µs); on H100 (no FP4) at 16-bit math."""
+    b200, h100 = load_hardware("b200"), load_hardware("h100-sxm")
+    m = n = k = 8192
+    q = 0.5 + 1 / 32
+    tc = 2 * m * n * k / (9000e12 * 0.82)
+    tm = ((m * k + m * n) * 2 + k * n * q) / (8000e9 * 0.85)
+    expected = (tc**2 + tm**2) ** 0.5 + 3.2e-6 + m * k * (2 + q) / (8000e9 * 0.85) + 4e-6
+    assert gemm_time(b200, m, n, k, "mxfp4") == pytest.approx(expected)
+    assert gemm_time(h100, m, n, k, "mxfp4") == pytest.approx(gemm_time(h100, m, n, k, "bf16"), rel=0.03)
+    # one row on H100: the weight read (0.53125 or 0.5625 bytes each) and the 16-bit math of one 64-row tile, smooth
+    # maximum, as int4 (no activation quantisation: the weights are dequantised)
+    for dtype, q in (("mxfp4", 0.5 + 1 / 32), ("nvfp4", 0.5 + 1 / 16)):
+        read = ((k + n) * 2 + k * n * q) / (3350e9 * 0.85)
+        math_ = 2 * 64 * n * k / (989.4e12 * 0.82)
+        assert gemm_time(h100, 1, n, k, dtype) == pytest.approx((read**2 + math_**2) ** 0.5 + 3.2e-6)

@@ -55,7 +55,7 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     ({"backend": "tgi"}, "unknown backend 'tgi'"),
     ({"isl": "many"}, "x:7: isl must be a number, got 'many'"),
     ({"batch_size": "2.5"}, "x:7: batch_size must be a positive integer"),
-    ({"gemm_quant_mode": "nvfp4"}, "weight precision 'nvfp4'"),
+    ({"gemm_quant_mode": "w4a8_awq"}, "weight precision 'w4a8_awq'"),
     ({"moe_ep_size": "wide"}, "x:7: moe_ep_size must be a number, got 'wide'"),
     ({"model_path": "nobody/unknown-model"}, "unknown model"),
 ])

@@ -24,7 +24,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
     "ampere": {
         "flops_efficiency": 0.73, "bandwidth_efficiency": 0.84, "gemm_knee": 2.0, "gemm_tile_m": 64,
         "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
-        "attention_efficiency": 0.48, "attention_io_efficiency": 0.28, "decode_attention_efficiency": 0.10,
+        "attention_efficiency": 0.51, "attention_io_efficiency": 0.29, "decode_attention_efficiency": 0.11,
         "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 14.0,
         "link_efficiency": 0.7, "collective_latency_us": 20.0, "collective_step_latency_us": 4.0,
         "collectives": {
@@ -34,10 +34,10 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         },
     },
     "hopper": {
-        "flops_efficiency": 0.82, "bandwidth_efficiency": 0.86, "gemm_knee": 2.0, "gemm_tile_m": 64,
-        "kernel_overhead_us": 3.2, "quantize_overhead_us": 4.1,
+        "flops_efficiency": 0.82, "bandwidth_efficiency": 0.85, "gemm_knee": 2.0, "gemm_tile_m": 64,
+        "kernel_overhead_us": 3.2, "quantize_overhead_us": 4.0,
         "flops_efficiency_by_dtype": {"fp8": 0.55, "fp8_block": 0.59},
-        "attention_efficiency": 0.54, "attention_io_efficiency": 0.25, "decode_attention_efficiency": 0.10,
+        "attention_efficiency": 0.54, "attention_io_efficiency": 0.25, "decode_attention_efficiency": 0.11,
         "decode_attention_ns_per_head": 20.6, "attention_overhead_us": 12.6,
         "link_efficiency": 0.64, "collective_latency_us": 5.5, "collective_step_latency_us": 0.87,
         "collectives": {

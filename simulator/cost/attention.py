@@ -23,19 +23,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
+
 from simulator.catalog import HardwareSpec, resolve_hardware
 from simulator.dtypes import bytes_per_element
-
-
-def causal_pairs(new: float, cached: float, window: int = 0) -> float:
-    """Query-key pairs of ``new`` tokens attending causally after ``cached`` ones, each to at most ``window``
-    keys (itself included; 0 = unlimited)."""
-    full = new * cached + new * (new + 1) / 2
-    if window <= 0 or cached + new <= window:
-        return full
-    # token i (1-based, position cached + i) sees min(cached + i, window) keys
-    ramp = max(0.0, min(new, window - cached))  # tokens still inside the first window
-    return ramp * cached + ramp * (ramp + 1) / 2 + (new - ramp) * window
 
 
 class AttentionModel:
@@ -76,6 +67,20 @@ class AttentionModel:
         return self._combine(4 * heads * head_dim / self.decode_flops,
                              2 * kv_heads * head_dim * self.v / self.decode_bandwidth)
 
+    def kernel_times(self, phase: str, batch, seq_len, heads, kv_heads, head_dim, window):
+        """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""
+        batch, seq_len, heads, kv_heads, head_dim, window = (
+            np.asarray(x, dtype=float) for x in (batch, seq_len, heads, kv_heads, head_dim, window))
+        windowed = (window > 0) & (seq_len > window)
+        if phase == "prefill":
+            pairs = np.where(windowed, window * (window + 1) / 2 + (seq_len - window) * window,
+                             seq_len * (seq_len + 1) / 2)
+            per_sequence = self.prefill_parts(heads, kv_heads, head_dim, pairs, seq_len, 0)
+            return batch * per_sequence + self.overhead
+        context = np.where(windowed, window, seq_len)
+        return (batch * context * self.decode_per_token(heads, kv_heads, head_dim)
+                + batch * kv_heads * self.per_head + self.overhead)
+
 
 def attention_time(
     hardware: str | HardwareSpec, phase: Literal["prefill", "decode"], batch: int, seq_len: int, num_heads: int,
@@ -88,9 +93,4 @@ def attention_time(
     if batch <= 0 or seq_len <= 0:
         return 0.0
     model = AttentionModel(resolve_hardware(hardware), kv_dtype)
-    if phase == "prefill":
-        pairs = causal_pairs(seq_len, 0, window)
-        return batch * model.prefill_parts(num_heads, num_kv_heads, head_dim, pairs, seq_len, 0) + model.overhead
-    context = min(seq_len, window) if window > 0 else seq_len
-    return (batch * context * model.decode_per_token(num_heads, num_kv_heads, head_dim)
-            + batch * num_kv_heads * model.per_head + model.overhead)
+    return float(model.kernel_times(phase, batch, seq_len, num_heads, num_kv_heads, head_dim, window))

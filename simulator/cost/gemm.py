@@ -55,7 +55,7 @@ class GemmModel:
         self.tile = hardware.gemm_tile_m
         self.overhead = hardware.kernel_overhead_us * 1e-6
         quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype)
-        self.quantize_bytes = self.a + bytes_per_element(math_dtype) if quantised else 0.0
+        self.quantize_bytes = self.a + bytes_per_element(dtype) if quantised else 0.0
         self.quantize_overhead = hardware.quantize_overhead_us * 1e-6 if quantised else 0.0
 
     def time(self, m: float, n: float, k: float) -> float:

@@ -7,20 +7,21 @@ Covered: GEMMs (``gemm/*/gemm_perf``: bf16, fp8 and fp8_block W8A8 by m, n, k) p
 1.69 ms, i.e. 318 GB/s of a 450 GB/s link, where bytes would mean an implausible 159 GB/s) predicted with
 :func:`simulator.cost.collective_time`; prefill and decode attention (``attention/*/context_attention_perf``,
 ``generation_attention_perf``, bf16 queries; a decode row's context is ``isl + step`` tokens) predicted with
-:func:`simulator.cost.attention_time`. Only GEMM shapes a served model runs are kept (n, k ≥ 256). vLLM's fp8_block
-table is left out: its floor is 55–151 µs for every shape, far above the same GEMM in the other frameworks
-(2.5–4 µs), so it times something besides the kernel. MLA and MoE are not predicted from these tables yet.
+:func:`simulator.cost.attention.attention_time`. Only GEMM shapes a served model runs are kept (n, k ≥ 256).
+vLLM's fp8_block table is left out: its floor is 55–151 µs for every shape, far above the same GEMM in the other
+frameworks (2.5–4 µs), so it times something besides the kernel. MLA and MoE are not predicted from these tables yet.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from simulator.catalog import load_hardware
-from simulator.cost.attention import attention_time
+from simulator.catalog import HardwareSpec, load_hardware
+from simulator.cost.attention import AttentionModel
 from simulator.cost.collectives import collective_time
 from simulator.cost.gemm import GemmModel
 from simulator.fidelity.errors import ape
@@ -33,8 +34,19 @@ NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scat
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 
 
-def gemm_kernel_errors(kernels_dir: Path) -> pd.DataFrame:
-    """One row per measured GEMM: gpu, framework, dtype, m, n, k, measured and predicted seconds, error."""
+def _hardware(gpu: str, hardware: Mapping[str, HardwareSpec] | None) -> HardwareSpec:
+    """The profile a table's GPU folder is predicted with: the override, else the catalog's."""
+    return (hardware or {}).get(gpu) or load_hardware(GPUS[gpu])
+
+
+def _with_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
+    frame = frame.assign(predicted_s=predicted)
+    frame["error"] = ape(frame["predicted_s"], frame["measured_s"])
+    return frame
+
+
+def gemm_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured GEMM: gpu, framework, dtype (the table's name), m, n, k, measured seconds."""
     frames = []
     for path in sorted(kernels_dir.glob("*/gemm/*/*/gemm_perf.parquet")):
         gpu, framework = path.parts[-5], path.parts[-3]
@@ -44,23 +56,28 @@ def gemm_kernel_errors(kernels_dir: Path) -> pd.DataFrame:
         table = table[(table["n"] >= 256) & (table["k"] >= 256) & table["gemm_dtype"].isin(GEMM_DTYPES)]
         if framework == "vllm":
             table = table[table["gemm_dtype"] != "fp8_block"]
-        hardware = load_hardware(GPUS[gpu])
-        for dtype, rows in table.groupby("gemm_dtype"):
-            predicted = GemmModel(hardware, GEMM_DTYPES[dtype]).times(
-                rows["m"].to_numpy(float), rows["n"].to_numpy(float), rows["k"].to_numpy(float))
-            frames.append(pd.DataFrame({
-                "gpu": gpu, "framework": framework, "dtype": dtype, "m": rows["m"].to_numpy(),
-                "n": rows["n"].to_numpy(), "k": rows["k"].to_numpy(), "measured_s": rows["latency"].to_numpy() * 1e-3,
-                "predicted_s": predicted,
-            }))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["gpu", "framework", "dtype", "m", "n", "k", "measured_s", "predicted_s"])
-    frame["error"] = ape(frame["predicted_s"], frame["measured_s"])
-    return frame
+        frames.append(pd.DataFrame({
+            "gpu": gpu, "framework": framework, "dtype": table["gemm_dtype"].to_numpy(), "m": table["m"].to_numpy(),
+            "n": table["n"].to_numpy(), "k": table["k"].to_numpy(), "measured_s": table["latency"].to_numpy() * 1e-3,
+        }))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["gpu", "framework", "dtype", "m", "n", "k", "measured_s"])
 
 
-def nccl_kernel_errors(kernels_dir: Path) -> pd.DataFrame:
-    """One row per measured NCCL collective: gpu, op, GPUs, bytes, measured and predicted seconds, error."""
+def gemm_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                       table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`gemm_kernel_table` with predicted seconds and the error (``hardware``: profiles by GPU folder)."""
+    table = gemm_kernel_table(kernels_dir) if table is None else table
+    predicted = np.zeros(len(table))
+    for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
+        model = GemmModel(_hardware(gpu, hardware), GEMM_DTYPES[dtype])
+        at = table.index.get_indexer(rows.index)
+        predicted[at] = model.times(rows["m"].to_numpy(float), rows["n"].to_numpy(float), rows["k"].to_numpy(float))
+    return _with_errors(table, predicted)
+
+
+def nccl_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured NCCL collective: gpu, op, GPUs, bytes, measured seconds."""
     frames = []
     for path in sorted(kernels_dir.glob("*/comm/nccl/*/nccl_perf.parquet")):
         gpu = path.parts[-5]
@@ -68,23 +85,27 @@ def nccl_kernel_errors(kernels_dir: Path) -> pd.DataFrame:
             continue
         table = pd.read_parquet(path)
         table = table[table["op_name"].isin(NCCL_OPS) & table["nccl_dtype"].isin(NCCL_BYTES)]
-        hardware = load_hardware(GPUS[gpu])
         nbytes = table["message_size"].to_numpy(float) * table["nccl_dtype"].map(NCCL_BYTES).to_numpy(float)
-        gpus = table["num_gpus"].to_numpy(int)
-        ops = table["op_name"].map(NCCL_OPS).to_numpy()
-        predicted = np.array([collective_time(hardware, op, int(n), b)
-                              for op, n, b in zip(ops, gpus, nbytes, strict=True)])
-        frames.append(pd.DataFrame({"gpu": gpu, "op": ops, "gpus": gpus, "bytes": nbytes,
-                                    "measured_s": table["latency"].to_numpy() * 1e-3, "predicted_s": predicted}))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["gpu", "op", "gpus", "bytes", "measured_s", "predicted_s"])
-    frame["error"] = ape(frame["predicted_s"], frame["measured_s"])
-    return frame
+        frames.append(pd.DataFrame({"gpu": gpu, "op": table["op_name"].map(NCCL_OPS).to_numpy(),
+                                    "gpus": table["num_gpus"].to_numpy(int), "bytes": nbytes,
+                                    "measured_s": table["latency"].to_numpy() * 1e-3}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["gpu", "op", "gpus", "bytes", "measured_s"])
 
 
-def attention_kernel_errors(kernels_dir: Path) -> pd.DataFrame:
-    """One row per measured attention kernel (bf16 queries): gpu, framework, phase, shape, measured and predicted
-    seconds, error."""
+def nccl_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                       table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`nccl_kernel_table` with predicted seconds and the error."""
+    table = nccl_kernel_table(kernels_dir) if table is None else table
+    profiles = {gpu: _hardware(gpu, hardware) for gpu in table["gpu"].unique()}
+    predicted = np.array([collective_time(profiles[gpu], op, int(n), b) for gpu, op, n, b in zip(
+        table["gpu"], table["op"], table["gpus"], table["bytes"], strict=True)])
+    return _with_errors(table, predicted)
+
+
+def attention_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured attention kernel with bf16 queries: gpu, framework, phase, batch, seq_len (a decode
+    row's context: ``isl + step``), heads, kv_heads, head_dim, kv_dtype, window, measured seconds."""
     frames = []
     for path in sorted(kernels_dir.glob("*/attention/*/*/*_attention_perf.parquet")):
         gpu, framework = path.parts[-5], path.parts[-3]
@@ -95,21 +116,25 @@ def attention_kernel_errors(kernels_dir: Path) -> pd.DataFrame:
         table = table[(table["attn_dtype"] == "bfloat16") & table["kv_cache_dtype"].isin(KV_DTYPES)]
         windows = table["window_size"] if "window_size" in table else pd.Series(0, index=table.index)
         seq = table["isl"] + (table["step"] if phase == "decode" else 0)
-        hardware = load_hardware(GPUS[gpu])
-        predicted = [
-            attention_time(hardware, phase, int(b), int(s), int(h), int(g), int(d), KV_DTYPES[kv], int(w))
-            for b, s, h, g, d, kv, w in zip(table["batch_size"], seq, table["num_heads"],
-                                            table["num_key_value_heads"], table["head_dim"],
-                                            table["kv_cache_dtype"], windows, strict=True)
-        ]
         frames.append(pd.DataFrame({
             "gpu": gpu, "framework": framework, "phase": phase, "batch": table["batch_size"].to_numpy(),
             "seq_len": seq.to_numpy(), "heads": table["num_heads"].to_numpy(),
             "kv_heads": table["num_key_value_heads"].to_numpy(), "head_dim": table["head_dim"].to_numpy(),
-            "kv_dtype": table["kv_cache_dtype"].to_numpy(), "window": windows.to_numpy(),
-            "measured_s": table["latency"].to_numpy() * 1e-3, "predicted_s": np.array(predicted),
+            "kv_dtype": table["kv_cache_dtype"].map(KV_DTYPES).to_numpy(), "window": windows.to_numpy(),
+            "measured_s": table["latency"].to_numpy() * 1e-3,
         }))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["gpu", "framework", "phase", "measured_s", "predicted_s"])
-    frame["error"] = ape(frame["predicted_s"], frame["measured_s"])
-    return frame
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["gpu", "framework", "phase", "batch", "seq_len", "heads", "kv_heads", "head_dim", "kv_dtype",
+                 "window", "measured_s"])
+
+
+def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                            table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`attention_kernel_table` with predicted seconds and the error."""
+    table = attention_kernel_table(kernels_dir) if table is None else table
+    predicted = np.zeros(len(table))
+    for (gpu, kv, phase), rows in table.groupby(["gpu", "kv_dtype", "phase"]):
+        model = AttentionModel(_hardware(gpu, hardware), kv)
+        predicted[table.index.get_indexer(rows.index)] = model.kernel_times(
+            phase, rows["batch"], rows["seq_len"], rows["heads"], rows["kv_heads"], rows["head_dim"], rows["window"])
+    return _with_errors(table, predicted)

@@ -1,0 +1,148 @@
+"""``llmsim calibrate --kernels DIR --gpu NAME``: fit a GPU generation's parameters to the frameworks' kernel tables.
+
+The tables of vLLM, SGLang and TensorRT-LLM are pooled — the fitted parameters describe the GPU, not one
+framework's kernels — with an equal sample of every (framework, dtype) or (framework, phase) table so that no table
+outweighs the others. Three groups are fitted one after another, each by the coordinate descent of
+:mod:`simulator.fidelity.calibrate` (minimising the mean |log(predicted / measured)|, deterministic):
+
+- GEMMs: ``flops_efficiency`` (16-bit), the fp8 and fp8_block fractions of the fp8 peak, ``bandwidth_efficiency``,
+  ``kernel_overhead_us``, ``quantize_overhead_us`` (knee and row tile: the same grid as the operator fit);
+- NCCL collectives on the node: all-reduce (``link_efficiency``, ``collective_latency_us``,
+  ``collective_step_latency_us``) and each of all-gather, reduce-scatter and all-to-all (``collectives``);
+- attention: ``attention_efficiency``, ``attention_io_efficiency``, ``decode_attention_efficiency``,
+  ``decode_attention_ns_per_head``, ``attention_overhead_us``.
+
+The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.catalog import HardwareSpec
+from simulator.fidelity.calibrate import score
+from simulator.fidelity.kernels import (
+    attention_kernel_errors,
+    attention_kernel_table,
+    gemm_kernel_errors,
+    gemm_kernel_table,
+    nccl_kernel_errors,
+    nccl_kernel_table,
+)
+
+
+def _steps(low: float, high: float, step: float) -> list[float]:
+    return [round(x, 4) for x in np.arange(low, high + step / 2, step)]
+
+
+GEMM_GRID: dict[str, list[float]] = {
+    "flops_efficiency": _steps(0.60, 0.95, 0.01),
+    "flops_efficiency_by_dtype.fp8": _steps(0.40, 0.90, 0.01),
+    "flops_efficiency_by_dtype.fp8_block": _steps(0.40, 0.90, 0.01),
+    "bandwidth_efficiency": _steps(0.70, 0.98, 0.01),
+    "kernel_overhead_us": _steps(1.0, 8.0, 0.2),
+    "quantize_overhead_us": _steps(0.0, 8.0, 0.5),
+}
+GEMM_SHAPES: dict[str, list[float]] = {"gemm_knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm_tile_m": [32, 64, 128]}
+COLLECTIVE_GRID: dict[str, list[float]] = {
+    "link_efficiency": _steps(0.40, 0.95, 0.01),
+    "collective_latency_us": _steps(0.0, 40.0, 0.25),
+    "collective_step_latency_us": _steps(0.0, 6.0, 0.05),
+    **{f"collectives.{op}.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
+       for field, values in (("efficiency", _steps(0.30, 0.95, 0.01)), ("latency_us", _steps(0.0, 40.0, 0.25)),
+                             ("step_latency_us", _steps(0.0, 6.0, 0.05)))},
+}
+ATTENTION_GRID: dict[str, list[float]] = {
+    "attention_efficiency": _steps(0.30, 0.90, 0.01),
+    "attention_io_efficiency": _steps(0.10, 0.90, 0.01),
+    "decode_attention_efficiency": _steps(0.02, 0.50, 0.01),
+    "decode_attention_ns_per_head": _steps(0.0, 60.0, 0.5),
+    "attention_overhead_us": _steps(0.0, 30.0, 0.2),
+}
+
+
+def set_parameter(profile: HardwareSpec, name: str, value: float) -> HardwareSpec:
+    """``profile`` with one fitted parameter replaced; ``a.b`` / ``a.b.c`` address the per-dtype and per-collective
+    tables."""
+    head, _, rest = name.partition(".")
+    if not rest:
+        return profile.model_copy(update={name: value})
+    table = dict(getattr(profile, head))
+    key, _, field = rest.partition(".")
+    table[key] = table[key].model_copy(update={field: value}) if field else value
+    return profile.model_copy(update={head: table})
+
+
+def descend(profile: HardwareSpec, grid: dict[str, list[float]], evaluate: Callable[[HardwareSpec], float],
+            rounds: int = 3) -> HardwareSpec:
+    """Coordinate descent over ``grid`` (one parameter at a time, a few rounds)."""
+    best = evaluate(profile)
+    for _ in range(rounds):
+        improved = False
+        for name, values in grid.items():
+            for value in values:
+                candidate = set_parameter(profile, name, value)
+                candidate_score = evaluate(candidate)
+                if candidate_score < best - 1e-12:
+                    profile, best, improved = candidate, candidate_score, True
+        if not improved:
+            break
+    return profile
+
+
+def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:
+    parts = [rows.sample(n=min(len(rows), per_group), random_state=0) for _, rows in table.groupby(by, sort=True)]
+    return pd.concat(parts).reset_index(drop=True)
+
+
+def _score_by(frame: pd.DataFrame, by: list[str]) -> float:
+    return sum(score(rows) for _, rows in frame.groupby(by, sort=True))
+
+
+def _summary(name: str, frame: pd.DataFrame, by: list[str]) -> str:
+    parts = [f"{'/'.join(map(str, key))} {rows['error'].median():.1%}/{rows['error'].quantile(0.9):.1%}"
+             for key, rows in frame.groupby(by, sort=True)]
+    return f"{name} median/p90: " + ", ".join(parts)
+
+
+def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int = 2000) -> tuple[HardwareSpec,
+                                                                                                 list[str]]:
+    """The profile with its GEMM, collective and attention parameters fitted on ``kernels_dir/gpu``, and one report
+    line per group."""
+    report = []
+    profile = base
+    gemm = gemm_kernel_table(kernels_dir)
+    gemm = _sample(gemm[gemm["gpu"] == gpu], ["framework", "dtype"], per_group)
+    if len(gemm):
+        def gemm_score(p: HardwareSpec) -> float:
+            return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, gemm), ["framework", "dtype"])
+
+        shapes = [descend(profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}), GEMM_GRID, gemm_score,
+                          rounds=1) for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]]
+        profile = descend(min(shapes, key=gemm_score), GEMM_GRID, gemm_score)
+        report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm), ["framework", "dtype"]))
+    nccl = nccl_kernel_table(kernels_dir)
+    nccl = nccl[nccl["gpu"] == gpu].reset_index(drop=True)
+    if len(nccl):
+        def nccl_score(p: HardwareSpec) -> float:
+            return _score_by(nccl_kernel_errors(kernels_dir, {gpu: p}, nccl), ["op"])
+
+        profile = descend(profile, COLLECTIVE_GRID, nccl_score)
+        report.append(_summary("NCCL", nccl_kernel_errors(kernels_dir, {gpu: profile}, nccl), ["op"]))
+    attention = attention_kernel_table(kernels_dir)
+    attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
+    if len(attention):
+        def attention_score(p: HardwareSpec) -> float:
+            return _score_by(attention_kernel_errors(kernels_dir, {gpu: p}, attention), ["framework", "phase"])
+
+        profile = descend(profile, ATTENTION_GRID, attention_score)
+        report.append(_summary("attention", attention_kernel_errors(kernels_dir, {gpu: profile}, attention),
+                               ["framework", "phase"]))
+    fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID))]
+    values = {name: getattr(profile, name) for name in dict.fromkeys(fitted)}
+    report.insert(0, "fitted: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    return profile, report
