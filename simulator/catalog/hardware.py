@@ -118,7 +118,11 @@ class HardwareSpec(BaseModel):
             fit = generation_fit(generation)
         except (KeyError, TypeError):
             raise ValueError(f"generation: unknown {generation!r} (allowed: {', '.join(generation_names())})") from None
-        return {**{name: fit[name] for name in FITTED_FIELDS if name in fit}, **data}
+        merged = {**{name: fit[name] for name in FITTED_FIELDS if name in fit}, **data}
+        for table in ("flops_efficiency_by_dtype", "collectives"):  # a profile may set some entries of a table
+            if isinstance(data.get(table), dict):
+                merged[table] = {**fit.get(table, {}), **data[table]}
+        return merged
 
     @property
     def memory_bytes(self) -> float:
