@@ -1,7 +1,7 @@
 """The simplest event loop for scenario (a) of bench_scale.py: the speed limit our engine is compared against.
 
-One replica, a heapq of events, the same continuous-batching policy (prefill-first, FCFS, recompute preemption of the
-latest arrival), the same cost model and the same paged KV allocator, the same closed-form decode runs cut at the
+One replica, a heapq of events, the same continuous-batching policy (prefill-first, FCFS, admission leaving the
+decodes their next step and the watermark free, recompute preemption of the latest arrival), the same cost model and the same paged KV allocator, the same closed-form decode runs cut at the
 first iteration boundary after an admissible arrival — but no SimPy, no scheduler/replica classes and no metrics
 beyond first-token and finish times. It should give the engine's results exactly (checked in tests/test_reference.py).
 
@@ -61,9 +61,17 @@ def reference_run(config) -> tuple[np.ndarray, np.ndarray]:
     busy, token = False, 0  # token: id of the boundary event that is current
     run = None  # (start, a, c, B, S0, steps, prefills)
 
+    watermark = int(sched.watermark * kv.num_blocks)
+
+    def fits(tokens: int, running: bool) -> bool:
+        """Room for the prompt beside the decodes' next step, leaving the watermark free while others run."""
+        if running and kv.free_blocks - -(-tokens // kv.block_size) < watermark:
+            return False
+        return kv.can_allocate(tokens, reserve_growth=bool(decoding))
+
     def admissible(i: int) -> bool:
         tokens = inputs[i] + generated[i]
-        return len(decoding) < sched.max_num_seqs and tokens <= budget_tokens and kv.can_allocate(tokens)
+        return len(decoding) < sched.max_num_seqs and tokens <= budget_tokens and fits(tokens, bool(decoding))
 
     def begin(now: float) -> None:
         nonlocal busy, token, run
@@ -71,7 +79,7 @@ def reference_run(config) -> tuple[np.ndarray, np.ndarray]:
         while waiting and len(decoding) + len(prefills) < sched.max_num_seqs:
             i = waiting[0]
             tokens = inputs[i] + generated[i]
-            if tokens > budget_left or not kv.can_allocate(tokens):
+            if tokens > budget_left or not fits(tokens, bool(decoding or prefills)):
                 break
             waiting.popleft()
             kv.allocate(i, tokens)

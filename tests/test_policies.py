@@ -236,3 +236,72 @@ def test_a_draft_model_is_priced_by_the_cost_model():
         return simulator.run(load_experiment(config)).summary
 
     assert run({"draft_model": "llama-3-8b"}) == run({"draft_cost_ratio": 1.0})
+
+
+@pytest.mark.parametrize("scheduler", [{"kind": "continuous"}, {"kind": "chunked"}])
+def test_offline_delivers_at_least_the_best_sustained_rate_under_kv_pressure(scheduler):
+    """Every request at t = 0 (offline) keeps the server at least as busy as any sustained arrival rate, so its
+    output throughput is at least the best sustained one, also when memory, not compute, limits the batch and
+    requests are preempted (a scheduler that re-admits requests only to evict them again would lose this)."""
+    def run(rate: float) -> dict:
+        return simulator.run(simulator.load(experiment(
+            cost_model={"kind": "roofline"}, engine="vllm",
+            scheduler={**scheduler, "max_num_seqs": 256, "max_num_batched_tokens": 8192, "max_model_len": 3000},
+            kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 4000},  # 64k tokens: ~70 requests
+            workload={"num_requests": 600, "arrival": {"kind": "constant", "rate": rate},
+                      "input_tokens": {"kind": "lognormal", "mean": 500, "sigma": 0.8, "max": 2000},
+                      "output_tokens": {"kind": "fixed", "value": 400}},
+        ))).summary
+
+    offline = run(1e9)
+    sustained = [run(rate) for rate in (5.0, 10.0, 20.0, 40.0)]
+    assert offline["num_preemptions"] > 0  # memory-bound, as intended
+    assert offline["output_throughput"] >= 0.99 * max(s["output_throughput"] for s in sustained)
+
+
+@pytest.mark.parametrize("scheduler", [{"kind": "continuous"}, {"kind": "continuous", "prefill_priority": False},
+                                       {"kind": "chunked"}])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_admission_leaves_the_watermark_and_the_decodes_next_step(monkeypatch, scheduler, seed):
+    """vLLM's admission rules under KV pressure, checked at every admission of a memory-bound run: while other
+    requests run, an admission leaves at least ``watermark`` of the blocks free and every decoding request room for
+    its next token (else it would be the next victim at once); an iteration that had to preempt admits no one
+    (vLLM v1). A request alone is always admitted (no hang), and every request completes."""
+    from simulator.schedulers.base import SCHEDULERS, Scheduler
+
+    checked = {"admissions": 0, "preempting_iterations": 0}
+    admit = Scheduler.admit
+
+    def checked_admit(self, request, now, tokens):
+        others = bool(self.prefilling or self.decoding)
+        cached = admit(self, request, now, tokens)
+        if others:
+            assert self.kv.free_blocks >= self.watermark_blocks
+            assert not self.decoding or self.decodes_can_grow()
+        checked["admissions"] += 1
+        return cached
+
+    def checking(original):
+        def schedule(self, now):
+            before = checked["admissions"]
+            batch = original(self, now)
+            if batch.preempted and self.config.kind == "chunked":
+                assert checked["admissions"] == before
+                checked["preempting_iterations"] += 1
+            return batch
+        return schedule
+
+    monkeypatch.setattr(Scheduler, "admit", checked_admit)
+    for kind in ("continuous", "chunked"):
+        cls = SCHEDULERS.get(kind)
+        monkeypatch.setattr(cls, "schedule", checking(cls.schedule))
+
+    result = simulator.run(simulator.load(experiment(
+        seed=seed, scheduler={**scheduler, "max_num_seqs": 64, "max_num_batched_tokens": 4096, "max_model_len": 2048},
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 600},  # 9,600 tokens, watermark 6 blocks
+        workload={"num_requests": 200, "arrival": {"kind": "poisson", "rate": 50.0},
+                  "input_tokens": {"kind": "lognormal", "mean": 300, "sigma": 0.8, "max": 1500},
+                  "output_tokens": {"kind": "lognormal", "mean": 200, "sigma": 0.8, "max": 500}},
+    )))
+    assert checked["admissions"] >= 200 and result.summary["num_preemptions"] > 0
+    assert (result.requests["status"] == "finished").all()

@@ -129,6 +129,11 @@ class SchedulerBase(Strict):
     preemption: Literal["recompute", "swap"] = Field(
         default="recompute", description="free a victim's KV and re-prefill later, or move it to host memory and back"
     )
+    watermark: float = Field(
+        default=0.01, ge=0, lt=1,
+        description="fraction of the KV blocks that admitting a request must leave free while others run (vLLM's "
+        "block-manager watermark), so that running requests can grow",
+    )
 
 
 class StaticSchedulerConfig(SchedulerBase):

@@ -96,6 +96,7 @@ class Scheduler(ABC):
         self._finishes: list[tuple[int, int, Request]] = []  # (finish clock, request id, request)
         self.swap_capacity_tokens = swap_capacity_tokens if config.preemption == "swap" else 0
         self.swapped_tokens = 0  # KV tokens in host memory
+        self.watermark_blocks = int(getattr(config, "watermark", 0.0) * kv.num_blocks)
 
     # --- arrivals ------------------------------------------------------------------------------------------------
     def rejection_reason(self, request: Request) -> str:
@@ -287,12 +288,16 @@ class Scheduler(ABC):
 
     def fits(self, request: Request, tokens: int, reserve_growth: bool = False) -> bool:
         """Whether the allocator could admit ``request`` with KV for its first ``tokens`` now (``reserve_growth``:
-        leaving the decodes room for their next step)."""
+        leaving the decodes room for their next step) and, while other requests run, leave ``watermark`` of the
+        blocks free (counted without prefix-cache hits: conservative)."""
+        kv = self.kv
+        if self.watermark_blocks and (self.prefilling or self.decoding) and (
+            kv.free_blocks + tokens // -kv.block_size < self.watermark_blocks  # free − blocks for the tokens
+        ):
+            return False
         if self.speculative and reserve_growth:
-            return self._fits_beside_speculation(self.kv.blocks_for(tokens))
-        return self.kv.can_allocate(
-            tokens, reserve_growth, final_tokens=request.total_tokens, prefix=request.prefix
-        )
+            return self._fits_beside_speculation(kv.blocks_for(tokens))
+        return kv.can_allocate(tokens, reserve_growth, final_tokens=request.total_tokens, prefix=request.prefix)
 
     def cached_tokens(self, request: Request) -> int:
         """Leading prompt tokens the prefix cache holds now (their prefill is skipped)."""

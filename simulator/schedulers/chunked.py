@@ -30,7 +30,8 @@ class ChunkedScheduler(Scheduler):
             kv.append(request.request_id, n)
             batch.prefills.append((request, n, request.prefilled))
             budget -= n
-        while self.waiting and self.num_running + len(batch.swap_ins) < self.max_num_seqs:
+        # as vLLM v1: no new admissions in an iteration that had to preempt (they would be the next victims)
+        while not batch.preempted and self.waiting and self.num_running + len(batch.swap_ins) < self.max_num_seqs:
             request = self.waiting[0]
             if request.swapped_tokens:
                 if not self.can_swap_in(request):

@@ -59,8 +59,8 @@ class ContinuousScheduler(Scheduler):
     def schedule(self, now: float) -> Batch:
         batch = Batch()
         if self.prefill_priority:
-            if self.waiting:
-                self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=False)
+            if self.waiting:  # leaving the decodes their next step: an admission they would evict at once is none
+                self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=bool(self.decoding))
                 if batch.prefills:
                     return batch
             self._grow_or_preempt(batch, now)
@@ -75,4 +75,4 @@ class ContinuousScheduler(Scheduler):
         if not self.waiting:
             return False
         budget = self.max_num_batched_tokens - (0 if self.prefill_priority else self.decode_budget_tokens)
-        return self._admissible(self.waiting[0], budget, self.num_running)
+        return self._admissible(self.waiting[0], budget, self.num_running, reserve_growth=bool(self.decoding))
