@@ -1,9 +1,10 @@
 """The simplest event loop for scenario (a) of bench_scale.py: the speed limit our engine is compared against.
 
 One replica, a heapq of events, the same continuous-batching policy (prefill-first, FCFS, admission leaving the
-decodes their next step and the watermark free, recompute preemption of the latest arrival), the same cost model and the same paged KV allocator, the same closed-form decode runs cut at the
-first iteration boundary after an admissible arrival — but no SimPy, no scheduler/replica classes and no metrics
-beyond first-token and finish times. It should give the engine's results exactly (checked in tests/test_reference.py).
+decodes their next step and the watermark free, recompute preemption of the latest arrival), the same cost model
+and the same paged KV allocator, the same closed-form decode runs cut at the first iteration boundary after an
+admissible arrival — but no SimPy, no scheduler/replica classes and no metrics beyond first-token and finish times.
+It should give the engine's results exactly (checked in tests/test_reference.py).
 
     python benchmarks/reference_loop.py [--requests 100000]
 """
