@@ -36,6 +36,7 @@ def scenario(replicas: int, num_requests: int, rate_per_replica: float) -> dict:
         "seed": 0,
         "model": "llama-3-8b",
         "hardware": "h100-sxm",
+        "engine": "vllm",  # named, so that checkouts with another default engine run the same workload
         "cluster": {"replicas": replicas},
         "scheduler": {"kind": "continuous", "max_num_seqs": 256, "max_num_batched_tokens": 8192},
         "kv_cache": {"kind": "paged", "block_size": 16, "gpu_memory_utilization": 0.9},

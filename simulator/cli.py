@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--hardware", required=True, help="catalog name or hardware YAML")
     step.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree")
     step.add_argument("--pp", type=_positive_int, default=1, help="pipeline-parallel stages")
-    step.add_argument("--engine", default="default", help="engine profile (catalog name or YAML path)")
+    step.add_argument("--engine", default="vllm", help="engine profile (catalog name or YAML path)")
     step.add_argument("--dtype", choices=list(WEIGHT_DTYPES), default="bf16",
                       help="weight precision")
     step.add_argument("--input", required=True, help="CSV: " + ", ".join(

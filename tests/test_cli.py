@@ -76,7 +76,7 @@ BAD_CASES = {
     "unknown gpu": (["--set", "hardware=tpu-v9"], "hardware: unknown GPU 'tpu-v9' (catalog:"),
     "does not fit": (["--set", "model=llama-2-70b"], "GiB short of one 4096-token request"),
     "bad max_model_len": (["--set", "scheduler.max_model_len=100000"], "scheduler.max_model_len: 100000 exceeds"),
-    "budget below max_model_len": (["--set", "scheduler.max_num_batched_tokens=1024"],
+    "budget below max_model_len": (["--set", "scheduler={kind: continuous, max_num_batched_tokens: 1024}"],
                                    "scheduler.max_num_batched_tokens: 1024 is below max_model_len 8192"),
     "bad override syntax": (["--set", "seed"], "--set 'seed': expected dotted.key=value"),
     "unknown scheduler": (["--set", "scheduler.kind=fifo"], "scheduler: unknown kind 'fifo' (allowed: 'static',"),
@@ -85,7 +85,7 @@ BAD_CASES = {
     "chunk over budget": (["--set", "scheduler={kind: chunked, chunk_size: 4096, max_num_batched_tokens: 512}"],
                           "scheduler: chunk_size must be <= max_num_batched_tokens, got 4096 > 512"),
     "budget below seqs": (["--set", "scheduler={kind: chunked, max_num_batched_tokens: 64}"],
-                          "scheduler.max_num_batched_tokens: 64 is below max_num_seqs 256"),
+                          "scheduler.max_num_batched_tokens: 64 is below max_num_seqs 1024"),
     "negative timeout": (["--set", "scheduler={kind: static, batch_timeout_ms: -5}"],
                          "scheduler.batch_timeout_ms: must be >= 0.0, got -5"),
 }

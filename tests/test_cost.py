@@ -204,17 +204,17 @@ def test_tensor_parallel_shards_work_and_adds_all_reduce():
 
 
 def test_engine_profiles():
-    """default: 5.4 ms per iteration. splitwise: prompts prefilled one after another (b prompts = b × one prompt),
-    collectives at 0.44 of the NCCL bandwidth, 5.0 ms per pass, 5 ms per prompt and 347 µs per sequence. Groups sum
-    to the total."""
+    """vllm: 1.5 ms per iteration and 40 µs per sequence. splitwise: prompts prefilled one after another (b prompts =
+    b × one prompt), collectives at 0.44 of the NCCL bandwidth, 5.0 ms per pass, 5 ms per prompt and 347 µs per
+    sequence. Groups sum to the total."""
     model, hardware = load_model("llama-3-70b"), load_hardware("a100-80gb-sxm")
-    default = RooflineCostModel(model, hardware, 4, engine=load_engine("default"))
+    default = RooflineCostModel(model, hardware, 4, engine=load_engine("vllm"))
     ideal = RooflineCostModel(model, hardware, 4, engine=load_engine("ideal"))
     splitwise = RooflineCostModel(model, hardware, 4, engine=load_engine("splitwise"))
     shape = IterationShape(((500, 0),) * 3, 16, 16 * 800)
     for cost in (default, ideal, splitwise):
         assert sum(cost.breakdown(shape).values()) == pytest.approx(cost.iteration_time(shape), rel=1e-12)
-    assert default.breakdown(shape)["engine_s"] == pytest.approx(5.4e-3)
+    assert default.breakdown(shape)["engine_s"] == pytest.approx(1.5e-3 + 19 * 40e-6)  # 3 prompts + 16 decodes
     assert ideal.breakdown(shape)["engine_s"] == 0.0
     # splitwise: four passes (three prompts, then the decodes), three prompts, 19 sequences
     assert splitwise.breakdown(shape)["engine_s"] == pytest.approx(4 * 5.0e-3 + 3 * 5e-3 + 19 * 347e-6)

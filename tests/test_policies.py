@@ -59,7 +59,7 @@ def test_chunked_prefill_cuts_tail_itl_when_long_prompts_arrive():
     """Sarathi-Serve: with long prompts arriving among many decodes, prefill-first iterations stall every decode
     for a whole long prefill; a 512-token budget bounds each iteration. p99 ITL drops, TTFT rises."""
     summaries = {}
-    for scheduler in ({"kind": "continuous"}, {"kind": "chunked", "max_num_batched_tokens": 512}):
+    for scheduler in ({"kind": "continuous"}, {"kind": "chunked", "max_num_batched_tokens": 512, "max_num_seqs": 256}):
         config = {"name": scheduler["kind"], "seed": 0, "model": "llama-3-8b", "hardware": "h100-sxm",
                   "scheduler": scheduler,
                   "workload": {"num_requests": 2000, "arrival": {"kind": "poisson", "rate": 12},

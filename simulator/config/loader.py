@@ -2,6 +2,11 @@
 
 Relative file paths inside an experiment (model, hardware, trace) are resolved against the experiment file's folder,
 falling back to the current directory, and stored absolute in the resolved config.
+
+The engine profile's server defaults (:meth:`simulator.cost.engine.EngineProfile.server_experiment`: how the
+framework's server batches and sizes its KV cache when started without flags) fill what the experiment leaves out:
+a missing ``scheduler`` or ``kv_cache`` section is the server's, and a section that names no ``kind`` or the
+server's kind takes the server's values for the keys it does not set. A section of another kind is used as written.
 """
 
 from __future__ import annotations
@@ -76,6 +81,21 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
             section["kind"] = f"{_resolve(path, base_dir)}:{cls}"
 
 
+def _apply_server_defaults(data: dict[str, Any]) -> None:
+    """Fill the scheduler and KV-cache settings the experiment leaves out from its engine's server defaults."""
+    from simulator.cost.engine import load_engine  # local: the cost package imports the config schema
+
+    engine, dtype = data.get("engine", ExperimentConfig.model_fields["engine"].default), data.get("dtype", "bf16")
+    if not isinstance(engine, str) or not isinstance(dtype, str):
+        return  # validation names the field
+    for section, defaults in load_engine(engine).server_experiment(dtype).items():
+        given = data.get(section)
+        if given is None:
+            data[section] = defaults
+        elif isinstance(given, dict) and given.get("kind", defaults.get("kind")) == defaults.get("kind"):
+            data[section] = {**defaults, **given}
+
+
 def load_experiment(
     source: str | Path | Mapping[str, Any] | None = None, overrides: Iterable[str] = (),
     *, base_dir: Path | None = None, where: str = "experiment",
@@ -91,6 +111,7 @@ def load_experiment(
         data, base_dir, where = read_mapping(path), path.parent, str(path)
     data = apply_overrides(data, overrides)
     _resolve_paths(data, base_dir)
+    _apply_server_defaults(data)
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:

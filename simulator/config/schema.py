@@ -508,7 +508,11 @@ class ExperimentConfig(Strict):
         description="weights: bf16/fp16 (activations the same), fp8/fp8_block/int8 (W8A8 at that peak), int4 "
         "(weight-only), mxfp4/nvfp4 (FP4 tensor cores where the GPU has them, else dequantised to 16-bit math)",
     )
-    engine: str = Field(default="default", description="engine profile: catalog name or path to a YAML")
+    engine: str = Field(
+        default="vllm",
+        description="engine profile: catalog name or path to a YAML; its server defaults fill the scheduler and KV "
+        "cache settings the experiment leaves out",
+    )
     cluster: ClusterConfig = ClusterConfig()
     scheduler: SchedulerConfig = ContinuousSchedulerConfig()
     kv_cache: KVCacheConfig = PagedKVConfig()

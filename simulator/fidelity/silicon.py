@@ -5,11 +5,11 @@ Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``ba
 start together and send their next request after a client turnaround (exponential, mean 2 ms), every request
 ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline parallelism,
 weights in the row's precision, the row's framework as the engine profile (with that framework's server defaults for
-batching and the KV cache, :attr:`EngineProfile.server_defaults`). The benchmark's recipe (aiperf) sends 2·N
-warm-up requests, then about 20·N measured ones (``RunSettings.ramp`` instead spreads the clients' start over one
-cycle, :attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N requests, measures the next
-``measured`` × N and stops the statistics before the last N (whose clients have no successor, so concurrency falls
-off); the predicted TTFT and TPOT are the means over the measured requests.
+batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
+benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones (``RunSettings.ramp`` instead
+spreads the clients' start over one cycle, :attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N
+requests, measures the next ``measured`` × N and stops the statistics before the last N (whose clients have no
+successor, so concurrency falls off); the predicted TTFT and TPOT are the means over the measured requests.
 
 A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism, expert
 parallelism, disaggregated workers, an unknown model or system, an architecture the importer refuses); a malformed
@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from simulator.config import ExperimentConfig
-from simulator.cost.engine import load_engine
 from simulator.errors import LLMSimError
 
 # the silicon file's system names -> hardware_profiles/
@@ -140,7 +139,6 @@ def row_experiment(
     if spec.num_experts > 1 and _degree(row, "moe_tp_size", where) not in (1, tp):
         raise Unsupported("MoE tensor parallelism different from attention tensor parallelism")
     engine_name = dict(settings.engines).get(backend, backend)
-    engine = load_engine(engine_name)
     measured = max(settings.measured * users, settings.min_measured)
     data = {
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
@@ -151,9 +149,8 @@ def row_experiment(
             "input_tokens": {"kind": "fixed", "value": isl},
             "output_tokens": {"kind": "fixed", "value": osl},
         },
+        "scheduler": {"max_model_len": isl + osl},  # the rest: the engine's server defaults (config loader)
     }
-    data.update(engine.server_experiment(dtype))
-    data["scheduler"] = {**data.get("scheduler", {}), "max_model_len": isl + osl}
     try:
         config = load_experiment(data, where=where)
         ramp = steady_request_seconds(config, spec, users, isl, osl) if settings.ramp else 0.0
