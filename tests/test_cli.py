@@ -68,7 +68,7 @@ def _write(tmp_path, data) -> str:
 
 
 BAD_CASES = {
-    "negative rate": (["--set", "workload.arrival.rate=-1"], "workload.arrival.rate: must be > 0.0, got -1"),
+    "negative rate": (["--set", "workload.arrival.rate=-1"], "workload.arrival.rate: must be >= 1e-06, got -1"),
     "unknown key": (["--set", "scheduler.max_batch=4"], "scheduler.max_batch: unknown key (allowed: max_num_seqs,"),
     "wrong type": (["--set", "scheduler.max_num_seqs=lots"], "scheduler.max_num_seqs: input should be a valid integer"),
     "unknown kind": (["--set", "workload.arrival.kind=weibull"], "workload.arrival: unknown kind 'weibull'"),

@@ -9,19 +9,40 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from simulator.catalog.yaml_text import YAMLInputError, load_yaml
 from simulator.errors import LLMSimError
 
 
-def read_mapping(path: Path) -> dict[str, Any]:
-    """Parse a YAML or JSON file that must hold a mapping; errors name ``file:line``."""
+def read_text(path: Path) -> str:
+    """A text file's contents (UTF-8, a byte-order mark dropped); errors are one line naming the file."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
-        raise LLMSimError(f"{path}: cannot read: {exc.strerror}") from None
+        raise LLMSimError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise LLMSimError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x})") from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise LLMSimError(f"{path}:{line}: a NUL byte: not a text file")
+    return text
+
+
+def read_mapping(path: Path) -> dict[str, Any]:
+    """Parse a YAML or JSON file that must hold a mapping (YAML read by :mod:`simulator.catalog.yaml_text`);
+    errors name ``file:line``."""
+    text = read_text(path)
+    try:
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
     except json.JSONDecodeError as exc:
         raise LLMSimError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except (RecursionError, ValueError) as exc:  # YAMLInputError; JSON nested too deep or an over-long integer
+        line = getattr(exc, "line", None)
+        where = f"{path}:{line}" if line else str(path)
+        problem = str(exc) if isinstance(exc, YAMLInputError) else "nested too deeply or a number too long"
+        raise LLMSimError(f"{where}: {problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

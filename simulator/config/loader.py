@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from simulator.catalog.loading import read_mapping
 from simulator.catalog.paths import EXPERIMENTS_DIR
+from simulator.catalog.yaml_text import YAMLInputError, load_yaml
 from simulator.config.errors import format_validation_error
 from simulator.config.schema import ExperimentConfig
 from simulator.errors import ConfigError
@@ -35,7 +36,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not sep or not key.strip():
         raise ConfigError(f"--set {text!r}: expected dotted.key=value")
     try:
-        value = yaml.safe_load(raw)
+        value = load_yaml(raw)
+    except YAMLInputError as exc:
+        raise ConfigError(f"--set {key.strip()}: {exc}") from None
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -70,11 +73,12 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
     for key in ("model", "hardware", "engine"):
         if isinstance(data.get(key), str):
             data[key] = _resolve(data[key], base_dir)
-    workload = data.get("workload") or {}
+    workload, cluster = data.get("workload"), data.get("cluster")  # not mappings: validation names them
+    workload = workload if isinstance(workload, dict) else {}
     for section in (workload.get("trace"), workload.get("input_tokens"), workload.get("output_tokens")):
         if isinstance(section, dict) and isinstance(section.get("path"), str):
             section["path"] = _resolve(section["path"], base_dir)
-    router = (data.get("cluster") or {}).get("router")
+    router = cluster.get("router") if isinstance(cluster, dict) else None
     for section in (data.get("scheduler"), router):
         if isinstance(section, dict) and isinstance(section.get("kind"), str) and ".py:" in section["kind"]:
             path, _, cls = section["kind"].rpartition(":")

@@ -1,19 +1,53 @@
 """Pydantic models of an experiment: the public contract of the YAML files.
 
 Every model forbids unknown keys; policy families are chosen by ``kind``. Times carry their unit in the name
-(``_ms``, ``_s``), sizes theirs (``_gib``), rates are per second.
+(``_ms``, ``_s``), sizes theirs (``_gib``), rates are per second. Numbers must be finite (no ``.inf`` / ``.nan``)
+and a boolean is never a number; sizes are bounded by the limits below (stated in the README), so that a typo
+cannot ask for an allocation no machine has.
 """
 
 from __future__ import annotations
 
 import math
+import types
+import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+MAX_REQUESTS = 100_000_000  # generated requests per run
+MAX_REPLICAS = 100_000  # replicas per pool
+MAX_PARALLEL = 4096  # tensor / pipeline parallel degree
+MAX_TOKENS = 10_000_000  # tokens of one request (prompt, output, prefix), and of a length distribution's bounds
+MAX_BLOCK_SIZE = 65_536  # tokens per KV block
+MAX_SEED = 2**63 - 1
+MAX_RATE = 1e9  # requests per second
+MIN_RATE = 1e-6
+
+
+def _is_number(annotation: Any) -> bool:
+    """Whether a field takes a number (int or float, optionally None) and not a boolean."""
+    if annotation in (int, float):
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = set(typing.get_args(annotation)) - {type(None)}
+        return bool(args) and args <= {int, float}
+    return False
+
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _booleans_are_not_numbers(cls, data: Any) -> Any:
+        """YAML's ``true`` would otherwise count as 1 wherever a number goes: a boolean given for a number is passed
+        on as the word it was written as, which the field then refuses (naming itself)."""
+        if isinstance(data, dict) and any(isinstance(value, bool) for value in data.values()):
+            fields = cls.model_fields
+            data = {name: str(value).lower() if isinstance(value, bool) and name in fields
+                    and _is_number(fields[name].annotation) else value for name, value in data.items()}
+        return data
 
 
 # --- cluster -------------------------------------------------------------------------------------------------
@@ -38,9 +72,9 @@ class PoolConfig(Strict):
     (default: the experiment's)."""
 
     hardware: str | None = None
-    replicas: int = Field(default=1, ge=1)
-    tensor_parallel: int = Field(default=1, ge=1)
-    pipeline_parallel: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    tensor_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
+    pipeline_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
 
 
 class TransferConfig(Strict):
@@ -61,9 +95,11 @@ class ClusterConfig(Strict):
     KV ``transfer`` link; ``router`` picks the prefill replica, ``decode_router`` the decode replica."""
 
     kind: Literal["colocated", "disaggregated"] = "colocated"
-    replicas: int = Field(default=1, ge=1)
-    tensor_parallel: int = Field(default=1, ge=1)
-    pipeline_parallel: int = Field(default=1, ge=1, description="stages; one batch in flight per replica")
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    tensor_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
+    pipeline_parallel: int = Field(
+        default=1, ge=1, le=MAX_PARALLEL, description="stages; one batch in flight per replica"
+    )
     router: RouterConfig = RouterConfig()
     pools: list[PoolConfig] | None = Field(default=None, min_length=1, description="heterogeneous colocated replicas")
     prefill: PoolConfig | None = None
@@ -102,7 +138,7 @@ class SpeculativeConfig(Strict):
     until the first rejection, so a step emits 1 + (accepted) tokens — a truncated geometric law, drawn per
     sequence and step."""
 
-    num_speculative_tokens: int = Field(ge=1)
+    num_speculative_tokens: int = Field(ge=1, le=64)
     acceptance_rate: float = Field(ge=0, le=1)
     draft_cost_ratio: float | None = Field(default=None, ge=0, description="draft step / target decode step time")
     draft_model: str | None = Field(default=None, description="or: a model whose decode step is priced instead")
@@ -115,13 +151,15 @@ class SpeculativeConfig(Strict):
 
 
 class SchedulerBase(Strict):
-    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_seqs: int = Field(default=256, ge=1, le=MAX_REQUESTS)
     speculative: SpeculativeConfig | None = None
     max_num_batched_tokens: int | None = Field(
         default=None, ge=1,
         description="tokens per iteration; default max(max_model_len, 2048), as vLLM v0",
     )
-    max_model_len: int | None = Field(default=None, ge=1, description="default: the model's max positions")
+    max_model_len: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="default: the model's max positions"
+    )
     max_queue_len: int | None = Field(default=None, ge=0, description="arrivals beyond this many waiting are rejected")
     max_queue_delay_ms: float | None = Field(
         default=None, gt=0, description="a request still waiting this long (never scheduled) is rejected"
@@ -158,8 +196,12 @@ class ChunkedSchedulerConfig(SchedulerBase):
     """Stall-free batching (Sarathi-Serve / vLLM v1): decodes first, the rest of the token budget in prompt chunks."""
 
     kind: Literal["chunked"]
-    max_num_batched_tokens: int = Field(default=8192, ge=1, description="tokens per iteration (vLLM v1's default)")
-    chunk_size: int | None = Field(default=None, ge=1, description="largest chunk of one prompt; default: the budget")
+    max_num_batched_tokens: int = Field(
+        default=8192, ge=1, le=MAX_TOKENS, description="tokens per iteration (vLLM v1's default)"
+    )
+    chunk_size: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="largest chunk of one prompt; default: the budget"
+    )
 
     @model_validator(mode="after")
     def _chunk_fits_budget(self) -> ChunkedSchedulerConfig:
@@ -198,10 +240,12 @@ SchedulerConfig = Annotated[
 class KVCacheBase(Strict):
     """The pool: sized from GPU memory (or fixed at ``num_gpu_blocks`` × ``block_size`` token slots)."""
 
-    block_size: int = Field(default=16, ge=1, description="tokens per block (contiguous: the unit of num_gpu_blocks)")
+    block_size: int = Field(
+        default=16, ge=1, le=MAX_BLOCK_SIZE, description="tokens per block (contiguous: the unit of num_gpu_blocks)"
+    )
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     dtype: Literal["auto", "fp16", "bf16", "fp8", "int8"] = "auto"
-    num_gpu_blocks: int | None = Field(default=None, ge=1, description="override the pool size (as vLLM's)")
+    num_gpu_blocks: int | None = Field(default=None, ge=1, le=10**9, description="override the pool size (as vLLM's)")
     swap_space_gib: float = Field(default=4.0, ge=0, description="host memory per GPU for swapped-out KV (vLLM's)")
 
 
@@ -261,12 +305,12 @@ CostModelConfig = Annotated[RooflineCostConfig | LinearCostConfig, Field(discrim
 # --- workload ------------------------------------------------------------------------------------------------
 class PoissonArrival(Strict):
     kind: Literal["poisson"]
-    rate: float = Field(gt=0, description="requests per second")
+    rate: float = Field(ge=MIN_RATE, le=MAX_RATE, description="requests per second")
 
 
 class ConstantArrival(Strict):
     kind: Literal["constant"]
-    rate: float = Field(gt=0, description="requests per second, evenly spaced")
+    rate: float = Field(ge=MIN_RATE, le=MAX_RATE, description="requests per second, evenly spaced")
 
 
 class GammaArrival(Strict):
@@ -274,7 +318,7 @@ class GammaArrival(Strict):
     benchmark_serving draws them."""
 
     kind: Literal["gamma"]
-    rate: float = Field(gt=0)
+    rate: float = Field(ge=MIN_RATE, le=MAX_RATE)
     burstiness: float = Field(default=1.0, gt=0)
 
 
@@ -282,7 +326,7 @@ class OnOffArrival(Strict):
     """Bursts: Poisson at ``rate`` for ``on_s`` seconds, then silence for ``off_s``, repeated."""
 
     kind: Literal["onoff"]
-    rate: float = Field(gt=0, description="requests per second while on")
+    rate: float = Field(ge=MIN_RATE, le=MAX_RATE, description="requests per second while on")
     on_s: float = Field(gt=0)
     off_s: float = Field(ge=0)
 
@@ -311,7 +355,7 @@ class DiurnalArrival(Strict):
     """A Poisson process with rate mean_rate × (1 + amplitude × cos(2π (t − peak_s) / period_s)) (thinning)."""
 
     kind: Literal["diurnal"]
-    mean_rate: float = Field(gt=0)
+    mean_rate: float = Field(ge=MIN_RATE, le=MAX_RATE)
     amplitude: float = Field(default=0.5, ge=0, le=1)
     period_s: float = Field(default=86400.0, gt=0)
     peak_s: float = Field(default=0.0, ge=0)
@@ -325,7 +369,7 @@ class ClosedLoopArrival(Strict):
     spread out (a benchmark's warm-up requests do that)."""
 
     kind: Literal["closed_loop"]
-    users: int = Field(ge=1)
+    users: int = Field(ge=1, le=MAX_REQUESTS)
     think_ms: float = Field(default=0.0, ge=0)
     think: Literal["exponential", "fixed"] = "exponential"
     ramp_s: float = Field(
@@ -343,15 +387,15 @@ ArrivalConfig = Annotated[
 
 class FixedLength(Strict):
     kind: Literal["fixed"]
-    value: int = Field(ge=1)
+    value: int = Field(ge=1, le=MAX_TOKENS)
 
 
 class UniformLength(Strict):
     """Integers uniform on [min, max]."""
 
     kind: Literal["uniform"]
-    min: int = Field(ge=1)
-    max: int = Field(ge=1)
+    min: int = Field(ge=1, le=MAX_TOKENS)
+    max: int = Field(ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformLength:
@@ -364,20 +408,20 @@ class LognormalLength(Strict):
     """Lognormal with the given mean (not median) and log-space sigma, rounded and clipped to [min, max]."""
 
     kind: Literal["lognormal"]
-    mean: float = Field(gt=0)
-    sigma: float = Field(gt=0)
-    min: int = Field(default=1, ge=1)
-    max: int | None = Field(default=None, ge=1)
+    mean: float = Field(gt=0, le=MAX_TOKENS)
+    sigma: float = Field(gt=0, le=10, description="log-space; 10 spans e^±20")
+    min: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
 
 class NormalLength(Strict):
     """Normal with the given mean and std, truncated to [min, max] (out-of-range draws are redrawn), rounded."""
 
     kind: Literal["normal"]
-    mean: float
-    std: float = Field(gt=0)
-    min: int = Field(default=1, ge=1)
-    max: int | None = Field(default=None, ge=1)
+    mean: float = Field(ge=-MAX_TOKENS, le=MAX_TOKENS)
+    std: float = Field(gt=0, le=MAX_TOKENS)
+    min: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _reachable(self) -> NormalLength:
@@ -395,7 +439,7 @@ class EmpiricalLength(Strict):
     kind: Literal["empirical"]
     path: str
     column: str
-    max: int | None = Field(default=None, ge=1)
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
 
 LengthConfig = Annotated[
@@ -434,9 +478,9 @@ class PrefixConfig(Strict):
     ``groups`` prefixes of ``tokens`` tokens, chosen uniformly; their input length is ``tokens`` plus the sampled
     ``input_tokens`` (the user's part)."""
 
-    tokens: int = Field(ge=1)
+    tokens: int = Field(ge=1, le=MAX_TOKENS)
     fraction: float = Field(default=1.0, ge=0, le=1)
-    groups: int = Field(default=1, ge=1)
+    groups: int = Field(default=1, ge=1, le=2**62)
 
 
 # --- SLO -----------------------------------------------------------------------------------------------------
@@ -464,7 +508,7 @@ class WorkloadConfig(Strict):
     """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests);
     ``classes`` splits the requests into tenants / tiers."""
 
-    num_requests: int | None = Field(default=None, ge=1)
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
     prefix: PrefixConfig | None = None
     arrival: ArrivalConfig | None = None
     input_tokens: LengthConfig | None = None
@@ -500,7 +544,7 @@ class WorkloadConfig(Strict):
 # --- experiment ----------------------------------------------------------------------------------------------
 class ExperimentConfig(Strict):
     name: str = "experiment"
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     model: str = Field(description="catalog name, path to a model YAML, or a Hugging Face config.json")
     hardware: str = Field(description="catalog name or path to a hardware YAML")
     dtype: Literal["bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"] = Field(
