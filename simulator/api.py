@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,16 @@ import yaml
 
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
+from simulator.errors import LLMSimError
 from simulator.metrics import add_latency_columns, summarize
 from simulator.observe import Observer
+
+
+def summary_json(summary: dict[str, Any]) -> str:
+    """The summary as strict JSON: a metric without a value (NaN, e.g. no request completed) is ``null``."""
+    clean = {key: None if isinstance(value, float) and not math.isfinite(value) else value
+             for key, value in summary.items()}
+    return json.dumps(clean, indent=2, sort_keys=True, allow_nan=False)
 
 
 @dataclass
@@ -45,7 +54,7 @@ class Result:
         ``requests.parquet``, and for an observed run ``timeline.parquet`` and ``iterations.parquet``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
+        (out / "summary.json").write_text(summary_json(self.summary) + "\n")
         if self.requests is not None:
             self.requests.to_parquet(out / "requests.parquet", index=False)
         if self.observer is not None:
@@ -77,6 +86,10 @@ def run(
     observer = Observer() if observe else None
     output = simulate(config, fast_forward=fast_forward, requests_path=requests_path, observer=observer)
     recorder = output.recorder
+    recorded = recorder.requests.num_rows
+    if recorded != output.num_requests:  # every generated request ends completed or rejected (with its reason)
+        raise LLMSimError(f"internal error: {output.num_requests:,} requests generated but {recorded:,} accounted for "
+                          f"(completed or rejected); the run is not valid — please report this with the config")
     classes = config.workload.classes or []
     class_slos = [c.slo for c in classes] or None
     summary = summarize(

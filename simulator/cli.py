@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,26 +19,71 @@ from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_cache_bytes
 
 
+def _check_output_file(path: Path, option: str) -> None:
+    """Fail before the run, not after it, when ``path`` cannot be written as a file."""
+    if path.is_dir():
+        raise LLMSimError(f"{option} {path}: is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise LLMSimError(f"{option} {path}: folder {path.parent} does not exist")
+
+
+def _output_folder(out: Path, option: str = "--out") -> Path:
+    """``out``, created if needed; a file of that name or an unwritable place is a one-line error."""
+    if out.exists() and not out.is_dir():
+        raise LLMSimError(f"{option} {out}: is a file; give a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LLMSimError(f"{option} {out}: cannot create the folder: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK):
+        raise LLMSimError(f"{option} {out}: the folder is not writable")
+    return out
+
+
+def _staging_folder(out: Path) -> Path:
+    """A fresh hidden folder inside ``out`` where a run writes its outputs before they replace the old ones."""
+    staging = _output_folder(out) / f".run-{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    return staging
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move a finished run's files over the folder's old ones (each move atomic), dropping outputs of an earlier
+    run that this one does not write (an old timeline beside a new summary would mislead)."""
+    for stale in ("timeline.parquet", "iterations.parquet"):
+        if not (staging / stale).exists():
+            (out / stale).unlink(missing_ok=True)
+    for path in sorted(staging.iterdir(), key=lambda p: p.name == "summary.json"):  # summary last: "complete"
+        os.replace(path, out / path.name)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    from simulator.api import run
+    from simulator.api import run, summary_json
     from simulator.config import load_experiment
     from simulator.report import format_summary
 
     overrides = [*args.set, *([f"engine={args.engine}"] if args.engine else [])]
     config = load_experiment(args.file, overrides)
-    requests_path = None
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        requests_path = Path(args.out) / "requests.parquet"  # streamed as requests complete
-    result = run(config, requests_path=requests_path, observe=bool(args.trace or args.timeline))
+    if args.trace:
+        _check_output_file(Path(args.trace), "--trace")
+    staging = _staging_folder(Path(args.out)) if args.out else None
+    try:
+        result = run(config, requests_path=staging / "requests.parquet" if staging else None,  # streamed
+                     observe=bool(args.trace or args.timeline))
+        if staging is not None:
+            result.save(staging)
+            _publish(staging, Path(args.out))
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     if args.json:
-        print(json.dumps(result.summary, indent=2, sort_keys=True))
+        print(summary_json(result.summary))
     else:
         print(format_summary(config.name, result.summary))
     if args.out:
-        path = result.save(args.out)
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
-        print(f"wrote {path}/summary.json, requests.parquet, config.yaml{extra}", file=sys.stderr)
+        print(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}", file=sys.stderr)
     if args.trace:
         from simulator.observe import write_chrome_trace
 
@@ -191,6 +238,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.sweep import load_sweep, run_points
 
     points = load_sweep(args.file)
+    _output_folder(Path(args.out))
     progress = not args.no_progress and sys.stderr.isatty()
     frame = run_points(points, args.out, jobs=args.jobs, backend=args.backend, address=args.address,
                        progress=progress)
@@ -233,8 +281,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     frame = run_plan(spec, points, jobs=args.jobs)
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        out = _output_folder(Path(args.out))
         frame.to_csv(out / "plan.csv", index=False)
         figure = pareto_figure(frame)
         for suffix in ("png", "svg"):

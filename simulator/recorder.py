@@ -46,8 +46,10 @@ class RequestLog:
             str(parquet_path), _SCHEMA, use_dictionary=["status", "reject_reason"]
         ) if parquet_path is not None else None
         self.streamed = parquet_path is not None
+        self.num_rows = 0
 
     def append(self, request: Request) -> None:
+        self.num_rows += 1
         self._rows.append((
             request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,

@@ -141,7 +141,7 @@ def run_point(point: Point, out: Path | None) -> dict[str, Any]:
         row.update(result.summary)
         if temporary is not None:
             result.save(temporary)
-    except (LLMSimError, ValueError, MemoryError) as exc:
+    except Exception as exc:  # one point's failure is recorded, and the sweep goes on
         row["error"] = f"{type(exc).__name__}: {exc}"
         if temporary is not None:
             (temporary / "config.yaml").write_text(yaml.safe_dump(point.config.model_dump(mode="json")))

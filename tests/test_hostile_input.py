@@ -106,3 +106,104 @@ HUGE = {
 def test_values_beyond_the_stated_limits_are_refused(case, capsys):
     key, value, expected = HUGE[case]
     _one_line_error(capsys, ["run", "--set", f"{key}={value}"], expected)
+
+
+def test_piecewise_rates_that_end_at_zero_forever_are_refused(capsys):
+    _one_line_error(capsys, ["run", "--set", "workload.arrival={kind: piecewise, rates: [[0, 5], [10, 0]]}"],
+                    "the last rate (from 10.0 s on) is 0")
+
+
+def test_an_error_quotes_at_most_a_short_part_of_a_huge_value(capsys):
+    err = _one_line_error(capsys, ["run", "--set", f"workload.num_requests=[{','.join(['1'] * 5000)}]"],
+                          "workload.num_requests")
+    assert len(err) < 400
+
+
+def test_every_generated_request_is_accounted_for_or_the_run_fails(monkeypatch):
+    """A request that vanished (neither completed nor rejected) makes the run fail loudly, never a quiet summary."""
+    import simulator
+    from simulator.cluster.replica import Replica
+    from simulator.errors import LLMSimError
+
+    submit = Replica.submit
+    dropped = []
+
+    def lossy(self, request):
+        if not dropped:
+            dropped.append(request.request_id)  # the first request is silently lost
+            return None
+        return submit(self, request)
+
+    monkeypatch.setattr(Replica, "submit", lossy)
+    with pytest.raises(LLMSimError, match="20 requests generated but 19 accounted for"):
+        simulator.run(experiment(workload={"num_requests": 20, "arrival": {"kind": "poisson", "rate": 5.0},
+                                           "input_tokens": {"kind": "fixed", "value": 10},
+                                           "output_tokens": {"kind": "fixed", "value": 2}}))
+
+
+def test_summary_json_is_strict_json_with_null_for_metrics_without_a_value(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "out"
+    code, text, _ = _cli(capsys, "run", "--json", "--out", str(out), "--set", "workload.num_requests=20",
+                         "--set", "workload.input_tokens={kind: fixed, value: 9000}")  # beyond the context: rejected
+    assert code == 0
+
+    def refuse(name):
+        raise AssertionError(f"bare {name} in JSON")
+
+    for document in (text, (out / "summary.json").read_text()):
+        summary = json.loads(document, parse_constant=refuse)
+        assert summary["num_rejected"] == 20 and summary["mean_ttft_ms"] is None  # no request has a TTFT
+
+
+def test_run_out_is_replaced_only_by_a_run_that_finished(tmp_path, capsys, monkeypatch):
+    import simulator.api
+
+    out = tmp_path / "out"
+    assert _cli(capsys, "run", "--out", str(out), "--set", "workload.num_requests=20")[0] == 0
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise MemoryError("the machine ran out of memory")
+
+    monkeypatch.setattr(simulator.api, "simulate", broken)
+    with pytest.raises(MemoryError):
+        main(["run", "--out", str(out), "--set", "workload.num_requests=30"])
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before  # no staging left, nothing changed
+
+
+@pytest.mark.parametrize("option", ["--out", "--trace"])
+def test_output_paths_that_cannot_be_written_fail_before_the_run(option, tmp_path, capsys):
+    file = tmp_path / "a_file"
+    file.write_text("x")
+    target = {"--out": file, "--trace": tmp_path}[option]
+    _one_line_error(capsys, ["run", option, str(target), "--set", "workload.num_requests=5"], f"{option} {target}")
+
+
+def test_sweep_out_naming_a_file_is_one_line(tmp_path, capsys):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(yaml.safe_dump({"base": experiment(), "grid": {"seed": [1, 2]}}))
+    file = tmp_path / "a_file"
+    file.write_text("x")
+    _one_line_error(capsys, ["sweep", str(sweep), "--out", str(file)], "is a file; give a folder")
+
+
+def test_a_sweep_point_that_raises_an_unexpected_error_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    import simulator.api
+    from simulator.sweep import load_sweep, run_points
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(yaml.safe_dump({"base": experiment(), "grid": {"seed": [1, 2]}}))
+    run, calls = simulator.api.run, []
+
+    def sometimes(config, **kwargs):
+        calls.append(config.seed)
+        if len(calls) == 1:
+            raise ZeroDivisionError("an unforeseen bug")
+        return run(config, **kwargs)
+
+    monkeypatch.setattr(simulator.api, "run", sometimes)
+    frame = run_points(load_sweep(sweep), tmp_path / "out", jobs=1)
+    assert list(frame["error"]) == ["ZeroDivisionError: an unforeseen bug", ""]
+    assert (tmp_path / "out" / "index.parquet").is_file()

@@ -39,7 +39,8 @@ def test_grid_zip_and_replicates_expand_in_a_fixed_order(tmp_path):
     ({"grid": {"workload.arrival.rate": []}}, "grid.workload.arrival.rate: empty axis"),
     ({"grid": {"scheduler.max_num_sequences": [4]}}, "scheduler.max_num_sequences: unknown key"),
     ({"zip": {"seed": [1, 2], "workload.num_requests": [3]}}, "zip axes must have equal lengths"),
-    ({"grid": {"workload.arrival.rate": [-1]}}, "point workload.arrival.rate=-1: workload.arrival.rate: must be >= 1e-06"),
+    ({"grid": {"workload.arrival.rate": [-1]}},
+     "point workload.arrival.rate=-1: workload.arrival.rate: must be >= 1e-06"),
     ({"gird": {}}, "gird: unknown key"),
 ])
 def test_bad_sweeps_fail_before_anything_runs(tmp_path, spec, message):

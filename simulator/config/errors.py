@@ -47,27 +47,36 @@ def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | Non
     return path, candidates[0] if len(candidates) == 1 else None
 
 
+MAX_SHOWN = 120  # characters of an offending value an error line quotes
+
+
+def _shown(value: Any) -> str:
+    """``repr`` of the value an error quotes, cut to MAX_SHOWN characters (a huge value stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
+
+
 def _describe(error: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
     kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
     bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
     if kind in bounds:
         limit = next(iter(ctx.values()))
-        return f"must be {bounds[kind]} {limit}, got {value!r}"
+        return f"must be {bounds[kind]} {limit}, got {_shown(value)}"
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":
         allowed = ", ".join(model_cls.model_fields) if model_cls is not None else "see the documentation"
         return f"unknown key (allowed: {allowed})"
     if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')}, got {value!r}"
+        return f"must be one of {ctx.get('expected')}, got {_shown(value)}"
     if kind == "union_tag_invalid":
         return f"unknown kind {ctx.get('tag')!r} (allowed: {ctx.get('expected_tags')})"
     if kind == "union_tag_not_found":
-        return f"needs a 'kind' (one of the registered kinds), got {value!r}"
+        return f"needs a 'kind' (one of the registered kinds), got {_shown(value)}"
     if kind == "value_error":
         return error["msg"].removeprefix("Value error, ")
     message = error["msg"][0].lower() + error["msg"][1:]
-    return f"{message}, got {value!r}"
+    return f"{message}, got {_shown(value)}"
 
 
 def validation_messages(exc: ValidationError, root: type[BaseModel]) -> list[str]:

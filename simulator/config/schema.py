@@ -348,6 +348,9 @@ class PiecewiseArrival(Strict):
             raise ValueError("rates must be >= 0 with at least one > 0")
         if self.period_s is not None and self.period_s <= starts[-1]:
             raise ValueError(f"period_s must exceed the last start {starts[-1]}, got {self.period_s}")
+        if self.period_s is None and self.rates[-1][1] == 0:
+            raise ValueError(f"the last rate (from {starts[-1]} s on) is 0 and nothing repeats the pattern, so the "
+                             "requests would never all arrive: give period_s or a last rate > 0")
         return self
 
 
