@@ -21,6 +21,11 @@ from simulator.metrics import add_latency_columns, summarize
 from simulator.observe import Observer
 
 
+def config_yaml(config: ExperimentConfig) -> str:
+    """The resolved config as ``config.yaml`` holds it (a sweep reuses a point's results only when this matches)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
 def summary_json(summary: dict[str, Any]) -> str:
     """The summary as strict JSON: a metric without a value (NaN, e.g. no request completed) is ``null``."""
     clean = {key: None if isinstance(value, float) and not math.isfinite(value) else value
@@ -60,7 +65,7 @@ class Result:
         if self.observer is not None:
             self.timeline.to_parquet(out / "timeline.parquet", index=False)
             self.iterations.to_parquet(out / "iterations.parquet", index=False)
-        (out / "config.yaml").write_text(yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False))
+        (out / "config.yaml").write_text(config_yaml(self.config))
         return out
 
 

@@ -55,7 +55,7 @@ class LogHistogram:
 
     def _bin_into(self, values: np.ndarray, weights: np.ndarray) -> None:
         self._count += int(weights.sum())
-        self._total += float(values @ weights)
+        self._total += float(np.sum(values * weights))  # not a BLAS dot: its order follows the thread count
         self.counts += np.bincount(self._bin(values), weights=weights, minlength=self._num_bins).astype(np.int64)
         self._min = min(self._min, float(values.min()))
         self._max = max(self._max, float(values.max()))

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 from pydantic import Field
 
 from simulator.config import ExperimentConfig, load_experiment
@@ -123,14 +122,22 @@ def load_sweep(path: str | Path) -> list[Point]:
 
 
 # --- running ---------------------------------------------------------------------------------------------------
+def _finished_with(folder: Path, config_text: str) -> bool:
+    """Whether ``folder`` holds a finished run of exactly this config (a changed grid value or base is rerun)."""
+    try:
+        return (folder / "summary.json").is_file() and (folder / "config.yaml").read_text() == config_text
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def run_point(point: Point, out: Path | None) -> dict[str, Any]:
     """Simulate one point (writing its folder when ``out`` is given); returns its index row. A failure is
     recorded in the row's ``error`` and, with ``out``, in ``error.txt``."""
-    from simulator.api import run
+    from simulator.api import config_yaml, run
 
     row = {"point": point.index, **point.values, "seed": point.seed, "error": ""}
     folder = out / point.name if out is not None else None
-    if folder is not None and (folder / "summary.json").is_file():
+    if folder is not None and _finished_with(folder, config_yaml(point.config)):
         return {**row, **json.loads((folder / "summary.json").read_text())}  # finished in an earlier run
     temporary = out / f".{point.name}.tmp" if out is not None else None
     try:
@@ -144,7 +151,7 @@ def run_point(point: Point, out: Path | None) -> dict[str, Any]:
     except Exception as exc:  # one point's failure is recorded, and the sweep goes on
         row["error"] = f"{type(exc).__name__}: {exc}"
         if temporary is not None:
-            (temporary / "config.yaml").write_text(yaml.safe_dump(point.config.model_dump(mode="json")))
+            (temporary / "config.yaml").write_text(config_yaml(point.config))
             (temporary / "error.txt").write_text(row["error"] + "\n")
     if temporary is not None:
         shutil.rmtree(folder, ignore_errors=True)  # a failed earlier attempt

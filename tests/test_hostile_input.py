@@ -207,3 +207,9 @@ def test_a_sweep_point_that_raises_an_unexpected_error_is_recorded_and_the_sweep
     frame = run_points(load_sweep(sweep), tmp_path / "out", jobs=1)
     assert list(frame["error"]) == ["ZeroDivisionError: an unforeseen bug", ""]
     assert (tmp_path / "out" / "index.parquet").is_file()
+
+
+def test_a_fixed_kv_pool_still_needs_the_weights_to_fit(capsys):
+    """Llama-3-70B in bf16 (141 GB of weights) cannot run on one 80 GB H100, num_gpu_blocks or not."""
+    _one_line_error(capsys, ["run", "--set", "model=llama-3-70b", "--set", "kv_cache.num_gpu_blocks=100"],
+                    "exceed the 72.00 GiB usable per GPU")

@@ -148,3 +148,27 @@ def test_plan_ranks_deployments_by_requests_per_dollar_and_marks_the_pareto_fron
     assert by_hw.loc["a100-80gb-sxm", "pareto"]  # cheapest; the H100 stays on the front only if faster
     assert main(["plan", str(path), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "pareto.png").is_file()
+
+
+def test_a_resumed_sweep_reruns_points_whose_config_changed(tmp_path):
+    """Results are reused only for a point whose resolved config is the same: a changed base (here num_requests)
+    reruns every point instead of relabelling the old results."""
+    out = tmp_path / "out"
+    first = run_points(load_sweep(_sweep_file(tmp_path, grid={"seed": [1, 2]})), out)
+    assert list(first["completed"]) == [50, 50]
+    changed = experiment()
+    changed["workload"]["num_requests"] = 30
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump({"base": changed, "grid": {"seed": [1, 2]}}))
+    second = run_points(load_sweep(path), out)
+    assert list(second["completed"]) == [30, 30]
+
+
+def test_sweeps_are_byte_identical_serial_and_parallel_whatever_the_blas_threads(tmp_path, monkeypatch):
+    points = load_sweep(_sweep_file(tmp_path, grid={"workload.arrival.rate": [5, 40]}))
+    run_points(points, tmp_path / "serial", jobs=1)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # the workers' reductions must not follow the thread count
+    run_points(points, tmp_path / "parallel", jobs=2)
+    for name in ("index.parquet", "point-00000/summary.json", "point-00001/summary.json",
+                 "point-00001/requests.parquet"):
+        assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "parallel" / name).read_bytes(), name

@@ -68,6 +68,12 @@ def kv_budget(
     per_token = kv_cache_bytes(layers, math.ceil(model.num_kv_heads / t), model.head_dim, kv_dtype_name, 1, 1)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
+        if weights + workspace > usable:  # a fixed pool still needs the weights to fit beside it
+            raise LLMSimError(
+                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB + workspace "
+                f"{workspace / GIB:.2f} GiB exceed the {usable / GIB:.2f} GiB usable per GPU (kv_cache.num_gpu_blocks "
+                "fixes the KV pool, not the weights); use more tensor_parallel or a larger GPU"
+            )
     else:
         pool = usable - weights - workspace
         num_blocks = max(0, math.floor(pool / (block_size * per_token)))
