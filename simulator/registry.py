@@ -3,12 +3,19 @@
 Implementations register under the YAML ``kind:`` with a decorator; a duplicate name is a programming error; an
 unknown name raises :class:`LLMSimError` listing the valid ones. A user's own class is named without registering
 it, by a dotted path (``mypkg.module.ClassName``) or by a Python file and class (``path/to/file.py:ClassName``).
+
+Naming a plug-in runs its module's code (as importing any Python module does): an experiment file that names one is
+code, to be trusted as such. Standard-library modules are refused before anything is imported (they hold no
+plug-ins, and importing some of them has effects); a plug-in that fails to import (a syntax error, an exception in
+its top-level code) is a one-line error naming the file and line.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -47,9 +54,13 @@ class Registry(Generic[T]):
         )
 
     def _import(self, kind: str) -> type[T]:
+        if ":" not in kind and kind.partition(".")[0] in sys.stdlib_module_names:
+            raise LLMSimError(f"{self.family}: {kind!r} names a standard-library module, not a plug-in")
         try:
             if ":" in kind:
                 path, _, attr = kind.rpartition(":")
+                if Path(path).suffix != ".py" or not Path(path).is_file():
+                    raise ImportError(f"no Python file at {path}")
                 spec = importlib.util.spec_from_file_location(Path(path).stem, path)
                 if spec is None or spec.loader is None:
                     raise ImportError(f"no Python module at {path}")
@@ -61,3 +72,10 @@ class Registry(Generic[T]):
             return getattr(module, attr)
         except (ImportError, AttributeError, OSError) as exc:
             raise LLMSimError(f"{self.family}: cannot import {kind!r}: {exc}") from None
+        except SyntaxError as exc:
+            raise LLMSimError(f"{self.family}: {exc.filename}:{exc.lineno}: syntax error in the plug-in: {exc.msg}"
+                              ) from None
+        except Exception as exc:  # the plug-in's own top-level code failed
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            raise LLMSimError(f"{self.family}: {frame.filename}:{frame.lineno}: importing {kind!r} raised "
+                              f"{type(exc).__name__}: {exc}") from None

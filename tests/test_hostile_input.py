@@ -213,3 +213,85 @@ def test_a_fixed_kv_pool_still_needs_the_weights_to_fit(capsys):
     """Llama-3-70B in bf16 (141 GB of weights) cannot run on one 80 GB H100, num_gpu_blocks or not."""
     _one_line_error(capsys, ["run", "--set", "model=llama-3-70b", "--set", "kv_cache.num_gpu_blocks=100"],
                     "exceed the 72.00 GiB usable per GPU")
+
+
+def _trace_run(capsys, tmp_path, name: str, content: bytes, *extra):
+    path = tmp_path / name
+    path.write_bytes(content)
+    data = experiment(workload={"trace": {"path": str(path), **dict(extra)}})
+    return _cli(capsys, "run", "--json", _file(tmp_path, yaml.safe_dump(data)))
+
+
+def test_traces_a_bom_is_dropped_and_other_bytes_are_one_line(tmp_path, capsys):
+    import json
+
+    header = b"arrived_at,num_prefill_tokens,num_decode_tokens\n"
+    code, out, err = _trace_run(capsys, tmp_path, "bom.csv", b"\xef\xbb\xbf" + header + b"0.0,10,5\n0.5,10,5\n")
+    assert code == 0 and json.loads(out)["completed"] == 2, err
+    code, _, err = _trace_run(capsys, tmp_path, "latin.csv", header + b"0.0,10,5\n0.1,caf\xe9,5\n")
+    assert code == 2 and "latin.csv: not UTF-8 text" in err and err.count("\n") == 1
+
+
+def test_trace_rows_beyond_the_limits_or_nested_too_deep_are_bad_rows(tmp_path, capsys):
+    import json
+
+    rows = b'{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+    deep = b'{"timestamp": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    huge = b'{"timestamp": 1, "input_length": 99999999999999999999, "output_length": 5}\n'
+    ids = b'{"timestamp": 2, "input_length": 10, "output_length": 5, "hash_ids": [99999999999999999999]}\n'
+    code, out, err = _trace_run(capsys, tmp_path, "t.jsonl", rows + deep + huge + ids, ("skip_bad", True))
+    assert code == 0, err
+    summary = json.loads(out)
+    assert (summary["completed"], summary["trace_rows_skipped"]) == (1, 3)
+    code, _, err = _trace_run(capsys, tmp_path, "t2.jsonl", rows + huge)
+    assert code == 2 and "t2.jsonl:2: column input_length" in err and "beyond the limit" in err
+
+
+def test_an_unterminated_quote_spoils_only_its_own_row(tmp_path, capsys):
+    import json
+
+    header = b"arrived_at,num_prefill_tokens,num_decode_tokens\n"
+    body = b'0.0,10,5\n0.1,"10,5\n' + b"".join(b"%d.5,10,5\n" % i for i in range(1, 17))
+    code, out, err = _trace_run(capsys, tmp_path, "q.csv", header + body, ("skip_bad", True))
+    assert code == 0, err
+    summary = json.loads(out)
+    assert (summary["completed"], summary["trace_rows_skipped"]) == (17, 1)
+
+
+def test_azure_timestamps_before_1970_are_dates_not_negative_numbers(tmp_path, capsys):
+    import json
+
+    text = b"TIMESTAMP,ContextTokens,GeneratedTokens\n1969-12-31 23:59:59.5,10,5\n1970-01-01 00:00:00.5,10,5\n"
+    code, out, err = _trace_run(capsys, tmp_path, "azure.csv", text)
+    assert code == 0 and json.loads(out)["completed"] == 2, err
+
+
+def test_hugging_face_configs_with_zero_string_or_boolean_counts_are_one_line(tmp_path, capsys):
+    import json
+
+    base = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 64,
+            "num_attention_heads": 4, "num_key_value_heads": None, "intermediate_size": 128, "vocab_size": 1000,
+            "max_position_embeddings": 512}
+    for change, expected in (({"num_attention_heads": 0}, "num_attention_heads must be a positive integer, got 0"),
+                             ({"num_hidden_layers": "2"}, "num_hidden_layers must be a positive integer, got '2'"),
+                             ({"vocab_size": True}, "vocab_size must be a positive integer, got True"),
+                             ({"hidden_size": None}, "lacks required key 'hidden_size'")):
+        path = _file(tmp_path, json.dumps({**base, **change}), "m_config.json")
+        _one_line_error(capsys, ["run", "--set", f"model={path}", "--set", "workload.num_requests=2"], expected)
+    path = _file(tmp_path, json.dumps(base), "ok_config.json")  # null num_key_value_heads: as many as the heads
+    assert _cli(capsys, "run", "--set", f"model={path}", "--set", "workload.num_requests=2")[0] == 0
+
+
+def test_plug_ins_that_fail_to_import_are_one_line_and_the_standard_library_is_never_imported(tmp_path, capsys):
+    syntax = _file(tmp_path, "import x(\n", "syntax.py")
+    raising = _file(tmp_path, "x = 1\nraise RuntimeError('boom')\n", "raising.py")
+    _one_line_error(capsys, ["run", "--set", f"scheduler={{kind: '{syntax}:X'}}"], f"{syntax}:1: syntax error")
+    _one_line_error(capsys, ["run", "--set", f"scheduler={{kind: '{raising}:X'}}"],
+                    f"{raising}:2: importing '{raising}:X' raised RuntimeError: boom")
+    _one_line_error(capsys, ["run", "--set", "cluster.router={kind: this.x}"], "standard-library module")
+    _one_line_error(capsys, ["run", "--set", f"cluster.router={{kind: '{tmp_path}:X'}}"], "no Python file at")
+
+
+def test_an_empirical_length_file_that_is_a_folder_is_one_line(tmp_path, capsys):
+    _one_line_error(capsys, ["run", "--set", f"workload.input_tokens={{kind: empirical, path: '{tmp_path}', "
+                                             "column: x}"], f"empirical lengths: cannot read {tmp_path}")

@@ -148,32 +148,44 @@ def unmodelled_features(config: dict[str, Any]) -> list[str]:
     return features
 
 
+def _count(config: dict[str, Any], key: str, where: str, default: Any = ...) -> int | None:
+    """``config[key]`` as a positive integer; absent or null gives ``default`` (required when it is ``...``)."""
+    value = config.get(key)
+    if value is None:
+        if default is ...:
+            raise LLMSimError(f"{where}: Hugging Face config lacks required key {key!r}")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise LLMSimError(f"{where}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
 def spec_from_hf_config(config: dict[str, Any], name: str, where: str) -> ModelSpec:
-    """Map a Hugging Face ``config.json`` onto :class:`ModelSpec` (Llama/Mistral/Mixtral/Qwen/Phi-style names)."""
+    """Map a Hugging Face ``config.json`` onto :class:`ModelSpec` (Llama/Mistral/Mixtral/Qwen/Phi-style names).
+    Null optional fields take their Hugging Face defaults (``num_key_value_heads``: the attention heads)."""
     features = unmodelled_features(config)
     if features:
         raise LLMSimError(f"{where}: not modelled yet: {'; '.join(features)}")
-    try:
-        heads = config["num_attention_heads"]
-        hidden = config["hidden_size"]
-        fields = {
-            "name": name,
-            "num_layers": config["num_hidden_layers"],
-            "hidden_size": hidden,
-            "num_heads": heads,
-            "num_kv_heads": config.get("num_key_value_heads") or heads,
-            "head_dim": config.get("head_dim") or hidden // heads,
-            "intermediate_size": config.get("intermediate_size") or 4 * hidden,
-            "vocab_size": config["vocab_size"],
-            "max_position_embeddings": config.get("max_position_embeddings", 2048),
-            "gated_mlp": config.get("model_type") not in _UNGATED_MODEL_TYPES,
-            "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
-            "num_experts": config.get("num_local_experts") or config.get("num_experts") or 1,
-            "experts_per_token": config.get("num_experts_per_tok") or 1,
-            "source": where,
-        }
-    except KeyError as exc:
-        raise LLMSimError(f"{where}: Hugging Face config lacks required key {exc.args[0]!r}") from None
+    heads, hidden = _count(config, "num_attention_heads", where), _count(config, "hidden_size", where)
+    if hidden % heads and config.get("head_dim") is None:
+        raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
+                          "head_dim is not given")
+    fields = {
+        "name": name,
+        "num_layers": _count(config, "num_hidden_layers", where),
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": _count(config, "num_key_value_heads", where, heads),
+        "head_dim": _count(config, "head_dim", where, hidden // heads),
+        "intermediate_size": _count(config, "intermediate_size", where, 4 * hidden),
+        "vocab_size": _count(config, "vocab_size", where),
+        "max_position_embeddings": _count(config, "max_position_embeddings", where, 2048),
+        "gated_mlp": config.get("model_type") not in _UNGATED_MODEL_TYPES,
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
+        "num_experts": _count(config, "num_local_experts", where, None) or _count(config, "num_experts", where, 1),
+        "experts_per_token": _count(config, "num_experts_per_tok", where, 1),
+        "source": where,
+    }
     return validate(ModelSpec, fields, where)
 
 

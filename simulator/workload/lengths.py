@@ -24,9 +24,11 @@ from simulator.errors import LLMSimError
 def _column(path: str, column: str) -> np.ndarray:
     """The positive integer values of one CSV column (read once per process)."""
     try:
-        frame = pd.read_csv(path, usecols=[column])
-    except FileNotFoundError:
-        raise LLMSimError(f"empirical lengths: cannot read {path}") from None
+        frame = pd.read_csv(path, usecols=[column], encoding="utf-8-sig")
+    except OSError as exc:  # missing, a folder, unreadable
+        raise LLMSimError(f"empirical lengths: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise LLMSimError(f"{path}: not UTF-8 text") from None
     except ValueError:
         header = list(pd.read_csv(path, nrows=0).columns)
         raise LLMSimError(f"{path}: no column {column!r} (columns: {', '.join(header)})") from None

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.config.schema import TraceConfig
+from simulator.config.schema import MAX_TOKENS, TraceConfig
 from simulator.errors import LLMSimError
 from simulator.request import Prefix
 
@@ -72,7 +72,7 @@ def _time(text: str, unit: str, column: str) -> float:
     except (TypeError, ValueError):
         expected = "a datetime" if unit == "datetime" else "a non-negative number"
         raise BadRow(f"column {column}: expected {expected}, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or (value < 0 and unit != "datetime"):  # dates before 1970 are fine
         raise BadRow(f"column {column}: expected a non-negative number, got {text!r}")
     return value
 
@@ -84,6 +84,8 @@ def _length(text, column: str) -> int:
         value = math.nan
     if not (math.isfinite(value) and value >= 1 and value == int(value)):
         raise BadRow(f"column {column}: expected a positive integer, got {text!r}")
+    if value > MAX_TOKENS:
+        raise BadRow(f"column {column}: {text!r} tokens is beyond the limit of {MAX_TOKENS:,} per request")
     return int(value)
 
 
@@ -91,7 +93,9 @@ def _hash_ids(ids, column: str) -> Prefix | None:
     try:
         values = tuple(int(x) for x in (ids.split() if isinstance(ids, str) else ids))
     except (TypeError, ValueError):
-        raise BadRow(f"column {column}: expected integer block ids, got {ids!r}") from None
+        raise BadRow(f"column {column}: expected integer block ids, got {str(ids)[:80]!r}") from None
+    if any(not 0 <= value < 2**63 for value in values):
+        raise BadRow(f"column {column}: block ids must be in [0, 2^63), got {str(ids)[:80]!r}")
     return Prefix(values, MOONCAKE_BLOCK_TOKENS) if values else None
 
 
@@ -111,8 +115,10 @@ def detect_format(path: Path) -> str:
 
 
 def _open(path: Path):
+    """The trace as UTF-8 text (a byte-order mark dropped); decoding errors surface while reading, see
+    :func:`read_trace`."""
     try:
-        return path.open(newline="")
+        return path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise LLMSimError(f"workload.trace.path: cannot read {path}: {exc.strerror}") from None
 
@@ -135,7 +141,9 @@ def _csv_rows(path: Path, columns: tuple[str, str, str], unit: str) -> Iterator[
             raise LLMSimError(f"{path}:1: missing column(s) {missing}; this format needs {list(columns)}")
         at, inp, out = (header.index(c) for c in columns)
         ids = header.index("hash_ids") if "hash_ids" in header else None
-        for line, row in enumerate(reader, start=2):
+        # each physical line on its own: an unterminated quote then spoils its own row, not the rows after it
+        for line, text in enumerate(handle, start=2):
+            row = next(csv.reader([text]), [])
             if not row:
                 continue
             try:
@@ -158,6 +166,8 @@ def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple]]:
                     record = json.loads(text)
                 except json.JSONDecodeError as exc:
                     raise BadRow(f"not valid JSON ({exc.msg})") from None
+                except (RecursionError, ValueError):
+                    raise BadRow("JSON nested too deeply or a number too long") from None
                 if not isinstance(record, dict):
                     raise BadRow(f"expected a JSON object, got {text.strip()[:40]!r}")
                 missing = [k for k in ("timestamp", "input_length", "output_length") if k not in record]
@@ -178,6 +188,14 @@ def read_trace(config: TraceConfig | str | Path, limit: int | None = None,
     if not isinstance(config, TraceConfig):
         config = TraceConfig(path=str(config))
     path = Path(config.path)
+    try:
+        return _read_trace(config, path, limit, rng)
+    except UnicodeDecodeError as exc:
+        raise LLMSimError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start} of "
+                          "its chunk)") from None
+
+
+def _read_trace(config: TraceConfig, path: Path, limit: int | None, rng: np.random.Generator | None) -> Trace:
     fmt = detect_format(path) if config.format == "auto" else config.format
     if fmt == "mooncake":
         rows = _mooncake_rows(path)
