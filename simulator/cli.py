@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+import typing
 from pathlib import Path
 
 from simulator.catalog import load_hardware, load_model
@@ -322,8 +323,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error form: one line naming the problem (``llmsim run: error: ...``, the
+    usage is in ``--help``), exit status 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmsim", description="Simulate LLM serving clusters.")
+    parser = _Parser(prog="llmsim", description="Simulate LLM serving clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one experiment and print its summary")
@@ -441,12 +450,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    """An error message as one line: line breaks and other control characters (from a key or value the user
+    wrote) shown escaped."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except LLMSimError as exc:
-        print(f"llmsim: error: {exc}", file=sys.stderr)
+        print(f"llmsim: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
 
 
