@@ -323,6 +323,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _open_fraction(text: str) -> float:
+    """A number strictly between 0 and 1 (a relative tolerance)."""
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
+    return value
+
+
+def _share(text: str) -> float:
+    """A share of requests: more than 0, at most 1."""
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be > 0 and <= 1, got {text}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with the project's error form: one line naming the problem (``llmsim run: error: ...``, the
     usage is in ``--help``), exit status 2."""
@@ -378,8 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("file", help="experiment YAML (its arrival rate is where the search starts)")
     cap.add_argument("--slo", action="append", default=[], metavar="METRIC=MS",
                      help="e.g. p99_ttft_ms=500 or ttft_p99_ms=500 (repeatable)")
-    cap.add_argument("--attainment", type=float, help="require this share of requests within the limits instead")
-    cap.add_argument("--tolerance", type=float, default=0.02, help="relative width of the final bracket")
+    cap.add_argument("--attainment", type=_share,
+                     help="require this share of requests within the limits instead (0 < share <= 1)")
+    cap.add_argument("--tolerance", type=_open_fraction, default=0.02,
+                     help="relative width of the final bracket (0 < tolerance < 1)")
     cap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a field")
     cap.set_defaults(func=_cmd_capacity)
 

@@ -35,8 +35,10 @@ from pydantic import Field
 
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.loader import apply_overrides, load_spec, resolve_base
-from simulator.config.schema import Strict
+from simulator.config.schema import MAX_SEED, Strict
 from simulator.errors import ConfigError, LLMSimError
+
+MAX_POINTS = 100_000  # points of one sweep (grid × zip × replicates), checked before anything is expanded
 
 
 class SweepRange(Strict):
@@ -44,9 +46,13 @@ class SweepRange(Strict):
     stop: float
     step: float = Field(gt=0)
 
+    @property
+    def count(self) -> int:
+        return max(math.floor((self.stop - self.start) / self.step + 1e-9) + 1, 0)
+
     def values(self) -> list[float]:
         """start, start + step, … up to and including stop (within rounding); integers stay integers."""
-        count = math.floor((self.stop - self.start) / self.step + 1e-9) + 1
+        count = self.count
         values = [self.start + i * self.step for i in range(max(count, 0))]
         if all(float(v).is_integer() for v in (self.start, self.step)):
             return [int(v) for v in values]
@@ -60,7 +66,11 @@ class SweepConfig(Strict):
     base: dict[str, Any] | str
     grid: dict[str, Axis] = Field(default_factory=dict)
     zip: dict[str, Axis] = Field(default_factory=dict)
-    replicates: int = Field(default=1, ge=1)
+    replicates: int = Field(default=1, ge=1, le=MAX_POINTS)
+
+
+def _size(values: Axis) -> int:
+    return values.count if isinstance(values, SweepRange) else len(values)
 
 
 def _axis(values: Axis, where: str) -> list[Any]:
@@ -90,6 +100,14 @@ def _overrides(values: dict[str, Any]) -> list[str]:
 
 def expand(spec: SweepConfig, base: dict[str, Any], base_dir: Path | None = None, where: str = "sweep") -> list[Point]:
     """Every point of a sweep, validated (one-line errors naming the point's values)."""
+    zip_size = max((_size(v) for v in spec.zip.values()), default=1)
+    total = math.prod(_size(v) for v in spec.grid.values()) * zip_size * spec.replicates
+    if total > MAX_POINTS:
+        raise ConfigError(f"{where}: {total:,} points (grid × zip × replicates) is beyond the limit of "
+                          f"{MAX_POINTS:,}; split the sweep")
+    seed = base.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{where}: base seed must be an integer in [0, 2^63), got {seed!r}")
     grid = {path: _axis(values, f"{where}: grid.{path}") for path, values in spec.grid.items()}
     zipped = {path: _axis(values, f"{where}: zip.{path}") for path, values in spec.zip.items()}
     lengths = {len(v) for v in zipped.values()}
@@ -97,7 +115,7 @@ def expand(spec: SweepConfig, base: dict[str, Any], base_dir: Path | None = None
         raise ConfigError(f"{where}: zip axes must have equal lengths, got {sorted(lengths)}")
     zip_rows = [dict(zip(zipped, row, strict=True)) for row in zip(*zipped.values(), strict=True)] or [{}]
     grid_rows = [dict(zip(grid, row, strict=True)) for row in itertools.product(*grid.values())]
-    base_seed = int(base.get("seed", 0))
+    base_seed = seed
     seeds = [base_seed] if spec.replicates == 1 else [
         int(child.generate_state(1)[0]) for child in np.random.SeedSequence(base_seed).spawn(spec.replicates)
     ]

@@ -295,3 +295,34 @@ def test_plug_ins_that_fail_to_import_are_one_line_and_the_standard_library_is_n
 def test_an_empirical_length_file_that_is_a_folder_is_one_line(tmp_path, capsys):
     _one_line_error(capsys, ["run", "--set", f"workload.input_tokens={{kind: empirical, path: '{tmp_path}', "
                                              "column: x}"], f"empirical lengths: cannot read {tmp_path}")
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["capacity", "experiments/quickstart.yaml", "--slo", "ttft_ms=100", "--tolerance", "-1"],
+     "argument --tolerance: must be between 0 and 1 (exclusive), got -1"),
+    (["capacity", "experiments/quickstart.yaml", "--slo", "ttft_ms=100", "--attainment", "2"],
+     "argument --attainment: must be > 0 and <= 1, got 2"),
+])
+def test_command_line_arguments_out_of_range_are_one_line(argv, expected, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.count("\n") == 1 and expected in err
+
+
+@pytest.mark.parametrize(("sweep", "expected"), [
+    ({"grid": {"workload.arrival.rate": {"start": 1, "stop": 2, "step": 1e-9}}}, "is beyond the limit of 100,000"),
+    ({"grid": {"seed": list(range(1000))}, "replicates": 1000}, "1,000,000 points"),
+    ({"grid": {"workload.arrival.rate": {"start": 1, "stop": ".inf", "step": 1}}}, "finite number"),
+    ({"base_seed": "text"}, "base seed must be an integer"),
+    ({"base_seed": 1.5, "replicates": 2}, "base seed must be an integer"),
+    ({"base_seed": -3, "replicates": 2}, "base seed must be an integer"),
+])
+def test_sweeps_beyond_the_limits_or_with_bad_seeds_fail_before_anything_runs(sweep, expected, tmp_path, capsys):
+    base = experiment()
+    if "base_seed" in sweep:
+        base["seed"] = sweep.pop("base_seed")
+    text = yaml.safe_dump({"base": base, **{"grid": {"seed": [1]}, **sweep}})
+    path = _file(tmp_path, text.replace("'.inf'", ".inf"), "sweep.yaml")
+    _one_line_error(capsys, ["sweep", path, "--out", str(tmp_path / "out")], expected)
+    assert not (tmp_path / "out" / "index.parquet").exists()
