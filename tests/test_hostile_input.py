@@ -326,3 +326,20 @@ def test_sweeps_beyond_the_limits_or_with_bad_seeds_fail_before_anything_runs(sw
     path = _file(tmp_path, text.replace("'.inf'", ".inf"), "sweep.yaml")
     _one_line_error(capsys, ["sweep", path, "--out", str(tmp_path / "out")], expected)
     assert not (tmp_path / "out" / "index.parquet").exists()
+
+
+def test_set_addresses_list_elements_and_names_missing_ones(tmp_path, capsys):
+    import json
+
+    data = experiment(workload={"num_requests": 40, "arrival": {"kind": "poisson", "rate": 5.0},
+                                "classes": [{"name": "a", "share": 1, "input_tokens": {"kind": "fixed", "value": 10},
+                                             "output_tokens": {"kind": "fixed", "value": 2}},
+                                            {"name": "b", "share": 1, "input_tokens": {"kind": "fixed", "value": 10},
+                                             "output_tokens": {"kind": "fixed", "value": 2}}]})
+    path = _file(tmp_path, yaml.safe_dump(data))
+    code, out, err = _cli(capsys, "run", path, "--json", "--set", "workload.classes[1].share=3")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["b.num_requests"] > summary["a.num_requests"]  # 3 : 1
+    _one_line_error(capsys, ["run", path, "--set", "workload.classes[5].share=3"],
+                    "workload.classes[5]: no such element (a list of 2)")

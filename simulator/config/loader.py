@@ -12,6 +12,7 @@ server's kind takes the server's values for the keys it does not set. A section 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,19 +45,51 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
+_INDEXED = re.compile(r"^(.+?)((?:\[\d+\])+)$")
+
+
+def _steps(keys: list[str]) -> list[str | int]:
+    """Dotted keys with list indexes split out: ``classes[0]`` -> "classes", 0."""
+    steps: list[str | int] = []
+    for key in keys:
+        match = _INDEXED.match(key)
+        if match is None:
+            steps.append(key)
+        else:
+            steps.append(match.group(1))
+            steps.extend(int(i) for i in re.findall(r"\d+", match.group(2)))
+    return steps
+
+
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """A copy of ``data`` with each ``dotted.key=value`` set (intermediate mappings are created)."""
+    """A copy of ``data`` with each ``dotted.key=value`` set (intermediate mappings are created); ``name[i]``
+    addresses element i of an existing list (``workload.classes[0].share=2``)."""
     result = copy.deepcopy(data)
     for text in overrides:
         keys, value = parse_override(text)
-        node = result
-        for depth, key in enumerate(keys[:-1]):
-            child = node.setdefault(key, {})
-            if not isinstance(child, dict):
-                where = ".".join(keys[: depth + 1])
+        steps = _steps(keys)
+        node: Any = result
+        for depth, step in enumerate(steps[:-1]):
+            where = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in steps[: depth + 1]).lstrip(".")
+            if isinstance(step, int):
+                if not isinstance(node, list) or step >= len(node):
+                    size = f"a list of {len(node)}" if isinstance(node, list) else "not a list"
+                    raise ConfigError(f"--set {text!r}: {where}: no such element ({size})")
+                node = node[step]
+                continue
+            child = node.setdefault(step, {})
+            if not isinstance(child, dict | list):
                 raise ConfigError(f"--set {text!r}: {where} is {child!r}, not a mapping")
             node = child
-        node[keys[-1]] = value
+        last = steps[-1]
+        if isinstance(last, int):
+            if not isinstance(node, list) or last >= len(node):
+                raise ConfigError(f"--set {text!r}: no such element [{last}]")
+            node[last] = value
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {text!r}: {'.'.join(keys[:-1])} is a list; address an element as [i]")
+        else:
+            node[last] = value
     return result
 
 
