@@ -105,9 +105,17 @@ class Replica:
 
     @property
     def kv_load(self) -> float:
-        """Fraction of the KV pool in use."""
+        """Fraction of the KV pool in use now: within a closed-form run of decode steps, after the steps completed
+        by now (as one-step-at-a-time simulation would have it), not as of the run's start."""
         kv = self.scheduler.kv
-        return 1 - kv.free_blocks / kv.num_blocks
+        free = kv.free_blocks
+        if self._busy and self._steps > 1:
+            a, c, size, context_sum0 = self._run
+            elapsed = self.env.now - self._start
+            k = steps_done_by(a, c, size, context_sum0, elapsed, self._steps)
+            completed = k if decode_run_time(a, c, size, context_sum0, k) <= elapsed else k - 1
+            free = kv.free_blocks_after_growth(completed)
+        return 1 - free / kv.num_blocks
 
     # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:

@@ -99,6 +99,11 @@ class KVAllocator(ABC):
     @abstractmethod
     def max_grow(self, limit: int) -> int: ...
 
+    def free_blocks_after_growth(self, n: int) -> int:
+        """Free blocks once every growing sequence has taken ``n`` more tokens (allocators that reserve a
+        sequence's room up front: unchanged)."""
+        return self.free_blocks
+
     def can_grow_one(self) -> bool:
         """Whether every growing sequence can take one more token now."""
         return self.max_grow(1) == 1

@@ -106,6 +106,9 @@ class PagedAllocator(LazyGrowth, KVAllocator):
         q, m = divmod(n, self.block_size)
         return len(self._base) * q + (self._slack_below(m) if m else 0)
 
+    def free_blocks_after_growth(self, n: int) -> int:
+        return self.free_blocks - self._extra_blocks(n)
+
     def grow(self, n: int) -> None:
         needed = self._extra_blocks(n)
         if needed > self.free_blocks:
