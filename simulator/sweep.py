@@ -247,6 +247,8 @@ def run_points(
     finally:
         bar.close()
     frame = pd.DataFrame(sorted(rows, key=lambda row: row["point"]))
+    leading = list(dict.fromkeys(["point", *(points[0].values if points else {}), "seed", "error"]))
+    frame = frame[[*leading, *sorted(c for c in frame.columns if c not in leading)]]  # the same after a resume
     if folder is not None:
         temporary = folder / ".index.parquet.tmp"
         frame.to_parquet(temporary, index=False)

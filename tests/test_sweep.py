@@ -172,3 +172,13 @@ def test_sweeps_are_byte_identical_serial_and_parallel_whatever_the_blas_threads
     for name in ("index.parquet", "point-00000/summary.json", "point-00001/summary.json",
                  "point-00001/requests.parquet"):
         assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "parallel" / name).read_bytes(), name
+
+
+def test_index_columns_keep_their_order_after_a_resume(tmp_path):
+    points = load_sweep(_sweep_file(tmp_path, grid={"seed": [1, 2]}))
+    out = tmp_path / "out"
+    run_points(points, out)
+    first = pd.read_parquet(out / "index.parquet")
+    resumed = run_points(points, out)  # every point read back from its summary.json
+    assert list(resumed.columns) == list(first.columns) == list(pd.read_parquet(out / "index.parquet").columns)
+    assert list(first.columns[:3]) == ["point", "seed", "error"]
