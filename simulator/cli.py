@@ -310,6 +310,7 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise LLMSimError(f"convert-trace: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     trace = read_trace(config)
+    _check_output_file(Path(args.output), "convert-trace OUTPUT")
     write_trace(trace, args.output)
     skipped = f", {trace.skipped} malformed rows skipped" if trace.skipped else ""
     print(f"wrote {args.output}: {len(trace.arrival_s):,} requests{skipped}", file=sys.stderr)

@@ -343,3 +343,26 @@ def test_set_addresses_list_elements_and_names_missing_ones(tmp_path, capsys):
     assert summary["b.num_requests"] > summary["a.num_requests"]  # 3 : 1
     _one_line_error(capsys, ["run", path, "--set", "workload.classes[5].share=3"],
                     "workload.classes[5]: no such element (a list of 2)")
+
+
+def test_plot_of_a_truncated_run_folder_and_convert_trace_into_a_folder_are_one_line(tmp_path, capsys):
+    run = tmp_path / "killed"
+    run.mkdir()
+    (run / "requests.parquet").write_bytes(b"PAR1 cut off by kill -9")
+    _one_line_error(capsys, ["plot", str(run)], "requests.parquet: not a complete Parquet file")
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n")
+    _one_line_error(capsys, ["convert-trace", str(trace), str(tmp_path)], "is a folder; give a file name")
+
+
+def test_a_decode_router_plug_in_resolves_beside_the_experiment_and_its_errors_name_it(tmp_path, capsys):
+    (tmp_path / "mine.py").write_text("from simulator.cluster.router import Router\n\n"
+                                      "class First(Router):\n    def route(self, request):\n        return 0\n")
+    cluster = {"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 2},
+               "decode_router": {"kind": "mine.py:First"}}
+    path = _file(tmp_path, yaml.safe_dump(experiment(cluster=cluster)))
+    code, _, err = _cli(capsys, "run", path)
+    assert code == 0, err
+    cluster["decode_router"] = {"kind": "mine.py:Missing"}
+    path = _file(tmp_path, yaml.safe_dump(experiment(cluster=cluster)))
+    _one_line_error(capsys, ["run", path], "cluster.decode_router: cannot import")

@@ -20,7 +20,7 @@ from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
 from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model, load_engine
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_cache_bytes, kv_dtype
 from simulator.observe import Observer
 from simulator.recorder import Recorder
@@ -73,10 +73,14 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
     return max_model_len, batched
 
 
-def _router(config: ExperimentConfig, router_config, replicas: list[Replica], stream: int) -> Router:
-    cls = ROUTERS.get(router_config.kind)
+def _router(config: ExperimentConfig, router_config, replicas: list[Replica], stream: int,
+            field: str = "cluster.router") -> Router:
+    try:
+        cls = ROUTERS.get(router_config.kind)
+    except LLMSimError as exc:  # name the field the kind came from (router or decode_router)
+        raise LLMSimError(str(exc).replace("cluster.router", field, 1)) from None
     if not (isinstance(cls, type) and issubclass(cls, Router)):
-        raise ConfigError(f"cluster.router.kind: {router_config.kind!r} is not a subclass of "
+        raise ConfigError(f"{field}.kind: {router_config.kind!r} is not a subclass of "
                           "simulator.cluster.router.Router")
     return cls(replicas, router_config, np.random.default_rng(np.random.SeedSequence([config.seed, stream])))
 
@@ -179,8 +183,9 @@ def simulate(
     enter = None
     if cluster.kind == "disaggregated":
         decode = pools[1]
+        decode_router = _router(config, cluster.decode_router, decode.replicas, 2, "cluster.decode_router")
         handoff = PrefillToDecode(
-            env, decode.replicas, _router(config, cluster.decode_router, decode.replicas, 2), cluster.transfer,
+            env, decode.replicas, decode_router, cluster.transfer,
             kv_cache_bytes(model.num_layers, model.num_kv_heads, model.head_dim,
                            kv_dtype(config.kv_cache.dtype, config.dtype), 1, 1),
             model.num_layers, recorder,

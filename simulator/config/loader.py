@@ -111,8 +111,8 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
     for section in (workload.get("trace"), workload.get("input_tokens"), workload.get("output_tokens")):
         if isinstance(section, dict) and isinstance(section.get("path"), str):
             section["path"] = _resolve(section["path"], base_dir)
-    router = cluster.get("router") if isinstance(cluster, dict) else None
-    for section in (data.get("scheduler"), router):
+    routers = [cluster.get(key) for key in ("router", "decode_router")] if isinstance(cluster, dict) else []
+    for section in (data.get("scheduler"), *routers):
         if isinstance(section, dict) and isinstance(section.get("kind"), str) and ".py:" in section["kind"]:
             path, _, cls = section["kind"].rpartition(":")
             section["kind"] = f"{_resolve(path, base_dir)}:{cls}"

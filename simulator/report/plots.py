@@ -96,17 +96,25 @@ def plot_folder(folder: str | Path) -> list[Path]:
 
     folder = Path(folder)
     figures: dict[str, Figure] = {}
+
+    def read(name: str) -> pd.DataFrame:
+        try:
+            return pd.read_parquet(folder / name)
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError: a truncated or foreign file
+            raise LLMSimError(f"{folder / name}: not a complete Parquet file ({str(exc).splitlines()[0][:100]})"
+                              ) from None
+
     if (folder / "requests.parquet").is_file():
-        requests = pd.read_parquet(folder / "requests.parquet")
+        requests = read("requests.parquet")
         if "ttft_ms" not in requests:
             requests = add_latency_columns(requests, SLOConfig())
         figures["latency_cdfs"] = latency_cdfs(requests)
     if (folder / "timeline.parquet").is_file():
-        figures["timeline"] = timeline_figure(pd.read_parquet(folder / "timeline.parquet"))
+        figures["timeline"] = timeline_figure(read("timeline.parquet"))
     if (folder / "iterations.parquet").is_file():
-        figures["phases"] = phase_shares(pd.read_parquet(folder / "iterations.parquet"))
+        figures["phases"] = phase_shares(read("iterations.parquet"))
     if (folder / "index.parquet").is_file():
-        figures["sweep"] = sweep_curves(pd.read_parquet(folder / "index.parquet"))
+        figures["sweep"] = sweep_curves(read("index.parquet"))
     if not figures:
         raise LLMSimError(f"{folder}: nothing to plot (no requests, timeline, iterations or index parquet)")
     out = folder / "plots"
