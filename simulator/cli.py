@@ -482,6 +482,10 @@ def main(argv: list[str] | None = None) -> int:
     except LLMSimError as exc:
         print(f"llmsim: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file name or place the system refuses (too long, no permission, ...)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"llmsim: error: {_one_line(where + (exc.strerror or str(exc)))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

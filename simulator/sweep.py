@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -148,11 +149,23 @@ def _finished_with(folder: Path, config_text: str) -> bool:
         return False
 
 
-def run_point(point: Point, out: Path | None) -> dict[str, Any]:
+class Orphaned(Exception):
+    """The sweep process that started this worker is gone: its results would be written for nobody."""
+
+
+def _check_parent(parent_pid: int | None) -> None:
+    if parent_pid is not None and os.getppid() != parent_pid:
+        raise Orphaned(f"the sweep process {parent_pid} is gone")
+
+
+def run_point(point: Point, out: Path | None, parent_pid: int | None = None) -> dict[str, Any]:
     """Simulate one point (writing its folder when ``out`` is given); returns its index row. A failure is
-    recorded in the row's ``error`` and, with ``out``, in ``error.txt``."""
+    recorded in the row's ``error`` and, with ``out``, in ``error.txt``. A worker process passes the sweep's
+    ``parent_pid``: once that process is gone (killed), the worker stops instead of writing into a folder that a
+    rerun may be using."""
     from simulator.api import config_yaml, run
 
+    _check_parent(parent_pid)
     row = {"point": point.index, **point.values, "seed": point.seed, "error": ""}
     folder = out / point.name if out is not None else None
     if folder is not None and _finished_with(folder, config_yaml(point.config)):
@@ -166,12 +179,19 @@ def run_point(point: Point, out: Path | None) -> dict[str, Any]:
         row.update(result.summary)
         if temporary is not None:
             result.save(temporary)
+    except Orphaned:
+        raise
     except Exception as exc:  # one point's failure is recorded, and the sweep goes on
         row["error"] = f"{type(exc).__name__}: {exc}"
         if temporary is not None:
             (temporary / "config.yaml").write_text(config_yaml(point.config))
             (temporary / "error.txt").write_text(row["error"] + "\n")
     if temporary is not None:
+        try:
+            _check_parent(parent_pid)
+        except Orphaned:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
         shutil.rmtree(folder, ignore_errors=True)  # a failed earlier attempt
         temporary.rename(folder)
     return row
@@ -187,7 +207,8 @@ def _run_local(points: list[Point], out: Path | None, jobs: int, progress) -> li
     from joblib import Parallel, delayed
 
     rows = []
-    for row in Parallel(n_jobs=jobs, return_as="generator")(delayed(run_point)(p, out) for p in points):
+    parent = os.getpid()  # the workers' parent: they stop when it is gone
+    for row in Parallel(n_jobs=jobs, return_as="generator")(delayed(run_point)(p, out, parent) for p in points):
         rows.append(row)
         progress.update(1)
     return rows

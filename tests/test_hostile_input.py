@@ -366,3 +366,10 @@ def test_a_decode_router_plug_in_resolves_beside_the_experiment_and_its_errors_n
     cluster["decode_router"] = {"kind": "mine.py:Missing"}
     path = _file(tmp_path, yaml.safe_dump(experiment(cluster=cluster)))
     _one_line_error(capsys, ["run", path], "cluster.decode_router: cannot import")
+
+
+@pytest.mark.parametrize("option", ["model", "hardware", "file"])
+def test_file_names_the_system_refuses_are_one_line(option, capsys):
+    long = "a" * 300 + ".yaml"
+    argv = ["run", long] if option == "file" else ["run", "--set", f"{option}={long}"]
+    _one_line_error(capsys, argv, "File name too long")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -182,3 +183,18 @@ def test_index_columns_keep_their_order_after_a_resume(tmp_path):
     resumed = run_points(points, out)  # every point read back from its summary.json
     assert list(resumed.columns) == list(first.columns) == list(pd.read_parquet(out / "index.parquet").columns)
     assert list(first.columns[:3]) == ["point", "seed", "error"]
+
+
+def test_a_worker_whose_sweep_process_is_gone_writes_nothing(tmp_path):
+    """After kill -9 of ``sweep --jobs N`` its workers live on (parent PID 1); they must not rename points into a
+    folder that a rerun is using."""
+    from simulator.sweep import Orphaned, run_point
+
+    point = load_sweep(_sweep_file(tmp_path, grid={"seed": [1]}))[0]
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(Orphaned):
+        run_point(point, out, parent_pid=-1)  # not this process's parent: as if the sweep had died
+    assert list(out.iterdir()) == []
+    assert run_point(point, out, parent_pid=os.getppid())["error"] == ""  # the live parent: runs as usual
+    assert (out / "point-00000" / "summary.json").is_file()
