@@ -93,3 +93,80 @@ def test_random_overrides_run_or_fail_in_one_line(capsys, overrides):
         assert code == 2, (argv, err)
         assert err.startswith(("llmsim: error: ", "llmsim run: error: ")) and err.count("\n") == 1, (argv, err)
         assert len(err) < 2000, (argv, err)
+
+
+CSV_HEADERS = {
+    "processed": "arrived_at,num_prefill_tokens,num_decode_tokens",
+    "azure": "TIMESTAMP,ContextTokens,GeneratedTokens",
+    "burstgpt": "Timestamp,Model,Request tokens,Response tokens",
+}
+FIELD = st.one_of(st.integers(-5, 10**22).map(str), st.floats(allow_nan=True, allow_infinity=True).map(str),
+                  st.text(max_size=8), st.sampled_from(['"', '"10', "1e999", "2023-11-16 18:15:46.68", "", " 5 "]))
+JSON_VALUE = st.recursive(st.one_of(st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.booleans(),
+                                    st.none(), st.text(max_size=6)),
+                          lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                  st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                          max_leaves=8)
+
+
+def _run_case(capsys, argv):
+    """Run the CLI under the time bound; the result as (exit code, out, err)."""
+    capsys.readouterr()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(SECONDS_PER_CASE)
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    except CaseTimeout:
+        pytest.fail(f"no answer within {SECONDS_PER_CASE} s: {argv}")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, argv
+    if code == 0:
+        summary = json.loads(out)
+        assert summary["completed"] + summary["num_rejected"] == summary["num_requests"], argv
+    else:
+        assert code == 2 and err.count("\n") == 1 and len(err) < 2000, (argv, err)
+    return code, out, err
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
+@settings(max_examples=max(EXAMPLES // 5, 20), deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(fmt=st.sampled_from([*CSV_HEADERS, "mooncake"]), rows=st.lists(st.lists(FIELD, min_size=2, max_size=5),
+                                                                      max_size=6),
+       skip_bad=st.booleans(), garbage=st.binary(max_size=12))
+def test_random_trace_files_run_or_fail_in_one_line(tmp_path_factory, capsys, fmt, rows, skip_bad, garbage):
+    folder = tmp_path_factory.mktemp("trace")
+    if fmt == "mooncake":
+        lines = [json.dumps(dict(zip(["timestamp", "input_length", "output_length", "hash_ids"], row,
+                                     strict=False))) for row in rows]
+        path = folder / "t.jsonl"
+    else:
+        lines = [CSV_HEADERS[fmt], *(",".join(row) for row in rows)]
+        path = folder / "t.csv"
+    path.write_bytes("\n".join(lines).encode() + b"\n" + garbage)
+    _run_case(capsys, ["run", "--json", "--set", "workload.arrival=null", "--set", "workload.input_tokens=null",
+                       "--set", "workload.output_tokens=null", "--set", "workload.num_requests=null",
+                       "--set", f"workload.trace={json.dumps({'path': str(path), 'skip_bad': skip_bad})}"])
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
+@settings(max_examples=max(EXAMPLES // 5, 20), deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(changes=st.dictionaries(st.sampled_from(["num_hidden_layers", "hidden_size", "num_attention_heads",
+                                                "num_key_value_heads", "head_dim", "intermediate_size",
+                                                "vocab_size", "max_position_embeddings", "num_local_experts",
+                                                "num_experts_per_tok", "model_type", "sliding_window",
+                                                "quantization_config", "tie_word_embeddings"]),
+                               JSON_VALUE, max_size=4))
+def test_random_hugging_face_configs_run_or_fail_in_one_line(tmp_path_factory, capsys, changes):
+    config = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 64,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+              "max_position_embeddings": 4096, **changes}
+    path = tmp_path_factory.mktemp("model") / "m_config.json"
+    path.write_text(json.dumps(config))
+    _run_case(capsys, ["run", "--json", "--set", f"model={path}", "--set", "workload.num_requests=10"])

@@ -136,15 +136,17 @@ def unmodelled_features(config: dict[str, Any]) -> list[str]:
         features.append("multi-head latent attention (kv_lora_rank)")
     if any(key in config for key in ("shared_expert_intermediate_size", "n_shared_experts", "moe_intermediate_size")):
         features.append("fine-grained or shared-expert mixture-of-experts (moe_intermediate_size / shared experts)")
-    if any(t != "full_attention" for t in config.get("layer_types") or []) or (
+    layer_types = config.get("layer_types") or []
+    if not isinstance(layer_types, list) or any(t != "full_attention" for t in layer_types) or (
         config.get("sliding_window") and config.get("use_sliding_window", True)
     ):
         features.append("sliding-window attention layers (sliding_window / layer_types)")
     if "hybrid_override_pattern" in config or config.get("attention_chunk_size"):
         features.append("hybrid state-space or chunked attention layers")
-    method = (config.get("quantization_config") or {}).get("quant_method", "")
+    quantization = config.get("quantization_config") or {}
+    method = quantization.get("quant_method", "") if isinstance(quantization, dict) else quantization
     if method and method not in ("fp8",):
-        features.append(f"{method} quantisation (quantization_config)")
+        features.append(f"{str(method)[:40]} quantisation (quantization_config)")
     return features
 
 
@@ -166,6 +168,10 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str) -> ModelS
     features = unmodelled_features(config)
     if features:
         raise LLMSimError(f"{where}: not modelled yet: {'; '.join(features)}")
+    for key in ("model_type", "sliding_window", "use_sliding_window", "tie_word_embeddings"):
+        value = config.get(key)
+        if isinstance(value, list | dict):
+            raise LLMSimError(f"{where}: {key} must be a single value, got {str(value)[:60]}")
     heads, hidden = _count(config, "num_attention_heads", where), _count(config, "hidden_size", where)
     if hidden % heads and config.get("head_dim") is None:
         raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
