@@ -170,3 +170,43 @@ def test_random_hugging_face_configs_run_or_fail_in_one_line(tmp_path_factory, c
     path = tmp_path_factory.mktemp("model") / "m_config.json"
     path.write_text(json.dumps(config))
     _run_case(capsys, ["run", "--json", "--set", f"model={path}", "--set", "workload.num_requests=10"])
+
+
+AXIS = st.one_of(st.lists(SCALARS, max_size=3),
+                 st.fixed_dictionaries({"start": SCALARS, "stop": SCALARS, "step": SCALARS}), SCALARS)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
+@settings(max_examples=max(EXAMPLES // 10, 20), deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(grid=st.dictionaries(st.sampled_from(["seed", "workload.arrival.rate", "scheduler.max_num_seqs",
+                                             "workload.num_requests", "cluster.replicas", "nonsense.key"]),
+                            AXIS, max_size=2),
+       replicates=st.one_of(st.integers(-2, 4), SCALARS), seed=SCALARS)
+def test_random_sweep_files_run_or_fail_in_one_line(tmp_path_factory, capsys, grid, replicates, seed):
+    folder = tmp_path_factory.mktemp("sweep")
+    base = {"name": "fuzz", "seed": seed, "model": "llama-3-8b", "hardware": "h100-sxm",
+            "cost_model": {"kind": "linear", "prefill_ms_per_token": 0.1, "decode_ms_per_step": 5.0},
+            "workload": {"num_requests": 5, "arrival": {"kind": "poisson", "rate": 10.0},
+                         "input_tokens": {"kind": "fixed", "value": 20},
+                         "output_tokens": {"kind": "fixed", "value": 3}}}
+    (folder / "s.yaml").write_text(json.dumps({"base": base, "grid": grid, "replicates": replicates}))
+    capsys.readouterr()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(SECONDS_PER_CASE)
+    try:
+        code = main(["sweep", str(folder / "s.yaml"), "--out", str(folder / "out"), "--no-progress"])
+    except SystemExit as exc:
+        code = exc.code
+    except CaseTimeout:
+        pytest.fail(f"no answer within {SECONDS_PER_CASE} s: {grid}, {replicates}, {seed}")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    _, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if code == 2:  # refused before anything ran
+        assert err.count("\n") == 1 and not (folder / "out" / "index.parquet").exists(), err
+    else:  # ran: every point is in the index, finished or with its error
+        assert code in (0, 1), err
+        assert (folder / "out" / "index.parquet").is_file()

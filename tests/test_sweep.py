@@ -79,15 +79,19 @@ def test_sweep_api_is_deterministic_across_jobs():
 
 
 def test_ray_backend_gives_the_same_results(tmp_path):
+    """Byte-identical outputs: the index, every point's summary and request table."""
     ray = pytest.importorskip("ray")
     points = load_sweep(_sweep_file(tmp_path, grid={"workload.arrival.rate": [5, 40]}))
-    local = run_points(points, jobs=1)
+    local = run_points(points, tmp_path / "local", jobs=1)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        remote = run_points(points, backend="ray")
+        remote = run_points(points, tmp_path / "ray", backend="ray")
     finally:
         ray.shutdown()
     pd.testing.assert_frame_equal(local, remote)
+    for name in ("index.parquet", "point-00000/summary.json", "point-00001/summary.json",
+                 "point-00001/requests.parquet"):
+        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "ray" / name).read_bytes(), name
 
 
 def test_sweep_command(tmp_path, capsys):

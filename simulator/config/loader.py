@@ -77,6 +77,9 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
                     raise ConfigError(f"--set {text!r}: {where}: no such element ({size})")
                 node = node[step]
                 continue
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text!r}: {where.rpartition('.')[0] or where} is a list; address an "
+                                  "element as [i]")
             child = node.setdefault(step, {})
             if not isinstance(child, dict | list):
                 raise ConfigError(f"--set {text!r}: {where} is {child!r}, not a mapping")
