@@ -373,3 +373,8 @@ def test_file_names_the_system_refuses_are_one_line(option, capsys):
     long = "a" * 300 + ".yaml"
     argv = ["run", long] if option == "file" else ["run", "--set", f"{option}={long}"]
     _one_line_error(capsys, argv, "File name too long")
+
+
+def test_duplicate_keys_in_a_json_config_are_refused(tmp_path, capsys):
+    path = _file(tmp_path, '{"num_hidden_layers": 2, "num_hidden_layers": 4}', "dup_config.json")
+    _one_line_error(capsys, ["run", "--set", f"model={path}"], "duplicate key 'num_hidden_layers'")

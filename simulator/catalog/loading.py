@@ -30,12 +30,22 @@ def read_text(path: Path) -> str:
     return text
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a repeated key (the last would silently win)."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise YAMLInputError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
 def read_mapping(path: Path) -> dict[str, Any]:
     """Parse a YAML or JSON file that must hold a mapping (YAML read by :mod:`simulator.catalog.yaml_text`);
     errors name ``file:line``."""
     text = read_text(path)
     try:
-        data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys) if path.suffix == ".json" else load_yaml(text)
     except json.JSONDecodeError as exc:
         raise LLMSimError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     except (RecursionError, ValueError) as exc:  # YAMLInputError; JSON nested too deep or an over-long integer
