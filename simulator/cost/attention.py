@@ -4,11 +4,12 @@ Per layer, with ``H`` query heads and ``G`` KV heads on the GPU, head dimension 
 16-bit queries and outputs, and a sliding window ``w`` (0 = full attention), every kernel costs the smooth maximum
 (p = the hardware's ``gemm_knee``) of its compute and memory times plus ``attention_overhead_us``:
 
-- prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs
-  Σ_i min(c + i, w) over the new tokens i = 1..q (= q·c + q(q+1)/2 without a window); FLOPs 4·H·d per pair at
+- prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt
+  of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); FLOPs 4·H·d per pair at
   ``attention_efficiency`` × the 16-bit peak; bytes q·d·(4H + 2G·v) (queries in, outputs out, the chunk's K/V) plus
-  the cached K/V read, min(c, w)·2G·d·v, at ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is
-  parallel over query blocks × heads and does not stream at full bandwidth);
+  the cached K/V read, c·2G·d·v, at ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is parallel over
+  query blocks × heads and does not stream at full bandwidth). The roofline prices full attention only: models with
+  sliding-window layers are refused by the importer (:func:`simulator.catalog.models.unmodelled_features`);
 - decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 4·H·d·S at ``decode_attention_efficiency`` × the
   16-bit peak (no tensor-core-sized tiles at one query row), bytes 2·G·d·v·S at the streaming
   ``bandwidth_efficiency``, plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel
