@@ -323,7 +323,7 @@ def test_attention_time_by_hand():
     """H100 (Hopper fit: prefill at 0.54 of 989.4 TFLOP/s, its queries/outputs/K/V at 0.25 of 3.35 TB/s; decode
     FLOPs at 0.11 of the peak, KV reads at 0.85 of the bandwidth, 20.6 ns per sequence and KV head; 12.6 µs per
     kernel; smooth maximum p = 2)."""
-    from simulator.cost.attention import attention_time
+    from simulator.cost import attention_time  # the public name
 
     peak, bw = 989.4e12, 3350e9
     h, g, d = 32, 8, 128

@@ -2,6 +2,7 @@
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.config.schema import ExperimentConfig
+from simulator.cost.attention import attention_time
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape, decode_run_time
 from simulator.cost.collectives import collective_time
 from simulator.cost.engine import EngineProfile, load_engine
@@ -17,5 +18,5 @@ def build_cost_model(config: ExperimentConfig, model: ModelSpec, hardware: Hardw
 
 __all__ = [
     "COST_MODELS", "CostModel", "EngineProfile", "IterationShape", "LinearCostModel", "RooflineCostModel",
-    "build_cost_model", "collective_time", "decode_run_time", "gemm_time", "load_engine",
+    "attention_time", "build_cost_model", "collective_time", "decode_run_time", "gemm_time", "load_engine",
 ]
