@@ -36,7 +36,7 @@ from simulator.fidelity.kernels import (
 
 
 def _steps(low: float, high: float, step: float) -> list[float]:
-    return [round(x, 4) for x in np.arange(low, high + step / 2, step)]
+    return [round(float(x), 4) for x in np.arange(low, high + step / 2, step)]
 
 
 GEMM_GRID: dict[str, list[float]] = {
