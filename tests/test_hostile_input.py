@@ -378,3 +378,16 @@ def test_file_names_the_system_refuses_are_one_line(option, capsys):
 def test_duplicate_keys_in_a_json_config_are_refused(tmp_path, capsys):
     path = _file(tmp_path, '{"num_hidden_layers": 2, "num_hidden_layers": 4}', "dup_config.json")
     _one_line_error(capsys, ["run", "--set", f"model={path}"], "duplicate key 'num_hidden_layers'")
+
+
+@pytest.mark.parametrize(("kind", "text"), [
+    ("hardware", "name: g\nmemory_gib: 80\nmemory_bandwidth_gbps: .inf\npeak_tflops: {bf16: 1, fp16: 1}\n"),
+    ("engine", "name: e\nper_iteration_ms: .nan\n"),
+    ("model", "name: m\nnum_layers: 2\nhidden_size: 64\nnum_heads: 4\nnum_kv_heads: 4\nhead_dim: 16\n"
+              "intermediate_size: 128\nvocab_size: 100\nmax_position_embeddings: .inf\n"),
+])
+def test_catalog_files_with_non_finite_numbers_are_one_line(kind, text, tmp_path, capsys):
+    path = _file(tmp_path, text, f"{kind}.yaml")
+    field = {"hardware": "memory_bandwidth_gbps", "engine": "per_iteration_ms", "model": "max_position_embeddings"}
+    err = _one_line_error(capsys, ["run", "--set", f"{kind}={path}", "--set", "workload.num_requests=2"], path)
+    assert f"{field[kind]}: input should be a finite number" in err, err

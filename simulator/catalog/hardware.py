@@ -24,7 +24,7 @@ from simulator.catalog.paths import HARDWARE_DIR
 class PeakTflops(BaseModel):
     """Dense (not sparse) peak tensor throughput per numeric format, TFLOP/s."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     bf16: float = Field(gt=0)
     fp16: float = Field(gt=0)
     fp8: float | None = Field(default=None, gt=0)
@@ -39,7 +39,7 @@ class NodeSpec(BaseModel):
     cross PCIe (``host_link_gbps``); ``pcie``: all traffic over PCIe.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     gpus_per_node: int = Field(default=8, ge=1)
     fabric: Literal["nvswitch", "pairwise", "pcie"] = "nvswitch"
     inter_node_gbps: float = Field(default=25.0, gt=0, description="per-GPU network bandwidth, per direction")
@@ -49,7 +49,7 @@ class CollectiveFit(BaseModel):
     """One NCCL collective on NVSwitch: ``latency_us`` + ``step_latency_us`` · (n − 1) + bus bytes / (link GB/s ×
     ``efficiency``), bus bytes (n − 1)/n of the buffer (see :mod:`simulator.cost.collectives`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     latency_us: float = Field(ge=0)
     step_latency_us: float = Field(ge=0)
     efficiency: float = Field(gt=0, le=1)
@@ -72,7 +72,7 @@ class HardwareSpec(BaseModel):
     activation quantisation; collective latencies. Those the profile leaves out come from its ``generation``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     description: str = ""
     generation: str = Field(default="ampere", description="GPU architecture whose fitted parameters this GPU takes")

@@ -23,7 +23,7 @@ from simulator.errors import LLMSimError
 class ModelSpec(BaseModel):
     """Architecture of a decoder-only transformer (dense)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     num_layers: int = Field(gt=0)
     hidden_size: int = Field(gt=0)

@@ -29,7 +29,7 @@ ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
 
 
 class EngineProfile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     description: str = ""
     per_iteration_ms: float = Field(default=0.0, ge=0)
