@@ -81,7 +81,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(summary_json(result.summary))
     else:
-        print(format_summary(config.name, result.summary))
+        arrival = config.workload.arrival
+        offered = getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
+        print(format_summary(config.name, result.summary, config.slo.model_dump(exclude_none=True) != {}, offered))
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
         print(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}", file=sys.stderr)
@@ -479,6 +481,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (llmsim run | head -1): not an error of the run
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python flushes stdout at exit: let that go nowhere
+        return 0
     except LLMSimError as exc:
         print(f"llmsim: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -142,6 +142,7 @@ def summarize(
         "completed": int(done.sum()),
         "num_rejected": int((~done).sum()),
         "duration_s": duration,
+        **_backlog(columns),
         "request_throughput": per_s(int(done.sum())),
         "output_throughput": per_s(output_tokens),
         "total_token_throughput": per_s(float(columns["input_tokens"][done].sum()) + output_tokens),
@@ -220,6 +221,23 @@ def _class_summary(
         "mean_e2el_ms": pick(latency["e2el_ms"], np.mean), "p99_e2el_ms": pick(latency["e2el_ms"], _p99),
     }
     return {f"{name}.{key}": value for key, value in values.items()}
+
+
+def _backlog(columns: dict[str, np.ndarray]) -> dict[str, int]:
+    """Requests arrived but not finished (queued or running) halfway through the arrivals and at the last arrival:
+    about equal when the server keeps up, growing with the run when it does not (``backlog_end_of_arrivals`` ≈
+    twice ``backlog_mid_arrivals``)."""
+    arrival, finish = np.asarray(columns["arrival_s"], float), np.asarray(columns["finish_s"], float)
+    if arrival.size == 0:
+        return {"backlog_mid_arrivals": 0, "backlog_end_of_arrivals": 0}
+    first, last = float(arrival.min()), float(arrival.max())
+    done = np.where(np.isnan(finish), np.inf, finish)  # rejected requests never finish: they count as arrived only
+    rejected = np.isnan(finish)
+
+    def backlog(t: float) -> int:
+        return int(((arrival <= t) & (done > t) & ~rejected).sum())
+
+    return {"backlog_mid_arrivals": backlog((first + last) / 2), "backlog_end_of_arrivals": backlog(last)}
 
 
 def _p99(values: np.ndarray) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -166,3 +167,47 @@ def test_engine_flag_changes_the_cost(capsys):
     assert json.loads(ideal)["mean_tpot_ms"] < json.loads(default)["mean_tpot_ms"]
     code, _, err = run_cli(capsys, "run", "--engine", "nope")
     assert code == 2 and "unknown engine profile 'nope'" in err
+
+
+def test_the_console_summary_says_when_no_slo_is_set_and_when_the_server_fell_behind(capsys):
+    """No SLO: no '100% attainment'. Poisson arrivals at 40 req/s against a server that completes ~15 (quickstart):
+    the unfinished requests grow through the run (about twice as many at the last arrival as halfway), and the
+    summary warns; at 4 req/s it does not."""
+    code, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=300", "--set", "workload.arrival.rate=40",
+                           "--set", "slo={}")
+    assert code == 0
+    assert "SLO:        none set" in out and "attainment 100.0%" not in out
+    assert "warning: the server fell behind at 40.00 req/s" in out
+    code, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=300", "--set", "workload.arrival.rate=4")
+    assert code == 0 and "warning" not in out and "attainment 100.0%" in out
+
+
+def test_console_columns_never_run_together():
+    """Wide numbers (a 20-minute E2E) widen the columns instead of touching their neighbours."""
+    import simulator
+    from simulator.report import format_summary
+
+    summary = simulator.run(experiment(workload={"num_requests": 5, "arrival": {"kind": "poisson", "rate": 5.0},
+                                                 "input_tokens": {"kind": "fixed", "value": 10},
+                                                 "output_tokens": {"kind": "fixed", "value": 2}})).summary
+    summary.update({"mean_e2el_ms": 1_234_567.89, "median_e2el_ms": 5.0, "p90_e2el_ms": 99_757.81,
+                    "p99_e2el_ms": 103_631.34})
+    row = next(line for line in format_summary("x", summary).splitlines() if line.startswith("E2E"))
+    assert row.split()[1:] == ["1,234,567.89", "5.00", "99,757.81", "103,631.34"]
+
+
+def test_a_reader_that_goes_away_is_not_an_error(monkeypatch, capsys):
+    """``llmsim run | head -1``: the pipe closes while the summary is printed; no traceback, status 0."""
+    import builtins
+    import io
+
+    class ClosedPipe(io.StringIO):
+        def fileno(self):  # main points stdout at /dev/null so the interpreter's last flush goes nowhere
+            return open(os.devnull, "w").fileno()
+
+    def closed(*args, **kwargs):
+        raise BrokenPipeError
+
+    monkeypatch.setattr(builtins, "print", closed)
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    assert main(["run", "--set", "workload.num_requests=5"]) == 0

@@ -12,18 +12,25 @@ def _fmt(value: float, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
-def format_summary(name: str, summary: dict[str, Any]) -> str:
+OVERLOAD_GROWTH = 1.5  # a backlog growing this much over the second half of the arrivals: the server fell behind
+
+
+def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
+                   offered_rate: float | None = None) -> str:
+    """The summary as text. ``slo_given``: whether the experiment set an SLO (else attainment is not shown as
+    100%); ``offered_rate``: the arrival rate asked for (requests/s), to warn when the server did not keep up."""
     s = summary
+    rows = [(label, [_fmt(s[f"{stat}_{key}_ms"], 2) for stat in ("mean", "median", "p90", "p99")])
+            for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2el"))]
+    width = max(10, *(len(cell) + 2 for _, cells in rows for cell in cells))  # columns never run together
     lines = [
         f"== {name} ==",
         f"requests: {s['completed']:,} completed, {s['num_rejected']:,} rejected, of {s['num_requests']:,}"
         f"   duration {_fmt(s['duration_s'], 2)} s   GPUs {s['num_gpus']}",
         "",
-        f"{'latency (ms)':<14}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}",
+        f"{'latency (ms)':<14}" + "".join(f"{h:>{width}}" for h in ("mean", "p50", "p90", "p99")),
     ]
-    for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2el")):
-        row = [s[f"mean_{key}_ms"], s[f"median_{key}_ms"], s[f"p90_{key}_ms"], s[f"p99_{key}_ms"]]
-        lines.append(f"{label:<14}" + "".join(f"{_fmt(v, 2):>10}" for v in row))
+    lines += [f"{label:<14}" + "".join(f"{cell:>{width}}" for cell in cells) for label, cells in rows]
     lines += [
         "",
         f"throughput: {_fmt(s['request_throughput'], 2)} req/s, {_fmt(s['output_throughput'])} output tok/s, "
@@ -35,6 +42,14 @@ def format_summary(name: str, summary: dict[str, Any]) -> str:
         f"external {_fmt(100 * s['kv_external_frac'])}%, cached {_fmt(100 * s['kv_cached_frac'])}%, "
         f"free {_fmt(100 * s['kv_free_frac'])}%; waste {_fmt(100 * s['kv_waste_frac'])}% of the memory in use"
         + (f"; prefix-cache hit rate {_fmt(100 * s['prefix_cache_hit_rate'])}%" if s["prefix_cache_hit_rate"] else ""),
-        f"SLO:        attainment {_fmt(100 * s['slo_attainment'])}%, goodput {_fmt(s['request_goodput'], 2)} req/s",
+        f"SLO:        attainment {_fmt(100 * s['slo_attainment'])}%, goodput {_fmt(s['request_goodput'], 2)} req/s"
+        if slo_given else "SLO:        none set (slo: {ttft_ms, tpot_ms, e2e_ms} gives attainment and goodput)",
     ]
+    mid, end = s["backlog_mid_arrivals"], s["backlog_end_of_arrivals"]
+    if end > OVERLOAD_GROWTH * mid + 10:
+        offered = f" at {_fmt(offered_rate, 2)} req/s" if offered_rate else ""
+        lines.append(f"warning: the server fell behind{offered}: unfinished requests grew from {mid:,} halfway "
+                     f"through the arrivals to {end:,} at the last one (queued or in ever larger batches); the rate "
+                     "exceeds its capacity or the run is too short for a steady state, and the latencies above "
+                     "depend on the run's length")
     return "\n".join(lines)
