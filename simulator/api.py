@@ -110,4 +110,31 @@ def run(
     )
     frame = recorder.requests.frame()
     requests = add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
+    if requests_path is not None:
+        _add_latency_columns_to_file(Path(requests_path), config.slo, class_slos)
     return Result(config, summary, requests, observer)
+
+
+def _add_latency_columns_to_file(path: Path, slo, class_slos) -> None:
+    """Rewrite a streamed request table with the latency columns the in-memory table has (``ttft_ms``,
+    ``tpot_ms``, ``e2el_ms``, ``slo_met``), a row group at a time so memory stays bounded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = pq.ParquetFile(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    writer = None
+    try:
+        for index in range(source.num_row_groups):
+            frame = add_latency_columns(source.read_row_group(index).to_pandas(), slo, class_slos)
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(str(temporary), table.schema, use_dictionary=["status", "reject_reason"])
+            writer.write_table(table)
+        if writer is None:  # no rows: the empty table with every column
+            empty = add_latency_columns(source.read().to_pandas(), slo, class_slos)
+            pq.write_table(pa.Table.from_pandas(empty, preserve_index=False), str(temporary))
+    finally:
+        if writer is not None:
+            writer.close()
+    temporary.replace(path)

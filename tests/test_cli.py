@@ -211,3 +211,17 @@ def test_a_reader_that_goes_away_is_not_an_error(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "print", closed)
     monkeypatch.setattr("sys.stdout", ClosedPipe())
     assert main(["run", "--set", "workload.num_requests=5"]) == 0
+
+
+def test_a_streamed_request_table_has_the_latency_columns_of_the_in_memory_one(tmp_path):
+    """requests.parquet (streamed while the run goes) carries ttft_ms, tpot_ms, e2el_ms and slo_met, equal to the
+    table the API returns for the same run."""
+    import simulator
+
+    config = simulator.load(experiment(slo={"ttft_ms": 50}))
+    in_memory = simulator.run(config).requests
+    path = tmp_path / "requests.parquet"
+    assert simulator.run(config, requests_path=path).requests is None
+    streamed = pd.read_parquet(path).sort_values("request_id").reset_index(drop=True)
+    for column in ("ttft_ms", "tpot_ms", "e2el_ms", "slo_met"):
+        pd.testing.assert_series_equal(streamed[column], in_memory[column], check_dtype=False)
