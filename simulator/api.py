@@ -26,10 +26,36 @@ def config_yaml(config: ExperimentConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
 
 
-def summary_json(summary: dict[str, Any]) -> str:
-    """The summary as strict JSON: a metric without a value (NaN, e.g. no request completed) is ``null``."""
+SUMMARY_SCHEMA_VERSION = 1
+ABOUT_KEYS = ("schema_version", "llmsim_version", "about")  # what summary.json says besides the metrics
+
+
+def run_description(config: ExperimentConfig) -> dict[str, Any]:
+    """What a summary describes: the experiment's name, model, GPU, engine, weights, deployment and load."""
+    cluster, workload = config.cluster, config.workload
+    return {
+        "name": config.name, "seed": config.seed, "model": config.model, "hardware": config.hardware,
+        "engine": config.engine, "dtype": config.dtype, "cluster": cluster.kind,
+        "pools": [{"hardware": pool.hardware or config.hardware, "replicas": pool.replicas,
+                   "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel}
+                  for pool in cluster.replica_pools()],  # disaggregated: prefill, then decode
+        "scheduler": config.scheduler.kind, "kv_cache": config.kv_cache.kind,
+        "arrival": workload.arrival.model_dump(mode="json") if workload.arrival is not None else None,
+        "trace": workload.trace.path if workload.trace is not None else None,
+        "num_requests": workload.num_requests,
+    }
+
+
+def summary_json(summary: dict[str, Any], config: ExperimentConfig | None = None) -> str:
+    """The summary as strict JSON: a metric without a value (NaN, e.g. no request completed) is ``null``; with the
+    config, prefixed by ``schema_version``, ``llmsim_version`` and ``about`` (:func:`run_description`)."""
+    from simulator import __version__
+
     clean = {key: None if isinstance(value, float) and not math.isfinite(value) else value
              for key, value in summary.items()}
+    if config is not None:
+        clean = {"schema_version": SUMMARY_SCHEMA_VERSION, "llmsim_version": __version__,
+                 "about": run_description(config), **clean}
     return json.dumps(clean, indent=2, sort_keys=True, allow_nan=False)
 
 
@@ -59,7 +85,7 @@ class Result:
         ``requests.parquet``, and for an observed run ``timeline.parquet`` and ``iterations.parquet``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.json").write_text(summary_json(self.summary) + "\n")
+        (out / "summary.json").write_text(summary_json(self.summary, self.config) + "\n")
         if self.requests is not None:
             self.requests.to_parquet(out / "requests.parquet", index=False)
         if self.observer is not None:

@@ -79,7 +79,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
     if args.json:
-        print(summary_json(result.summary))
+        print(summary_json(result.summary, config))
     else:
         arrival = config.workload.arrival
         offered = getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)

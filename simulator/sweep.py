@@ -163,13 +163,14 @@ def run_point(point: Point, out: Path | None, parent_pid: int | None = None) -> 
     recorded in the row's ``error`` and, with ``out``, in ``error.txt``. A worker process passes the sweep's
     ``parent_pid``: once that process is gone (killed), the worker stops instead of writing into a folder that a
     rerun may be using."""
-    from simulator.api import config_yaml, run
+    from simulator.api import ABOUT_KEYS, config_yaml, run
 
     _check_parent(parent_pid)
     row = {"point": point.index, **point.values, "seed": point.seed, "error": ""}
     folder = out / point.name if out is not None else None
     if folder is not None and _finished_with(folder, config_yaml(point.config)):
-        return {**row, **json.loads((folder / "summary.json").read_text())}  # finished in an earlier run
+        saved = json.loads((folder / "summary.json").read_text())  # finished in an earlier run: its metrics
+        return {**row, **{key: value for key, value in saved.items() if key not in ABOUT_KEYS}}
     temporary = out / f".{point.name}.tmp" if out is not None else None
     try:
         if temporary is not None:

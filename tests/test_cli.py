@@ -225,3 +225,21 @@ def test_a_streamed_request_table_has_the_latency_columns_of_the_in_memory_one(t
     streamed = pd.read_parquet(path).sort_values("request_id").reset_index(drop=True)
     for column in ("ttft_ms", "tpot_ms", "e2el_ms", "slo_met"):
         pd.testing.assert_series_equal(streamed[column], in_memory[column], check_dtype=False)
+
+
+def test_summary_json_says_what_it_describes(tmp_path, capsys):
+    """Besides the metrics: the schema and llmsim versions, and which model, GPU, engine, deployment and load."""
+    import simulator
+
+    out = tmp_path / "out"
+    code, text, _ = run_cli(capsys, "run", "--out", str(out), "--json", "--set", "workload.num_requests=10",
+                            "--set", "cluster.tensor_parallel=2", "--set", "workload.arrival.rate=3")
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == json.loads(text)
+    assert (summary["schema_version"], summary["llmsim_version"]) == (1, simulator.__version__)
+    about = summary["about"]
+    assert (about["model"], about["hardware"], about["engine"], about["arrival"]["rate"]) == (
+        "llama-3-8b", "h100-sxm", "vllm", 3.0)
+    assert about["pools"] == [{"hardware": "h100-sxm", "replicas": 1, "tensor_parallel": 2, "pipeline_parallel": 1}]
+    assert summary["completed"] == 10  # the metrics stay where they were
