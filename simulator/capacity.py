@@ -66,6 +66,7 @@ class CapacityResult:
     summary: dict[str, Any] | None  # the run at that rate
     probes: list[Probe]
     tolerance: float
+    idle_misses: bool = False  # even a rate 1/IDLE_FACTOR of the start (an idle server) misses the SLO
 
     @property
     def goodput(self) -> float:
@@ -74,6 +75,9 @@ class CapacityResult:
     @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.summary["output_throughput"] / self.summary["num_gpus"] if self.summary else 0.0
+
+
+IDLE_FACTOR = 1024  # searching down this far below the starting rate, requests no longer wait for one another
 
 
 def _with_rate(config: ExperimentConfig, rate: float) -> ExperimentConfig:
@@ -126,6 +130,8 @@ def find_capacity(
     low, high = (first, None) if first.holds else (None, first)
     while (low is None or high is None) and len(probes) < max_probes:
         if low is None:
+            if high.rate <= first.rate / IDLE_FACTOR:  # an idle server misses it: no rate will meet it
+                return CapacityResult(0.0, None, probes, tolerance, idle_misses=True)
             result = probe(high.rate / 2)
             low, high = (result, high) if result.holds else (None, result)
         else:

@@ -267,7 +267,13 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     condition = (f"slo_attainment >= {args.attainment:g} with per-request limits " if args.attainment is not None
                  else "") + ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
     if result.summary is None:
-        print(f"no rate meets {condition} (down to {result.probes[-1].rate:.4g} req/s)")
+        last = result.probes[-1]
+        if result.idle_misses:
+            seen = ", ".join(f"{k} {last.summary[k]:.4g}" for k in slo)
+            print(f"no rate meets {condition}: even at {last.rate:.4g} req/s, where requests no longer wait for "
+                  f"one another, the run has {seen}; loosen the SLO or change the deployment")
+        else:
+            print(f"no rate meets {condition} (down to {last.rate:.4g} req/s)")
         return 1
     s = result.summary
     print(f"capacity: {result.rate:.4g} req/s meets {condition} (bisection tolerance {args.tolerance:.0%})")

@@ -202,3 +202,19 @@ def test_a_worker_whose_sweep_process_is_gone_writes_nothing(tmp_path):
     assert list(out.iterdir()) == []
     assert run_point(point, out, parent_pid=os.getppid())["error"] == ""  # the live parent: runs as usual
     assert (out / "point-00000" / "summary.json").is_file()
+
+
+def test_capacity_says_when_even_an_idle_server_misses_the_slo():
+    """A server whose p99 TTFT is 100 ms at any rate never meets 50 ms: the search stops once the rate is 1/1024 of
+    the start (10 halvings: 11 probes, not 40 down to 1e-11 req/s) and says an idle server misses it."""
+    config = load_experiment(experiment(cost_model={"kind": "roofline"}))
+    rates = []
+
+    def run(c):
+        rates.append(c.workload.arrival.rate)
+        return {"p99_ttft_ms": 100.0, "request_goodput": 0.0, "output_throughput": 0.0, "num_gpus": 1}
+
+    result = find_capacity(config, {"p99_ttft_ms": 50.0}, run=run)
+    assert result.idle_misses and result.summary is None
+    start = config.workload.arrival.rate
+    assert rates == [start / 2**i for i in range(11)]
