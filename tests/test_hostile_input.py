@@ -391,3 +391,26 @@ def test_catalog_files_with_non_finite_numbers_are_one_line(kind, text, tmp_path
     field = {"hardware": "memory_bandwidth_gbps", "engine": "per_iteration_ms", "model": "max_position_embeddings"}
     err = _one_line_error(capsys, ["run", "--set", f"{kind}={path}", "--set", "workload.num_requests=2"], path)
     assert f"{field[kind]}: input should be a finite number" in err, err
+
+
+MODEL_24_HEADS = ("name: m24\nnum_layers: 4\nhidden_size: 1536\nnum_heads: 24\nnum_kv_heads: 6\nhead_dim: 64\n"
+                  "intermediate_size: 4096\nvocab_size: 1000\nmax_position_embeddings: 4096\n")
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    (["cluster.tensor_parallel=3"], "cluster.tensor_parallel: 3 does not divide the 32 attention heads of llama-3-8b "
+                                    "(allowed: 1, 2, 4, 8, 16, 32)"),
+    (["model=M24", "cluster.tensor_parallel=4"], "4 and the 6 KV heads of m24 do not split evenly"),
+    (["cluster.pipeline_parallel=33"], "33 stages for the 32 layers"),
+])
+def test_parallelism_the_model_cannot_split_into_is_one_line(overrides, expected, tmp_path, capsys):
+    """vLLM's rules: the heads divide over the TP ranks; the KV heads divide or replicate evenly (24 heads over 4
+    ranks is fine, 6 KV heads over 4 is not); every pipeline stage gets a layer."""
+    model = _file(tmp_path, MODEL_24_HEADS, "m24.yaml")
+    argv = ["run"] + [item for o in overrides for item in ("--set", o.replace("M24", model))]
+    _one_line_error(capsys, argv, expected)
+
+
+def test_misspelt_keys_get_a_suggestion_and_gpu_names_are_case_insensitive(capsys):
+    _one_line_error(capsys, ["run", "--set", "scheduler.max_num_seq=4"], "did you mean 'max_num_seqs'?")
+    assert _cli(capsys, "run", "--set", "hardware=H100-SXM", "--set", "workload.num_requests=3")[0] == 0

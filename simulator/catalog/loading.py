@@ -83,7 +83,8 @@ def load_catalog_entry(name_or_path: str, folder: Path, model_cls: type[BaseMode
     config ``field`` and list the catalog."""
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
-        path = folder / f"{name_or_path}.yaml"
+        names = {name.lower(): name for name in catalog_names(folder)}  # catalog names are case-insensitive
+        path = folder / f"{names.get(name_or_path.lower(), name_or_path)}.yaml"
         if not path.is_file():
             raise LLMSimError(
                 f"{field}: unknown {what} {name_or_path!r} (catalog: {', '.join(catalog_names(folder))}; "

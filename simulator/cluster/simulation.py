@@ -94,10 +94,27 @@ class Pool:
     gpus: int
 
 
+def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int) -> None:
+    """The rules vLLM applies: the attention heads divide evenly over the tensor-parallel ranks; the KV heads too,
+    or each is replicated over a whole number of ranks; every pipeline stage has at least one layer."""
+    t, heads, kv_heads = tensor_parallel, model.num_heads, model.num_kv_heads
+    if heads % t:
+        allowed = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
+        raise ConfigError(f"cluster.tensor_parallel: {t} does not divide the {heads} attention heads of {model.name} "
+                          f"(allowed: {allowed})")
+    if (kv_heads % t if kv_heads >= t else t % kv_heads):
+        raise ConfigError(f"cluster.tensor_parallel: {t} and the {kv_heads} KV heads of {model.name} do not split "
+                          "evenly (each rank needs whole KV heads, or each KV head a whole number of ranks)")
+    if pipeline_parallel > model.num_layers:
+        raise ConfigError(f"cluster.pipeline_parallel: {pipeline_parallel} stages for the {model.num_layers} layers "
+                          f"of {model.name} (at most one stage per layer)")
+
+
 def _build_pool(
     config: ExperimentConfig, model, pool: PoolConfig, first_index: int, env: simpy.Environment, recorder: Recorder,
     fast_forward: bool,
 ) -> Pool:
+    check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel)
     hardware = load_hardware(pool.hardware or config.hardware)
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import typing
 from typing import Any
 
@@ -65,8 +66,11 @@ def _describe(error: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":
-        allowed = ", ".join(model_cls.model_fields) if model_cls is not None else "see the documentation"
-        return f"unknown key (allowed: {allowed})"
+        if model_cls is None:
+            return "unknown key (see the documentation)"
+        close = difflib.get_close_matches(str(error["loc"][-1]), list(model_cls.model_fields), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown key ({hint}allowed: {', '.join(model_cls.model_fields)})"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {_shown(value)}"
     if kind == "union_tag_invalid":
