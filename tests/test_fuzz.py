@@ -64,15 +64,9 @@ def _alarm(signum, frame):
     raise CaseTimeout
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.lists(OVERRIDE, min_size=1, max_size=3))
-def test_random_overrides_run_or_fail_in_one_line(capsys, overrides):
-    argv = ["run", "--json", "--set", "workload.num_requests=20"]
-    for path, value in overrides:
-        argv += ["--set", f"{path}={json.dumps(value)}"]
-    capsys.readouterr()  # the fixture is shared by the examples
+def _bounded(capsys, argv) -> tuple[int, str, str]:
+    """Run the CLI under the per-case time bound: (exit code, out, err), argparse's exits included."""
+    capsys.readouterr()  # the fixture is shared by a test's examples
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(SECONDS_PER_CASE)
     try:
@@ -86,6 +80,12 @@ def test_random_overrides_run_or_fail_in_one_line(capsys, overrides):
         signal.signal(signal.SIGALRM, previous)
     out, err = capsys.readouterr()
     assert "Traceback" not in err, argv
+    return code, out, err
+
+
+def _run_case(capsys, argv) -> None:
+    """Exit 0 with every generated request accounted for, or exit 2 with one short line."""
+    code, out, err = _bounded(capsys, argv)
     if code == 0:
         summary = json.loads(out)
         assert summary["completed"] + summary["num_rejected"] == summary["num_requests"], argv
@@ -93,6 +93,17 @@ def test_random_overrides_run_or_fail_in_one_line(capsys, overrides):
         assert code == 2, (argv, err)
         assert err.startswith(("llmsim: error: ", "llmsim run: error: ")) and err.count("\n") == 1, (argv, err)
         assert len(err) < 2000, (argv, err)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(OVERRIDE, min_size=1, max_size=3))
+def test_random_overrides_run_or_fail_in_one_line(capsys, overrides):
+    argv = ["run", "--json", "--set", "workload.num_requests=20"]
+    for path, value in overrides:
+        argv += ["--set", f"{path}={json.dumps(value)}"]
+    _run_case(capsys, argv)
 
 
 CSV_HEADERS = {
@@ -107,30 +118,6 @@ JSON_VALUE = st.recursive(st.one_of(st.integers(-(2**70), 2**70), st.floats(allo
                           lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                   st.dictionaries(st.text(max_size=6), inner, max_size=3)),
                           max_leaves=8)
-
-
-def _run_case(capsys, argv):
-    """Run the CLI under the time bound; the result as (exit code, out, err)."""
-    capsys.readouterr()
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS_PER_CASE)
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    except CaseTimeout:
-        pytest.fail(f"no answer within {SECONDS_PER_CASE} s: {argv}")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err, argv
-    if code == 0:
-        summary = json.loads(out)
-        assert summary["completed"] + summary["num_rejected"] == summary["num_requests"], argv
-    else:
-        assert code == 2 and err.count("\n") == 1 and len(err) < 2000, (argv, err)
-    return code, out, err
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
@@ -192,20 +179,7 @@ def test_random_sweep_files_run_or_fail_in_one_line(tmp_path_factory, capsys, gr
                          "input_tokens": {"kind": "fixed", "value": 20},
                          "output_tokens": {"kind": "fixed", "value": 3}}}
     (folder / "s.yaml").write_text(json.dumps({"base": base, "grid": grid, "replicates": replicates}))
-    capsys.readouterr()
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS_PER_CASE)
-    try:
-        code = main(["sweep", str(folder / "s.yaml"), "--out", str(folder / "out"), "--no-progress"])
-    except SystemExit as exc:
-        code = exc.code
-    except CaseTimeout:
-        pytest.fail(f"no answer within {SECONDS_PER_CASE} s: {grid}, {replicates}, {seed}")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    _, err = capsys.readouterr()
-    assert "Traceback" not in err
+    code, _, err = _bounded(capsys, ["sweep", str(folder / "s.yaml"), "--out", str(folder / "out"), "--no-progress"])
     if code == 2:  # refused before anything ran
         assert err.count("\n") == 1 and not (folder / "out" / "index.parquet").exists(), err
     else:  # ran: every point is in the index, finished or with its error

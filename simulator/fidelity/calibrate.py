@@ -40,10 +40,19 @@ NETWORK_GRID: dict[str, list] = {
 }
 
 
-def _set(profile: HardwareSpec, name: str, value) -> HardwareSpec:
+def set_parameter(profile: HardwareSpec, name: str, value) -> HardwareSpec:
+    """``profile`` with one fitted parameter replaced; ``inter_node_gbps`` lives in ``node``, and ``a.b`` / ``a.b.c``
+    address the per-dtype and per-collective tables (``flops_efficiency_by_dtype.fp8``,
+    ``collectives.all_gather.latency_us``)."""
     if name == "inter_node_gbps":
         return profile.model_copy(update={"node": profile.node.model_copy(update={name: value})})
-    return profile.model_copy(update={name: value})
+    head, _, rest = name.partition(".")
+    if not rest:
+        return profile.model_copy(update={name: value})
+    table = dict(getattr(profile, head))
+    key, _, field = rest.partition(".")
+    table[key] = table[key].model_copy(update={field: value}) if field else value
+    return profile.model_copy(update={head: table})
 
 
 def score(frame: pd.DataFrame) -> float:
@@ -65,7 +74,7 @@ def coordinate_descent(
         improved = False
         for name, values in grid.items():
             for value in values:
-                candidate = _set(profile, name, value)
+                candidate = set_parameter(profile, name, value)
                 candidate_score = evaluate(candidate)
                 if candidate_score < best_score - 1e-12:
                     profile, best_score, improved = candidate, candidate_score, True

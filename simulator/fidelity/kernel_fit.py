@@ -17,14 +17,13 @@ The result is what :mod:`simulator.catalog.generations` holds for the GPU's gene
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec
-from simulator.fidelity.calibrate import score
+from simulator.fidelity.calibrate import coordinate_descent, score
 from simulator.fidelity.kernels import (
     attention_kernel_errors,
     attention_kernel_table,
@@ -65,35 +64,6 @@ ATTENTION_GRID: dict[str, list[float]] = {
 }
 
 
-def set_parameter(profile: HardwareSpec, name: str, value: float) -> HardwareSpec:
-    """``profile`` with one fitted parameter replaced; ``a.b`` / ``a.b.c`` address the per-dtype and per-collective
-    tables."""
-    head, _, rest = name.partition(".")
-    if not rest:
-        return profile.model_copy(update={name: value})
-    table = dict(getattr(profile, head))
-    key, _, field = rest.partition(".")
-    table[key] = table[key].model_copy(update={field: value}) if field else value
-    return profile.model_copy(update={head: table})
-
-
-def descend(profile: HardwareSpec, grid: dict[str, list[float]], evaluate: Callable[[HardwareSpec], float],
-            rounds: int = 3) -> HardwareSpec:
-    """Coordinate descent over ``grid`` (one parameter at a time, a few rounds)."""
-    best = evaluate(profile)
-    for _ in range(rounds):
-        improved = False
-        for name, values in grid.items():
-            for value in values:
-                candidate = set_parameter(profile, name, value)
-                candidate_score = evaluate(candidate)
-                if candidate_score < best - 1e-12:
-                    profile, best, improved = candidate, candidate_score, True
-        if not improved:
-            break
-    return profile
-
-
 def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:
     parts = [rows.sample(n=min(len(rows), per_group), random_state=0) for _, rows in table.groupby(by, sort=True)]
     return pd.concat(parts).reset_index(drop=True)
@@ -121,9 +91,10 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         def gemm_score(p: HardwareSpec) -> float:
             return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, gemm), ["framework", "dtype"])
 
-        shapes = [descend(profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}), GEMM_GRID, gemm_score,
-                          rounds=1) for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]]
-        profile = descend(min(shapes, key=gemm_score), GEMM_GRID, gemm_score)
+        shapes = [coordinate_descent(profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}), GEMM_GRID,
+                                     gemm_score, rounds=1)
+                  for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]]
+        profile = coordinate_descent(min(shapes, key=gemm_score), GEMM_GRID, gemm_score)
         report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm), ["framework", "dtype"]))
     nccl = nccl_kernel_table(kernels_dir)
     nccl = nccl[nccl["gpu"] == gpu].reset_index(drop=True)
@@ -131,7 +102,7 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         def nccl_score(p: HardwareSpec) -> float:
             return _score_by(nccl_kernel_errors(kernels_dir, {gpu: p}, nccl), ["op"])
 
-        profile = descend(profile, COLLECTIVE_GRID, nccl_score)
+        profile = coordinate_descent(profile, COLLECTIVE_GRID, nccl_score)
         report.append(_summary("NCCL", nccl_kernel_errors(kernels_dir, {gpu: profile}, nccl), ["op"]))
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
@@ -139,7 +110,7 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         def attention_score(p: HardwareSpec) -> float:
             return _score_by(attention_kernel_errors(kernels_dir, {gpu: p}, attention), ["framework", "phase"])
 
-        profile = descend(profile, ATTENTION_GRID, attention_score)
+        profile = coordinate_descent(profile, ATTENTION_GRID, attention_score)
         report.append(_summary("attention", attention_kernel_errors(kernels_dir, {gpu: profile}, attention),
                                ["framework", "phase"]))
     fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID))]
