@@ -96,12 +96,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_kv_size(args: argparse.Namespace) -> int:
+    if args.model and not (args.layers or args.kv_heads or args.head_dim):
+        return _kv_size_of_model(args)
     if args.model:
         model = load_model(args.model)
-        layers, kv_heads, head_dim = model.num_layers, model.num_kv_heads, model.head_dim
+        attention = model.layers[0].attention
+        if len(model.layers) > 1 or attention.kind != "full":
+            raise LLMSimError(f"kv-size: --layers/--kv-heads/--head-dim override a uniform full-attention model; "
+                              f"{model.name} has {len(model.layers)} layer groups ({attention.kind} attention)")
+        layers, kv_heads, head_dim = model.num_layers, attention.num_kv_heads, attention.head_dim
     else:
         layers, kv_heads, head_dim = args.layers, args.kv_heads, args.head_dim
     layers = args.layers or layers
+    kv_heads, head_dim = args.kv_heads or kv_heads, args.head_dim or head_dim
     missing = [f"--{n}" for n, v in (("layers", layers), ("kv-heads", kv_heads), ("head-dim", head_dim)) if not v]
     if missing:
         raise LLMSimError(f"kv-size: give --model or {', '.join(missing)}")
@@ -112,6 +119,38 @@ def _cmd_kv_size(args: argparse.Namespace) -> int:
         f"{BYTES_PER_ELEMENT[args.dtype]:g} B ({args.dtype}) = {per_token:,.0f} B"
     )
     print(f"x {args.context:,} tokens x {args.batch:,} sequences = {total / 1e9:.2f} GB ({total / 2**30:.2f} GiB)")
+    return 0
+
+
+def _kv_size_of_model(args: argparse.Namespace) -> int:
+    """Per layer group: KV elements per token, tokens a sequence of ``--context`` holds there (a bounded span holds
+    at most its span), and bytes; the model's parameter counts."""
+    model = load_model(args.model)
+    element = BYTES_PER_ELEMENT[args.dtype]
+    groups, total = [], 0.0
+    for group in model.layers:
+        attention = group.attention
+        per_token = group.count * attention.kv_elements_per_token() * element
+        held = min(args.context, attention.span) if attention.span else args.context
+        nbytes = per_token * held * args.batch
+        total += nbytes
+        groups.append({"layers": group.count, "attention": attention.kind, "span": attention.span,
+                       "kv_bytes_per_token": per_token, "tokens_held": held, "kv_bytes": nbytes})
+    growing = sum(g["kv_bytes_per_token"] for g in groups if not g["span"])
+    report = {"model": model.name, "total_params": model.num_params, "active_params": model.active_params,
+              "dtype": args.dtype, "context": args.context, "batch": args.batch, "groups": groups,
+              "kv_bytes_per_token": growing, "kv_bytes": total}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{model.name}: {model.num_params / 1e9:.2f} B parameters, {model.active_params / 1e9:.2f} B active per "
+          f"token")
+    for g in groups:
+        span = f", span {g['span']:,}" if g["span"] else ""
+        print(f"  {g['layers']:3d} x {g['attention']} attention{span}: {g['kv_bytes_per_token']:,.0f} B per token "
+              f"({args.dtype}) x {g['tokens_held']:,} tokens x {args.batch:,} = {g['kv_bytes'] / 1e9:.3f} GB")
+    print(f"context-growing layers: {growing:,.0f} B per token; {args.context:,} tokens x {args.batch:,} sequences "
+          f"= {total / 1e9:.2f} GB ({total / 2**30:.2f} GiB)")
     return 0
 
 
@@ -473,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     kv.add_argument("--batch", type=_positive_int, default=1)
     kv.add_argument("--context", type=_positive_int, required=True, help="tokens per sequence")
     kv.add_argument("--dtype", choices=sorted(BYTES_PER_ELEMENT), default="fp16")
+    kv.add_argument("--json", action="store_true", help="with --model: per layer group, parameters, bytes as JSON")
     kv.set_defaults(func=_cmd_kv_size)
     return parser
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import yaml
 
@@ -277,27 +279,42 @@ def test_weight_precision_changes_bytes_and_peak():
     read, math_ = k * n * 0.5 / bandwidth, 2 * 64 * n * k / (989.4e12 * 0.82)
     assert one_row["int4"] == pytest.approx((read**2 + math_**2) ** 0.5, rel=0.01)
     model = load_model("llama-3-8b")
-    embeddings = 2 * 128256 * 4096
-    assert model.weight_bytes(1.0) == (model.num_params - embeddings) * 1.0 + embeddings * 2
+    unquantised = 2 * 128256 * 4096 + (2 * 32 + 1) * 4096  # embeddings, LM head, norms
+    assert model.weight_bytes(1.0) == (model.num_params - unquantised) * 1.0 + unquantised * 2
 
 
-def test_mixture_of_experts_reads_the_experts_the_batch_touches():
-    """Mixtral-8x7B (46.7 B parameters, top-2 of 8 experts): one token touches exactly 2 experts; T tokens touch
-    8·(1 − (6/8)^T) in expectation, each on T·2/touched tokens; the router is a (T × 4096)·(4096 × 8) GEMM."""
+def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touches():
+    """Mixtral-8x7B (46.7 B parameters, top-2 of 8 experts) at TP 2: T tokens touch U = 8·(1 − (6/8)^T) experts in
+    expectation, each on T·2/U rows (whole 64-row tiles per expert); the up (k = 4096, n = 2·7168) and down
+    (k = 7168, n = 4096) projections are one grouped kernel each that reads the U experts' weights; the router is a
+    16-bit (T × 4096)·(4096 × 8) GEMM."""
     model = load_model("mixtral-8x7b")
     assert model.num_params / 1e9 == pytest.approx(46.7, rel=0.01)
-    cost = RooflineCostModel(model, load_hardware("h100-sxm"), 2)
-    gemm, up, inter = cost.gemm, 2 * 14336 / 2, 14336 / 2
+    hw = load_hardware("h100-sxm")
+    cost = RooflineCostModel(model, hw, 2)
+    (group,) = cost.groups
+    flops, bandwidth, overhead = hw.achievable_flops("bf16"), hw.achievable_bandwidth, hw.kernel_overhead_us * 1e-6
 
-    def experts(count, rows):
-        return count * (gemm.time(rows, up, 4096) + gemm.time(rows, 4096, inter))
+    def grouped(experts, rows, n, k):
+        tiles = math.ceil(rows / 64) * 64
+        compute = 2 * experts * tiles * n * k / flops
+        memory = (experts * rows * (k + n) * 2 + experts * k * n * 2) / bandwidth
+        return math.hypot(compute, memory) + overhead  # the smooth maximum with Hopper's knee p = 2
 
-    assert cost.mlp_time(1) == pytest.approx(experts(2, 1) + gemm.time(1, 8, 4096))
-    touched = 8 * (1 - 0.75**64)
-    assert cost.mlp_time(64) == pytest.approx(experts(touched, 128 / touched) + gemm.time(64, 8, 4096))
-    # a dense model with the same expert shape reads one expert's weights per token
-    dense = RooflineCostModel(load_model("mistral-7b"), load_hardware("h100-sxm"), 2)
-    assert cost.mlp_time(1) == pytest.approx(2 * dense.mlp_time(1) + gemm.time(1, 8, 4096))
+    def attention_gemms(tokens):
+        return cost.gemm.time(tokens, (16 + 2 * 4) * 128, 4096) + cost.gemm.time(tokens, 4096, 16 * 128)
+
+    for tokens in (1, 64, 4096):
+        touched = 8 * (1 - 0.75**tokens)
+        rows = tokens * 2 / touched
+        ffn = grouped(touched, rows, 14336, 4096) + grouped(touched, rows, 4096, 7168)
+        expected = 32 * (attention_gemms(tokens) + ffn + cost.head_gemm.time(tokens, 8, 4096))
+        assert group.gemm_time(tokens) == pytest.approx(expected, rel=1e-9)
+    # one token reads exactly its two experts' weights: twice a dense model's MLP of the same shape
+    dense = RooflineCostModel(load_model("mistral-7b"), hw, 2).groups[0]
+    moe_ffn = group.gemm_time(1) / 32 - attention_gemms(1) - cost.head_gemm.time(1, 8, 4096)
+    dense_ffn = dense.gemm_time(1) / 32 - attention_gemms(1)
+    assert moe_ffn - 2 * overhead == pytest.approx(2 * (dense_ffn - 2 * overhead), rel=0.01)
 
 
 def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():

@@ -12,70 +12,136 @@ Parameter counts and KV sizes are derived from the architecture, not stored:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simulator.catalog.architecture import LayerGroup
 from simulator.catalog.loading import read_mapping, validate
 from simulator.errors import LLMSimError
 
+QUANTIZABLE_PARTS = ("attention", "dense_ffn", "experts")
+
+
+class Quantization(BaseModel):
+    """How a quantised checkpoint stores its weights: ``dtype`` for the linear layers of ``parts`` (the others, the
+    router, norms, embeddings and the LM head stay 16-bit). The experiment's ``dtype: auto`` takes ``dtype``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    dtype: str
+    parts: tuple[Literal["attention", "dense_ffn", "experts"], ...] = QUANTIZABLE_PARTS
+
 
 class ModelSpec(BaseModel):
-    """Architecture of a decoder-only transformer (dense)."""
+    """A decoder-only transformer as a stack of layer groups (:mod:`simulator.catalog.architecture`).
+
+    The flat fields (``num_layers``, ``num_heads``, ``num_kv_heads``, ``head_dim``, ``intermediate_size``,
+    ``gated_mlp``, ``num_experts``, ``experts_per_token``) are a shorthand for a model of one group of equal
+    full-attention layers; give either them or ``layers``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
-    num_layers: int = Field(gt=0)
     hidden_size: int = Field(gt=0)
-    num_heads: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
     vocab_size: int = Field(gt=0)
     max_position_embeddings: int = Field(gt=0)
-    gated_mlp: bool = True
     tie_word_embeddings: bool = False
-    num_experts: int = Field(default=1, ge=1)
-    experts_per_token: int = Field(default=1, ge=1)
+    layers: tuple[LayerGroup, ...] = Field(min_length=1)
+    quantization: Quantization | None = None
     source: str = ""
 
-    @model_validator(mode="after")
-    def _experts(self) -> ModelSpec:
-        if self.experts_per_token > self.num_experts:
-            raise ValueError(
-                f"experts_per_token must be <= num_experts, got {self.experts_per_token} > {self.num_experts}"
-            )
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        """The flat fields of a uniform model become its one layer group."""
+        if not isinstance(data, dict) or not any(key in data for key in _SHORTHAND):
+            return data
+        data = dict(data)
+        if "layers" in data:
+            raise ValueError(f"give either layers or the flat fields {sorted(k for k in _SHORTHAND if k in data)}, "
+                             "not both")
+        flat = {key: data.pop(key) for key in _SHORTHAND if key in data}
+        missing = [key for key in ("num_layers", "num_heads", "intermediate_size") if key not in flat]
+        if missing:
+            raise ValueError(f"a uniform model needs {missing} (or give layers)")
+        heads = flat["num_heads"]
+        head_dim = flat.get("head_dim")
+        if head_dim is None and isinstance(heads, int) and heads > 0 and isinstance(data.get("hidden_size"), int):
+            head_dim = data["hidden_size"] // heads
+        experts = flat.get("num_experts", 1)
+        ffn = {"intermediate_size": flat["intermediate_size"], "gated": flat.get("gated_mlp", True)}
+        if experts != 1:
+            ffn.update(kind="moe", num_experts=experts, experts_per_token=flat.get("experts_per_token", 1))
+        data["layers"] = [{
+            "count": flat["num_layers"],
+            "attention": {"num_heads": heads, "num_kv_heads": flat.get("num_kv_heads", heads), "head_dim": head_dim},
+            "ffn": ffn,
+        }]
+        return data
 
     @property
-    def attention_params_per_layer(self) -> int:
-        qkv = self.hidden_size * (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
-        return qkv + self.num_heads * self.head_dim * self.hidden_size
+    def num_layers(self) -> int:
+        return sum(group.count for group in self.layers)
 
     @property
-    def mlp_params_per_layer(self) -> int:
-        expert = (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
-        router = self.hidden_size * self.num_experts if self.num_experts > 1 else 0
-        return self.num_experts * expert + router
-
-    @property
-    def num_params(self) -> int:
-        """Weights, norms included (two per layer plus the final one)."""
-        per_layer = self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.hidden_size
-        return self.num_layers * per_layer + self.embedding_params + self.hidden_size
+    def is_moe(self) -> bool:
+        return any(group.ffn.kind == "moe" for group in self.layers)
 
     @property
     def embedding_params(self) -> int:
         """The token embedding table plus an untied LM head."""
         return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
 
-    def weight_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> float:
-        """Bytes of all weights: transformer blocks (and norms) at ``block_bytes`` per parameter, embeddings and the
-        LM head at ``embedding_bytes`` (quantised checkpoints keep those in 16-bit)."""
-        return (self.num_params - self.embedding_params) * block_bytes + self.embedding_params * embedding_bytes
+    @property
+    def num_params(self) -> int:
+        """Every weight: layers (norms included), the final norm, the embeddings and an untied LM head."""
+        layers = sum(g.count * g.params(self.hidden_size) for g in self.layers)
+        return layers + self.embedding_params + self.hidden_size
 
-    def kv_bytes_per_token(self, bytes_per_element: float) -> float:
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * bytes_per_element
+    @property
+    def active_params(self) -> int:
+        """Weights one token uses: all but the routed experts it is not sent to (Mixtral, Qwen and DeepSeek count
+        so, embeddings included; OpenAI's gpt-oss card leaves the embedding table out: subtract
+        ``vocab_size × hidden_size`` for its convention)."""
+        idle = sum(g.count * (g.ffn.num_experts - g.ffn.experts_per_token) * g.ffn.expert_params(self.hidden_size)
+                   for g in self.layers)
+        return self.num_params - idle
+
+    def part_params(self) -> dict[str, int]:
+        """Weights by what a checkpoint may quantise (``attention``, ``dense_ffn``, ``experts``) and what it keeps
+        16-bit (``other``: norms, routers, embeddings and the LM head); they sum to :attr:`num_params`."""
+        D = self.hidden_size
+        parts = dict.fromkeys((*QUANTIZABLE_PARTS, "other"), 0)
+        for g in self.layers:
+            parts["attention"] += g.count * g.attention.params(D)
+            if g.ffn.kind == "dense":
+                parts["dense_ffn"] += g.count * g.ffn.params(D)
+            else:
+                parts["experts"] += g.count * (g.ffn.num_experts * g.ffn.expert_params(D) + g.ffn.shared_params(D))
+                parts["other"] += g.count * g.ffn.router_params(D)
+            parts["other"] += g.count * 2 * D
+        parts["other"] += self.embedding_params + D
+        return parts
+
+    def weight_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> float:
+        """Bytes of all weights: the quantisable parts (:attr:`Quantization.parts`; all three without a
+        quantisation) at ``block_bytes`` per parameter, the rest at ``embedding_bytes`` (16-bit)."""
+        quantized = self.quantization.parts if self.quantization else QUANTIZABLE_PARTS
+        return sum(n * (block_bytes if part in quantized else embedding_bytes)
+                   for part, n in self.part_params().items())
+
+    def quantized(self, part: str) -> bool:
+        """Does the experiment's weight dtype apply to this part's GEMMs (else they run 16-bit)?"""
+        return self.quantization is None or part in self.quantization.parts
+
+    def kv_bytes_per_token(self, bytes_per_element: float, tensor_parallel: int = 1) -> float:
+        """KV bytes one token holds on one GPU, over every layer (window layers counted as if full: the most a
+        token can hold while it is inside the window)."""
+        return bytes_per_element * sum(g.count * g.attention.kv_elements_per_token(tensor_parallel)
+                                       for g in self.layers)
+
+
+_SHORTHAND = ("num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "gated_mlp", "num_experts",
+              "experts_per_token")
 
 
 def _spec(name, layers, hidden, heads, kv_heads, head_dim, inter, vocab, max_pos, source, **kw) -> ModelSpec:
@@ -118,81 +184,8 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
     ]
 }
 
-# Hugging Face model types whose MLP is not gated (everything else we accept is SwiGLU/GeGLU-style).
-_UNGATED_MODEL_TYPES = {"phi", "gpt2", "gpt_neox", "opt", "bloom", "falcon", "gpt_bigcode"}
-
-
 def model_names() -> list[str]:
     return sorted(BUILTIN_MODELS)
-
-
-def unmodelled_features(config: dict[str, Any]) -> list[str]:
-    """Architecture features of a Hugging Face config that :class:`ModelSpec` cannot represent yet (the importer
-    refuses them rather than size and cost the model as something it is not)."""
-    features = []
-    if "text_config" in config:
-        features.append("a nested text_config (multimodal / hybrid configs)")
-    if "kv_lora_rank" in config:
-        features.append("multi-head latent attention (kv_lora_rank)")
-    if any(key in config for key in ("shared_expert_intermediate_size", "n_shared_experts", "moe_intermediate_size")):
-        features.append("fine-grained or shared-expert mixture-of-experts (moe_intermediate_size / shared experts)")
-    layer_types = config.get("layer_types") or []
-    if not isinstance(layer_types, list) or any(t != "full_attention" for t in layer_types) or (
-        config.get("sliding_window") and config.get("use_sliding_window", True)
-    ):
-        features.append("sliding-window attention layers (sliding_window / layer_types)")
-    if "hybrid_override_pattern" in config or config.get("attention_chunk_size"):
-        features.append("hybrid state-space or chunked attention layers")
-    quantization = config.get("quantization_config") or {}
-    method = quantization.get("quant_method", "") if isinstance(quantization, dict) else quantization
-    if method and method not in ("fp8",):
-        features.append(f"{str(method)[:40]} quantisation (quantization_config)")
-    return features
-
-
-def _count(config: dict[str, Any], key: str, where: str, default: Any = ...) -> int | None:
-    """``config[key]`` as a positive integer; absent or null gives ``default`` (required when it is ``...``)."""
-    value = config.get(key)
-    if value is None:
-        if default is ...:
-            raise LLMSimError(f"{where}: Hugging Face config lacks required key {key!r}")
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise LLMSimError(f"{where}: {key} must be a positive integer, got {value!r}")
-    return value
-
-
-def spec_from_hf_config(config: dict[str, Any], name: str, where: str) -> ModelSpec:
-    """Map a Hugging Face ``config.json`` onto :class:`ModelSpec` (Llama/Mistral/Mixtral/Qwen/Phi-style names).
-    Null optional fields take their Hugging Face defaults (``num_key_value_heads``: the attention heads)."""
-    features = unmodelled_features(config)
-    if features:
-        raise LLMSimError(f"{where}: not modelled yet: {'; '.join(features)}")
-    for key in ("model_type", "sliding_window", "use_sliding_window", "tie_word_embeddings"):
-        value = config.get(key)
-        if isinstance(value, list | dict):
-            raise LLMSimError(f"{where}: {key} must be a single value, got {str(value)[:60]}")
-    heads, hidden = _count(config, "num_attention_heads", where), _count(config, "hidden_size", where)
-    if hidden % heads and config.get("head_dim") is None:
-        raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
-                          "head_dim is not given")
-    fields = {
-        "name": name,
-        "num_layers": _count(config, "num_hidden_layers", where),
-        "hidden_size": hidden,
-        "num_heads": heads,
-        "num_kv_heads": _count(config, "num_key_value_heads", where, heads),
-        "head_dim": _count(config, "head_dim", where, hidden // heads),
-        "intermediate_size": _count(config, "intermediate_size", where, 4 * hidden),
-        "vocab_size": _count(config, "vocab_size", where),
-        "max_position_embeddings": _count(config, "max_position_embeddings", where, 2048),
-        "gated_mlp": config.get("model_type") not in _UNGATED_MODEL_TYPES,
-        "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
-        "num_experts": _count(config, "num_local_experts", where, None) or _count(config, "num_experts", where, 1),
-        "experts_per_token": _count(config, "num_experts_per_tok", where, 1),
-        "source": where,
-    }
-    return validate(ModelSpec, fields, where)
 
 
 def load_model(name_or_path: str) -> ModelSpec:
@@ -209,5 +202,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         raise LLMSimError(f"model: file not found: {name_or_path}")
     data = read_mapping(path)
     if path.suffix == ".json":
-        return spec_from_hf_config(data, name=path.parent.name or path.stem, where=str(path))
+        from simulator.catalog.hf_import import spec_from_hf_config
+
+        return spec_from_hf_config(data, name=path.parent.name or path.stem, where=str(path), path=path)
     return validate(ModelSpec, data, str(path))

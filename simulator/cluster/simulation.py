@@ -20,8 +20,9 @@ from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
 from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model, load_engine
+from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
-from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_cache_bytes, kv_dtype
+from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
 from simulator.observe import Observer
 from simulator.recorder import Recorder
 from simulator.schedulers import SCHEDULERS, Scheduler
@@ -95,16 +96,19 @@ class Pool:
 
 
 def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int) -> None:
-    """The rules vLLM applies: the attention heads divide evenly over the tensor-parallel ranks; the KV heads too,
-    or each is replicated over a whole number of ranks; every pipeline stage has at least one layer."""
-    t, heads, kv_heads = tensor_parallel, model.num_heads, model.num_kv_heads
-    if heads % t:
-        allowed = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
-        raise ConfigError(f"cluster.tensor_parallel: {t} does not divide the {heads} attention heads of {model.name} "
-                          f"(allowed: {allowed})")
-    if (kv_heads % t if kv_heads >= t else t % kv_heads):
-        raise ConfigError(f"cluster.tensor_parallel: {t} and the {kv_heads} KV heads of {model.name} do not split "
-                          "evenly (each rank needs whole KV heads, or each KV head a whole number of ranks)")
+    """The rules vLLM applies: the attention heads of every layer group divide evenly over the tensor-parallel
+    ranks; the KV heads too, or each is replicated over a whole number of ranks (MLA's latent is replicated whole);
+    every pipeline stage has at least one layer."""
+    t = tensor_parallel
+    for group in model.layers:
+        heads, kv_heads = group.attention.num_heads, group.attention.num_kv_heads
+        if heads % t:
+            allowed = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
+            raise ConfigError(f"cluster.tensor_parallel: {t} does not divide the {heads} attention heads of "
+                              f"{model.name} (allowed: {allowed})")
+        if group.attention.kind != "mla" and (kv_heads % t if kv_heads >= t else t % kv_heads):
+            raise ConfigError(f"cluster.tensor_parallel: {t} and the {kv_heads} KV heads of {model.name} do not "
+                              "split evenly (each rank needs whole KV heads, or each KV head a whole number of ranks)")
     if pipeline_parallel > model.num_layers:
         raise ConfigError(f"cluster.pipeline_parallel: {pipeline_parallel} stages for the {model.num_layers} layers "
                           f"of {model.name} (at most one stage per layer)")
@@ -203,8 +207,7 @@ def simulate(
         decode_router = _router(config, cluster.decode_router, decode.replicas, 2, "cluster.decode_router")
         handoff = PrefillToDecode(
             env, decode.replicas, decode_router, cluster.transfer,
-            kv_cache_bytes(model.num_layers, model.num_kv_heads, model.head_dim,
-                           kv_dtype(config.kv_cache.dtype, config.dtype), 1, 1),
+            model.kv_bytes_per_token(bytes_per_element(kv_dtype(config.kv_cache.dtype, config.dtype))),
             model.num_layers, recorder,
         )
         handoff.observer = observer

@@ -1,19 +1,23 @@
 """Attention kernels on one GPU: FlashAttention-style prefill and paged decode.
 
-Per layer, with ``H`` query heads and ``G`` KV heads on the GPU, head dimension ``d``, ``v`` bytes per KV element,
-16-bit queries and outputs, and a sliding window ``w`` (0 = full attention), every kernel costs the smooth maximum
-(p = the hardware's ``gemm_knee``) of its compute and memory times plus ``attention_overhead_us``:
+Per layer, with ``H`` query heads and ``G`` KV heads on the GPU, query-key width ``d_qk`` and value width ``d_v``
+per head, ``e`` KV elements stored per token (``2·G·d`` for multi-head/grouped-query attention; the latent
+``kv_lora_rank + qk_rope_head_dim`` for MLA's absorbed decode), ``v`` bytes per KV element, 16-bit queries and
+outputs, and a span ``w`` (a sliding window or a local-attention chunk; 0 = the whole context), every kernel costs
+the smooth maximum (p = the hardware's ``gemm_knee``) of its compute and memory times plus ``attention_overhead_us``:
 
 - prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt
-  of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); FLOPs 4·H·d per pair at
-  ``attention_efficiency`` × the 16-bit peak; bytes q·d·(4H + 2G·v) (queries in, outputs out, the chunk's K/V) plus
-  the cached K/V read, c·2G·d·v, at ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is parallel over
-  query blocks × heads and does not stream at full bandwidth). The roofline prices full attention only: models with
-  sliding-window layers are refused by the importer (:func:`simulator.catalog.models.unmodelled_features`);
-- decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 4·H·d·S at ``decode_attention_efficiency`` × the
-  16-bit peak (no tensor-core-sized tiles at one query row), bytes 2·G·d·v·S at the streaming
-  ``bandwidth_efficiency``, plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel
-  schedules. A decode step of a batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
+  of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); FLOPs 2·H·(d_qk + d_v) per pair at
+  ``attention_efficiency`` × the 16-bit peak; bytes q·(2·H·(d_qk + d_v) + e·v) (queries in, outputs out, the
+  chunk's K/V) plus the cached K/V read, c·e·v, at ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is
+  parallel over query blocks × heads and does not stream at full bandwidth);
+- decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 2·H·(d_qk + d_v)·S at
+  ``decode_attention_efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
+  the streaming ``bandwidth_efficiency``, plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block
+  the kernel schedules. A decode step of a batch is therefore affine in the context sum, as
+  :mod:`simulator.cost.base` needs.
+
+With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
 Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the frameworks' own timings
 (``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows); the three
@@ -55,18 +59,17 @@ class AttentionModel:
         p = self.p
         return (compute_s**p + memory_s**p) ** (1 / p)
 
-    def prefill_parts(self, heads: float, kv_heads: float, head_dim: int, pairs: float, new_tokens: float,
+    def prefill_parts(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
                       cached_read: float) -> float:
         """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries and ``cached_read`` cached K/V
-        tokens read (no overhead)."""
-        d, v = head_dim, self.v
-        nbytes = new_tokens * d * (4 * heads + 2 * kv_heads * v) + cached_read * 2 * kv_heads * d * v
-        return self._combine(4 * heads * d * pairs / self.prefill_flops, nbytes / self.io_bandwidth)
+        tokens read (no overhead); ``widths`` = d_qk + d_v, ``kv_elements`` = e."""
+        v = self.v
+        nbytes = new_tokens * (2 * heads * widths + kv_elements * v) + cached_read * kv_elements * v
+        return self._combine(2 * heads * widths * pairs / self.prefill_flops, nbytes / self.io_bandwidth)
 
-    def decode_per_token(self, heads: float, kv_heads: float, head_dim: int) -> float:
+    def decode_per_token(self, heads: float, widths: float, kv_elements: float) -> float:
         """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum)."""
-        return self._combine(4 * heads * head_dim / self.decode_flops,
-                             2 * kv_heads * head_dim * self.v / self.decode_bandwidth)
+        return self._combine(2 * heads * widths / self.decode_flops, kv_elements * self.v / self.decode_bandwidth)
 
     def kernel_times(self, phase: str, batch, seq_len, heads, kv_heads, head_dim, window):
         """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""
@@ -76,10 +79,10 @@ class AttentionModel:
         if phase == "prefill":
             pairs = np.where(windowed, window * (window + 1) / 2 + (seq_len - window) * window,
                              seq_len * (seq_len + 1) / 2)
-            per_sequence = self.prefill_parts(heads, kv_heads, head_dim, pairs, seq_len, 0)
+            per_sequence = self.prefill_parts(heads, 2 * head_dim, 2 * kv_heads * head_dim, pairs, seq_len, 0)
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
-        return (batch * context * self.decode_per_token(heads, kv_heads, head_dim)
+        return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim)
                 + batch * kv_heads * self.per_head + self.overhead)
 
 

@@ -1,26 +1,13 @@
 """Per-operator roofline cost of one iteration on a tensor-parallel replica, plus the serving engine's overheads.
 
 Each kernel costs the smooth roofline of :mod:`simulator.cost.gemm` (compute vs memory time, knee exponent p, plus a
-fixed per-kernel overhead) on one GPU shard; kernels are summed (they run one after another). Per layer, with T
-tokens in the iteration, t-way tensor parallelism, ``H = heads/t``, ``G = ceil(kv_heads/t)``, ``d = head_dim``,
-``D = hidden``, ``I = intermediate/t``, activations of ``w`` bytes (16-bit; weights may be fp8/int8/int4, see
-:mod:`simulator.cost.gemm`) and KV of ``v`` bytes per element:
-
-- QKV projection GEMM  (T × D) · (D × (H + 2G)·d)
-- attention (:mod:`simulator.cost.attention`): one prefill kernel for all chunks of the iteration (causal pairs
-  Σ(q·c + q(q+1)/2) for a chunk of q new tokens over c cached ones, their queries, outputs and K/V) and one decode
-  kernel (context sum S: FLOPs 4·H·d·S, bytes 2·G·d·v·S, a cost per sequence and KV head); the engine's
-  ``attention_efficiency`` scales their FLOP rate (:mod:`simulator.cost.engine`)
-- output projection GEMM (T × H·d) · (H·d × D)
-- MLP: up (T × D) · (D × k·I) with k = 2 if gated else 1, down (T × I) · (I × D); for a Mixtral-style mixture of
-  experts, the expected number of distinct experts the T tokens touch, each on its share of the tokens
-  (:meth:`RooflineCostModel.mlp_time`)
-- elementwise kernels: two norms (read + write D each), the activation (read k·I, write I, in each of the token's
-  experts), two residual adds (read 2·D, write D): T·(10·D + 3·I·experts per token)·w bytes over 5 kernels (or
-  the engine's ``elementwise_kernels_per_layer``: fused residual-add + norm and activation kernels move the same
-  bytes in fewer launches)
-- two all-reduces of T·D·w bytes (:mod:`simulator.cost.collectives`; or the framework's one-shot custom
-  all-reduce when it is faster, :meth:`RooflineCostModel.all_reduce_time`)
+fixed per-kernel overhead) on one GPU shard; kernels are summed (they run one after another). The model is a stack
+of layer groups (:mod:`simulator.catalog.architecture`); each group's GEMMs, elementwise and attention kernels are
+priced by :class:`simulator.cost.layers.GroupCost` (attention of every kind, dense and mixture-of-experts FFNs), so
+the work per iteration grows with the number of groups, not layers. Per layer, besides: two all-reduces of T·D·w
+bytes (:mod:`simulator.cost.collectives`; or the framework's one-shot custom all-reduce when it is faster,
+:meth:`RooflineCostModel.all_reduce_time`). A quantised checkpoint's parts (:attr:`ModelSpec.quantization`) run
+their GEMMs in the weight dtype; the other parts, the router and the LM head in 16-bit.
 
 Pipeline parallelism (``pp`` stages of ceil(layers/pp) layers) runs one batch through the stages in turn — vLLM with
 one virtual engine — so an iteration costs the same kernels plus (pp − 1) transfers of the T·D·w hidden states
@@ -31,12 +18,11 @@ Per iteration: embedding gather (T·D·w bytes), the final norm, the LM head GEM
 The engine profile adds its fixed costs (:mod:`simulator.cost.engine`).
 
 A decode step is exactly affine in S (decode attention's compute and memory times are both proportional to S, so
-their smooth maximum is too), as :mod:`simulator.cost.base` requires.
+their smooth maximum is too; bounded-span layers cost a constant per sequence), as :mod:`simulator.cost.base`
+requires.
 """
 
 from __future__ import annotations
-
-import math
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.config.schema import ExperimentConfig
@@ -45,6 +31,7 @@ from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time, ring_bandwidth
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.gemm import GemmModel
+from simulator.cost.layers import GroupCost, span_totals
 from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.kv.sizing import kv_dtype
 
@@ -72,23 +59,20 @@ class RooflineCostModel(CostModel):
         )
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
-        m, t = model, tensor_parallel
-        self.heads = m.num_heads / t
-        self.kv_heads = math.ceil(m.num_kv_heads / t)
-        self.inter = m.intermediate_size / t
-        self.qkv_width = (self.heads + 2 * self.kv_heads) * m.head_dim
-        self.attn_width = self.heads * m.head_dim
-        self.up_width = (2 if m.gated_mlp else 1) * self.inter
         self.attention = AttentionModel(
             hardware, kv_dtype or activation_dtype(dtype),
             self.engine.compute_efficiency * self.engine.attention_efficiency, self.engine.memory_efficiency,
             self.engine.kernel_overhead_us,
         )
-        attention = self.attention
-        self.decode_attention_per_token = m.num_layers * attention.decode_per_token(
-            self.heads, self.kv_heads, m.head_dim)
-        self.decode_attention_per_sequence = m.num_layers * self.kv_heads * attention.per_head
-        self.decode_attention_fixed = m.num_layers * attention.overhead
+        gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
+                 for part in ("attention", "dense_ffn", "experts")}
+        gemms["router"] = self.head_gemm
+        self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, self.attention, self.w,
+                                 self.elementwise_kernels) for group in model.layers]
+        self.spans = {group.span for group in self.groups}
+        self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
+        self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
+        self.decode_attention_fixed = sum(g.decode_fixed for g in self.groups)
         self._body_cache: dict[int, float] = {}
         self._per_sequence_cache: dict[tuple[int, int], float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
@@ -128,29 +112,14 @@ class RooflineCostModel(CostModel):
         """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads."""
         m, T, g = self.model, num_tokens, self.gemm
         D, L = m.hidden_size, m.num_layers
-        elementwise = T * (10 * D + 3 * m.experts_per_token * self.inter) * self.w
         return {
-            "gemm_s": L * (g.time(T, self.qkv_width, D) + g.time(T, D, self.attn_width) + self.mlp_time(T)),
-            "elementwise_s": L * self.elementwise_kernels * g.memory_kernel(elementwise / self.elementwise_kernels)
+            "gemm_s": sum(group.gemm_time(T) for group in self.groups),
+            "elementwise_s": sum(group.elementwise_time(T) for group in self.groups)
             + g.memory_kernel(T * D * self.w)
             + g.memory_kernel(2 * T * D * self.w),
             "communication_s": L * 2 * self.all_reduce_time(T * D * self.w)
             + ((self.pp - 1) * self.stage_transfer_time(T * D * self.w) if self.pp > 1 else 0.0),
         }
-
-    def mlp_time(self, num_tokens: int) -> float:
-        """Up and down projections of one layer; for a mixture of experts, of the experts the tokens touch.
-
-        T tokens each choosing k of E experts touch U = E·(1 − (1 − k/E)^T) distinct experts in expectation; each
-        touched expert runs its GEMMs on T·k/U tokens (tokens spread evenly), plus the router GEMM (T × D)·(D × E).
-        """
-        m, g, D = self.model, self.gemm, self.model.hidden_size
-        if m.num_experts == 1:
-            return g.time(num_tokens, self.up_width, D) + g.time(num_tokens, D, self.inter)
-        experts, k = m.num_experts, m.experts_per_token
-        touched = experts * (1 - (1 - k / experts) ** num_tokens)
-        rows = num_tokens * k / touched
-        return touched * (g.time(rows, self.up_width, D) + g.time(rows, D, self.inter)) + g.time(num_tokens, experts, D)
 
     def per_sequence_parts(self, num_sequences: int, num_prompts: int = 0) -> dict[str, float]:
         """Seconds of the LM head on each sequence's last token, sampling, and the engine's fixed costs
@@ -175,25 +144,17 @@ class RooflineCostModel(CostModel):
             cached = self._per_sequence_cache[key] = sum(self.per_sequence_parts(num_sequences, num_prompts).values())
         return cached
 
-    def prefill_attention_time(self, pairs: float, tokens: int, cached: int) -> float:
-        """One prefill kernel per layer over Σ(q·c + q(q+1)/2) causal pairs, ``tokens`` new queries and ``cached``
-        cached K/V tokens read."""
-        kernel = self.attention.prefill_parts(self.heads, self.kv_heads, self.model.head_dim, pairs, tokens, cached)
-        return self.model.num_layers * (kernel + self.attention.overhead)
+    def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
+        """Every group's prefill attention kernels over the iteration's prompt chunks (new, cached tokens)."""
+        if len(self.groups) == 1:
+            group = self.groups[0]
+            return group.prefill_attention_time(*span_totals(chunks, group.span))
+        totals = {span: span_totals(chunks, span) for span in self.spans}
+        return sum(group.prefill_attention_time(*totals[group.span]) for group in self.groups)
 
     # --- iteration ---------------------------------------------------------------------------------------------
-    @staticmethod
-    def _prefill_totals(chunks: tuple[tuple[int, int], ...]) -> tuple[int, float, int]:
-        """Prompt tokens, causal query-key pairs Σ(q·c + q(q+1)/2), and cached K/V tokens read, over the chunks."""
-        tokens, pairs, cached_tokens = 0, 0.0, 0
-        for new, cached in chunks:
-            tokens += new
-            pairs += new * cached + new * (new + 1) / 2
-            cached_tokens += cached
-        return tokens, pairs, cached_tokens
-
-    def _attention_time(self, shape: IterationShape, tokens: int, pairs: float, cached: int) -> float:
-        time = self.prefill_attention_time(pairs, tokens, cached) if shape.prefill_chunks else 0.0
+    def _attention_time(self, shape: IterationShape) -> float:
+        time = self.prefill_attention_time(shape.prefill_chunks) if shape.prefill_chunks else 0.0
         if shape.num_decodes:
             time += (self.decode_attention_fixed + self.decode_attention_per_sequence * shape.num_decodes
                      + self.decode_attention_per_token * shape.decode_context_sum)
@@ -211,12 +172,11 @@ class RooflineCostModel(CostModel):
     def _pass_time(self, shape: IterationShape) -> float:
         """Verifying k drafted tokens runs every decode sequence through k + 1 positions: k + 1 rows in the GEMMs
         and the LM head; attention still reads each sequence's KV once."""
-        tokens, pairs, cached = self._prefill_totals(shape.prefill_chunks)
         decode_rows = shape.num_decodes * shape.decode_positions
         return (
-            self._body_time(tokens + decode_rows)
+            self._body_time(shape.prefill_tokens + decode_rows)
             + self._per_sequence_time(len(shape.prefill_chunks) + decode_rows, len(shape.prefill_chunks))
-            + self._attention_time(shape, tokens, pairs, cached)
+            + self._attention_time(shape)
         )
 
     def iteration_time(self, shape: IterationShape) -> float:
@@ -241,10 +201,9 @@ class RooflineCostModel(CostModel):
         """``iteration_time`` split into operator groups (seconds; they sum to the iteration time)."""
         total: dict[str, float] = {}
         for one in self._passes(shape) if (shape.prefill_chunks or shape.num_decodes) else []:
-            tokens, pairs, cached = self._prefill_totals(one.prefill_chunks)
             decode_rows = one.num_decodes * one.decode_positions
-            parts = self.body_parts(tokens + decode_rows)
-            parts["attention_s"] = self._attention_time(one, tokens, pairs, cached)
+            parts = self.body_parts(one.prefill_tokens + decode_rows)
+            parts["attention_s"] = self._attention_time(one)
             parts.update(self.per_sequence_parts(len(one.prefill_chunks) + decode_rows, len(one.prefill_chunks)))
             for name, seconds in parts.items():
                 total[name] = total.get(name, 0.0) + seconds

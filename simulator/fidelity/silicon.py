@@ -136,7 +136,7 @@ def row_experiment(
         spec = load_model(model)
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
-    if spec.num_experts > 1 and _degree(row, "moe_tp_size", where) not in (1, tp):
+    if spec.is_moe and _degree(row, "moe_tp_size", where) not in (1, tp):
         raise Unsupported("MoE tensor parallelism different from attention tensor parallelism")
     engine_name = dict(settings.engines).get(backend, backend)
     measured = max(settings.measured * users, settings.min_measured)

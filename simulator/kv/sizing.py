@@ -1,17 +1,21 @@
 """KV-cache sizing: bytes per token, the memory budget of a replica, and the block pool it yields.
 
-    KV bytes per token  = 2 (K and V) × layers × kv_heads × head_dim × bytes per element
+    KV bytes per token  = Σ over layer groups of layers × KV elements per token × bytes per element
+                          (2 × kv_heads × head_dim for multi-head/grouped-query attention; MLA's latent
+                          kv_lora_rank + qk_rope_head_dim; :mod:`simulator.catalog.architecture`)
     KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − activation workspace
-    weights             = transformer-block parameters × weight bytes + embedding/LM-head parameters × 2
+    weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
-t > kv_heads); with p pipeline stages it holds ceil(layers / p) layers (weights are taken as evenly split).
+t > kv_heads; MLA's latent is whole on every GPU); with p pipeline stages it holds ceil(layers / p) of the layers
+(weights and KV taken as evenly split). Sliding-window and local-chunk layers are counted like full ones: the most a
+token holds while it is inside the span (freeing the blocks that leave a window is not modelled yet).
 The activation workspace is an estimate of the largest forward pass the scheduler may run (``max_num_batched_tokens``
-tokens): hidden states and MLP intermediates in the weight precision, plus fp32 logits
-for ``max_num_seqs`` sequences:
+tokens): hidden states and the widest FFN intermediate per token (A: k·I/t for a dense layer, top-k experts' plus
+the shared experts' for MoE) in the weight precision, plus fp32 logits for ``max_num_seqs`` sequences:
 
-    workspace = max_num_batched_tokens × (4·D + 2·k·I/t) × w + max_num_seqs × vocab/t × 4
+    workspace = max_num_batched_tokens × (4·D + 2·A) × w + max_num_seqs × vocab/t × 4
 """
 
 from __future__ import annotations
@@ -32,8 +36,15 @@ def kv_dtype(configured: str, weight_dtype: str) -> str:
 
 
 def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, dtype: str, context: int, batch: int) -> float:
-    """Bytes of KV cache for ``batch`` sequences of ``context`` tokens."""
+    """Bytes of multi-head/grouped-query KV cache for ``batch`` sequences of ``context`` tokens."""
     return 2 * num_layers * num_kv_heads * head_dim * bytes_per_element(dtype) * context * batch
+
+
+def ffn_activation_width(ffn) -> float:
+    """Intermediate activations one token produces in an FFN (gate and up: k·I; MoE: of its top-k experts and the
+    shared experts)."""
+    routed = ffn.experts_per_token * ffn.intermediate_size if ffn.kind == "moe" else ffn.intermediate_size
+    return (ffn.matrices - 1) * (routed + ffn.shared_intermediate_size)
 
 
 @dataclass(frozen=True)
@@ -62,10 +73,11 @@ def kv_budget(
     w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * gpu_memory_utilization
     weights = model.weight_bytes(bytes_per_element(weight_dtype), w) / (t * p)
-    up = (2 if model.gated_mlp else 1) * model.intermediate_size / t
-    workspace = max_num_batched_tokens * (4 * model.hidden_size + 2 * up) * w + max_num_seqs * model.vocab_size / t * 4
-    layers = math.ceil(model.num_layers / p)
-    per_token = kv_cache_bytes(layers, math.ceil(model.num_kv_heads / t), model.head_dim, kv_dtype_name, 1, 1)
+    widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
+    workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
+                 + max_num_seqs * model.vocab_size / t * 4)
+    layers = model.num_layers
+    per_token = model.kv_bytes_per_token(bytes_per_element(kv_dtype_name), t) * math.ceil(layers / p) / layers
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
         if weights + workspace > usable:  # a fixed pool still needs the weights to fit beside it

@@ -1,0 +1,278 @@
+"""Hugging Face ``config.json`` -> :class:`~simulator.catalog.ModelSpec` (a stack of layer groups).
+
+One alias table maps each architecture fact to the names families give it (``n_routed_experts | num_experts |
+num_local_experts``, ...); a nested ``text_config`` (multimodal wrappers: Llama 4, Gemma 3) is read in place of the
+top level. Per-family *layer patterns*, never per-model branches, decide each layer's kind:
+
+- attention: ``kv_lora_rank`` -> MLA; ``layer_types`` (``full_attention``, ``sliding_attention``,
+  ``chunked_attention``) or ``sliding_window_pattern`` (every N-th layer global, Gemma 3) or ``no_rope_layers`` with
+  ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
+  (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
+- FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` layers
+  (DeepSeek), layers off ``moe_layer_freq`` / ``decoder_sparse_step`` / ``interleave_moe_layer_step``, and
+  ``mlp_only_layers``; routed experts of ``moe_intermediate_size`` (else ``intermediate_size``); dense layers of
+  ``intermediate_size_mlp`` (Llama 4) or ``intermediate_size``; shared experts of ``shared_expert_intermediate_size``
+  or ``n_shared_experts`` × the expert width (Llama 4 runs one shared expert per MoE layer).
+
+``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
+``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
+float 8-bit, 4-bit AWQ/GPTQ (``int4``); ``modules_to_not_convert`` naming attention keeps attention 16-bit.
+A field the importer cannot honour (linear attention, state-space layers, an unknown quantisation) is one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from simulator.catalog.architecture import FFN, Attention, group_layers
+from simulator.catalog.loading import validate
+from simulator.errors import LLMSimError
+
+ALIASES: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
+    "hidden_size": ("hidden_size", "d_model", "n_embd", "dim"),
+    "num_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "num_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"),
+    "head_dim": ("head_dim", "kv_channels"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+    "dense_intermediate_size": ("intermediate_size_mlp",),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
+    "num_experts": ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
+    "experts_per_token": ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k"),
+    "expert_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size"),
+    "window": ("sliding_window", "attention_window"),
+    "chunk": ("attention_chunk_size",),
+    **{key: (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")},
+}
+# model types whose MLP is not gated (the rest are SwiGLU/GeGLU-style)
+UNGATED_MODEL_TYPES = {"phi", "gpt2", "gpt_neox", "opt", "bloom", "falcon", "gpt_bigcode"}
+# families that tie the LM head to the embeddings when the config does not say
+TIED_BY_DEFAULT = ("gemma",)
+# families with shared experts not named in their config: experts per MoE layer
+SHARED_EXPERTS_BY_FAMILY = {"llama4": 1}
+LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked"}
+UNSUPPORTED_LAYER_KINDS = {"linear_attention": "linear-attention (Gated DeltaNet) layers",
+                           "mamba": "state-space (Mamba) layers"}
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """A config value as the user wrote it (repr: strings quoted), shortened."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _get(config: dict[str, Any], fact: str, where: str, default: Any = ...) -> Any:
+    """The first alias of ``fact`` present (not null) as a positive integer; absent gives ``default``."""
+    for key in ALIASES[fact]:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise LLMSimError(f"{where}: {key} must be a positive integer, got {_shown(value, 40)}")
+        return value
+    if default is ...:
+        raise LLMSimError(f"{where}: Hugging Face config lacks required key {ALIASES[fact][0]!r}"
+                          + (f" (or {', '.join(ALIASES[fact][1:])})" if len(ALIASES[fact]) > 1 else ""))
+    return default
+
+
+def _flag(config: dict[str, Any], key: str, where: str, default: bool) -> bool:
+    value = config.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise LLMSimError(f"{where}: {key} must be true or false, got {_shown(value, 40)}")
+    return value
+
+
+def _int_list(config: dict[str, Any], key: str, where: str, length: int | None = None) -> list[int] | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise LLMSimError(f"{where}: {key} must be a list of integers, got {_shown(value, 60)}")
+    if length is not None and len(value) != length:
+        raise LLMSimError(f"{where}: {key} has {len(value)} entries for {length} layers")
+    return value
+
+
+def text_config(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """The language model's fields: a nested ``text_config`` over the top level (which keeps the quantisation)."""
+    nested = config.get("text_config")
+    if nested is None:
+        return config
+    if not isinstance(nested, dict):
+        raise LLMSimError(f"{where}: text_config must be a mapping, got {_shown(nested, 40)}")
+    return {**config, **nested}
+
+
+def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[str]:
+    """Each layer's attention kind from the family's layer pattern."""
+    if "hybrid_override_pattern" in config:
+        raise LLMSimError(f"{where}: not modelled yet: {UNSUPPORTED_LAYER_KINDS['mamba']} (hybrid_override_pattern)")
+    types = config.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
+            raise LLMSimError(f"{where}: layer_types must list one kind per layer ({layers}), got {_shown(types, 60)}")
+        for kind in types:
+            if kind in UNSUPPORTED_LAYER_KINDS:
+                raise LLMSimError(f"{where}: not modelled yet: {UNSUPPORTED_LAYER_KINDS[kind]} (layer_types)")
+            if kind not in LAYER_KINDS:
+                raise LLMSimError(f"{where}: layer_types: unknown layer kind {kind!r} (known: "
+                                  f"{', '.join([*LAYER_KINDS, *UNSUPPORTED_LAYER_KINDS])})")
+        return [LAYER_KINDS[kind] for kind in types]
+    if _get(config, "chunk", where, None):
+        no_rope = _int_list(config, "no_rope_layers", where, layers)
+        if no_rope is None:  # Llama 4's default: every 4th layer is a global NoPE layer
+            no_rope = [int((i + 1) % 4 != 0) for i in range(layers)]
+        return ["chunked" if uses_rope else "full" for uses_rope in no_rope]
+    pattern = _get(config, "window", where, None) and config.get("sliding_window_pattern")
+    if pattern:
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
+            raise LLMSimError(f"{where}: sliding_window_pattern must be a positive integer, got {pattern!r}")
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
+    if _get(config, "window", where, None) and _flag(config, "use_sliding_window", where, True):
+        full_first = config.get("max_window_layers") if "use_sliding_window" in config else 0
+        full_first = full_first if isinstance(full_first, int) and not isinstance(full_first, bool) else 0
+        return ["full" if i < full_first else "sliding" for i in range(layers)]
+    return ["full"] * layers
+
+
+def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
+    heads, hidden = _get(config, "num_heads", where), _get(config, "hidden_size", where)
+    fields: dict[str, Any] = {"num_heads": heads}
+    if config.get("kv_lora_rank") is not None:
+        rope = _get(config, "qk_rope_head_dim", where)
+        fields.update(
+            kind="mla", num_kv_heads=heads, q_lora_rank=_get(config, "q_lora_rank", where, 0),
+            kv_lora_rank=_get(config, "kv_lora_rank", where), qk_rope_head_dim=rope,
+            head_dim=_get(config, "qk_nope_head_dim", where) + rope, v_head_dim=_get(config, "v_head_dim", where),
+        )
+        return validate(Attention, fields, where)
+    if hidden % heads and _get(config, "head_dim", where, None) is None:
+        raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
+                          "head_dim is not given")
+    fields.update(kind=kind, num_kv_heads=_get(config, "num_kv_heads", where, heads),
+                  head_dim=_get(config, "head_dim", where, hidden // heads))
+    if kind == "sliding":
+        fields["window"] = _get(config, "window", where)
+    elif kind == "chunked":
+        fields["window"] = _get(config, "chunk", where)
+    return validate(Attention, fields, where)
+
+
+def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
+    """Whether layer ``index`` (0-based) runs the routed experts, by the family's pattern fields."""
+    if index < (config.get("first_k_dense_replace") or 0):
+        return False
+    if index in (_int_list(config, "mlp_only_layers", where) or []):
+        return False
+    for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1)):
+        step = config.get(key)
+        if step is None:
+            continue
+        if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
+            raise LLMSimError(f"{where}: {key} must be a positive integer, got {_shown(step, 40)}")
+        if (index + offset) % step:
+            return False
+    return True
+
+
+def _ffns(config: dict[str, Any], layers: int, where: str) -> list[FFN]:
+    gated = config.get("model_type") not in UNGATED_MODEL_TYPES
+    hidden = _get(config, "hidden_size", where)
+    inter = _get(config, "intermediate_size", where, 4 * hidden)
+    dense = validate(FFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
+                           "gated": gated}, where)
+    experts = _get(config, "num_experts", where, 1)
+    if experts == 1:
+        return [dense] * layers
+    expert_width = _get(config, "expert_intermediate_size", where, inter)
+    family = str(config.get("model_type", "")).split("_")[0]
+    stated = {key: config[key] for key in (*ALIASES["shared_intermediate_size"], *ALIASES["shared_experts"])
+              if config.get(key) is not None}
+    if any(value == 0 and not isinstance(value, bool) for value in stated.values()):
+        shared = 0  # "no shared experts", said explicitly
+    else:
+        shared = _get(config, "shared_intermediate_size", where, None)
+        if shared is None:
+            shared = _get(config, "shared_experts", where, SHARED_EXPERTS_BY_FAMILY.get(family, 0)) * expert_width
+    moe = validate(FFN, {
+        "kind": "moe", "intermediate_size": expert_width, "gated": gated, "num_experts": experts,
+        "experts_per_token": _get(config, "experts_per_token", where, 1), "shared_intermediate_size": shared,
+    }, where)
+    return [moe if _is_moe_layer(config, i, where) else dense for i in range(layers)]
+
+
+def quantization(config: dict[str, Any], path: Path | None, where: str) -> dict[str, Any] | None:
+    """The checkpoint's weight format from ``quantization_config`` or a ModelOpt ``hf_quant_config.json``."""
+    method = config.get("quantization_config")
+    if method is None and path is not None:
+        for sibling in (path.with_name(path.name.replace("config.json", "hf_quant_config.json")),
+                        path.with_name("hf_quant_config.json")):
+            if sibling != path and sibling.is_file():
+                try:
+                    modelopt = json.loads(sibling.read_text(encoding="utf-8")).get("quantization") or {}
+                except (OSError, ValueError, AttributeError):
+                    raise LLMSimError(f"{sibling}: not a ModelOpt hf_quant_config.json") from None
+                method = {"quant_method": "modelopt", **modelopt}
+                break
+    if method is None:
+        return None
+    if not isinstance(method, dict):
+        raise LLMSimError(f"{where}: quantization_config must be a mapping, got {_shown(method, 40)}")
+    name = str(method.get("quant_method", "")).lower()
+    algo = str(method.get("quant_algo", "")).upper()
+    bits = method.get("bits") or method.get("w_bit")
+    if name == "fp8":
+        dtype = "fp8_block" if method.get("weight_block_size") else "fp8"
+    elif name == "mxfp4":
+        dtype = "mxfp4"
+    elif name == "modelopt" and algo in ("FP8", "FP8_BLOCK", "NVFP4"):
+        dtype = {"FP8": "fp8", "FP8_BLOCK": "fp8_block", "NVFP4": "nvfp4"}[algo]
+    elif name in ("awq", "gptq") and bits == 4:
+        dtype = "int4"
+    elif name == "compressed-tensors" and "float" in str(method.get("format", "")):
+        dtype = "fp8"
+    else:
+        raise LLMSimError(f"{where}: quantization_config: quant_method {name or '?'!r}{f' {algo}' if algo else ''} "
+                          "is not modelled (known: fp8, fp8 with weight_block_size, mxfp4, modelopt FP8/NVFP4, "
+                          "4-bit awq/gptq, compressed-tensors float)")
+    kept = method.get("modules_to_not_convert") or method.get("exclude_modules") or method.get("ignore") or []
+    kept = [str(module) for module in kept] if isinstance(kept, list) else []
+    parts = ["dense_ffn", "experts"]
+    if not any("self_attn" in module or module.endswith(".attn") for module in kept):
+        parts.insert(0, "attention")
+    return {"dtype": dtype, "parts": parts}
+
+
+def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Path | None = None):
+    """Map a Hugging Face ``config.json`` onto a :class:`~simulator.catalog.ModelSpec`."""
+    from simulator.catalog.models import ModelSpec
+
+    for key in ("model_type", "sliding_window", "use_sliding_window", "tie_word_embeddings"):
+        value = config.get(key)
+        if isinstance(value, list | dict):
+            raise LLMSimError(f"{where}: {key} must be a single value, got {_shown(value, 60)}")
+    text = text_config(config, where)
+    layers = _get(text, "num_layers", where)
+    kinds = _attention_kinds(text, layers, where)
+    attentions = {kind: _attention(text, kind, where) for kind in set(kinds)}
+    ffns = _ffns(text, layers, where)
+    family = str(text.get("model_type", ""))
+    fields = {
+        "name": name,
+        "hidden_size": _get(text, "hidden_size", where),
+        "vocab_size": _get(text, "vocab_size", where),
+        "max_position_embeddings": _get(text, "max_position_embeddings", where, 2048),
+        "tie_word_embeddings": _flag(text, "tie_word_embeddings", where, family.startswith(TIED_BY_DEFAULT)),
+        "layers": group_layers([(attentions[kind], ffn) for kind, ffn in zip(kinds, ffns, strict=True)]),
+        "quantization": quantization(config, path, where),
+        "source": where,
+    }
+    return validate(ModelSpec, fields, where)

@@ -1,0 +1,153 @@
+"""What one layer group costs on one tensor-parallel GPU: its GEMMs, elementwise kernels and attention kernels.
+
+With ``t``-way tensor parallelism, ``D`` = hidden, ``T`` tokens in the iteration, ``w`` bytes per activation:
+
+Attention GEMMs (heads split over ``t``: ``H = heads/t``, ``G = ceil(kv_heads/t)``):
+
+- full / sliding / chunked: QKV (T × D)·(D × (H + 2G)·d), output (T × H·d)·(H·d × D).
+- MLA: queries (T × D)·(D × r_q) then (T × r_q)·(r_q × H·d_qk) (one (D × H·d_qk) GEMM without ``q_lora_rank``);
+  the latent (T × D)·(D × (r_kv + r)) on every rank (it is not split); the up-projection of the latent to the
+  heads' keys and values (T × r_kv)·(r_kv × H·(n + v)) — decompression in prefill, and in decode the same weights
+  absorbed into the query and the output (the same FLOPs per token and weight bytes); output (T × H·v)·(H·v × D).
+  Prefill attention runs decompressed (H heads, d_qk + v wide, K/V of H·(d_qk + v) elements per new token; cached
+  latent tokens of a later chunk are read, not re-decompressed); decode attention runs over the latent as
+  multi-query attention (H heads, one KV "head" of r_kv + r elements, d_qk = r_kv + r, d_v = r_kv).
+
+FFN GEMMs (widths split over ``t``):
+
+- dense: up (T × D)·(D × k·I/t) (k = 2 when gated: gate and up fused), down (T × I/t)·(I/t × D).
+- mixture of experts: the router (T × D)·(D × E) in 16-bit; shared experts as a dense FFN of their summed width;
+  the routed experts as *grouped* GEMMs (one kernel per projection, as fused-MoE kernels run them): T tokens
+  choosing k of E experts touch U = E·(1 − (1 − k/E)^T) experts in expectation, each on T·k/U rows (balanced
+  routing), rows rounded up to whole tiles per expert; FLOPs 2·U·ceil(T·k/U)_tile·n·K, weight bytes of the U
+  touched experts only, activation bytes T·k·(K + n)·w.
+
+Elementwise kernels (two norms, the activation, two residual adds, and for MoE the weighted sum of each token's k
+expert outputs): T·(10·D + 3·A)·w bytes, A = the activation width per token (dense I/t; MoE k·I/t plus the shared
+experts'), plus T·(k + 1)·D·w for the MoE combine, over the engine's ``elementwise_kernels_per_layer`` kernels.
+
+Attention kernels are priced by :class:`simulator.cost.attention.AttentionModel`. A group whose layers attend over a
+bounded span (sliding window, local chunk) costs, in decode, a constant per sequence (the span's tokens: exact once
+the context exceeds the span, an upper bound before), so a decode step stays affine in the context sum; its prefill
+counts only the pairs inside the span.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.catalog.architecture import LayerGroup
+from simulator.cost.attention import AttentionModel
+from simulator.cost.gemm import GemmModel
+
+
+def causal_pairs(new: int, cached: int, span: int = 0) -> float:
+    """Query-key pairs of ``new`` tokens after ``cached`` ones under causal masking, each query seeing at most
+    ``span`` keys (itself included; 0 = no limit): Σ_{i=cached+1}^{cached+new} min(i, span)."""
+    if span <= 0 or cached + new <= span:
+        return new * cached + new * (new + 1) / 2
+    first, last = cached + 1, cached + new
+    if first > span:
+        return new * span
+    return (first + span) * (span - first + 1) / 2 + (last - span) * span
+
+
+class GroupCost:
+    """One layer group's per-GPU costs (seconds for all ``count`` layers of the group)."""
+
+    def __init__(self, group: LayerGroup, hidden: int, tensor_parallel: int, gemms: dict[str, GemmModel],
+                 attention: AttentionModel, activation_bytes: float, elementwise_kernels: int) -> None:
+        """``gemms``: the GEMM model of each part (``attention``, ``dense_ffn``, ``experts``, ``router``)."""
+        self.count = group.count
+        self.hidden = hidden
+        self.attention_gemm, self.router_gemm = gemms["attention"], gemms["router"]
+        self.ffn_gemm = gemms["experts" if group.ffn.kind == "moe" else "dense_ffn"]
+        self.attention = attention
+        self.w = activation_bytes
+        self.elementwise_kernels = elementwise_kernels
+        t, a, f = tensor_parallel, group.attention, group.ffn
+        self.span = a.span
+        self.heads = a.num_heads / t
+        D = hidden
+        if a.kind == "mla":
+            H, rope, nope, v = self.heads, a.qk_rope_head_dim, a.head_dim - a.qk_rope_head_dim, a.v_head_dim
+            query = [(a.q_lora_rank, D), (H * a.head_dim, a.q_lora_rank)] if a.q_lora_rank else [(H * a.head_dim, D)]
+            self.attention_gemms = [*query, (a.kv_lora_rank + rope, D), (H * (nope + v), a.kv_lora_rank), (D, H * v)]
+            self.prefill_widths, self.prefill_kv = a.head_dim + v, H * (a.head_dim + v)
+            latent = a.kv_lora_rank + rope
+            self.decode_widths, self.decode_kv, self.kv_blocks = latent + a.kv_lora_rank, latent, 1
+        else:
+            H, G, d = self.heads, math.ceil(a.num_kv_heads / t), a.head_dim
+            self.attention_gemms = [((H + 2 * G) * d, D), (D, H * d)]
+            self.prefill_widths, self.prefill_kv = 2 * d, 2 * G * d
+            self.decode_widths, self.decode_kv, self.kv_blocks = 2 * d, 2 * G * d, G
+        self.moe = f.kind == "moe"
+        width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
+        self.experts, self.topk = f.num_experts, f.experts_per_token
+        self.up_width, self.down_width = (f.matrices - 1) * width, width
+        self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
+        self.activation_width = (self.topk * width + shared) if self.moe else width
+        per_token = attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv)
+        per_sequence = self.kv_blocks * attention.per_head
+        if self.span:  # a bounded span: a constant per sequence
+            self.decode_per_token, self.decode_per_sequence = 0.0, self.count * (
+                per_sequence + self.span * per_token)
+        else:
+            self.decode_per_token, self.decode_per_sequence = self.count * per_token, self.count * per_sequence
+        self.decode_fixed = self.count * attention.overhead
+
+    def gemm_time(self, tokens: int) -> float:
+        T, D = tokens, self.hidden
+        gemm = self.attention_gemm
+        time = 0.0
+        for n, k in self.attention_gemms:
+            time += gemm.time(T, n, k)
+        if not self.moe:
+            ffn = self.ffn_gemm
+            return self.count * (time + ffn.time(T, self.up_width, D) + ffn.time(T, D, self.down_width))
+        time += self.router_gemm.time(T, self.experts, D)
+        if self.shared_down_width:
+            ffn = self.ffn_gemm
+            time += ffn.time(T, self.shared_up_width, D) + ffn.time(T, D, self.shared_down_width)
+        return self.count * time + self.experts_time(T)
+
+    def experts_time(self, tokens: int) -> float:
+        """The routed experts' two grouped GEMMs over ``tokens`` tokens, all layers of the group (0 if dense)."""
+        if not self.moe or tokens <= 0:
+            return 0.0
+        experts, D = self.ffn_gemm, self.hidden
+        touched = self.experts * (1 - (1 - self.topk / self.experts) ** tokens)
+        rows = tokens * self.topk / touched
+        return self.count * (experts.grouped_time(rows, touched, self.up_width, D)
+                             + experts.grouped_time(rows, touched, D, self.down_width))
+
+    def elementwise_time(self, tokens: int) -> float:
+        nbytes = tokens * (10 * self.hidden + 3 * self.activation_width) * self.w
+        if self.moe:
+            nbytes += tokens * (self.topk + 1) * self.hidden * self.w
+        kernels = self.elementwise_kernels
+        return self.count * kernels * self.attention_gemm.memory_kernel(nbytes / kernels)
+
+    def prefill_attention_time(self, pairs: float, tokens: int, cached: int) -> float:
+        """One prefill kernel per layer over ``pairs`` query-key pairs (:func:`span_totals` for this group's span),
+        ``tokens`` new queries and ``cached`` cached K/V tokens read."""
+        attention = self.attention
+        kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached)
+        return self.count * (kernel + attention.overhead)
+
+
+def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0) -> tuple[float, int, int]:
+    """Causal query-key pairs, new tokens and cached tokens read of an iteration's prompt chunks (new, cached) in
+    layers whose queries see at most ``span`` keys (0: all)."""
+    pairs, tokens, cached_read = 0.0, 0, 0
+    if not span:  # the common case, inline
+        for new, cached in chunks:
+            pairs += new * cached + new * (new + 1) / 2
+            tokens += new
+            cached_read += cached
+        return pairs, tokens, cached_read
+    for new, cached in chunks:
+        pairs += causal_pairs(new, cached, span)
+        tokens += new
+        cached_read += min(cached, span)
+    return pairs, tokens, cached_read

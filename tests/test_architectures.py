@@ -1,0 +1,198 @@
+"""Models as stacks of layer groups: the importer's layer patterns, parameter counts against the published ones,
+KV bytes by hand, and the cost of fine-grained experts against the bound of the weights they read."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulator.catalog import load_hardware, load_model
+from simulator.cost.layers import causal_pairs
+from simulator.cost.roofline import RooflineCostModel
+from simulator.errors import LLMSimError
+
+CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "data" / "model_configs"
+needs_configs = pytest.mark.skipif(not CONFIGS.is_dir(), reason="../shared/data/model_configs not present")
+
+
+def _config(name: str):
+    return load_model(str(CONFIGS / f"{name}_config.json"))
+
+
+# (config, published total, published active, active counts the embedding table, source)
+PUBLISHED = [
+    ("deepseek-ai--DeepSeek-V3", 671, 37, True, "DeepSeek-V3 technical report: 671B total, 37B activated"),
+    ("Qwen--Qwen3-235B-A22B", 235, 22, True, "Qwen3 technical report: 235B total, 22B activated"),
+    # its card's "3.3B activated" sits between the counts with (3.35B) and without (3.04B) the embedding table
+    ("Qwen--Qwen3-30B-A3B", 30.5, None, True, "Qwen3-30B-A3B model card: 30.5B total"),
+    ("openai--gpt-oss-120b", 116.83, 5.13, False, "gpt-oss model card: 116.83B total, 5.13B active (no embedding)"),
+    ("openai--gpt-oss-20b", 20.91, 3.61, False, "gpt-oss model card: 20.91B total, 3.61B active (no embedding)"),
+    ("mistralai--Mixtral-8x7B-v0.1", 46.7, 12.9, True, "Mistral: 46.7B total, 12.9B active"),
+    ("mistralai--Mixtral-8x22B-v0.1", 141, 39, True, "Mistral: 141B total, 39B active"),
+    ("meta-llama--Llama-4-Scout-17B-16E-Instruct", 109, 17, True, "Meta: 109B total (with vision), 17B active"),
+]
+
+
+def _close(value: float, published: float) -> bool:
+    """Within 1.5%, or within the published figure's rounding (half a unit of its last digit)."""
+    digits = len(str(published).split(".")[1]) if "." in str(published) else 0
+    return abs(value - published) <= max(0.015 * published, 0.5 * 10**-digits)
+
+
+@needs_configs
+@pytest.mark.parametrize("name, total, active, with_embedding, source", PUBLISHED)
+def test_parameter_counts_match_the_published_ones(name, total, active, with_embedding, source):
+    model = _config(name)
+    counted = model.active_params - (0 if with_embedding else model.vocab_size * model.hidden_size)
+    assert _close(model.num_params / 1e9, total), (model.num_params / 1e9, source)
+    assert active is None or _close(counted / 1e9, active), (counted / 1e9, source)
+
+
+@needs_configs
+def test_layer_patterns_of_the_families():
+    """DeepSeek-V3: 3 dense layers then 58 MoE layers, all MLA; gpt-oss: sliding (128) and full attention
+    alternating, MXFP4 experts with 16-bit attention; Llama 4 Scout: RoPE layers chunked (8192), every 4th layer
+    global, a shared expert in every MoE layer; Qwen3-235B-FP8: block-FP8 everywhere."""
+    deepseek = _config("deepseek-ai--DeepSeek-V3")
+    assert [(g.count, g.attention.kind, g.ffn.kind) for g in deepseek.layers] == [(3, "mla", "dense"),
+                                                                                 (58, "mla", "moe")]
+    moe = deepseek.layers[1].ffn
+    assert (moe.num_experts, moe.experts_per_token, moe.intermediate_size, moe.shared_intermediate_size) == (
+        256, 8, 2048, 2048)
+    assert deepseek.layers[0].ffn.intermediate_size == 18432
+    oss = _config("openai--gpt-oss-120b")
+    assert sorted((g.count, g.attention.kind, g.attention.window) for g in oss.layers) == [(18, "full", 0),
+                                                                                          (18, "sliding", 128)]
+    assert oss.quantization.dtype == "mxfp4" and not oss.quantized("attention") and oss.quantized("experts")
+    scout = _config("meta-llama--Llama-4-Scout-17B-16E-Instruct")
+    kinds = {(g.attention.kind, g.attention.window): g.count for g in scout.layers}
+    assert kinds == {("chunked", 8192): 36, ("full", 0): 12}
+    assert all(g.ffn.shared_intermediate_size == 8192 and g.ffn.num_experts == 16 for g in scout.layers)
+    fp8 = _config("Qwen--Qwen3-235B-A22B-FP8")
+    assert fp8.quantization.dtype == "fp8_block" and fp8.quantized("attention")
+
+
+@needs_configs
+def test_every_bundled_config_imports_or_fails_with_one_line():
+    for path in sorted(CONFIGS.glob("*_config.json")):
+        if path.name.endswith("_hf_quant_config.json"):
+            continue
+        try:
+            model = load_model(str(path))
+        except LLMSimError as exc:
+            message = str(exc)
+            assert "\n" not in message and message.startswith(str(path)) and "not modelled yet" in message, message
+        else:
+            assert model.num_params > 0 and model.kv_bytes_per_token(2.0) > 0
+
+
+def test_interleaved_dense_and_moe_layers_and_a_modelopt_sibling(tmp_path):
+    """``decoder_sparse_step: 2`` puts the experts on every second layer (1-based: layers 2, 4, ...), minus
+    ``mlp_only_layers``; a ModelOpt ``hf_quant_config.json`` beside a config sets its dtype."""
+    config = {"model_type": "qwen2_moe", "num_hidden_layers": 8, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 512, "moe_intermediate_size": 64, "num_experts": 16,
+              "num_experts_per_tok": 2, "shared_expert_intermediate_size": 128, "decoder_sparse_step": 2,
+              "mlp_only_layers": [3], "vocab_size": 1000}
+    path = tmp_path / "m_config.json"
+    path.write_text(json.dumps(config))
+    (tmp_path / "m_hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
+    model = load_model(str(path))
+    counts = {g.ffn.kind: g.count for g in model.layers}
+    assert counts == {"dense": 5, "moe": 3}  # MoE at indices 1, 5, 7 (3 is listed dense)
+    assert model.quantization.dtype == "fp8"
+    per_layer_moe = 16 * 3 * 256 * 64 + 3 * 256 * 128 + 256 * 16
+    attention = 256 * (4 + 2 * 2) * 64 + 4 * 64 * 256
+    expected = 5 * (attention + 3 * 256 * 512 + 512) + 3 * (attention + per_layer_moe + 512) + 2 * 1000 * 256 + 256
+    assert model.num_params == expected
+
+
+@needs_configs
+def test_kv_bytes_per_token_by_hand():
+    """MLA keeps one latent of kv_lora_rank + qk_rope_head_dim per token and layer, whole on every tensor-parallel
+    rank: DeepSeek-V3 61 × (512 + 64) × 2 B = 70,272 B. gpt-oss-120b: 36 layers × 2 × 8 KV heads × 64 × 2 B =
+    73,728 B while a token is inside the 128-token window, 18 × 2 × 8 × 64 × 2 = 36,864 B of it for good."""
+    deepseek = _config("deepseek-ai--DeepSeek-V3")
+    assert deepseek.kv_bytes_per_token(2.0) == 61 * 576 * 2 == deepseek.kv_bytes_per_token(2.0, tensor_parallel=8)
+    oss = _config("openai--gpt-oss-120b")
+    assert oss.kv_bytes_per_token(2.0) == 73728
+    assert oss.kv_bytes_per_token(2.0, tensor_parallel=8) == 36 * 2 * 1 * 64 * 2
+
+
+def test_kv_size_reports_each_group(capsys):
+    from simulator.cli import main
+
+    path = CONFIGS / "openai--gpt-oss-120b_config.json"
+    if not path.is_file():
+        pytest.skip("../shared/data/model_configs not present")
+    assert main(["kv-size", "--model", str(path), "--context", "4096", "--batch", "2", "--dtype", "bf16",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    by_kind = {g["attention"]: g for g in report["groups"]}
+    assert by_kind["sliding"]["tokens_held"] == 128 and by_kind["full"]["tokens_held"] == 4096
+    assert report["kv_bytes"] == 36864 * (4096 + 128) * 2
+    assert report["total_params"] == load_model(str(path)).num_params
+
+
+@given(st.integers(0, 3000), st.integers(0, 3000), st.integers(0, 2000))
+def test_causal_pairs_under_a_span_count_every_visible_key(new, cached, span):
+    """Σ over the new tokens at positions cached+1 … cached+new of min(position, span) (span 0: no limit)."""
+    brute = sum(min(i, span) if span else i for i in range(cached + 1, cached + new + 1))
+    assert causal_pairs(new, cached, span) == pytest.approx(brute, rel=1e-12, abs=1e-9)
+
+
+@needs_configs
+@pytest.mark.parametrize("name, dtype, tp", [("Qwen--Qwen3-235B-A22B", "fp8_block", 8),
+                                             ("openai--gpt-oss-120b", "mxfp4", 2),
+                                             ("deepseek-ai--DeepSeek-V3", "fp8_block", 8)])
+def test_fine_grained_experts_cost_at_least_reading_their_weights(name, dtype, tp):
+    """At every batch the MoE layers take at least the time to read the touched experts' weights at the spec
+    sheet's HBM bandwidth; at small batch (memory-bound) not more than 1.6× reading them at the achievable one,
+    plus the grouped kernels' fixed costs."""
+    model, hw = _config(name), load_hardware("h100-sxm")
+    cost = RooflineCostModel(model, hw, tp, dtype)
+    from simulator.dtypes import bytes_per_element
+
+    for batch in (1, 2, 8, 32, 128, 512):
+        bound, overheads, moe_time = 0.0, 0.0, 0.0
+        for group, priced in zip(model.layers, cost.groups, strict=True):
+            ffn = group.ffn
+            if ffn.kind != "moe":
+                continue
+            touched = ffn.num_experts * (1 - (1 - ffn.experts_per_token / ffn.num_experts) ** batch)
+            weight_bytes = touched * ffn.expert_params(model.hidden_size) / tp * bytes_per_element(dtype)
+            bound += group.count * weight_bytes / (hw.memory_bandwidth_gbps * 1e9)
+            overheads += group.count * 2 * (hw.kernel_overhead_us + hw.quantize_overhead_us) * 1e-6
+            moe_time += priced.experts_time(batch)
+        assert moe_time >= bound
+        if batch <= 8:
+            assert moe_time <= 1.6 * bound * hw.memory_bandwidth_gbps * 1e9 / hw.achievable_bandwidth + overheads
+
+
+def test_a_layer_stack_model_yaml(tmp_path):
+    """A model YAML may list its layer groups; the flat fields are the shorthand of one group."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text("""
+name: tiny-hybrid
+hidden_size: 512
+vocab_size: 1000
+max_position_embeddings: 4096
+layers:
+  - {count: 3, attention: {kind: sliding, window: 256, num_heads: 8, num_kv_heads: 2, head_dim: 64},
+     ffn: {intermediate_size: 1024}}
+  - {count: 1, attention: {num_heads: 8, num_kv_heads: 2, head_dim: 64},
+     ffn: {kind: moe, intermediate_size: 256, num_experts: 8, experts_per_token: 2}}
+""")
+    model = load_model(str(path))
+    assert model.num_layers == 4 and model.is_moe
+    assert model.kv_bytes_per_token(2.0) == 4 * 2 * 2 * 64 * 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nhidden_size: 8\nvocab_size: 8\nmax_position_embeddings: 8\nnum_layers: 2\n"
+                   "num_heads: 2\nintermediate_size: 8\nlayers: []\n")
+    with pytest.raises(LLMSimError, match="give either layers or the flat fields"):
+        load_model(str(bad))
+    assert math.isfinite(RooflineCostModel(model, load_hardware("h100-sxm")).decode_step_coefficients(4)[0])
