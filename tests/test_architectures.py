@@ -151,8 +151,8 @@ def test_causal_pairs_under_a_span_count_every_visible_key(new, cached, span):
                                              ("deepseek-ai--DeepSeek-V3", "fp8_block", 8)])
 def test_fine_grained_experts_cost_at_least_reading_their_weights(name, dtype, tp):
     """At every batch the MoE layers take at least the time to read the touched experts' weights at the spec
-    sheet's HBM bandwidth; at small batch (memory-bound) not more than 1.6× reading them at the achievable one,
-    plus the grouped kernels' fixed costs."""
+    sheet's HBM bandwidth; at small batch (memory-bound) not more than twice that (the fitted knee is soft) plus
+    the layers' fixed kernel costs — where pricing every touched expert as its own GEMM cost 5×."""
     model, hw = _config(name), load_hardware("h100-sxm")
     cost = RooflineCostModel(model, hw, tp, dtype)
     from simulator.dtypes import bytes_per_element
@@ -166,11 +166,11 @@ def test_fine_grained_experts_cost_at_least_reading_their_weights(name, dtype, t
             touched = ffn.num_experts * (1 - (1 - ffn.experts_per_token / ffn.num_experts) ** batch)
             weight_bytes = touched * ffn.expert_params(model.hidden_size) / tp * bytes_per_element(dtype)
             bound += group.count * weight_bytes / (hw.memory_bandwidth_gbps * 1e9)
-            overheads += group.count * 2 * (hw.kernel_overhead_us + hw.quantize_overhead_us) * 1e-6
+            overheads += group.count * hw.moe_kernels * hw.kernel_overhead_us * 1e-6
             moe_time += priced.experts_time(batch)
         assert moe_time >= bound
         if batch <= 8:
-            assert moe_time <= 1.6 * bound * hw.memory_bandwidth_gbps * 1e9 / hw.achievable_bandwidth + overheads
+            assert moe_time <= 2 * bound + overheads
 
 
 def test_a_layer_stack_model_yaml(tmp_path):

@@ -285,36 +285,35 @@ def test_weight_precision_changes_bytes_and_peak():
 
 def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touches():
     """Mixtral-8x7B (46.7 B parameters, top-2 of 8 experts) at TP 2: T tokens touch U = 8·(1 − (6/8)^T) experts in
-    expectation, each on T·2/U rows (whole 64-row tiles per expert); the up (k = 4096, n = 2·7168) and down
-    (k = 7168, n = 4096) projections are one grouped kernel each that reads the U experts' weights; the router is a
-    16-bit (T × 4096)·(4096 × 8) GEMM."""
+    expectation, each on T·2/U rows (whole row tiles per expert); the fused up (2·7168 wide) and down (7168 -> 4096)
+    projections read the U experts' weights and the rows' activations, their compute and memory times combine by
+    the fitted MoE knee, plus the MoE layer's kernels; the router is a 16-bit (T × 4096)·(4096 × 8) GEMM."""
     model = load_model("mixtral-8x7b")
     assert model.num_params / 1e9 == pytest.approx(46.7, rel=0.01)
     hw = load_hardware("h100-sxm")
     cost = RooflineCostModel(model, hw, 2)
     (group,) = cost.groups
-    flops, bandwidth, overhead = hw.achievable_flops("bf16"), hw.achievable_bandwidth, hw.kernel_overhead_us * 1e-6
+    flops = hw.achievable_flops("bf16") * hw.moe_gemm_efficiency
+    bandwidth = hw.achievable_bandwidth * hw.moe_bandwidth_efficiency
+    width, tile, p = 14336 / 2, hw.moe_tile_m, hw.moe_knee
+    padded = math.ceil(width / hw.moe_tile_n) * hw.moe_tile_n
 
-    def grouped(experts, rows, n, k):
-        tiles = math.ceil(rows / 64) * 64
-        compute = 2 * experts * tiles * n * k / flops
-        memory = (experts * rows * (k + n) * 2 + experts * k * n * 2) / bandwidth
-        return math.hypot(compute, memory) + overhead  # the smooth maximum with Hopper's knee p = 2
+    def experts(tokens):
+        touched = 8 * (1 - 0.75**tokens)
+        rows = math.ceil(tokens * 2 / touched / tile) * tile
+        compute = 2 * touched * rows * 4096 * 3 * padded / flops
+        memory = (touched * 3 * 4096 * width * 2 + tokens * 2 * (2 * 4096 + 3 * width) * 2) / bandwidth
+        return (compute**p + memory**p) ** (1 / p) + hw.moe_kernels * hw.kernel_overhead_us * 1e-6
 
     def attention_gemms(tokens):
         return cost.gemm.time(tokens, (16 + 2 * 4) * 128, 4096) + cost.gemm.time(tokens, 4096, 16 * 128)
 
     for tokens in (1, 64, 4096):
-        touched = 8 * (1 - 0.75**tokens)
-        rows = tokens * 2 / touched
-        ffn = grouped(touched, rows, 14336, 4096) + grouped(touched, rows, 4096, 7168)
-        expected = 32 * (attention_gemms(tokens) + ffn + cost.head_gemm.time(tokens, 8, 4096))
+        expected = 32 * (attention_gemms(tokens) + experts(tokens) + cost.head_gemm.time(tokens, 8, 4096))
         assert group.gemm_time(tokens) == pytest.approx(expected, rel=1e-9)
-    # one token reads exactly its two experts' weights: twice a dense model's MLP of the same shape
-    dense = RooflineCostModel(load_model("mistral-7b"), hw, 2).groups[0]
-    moe_ffn = group.gemm_time(1) / 32 - attention_gemms(1) - cost.head_gemm.time(1, 8, 4096)
-    dense_ffn = dense.gemm_time(1) / 32 - attention_gemms(1)
-    assert moe_ffn - 2 * overhead == pytest.approx(2 * (dense_ffn - 2 * overhead), rel=0.01)
+    # one token reads exactly its two experts' weights: twice the weight bytes of a dense MLP of the same shape
+    one = experts(1) - hw.moe_kernels * hw.kernel_overhead_us * 1e-6
+    assert one >= 2 * 3 * 4096 * width * 2 / bandwidth
 
 
 def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():

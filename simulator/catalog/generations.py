@@ -13,7 +13,8 @@ Where the numbers come from (reproduce with ``llmsim calibrate``):
 - ``hopper``: ``llmsim calibrate --kernels ../shared/data/kernels --gpu h100_sxm``: the H100 GEMM tables of vLLM,
   SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,500 timings of each framework × dtype), NCCL 2.29 on an
   8-GPU NVSwitch node (all_reduce, all_gather, reduce_scatter, alltoall; 2–8 GPUs, 512 B – 512 MiB), and the
-  three frameworks' prefill and decode attention tables pooled (2,000 timings of each framework and phase).
+  three frameworks' prefill and decode attention tables pooled (2,000 timings of each framework and phase), and
+  their fused-MoE tables without expert parallelism (2,000 of each framework × weight format; Ampere: SGLang's).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
         "attention_efficiency": 0.51, "attention_io_efficiency": 0.29, "decode_attention_efficiency": 0.11,
         "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 14.0,
+        "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.6,
+        "moe_bandwidth_efficiency": 1.0, "moe_kernels": 6,
         "link_efficiency": 0.7, "collective_latency_us": 20.0, "collective_step_latency_us": 4.0,
         "collectives": {
             "all_gather": {"latency_us": 10.8, "step_latency_us": 1.1, "efficiency": 0.46},
@@ -39,6 +42,8 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "flops_efficiency_by_dtype": {"fp8": 0.55, "fp8_block": 0.59},
         "attention_efficiency": 0.54, "attention_io_efficiency": 0.25, "decode_attention_efficiency": 0.11,
         "decode_attention_ns_per_head": 20.6, "attention_overhead_us": 12.6,
+        "moe_tile_m": 32, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.44,
+        "moe_bandwidth_efficiency": 1.06, "moe_kernels": 6,
         "link_efficiency": 0.64, "collective_latency_us": 5.5, "collective_step_latency_us": 0.87,
         "collectives": {
             "all_gather": {"latency_us": 5.2, "step_latency_us": 1.05, "efficiency": 0.55},

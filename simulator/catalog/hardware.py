@@ -59,7 +59,8 @@ FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
     "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "collectives", "attention_efficiency", "attention_io_efficiency",
-    "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
+    "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us", "moe_tile_m",
+    "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_kernels",
 )
 
 
@@ -95,6 +96,14 @@ class HardwareSpec(BaseModel):
     decode_attention_efficiency: float = Field(gt=0, le=1, description="decode attention: fraction of 16-bit peak")
     decode_attention_ns_per_head: float = Field(ge=0, description="decode attention: per (sequence, KV head)")
     attention_overhead_us: float = Field(ge=0, description="fixed cost of an attention kernel launched eagerly")
+    moe_tile_m: int = Field(ge=1, description="grouped expert GEMMs compute each expert's rows in tiles of this many")
+    moe_tile_n: int = Field(ge=1, description="grouped expert GEMMs compute an expert's width in tiles of this many")
+    moe_knee: float = Field(ge=1, description="p of the smooth max of a fused-MoE layer's compute and memory times")
+    moe_gemm_efficiency: float = Field(gt=0, le=1.5, description="grouped expert GEMMs: their FLOP rate relative to "
+                                       "a dense GEMM of the same format")
+    moe_bandwidth_efficiency: float = Field(gt=0, le=1.2, description="grouped expert GEMMs: their weight streaming "
+                                            "relative to a dense GEMM's")
+    moe_kernels: int = Field(ge=0, description="kernels one fused-MoE layer launches (routing, sorting, GEMMs, ...)")
     link_efficiency: float = Field(gt=0, le=1, description="ring all-reduce: fraction of link GB/s")
     p2p_efficiency: float = Field(default=0.9, gt=0, le=1, description="send/recv: fraction of link GB/s")
     collective_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")

@@ -8,6 +8,7 @@ from simulator.cost.collectives import collective_time
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.gemm import gemm_time
 from simulator.cost.linear import LinearCostModel
+from simulator.cost.moe import moe_time
 from simulator.cost.roofline import RooflineCostModel
 
 
@@ -18,5 +19,5 @@ def build_cost_model(config: ExperimentConfig, model: ModelSpec, hardware: Hardw
 
 __all__ = [
     "COST_MODELS", "CostModel", "EngineProfile", "IterationShape", "LinearCostModel", "RooflineCostModel",
-    "attention_time", "build_cost_model", "collective_time", "decode_run_time", "gemm_time", "load_engine",
+    "attention_time", "build_cost_model", "collective_time", "decode_run_time", "gemm_time", "load_engine", "moe_time",
 ]

@@ -66,17 +66,6 @@ class GemmModel:
             2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth
         ) + self.quantize_time(m, k)
 
-    def grouped_time(self, rows: float, groups: float, n: float, k: float) -> float:
-        """One grouped GEMM (a fused-MoE kernel): ``groups`` problems of ``rows`` × k times k × n, each with its own
-        weights; rows are computed in whole tiles per group, activations quantised in one pass."""
-        if rows <= 0 or groups <= 0 or n <= 0 or k <= 0:
-            return 0.0
-        tiles = math.ceil(rows / self.tile) * self.tile
-        m = rows * groups
-        return self.combine(
-            2 * groups * tiles * n * k / self.flops, (m * (k + n) * self.a + groups * k * n * self.w) / self.bandwidth
-        ) + self.quantize_time(m, k)
-
     def quantize_time(self, m, k):
         """The activation-quantisation pass of a W8A8 GEMM (0 for 16-bit math); scalars or arrays."""
         if not self.quantize_bytes:

@@ -17,10 +17,8 @@ FFN GEMMs (widths split over ``t``):
 
 - dense: up (T × D)·(D × k·I/t) (k = 2 when gated: gate and up fused), down (T × I/t)·(I/t × D).
 - mixture of experts: the router (T × D)·(D × E) in 16-bit; shared experts as a dense FFN of their summed width;
-  the routed experts as *grouped* GEMMs (one kernel per projection, as fused-MoE kernels run them): T tokens
-  choosing k of E experts touch U = E·(1 − (1 − k/E)^T) experts in expectation, each on T·k/U rows (balanced
-  routing), rows rounded up to whole tiles per expert; FLOPs 2·U·ceil(T·k/U)_tile·n·K, weight bytes of the U
-  touched experts only, activation bytes T·k·(K + n)·w.
+  the routed experts as two *grouped* GEMMs over the experts the batch touches (one kernel per projection, as
+  fused-MoE kernels run them; :mod:`simulator.cost.moe`).
 
 Elementwise kernels (two norms, the activation, two residual adds, and for MoE the weighted sum of each token's k
 expert outputs): T·(10·D + 3·A)·w bytes, A = the activation width per token (dense I/t; MoE k·I/t plus the shared
@@ -39,6 +37,7 @@ import math
 from simulator.catalog.architecture import LayerGroup
 from simulator.cost.attention import AttentionModel
 from simulator.cost.gemm import GemmModel
+from simulator.cost.moe import ExpertsModel
 
 
 def causal_pairs(new: int, cached: int, span: int = 0) -> float:
@@ -56,8 +55,11 @@ class GroupCost:
     """One layer group's per-GPU costs (seconds for all ``count`` layers of the group)."""
 
     def __init__(self, group: LayerGroup, hidden: int, tensor_parallel: int, gemms: dict[str, GemmModel],
-                 attention: AttentionModel, activation_bytes: float, elementwise_kernels: int) -> None:
-        """``gemms``: the GEMM model of each part (``attention``, ``dense_ffn``, ``experts``, ``router``)."""
+                 experts: ExpertsModel, attention: AttentionModel, activation_bytes: float,
+                 elementwise_kernels: int) -> None:
+        """``gemms``: the GEMM model of each part (``attention``, ``dense_ffn``, ``experts``, ``router``);
+        ``experts``: the routed experts' grouped GEMMs (:mod:`simulator.cost.moe`)."""
+        self.experts_model = experts
         self.count = group.count
         self.hidden = hidden
         self.attention_gemm, self.router_gemm = gemms["attention"], gemms["router"]
@@ -84,7 +86,8 @@ class GroupCost:
         self.moe = f.kind == "moe"
         width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
         self.experts, self.topk = f.num_experts, f.experts_per_token
-        self.up_width, self.down_width = (f.matrices - 1) * width, width
+        self.up_matrices = f.matrices - 1
+        self.up_width, self.down_width = self.up_matrices * width, width
         self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
         self.activation_width = (self.topk * width + shared) if self.moe else width
         per_token = attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv)
@@ -112,14 +115,11 @@ class GroupCost:
         return self.count * time + self.experts_time(T)
 
     def experts_time(self, tokens: int) -> float:
-        """The routed experts' two grouped GEMMs over ``tokens`` tokens, all layers of the group (0 if dense)."""
-        if not self.moe or tokens <= 0:
+        """The routed experts of all layers of the group (0 if dense; :class:`simulator.cost.moe.ExpertsModel`)."""
+        if not self.moe:
             return 0.0
-        experts, D = self.ffn_gemm, self.hidden
-        touched = self.experts * (1 - (1 - self.topk / self.experts) ** tokens)
-        rows = tokens * self.topk / touched
-        return self.count * (experts.grouped_time(rows, touched, self.up_width, D)
-                             + experts.grouped_time(rows, touched, D, self.down_width))
+        return self.count * self.experts_model.time(tokens, self.hidden, self.down_width, self.up_matrices,
+                                                    self.topk, self.experts)
 
     def elementwise_time(self, tokens: int) -> float:
         nbytes = tokens * (10 * self.hidden + 3 * self.activation_width) * self.w

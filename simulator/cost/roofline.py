@@ -32,6 +32,7 @@ from simulator.cost.collectives import collective_time, ring_bandwidth
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import GroupCost, span_totals
+from simulator.cost.moe import ExpertsModel
 from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.kv.sizing import kv_dtype
 
@@ -67,7 +68,9 @@ class RooflineCostModel(CostModel):
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}
         gemms["router"] = self.head_gemm
-        self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, self.attention, self.w,
+        experts = ExpertsModel(hardware, dtype if model.quantized("experts") else activation_dtype(dtype),
+                               self.engine.compute_efficiency, self.engine.memory_efficiency)
+        self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts, self.attention, self.w,
                                  self.elementwise_kernels) for group in model.layers]
         self.spans = {group.span for group in self.groups}
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)

@@ -10,9 +10,15 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - NCCL collectives on the node: all-reduce (``link_efficiency``, ``collective_latency_us``,
   ``collective_step_latency_us``) and each of all-gather, reduce-scatter and all-to-all (``collectives``);
 - attention: ``attention_efficiency``, ``attention_io_efficiency``, ``decode_attention_efficiency``,
-  ``decode_attention_ns_per_head``, ``attention_overhead_us``.
+  ``decode_attention_ns_per_head``, ``attention_overhead_us``;
+- fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
+  ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency`` (``moe_kernels`` is a count, see :mod:`simulator.cost.moe`).
 
 The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation.
+
+The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
+Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel); a per-framework scale
+does not help (it moves each framework's median by under 4 points), because the spread is per (framework, format).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from simulator.fidelity.kernels import (
     attention_kernel_table,
     gemm_kernel_errors,
     gemm_kernel_table,
+    moe_kernel_errors,
+    moe_kernel_table,
     nccl_kernel_errors,
     nccl_kernel_table,
 )
@@ -61,6 +69,14 @@ ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_efficiency": _steps(0.02, 0.50, 0.01),
     "decode_attention_ns_per_head": _steps(0.0, 60.0, 0.5),
     "attention_overhead_us": _steps(0.0, 30.0, 0.2),
+}
+
+MOE_GRID: dict[str, list[float]] = {
+    "moe_tile_m": [8, 16, 32, 64, 128],
+    "moe_tile_n": [1, 32, 64, 128],
+    "moe_knee": [1.5, 2.0, 3.0, 4.0, 6.0, 8.0],
+    "moe_gemm_efficiency": _steps(0.20, 1.50, 0.02),
+    "moe_bandwidth_efficiency": _steps(0.40, 1.20, 0.02),
 }
 
 
@@ -113,7 +129,16 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         profile = coordinate_descent(profile, ATTENTION_GRID, attention_score)
         report.append(_summary("attention", attention_kernel_errors(kernels_dir, {gpu: profile}, attention),
                                ["framework", "phase"]))
-    fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID))]
+    moe = moe_kernel_table(kernels_dir)
+    moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
+    if len(moe):
+        def moe_score(p: HardwareSpec) -> float:
+            return _score_by(moe_kernel_errors(kernels_dir, {gpu: p}, moe), ["framework", "dtype"])
+
+        profile = coordinate_descent(profile, MOE_GRID, moe_score)
+        report.append(_summary("MoE", moe_kernel_errors(kernels_dir, {gpu: profile}, moe), ["framework", "dtype"]))
+    fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID, *MOE_GRID))]
     values = {name: getattr(profile, name) for name in dict.fromkeys(fitted)}
     report.insert(0, "fitted: " + ", ".join(f"{k}={v}" for k, v in values.items()))
     return profile, report
+

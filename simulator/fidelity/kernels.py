@@ -9,7 +9,14 @@ Covered: GEMMs (``gemm/*/gemm_perf``: bf16, fp8 and fp8_block W8A8 by m, n, k) p
 ``generation_attention_perf``, bf16 queries; a decode row's context is ``isl + step`` tokens) predicted with
 :func:`simulator.cost.attention.attention_time`. Only GEMM shapes a served model runs are kept (n, k ≥ 256).
 vLLM's fp8_block table is left out: its floor is 55–151 µs for every shape, far above the same GEMM in the other
-frameworks (2.5–4 µs), so it times something besides the kernel. MLA and MoE are not predicted from these tables yet.
+frameworks (2.5–4 µs), so it times something besides the kernel. Fused-MoE layers (``moe/*/*/moe_perf``, balanced
+routing: ``num_tokens`` tokens each to ``topk`` of ``num_experts`` experts of ``inter_size``, by ``moe_tp_size`` and
+``moe_ep_size``) are predicted with :class:`simulator.cost.moe.ExpertsModel`, the rows without expert parallelism
+(``moe_ep_size`` 1; what ``num_tokens`` means per expert-parallel rank is not stated, and expert parallelism is not
+simulated yet); rows that would have read the experts
+their tokens touch faster than the GPU's HBM peak are left out (SGLang's and vLLM's DeepSeek-V3 shape, 7168 × 2048
+× 256 experts: 5.5 TB/s implied on a 3.35 TB/s H100, where TensorRT-LLM's same shape implies 2.9; the table must
+time fewer or smaller experts than it names). MLA is not predicted from these tables yet.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from simulator.catalog import HardwareSpec, load_hardware
 from simulator.cost.attention import AttentionModel
 from simulator.cost.collectives import collective_time
 from simulator.cost.gemm import GemmModel
+from simulator.cost.moe import ExpertsModel
+from simulator.dtypes import bytes_per_element
 from simulator.fidelity.errors import ape
 
 GPUS = {"a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm"}
@@ -32,6 +41,9 @@ NCCL_BYTES = {"half": 2, "int8": 1}
 NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
             "alltoall": "all_to_all"}
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4", "int4_wo": "int4"}
+MOE_COLUMNS = ["gpu", "framework", "dtype", "tokens", "hidden", "inter", "topk", "experts", "moe_tp", "moe_ep",
+               "measured_s"]
 
 
 def _hardware(gpu: str, hardware: Mapping[str, HardwareSpec] | None) -> HardwareSpec:
@@ -137,4 +149,49 @@ def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSp
         model = AttentionModel(_hardware(gpu, hardware), kv)
         predicted[table.index.get_indexer(rows.index)] = model.kernel_times(
             phase, rows["batch"], rows["seq_len"], rows["heads"], rows["kv_heads"], rows["head_dim"], rows["window"])
+    return _with_errors(table, predicted)
+
+
+def moe_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured fused-MoE layer with balanced routing and no expert parallelism: gpu, framework, dtype,
+    tokens, hidden, inter, topk, experts, moe_tp, moe_ep, measured seconds (rows faster than reading their experts at
+    the HBM peak are dropped, see the module docstring)."""
+    frames = []
+    for path in sorted(kernels_dir.glob("*/moe/*/*/moe_perf.parquet")):
+        gpu, framework = path.parts[-5], path.parts[-3]
+        if gpu not in GPUS:
+            continue
+        table = pd.read_parquet(path)
+        table = table[(table["distribution"] == "balanced") & table["moe_dtype"].isin(MOE_DTYPES)
+                      & (table["moe_ep_size"] == 1)]
+        frame = pd.DataFrame({
+            "gpu": gpu, "framework": framework, "dtype": table["moe_dtype"].map(MOE_DTYPES).to_numpy(),
+            "tokens": table["num_tokens"].to_numpy(), "hidden": table["hidden_size"].to_numpy(),
+            "inter": table["inter_size"].to_numpy(), "topk": table["topk"].to_numpy(),
+            "experts": table["num_experts"].to_numpy(), "moe_tp": table["moe_tp_size"].to_numpy(),
+            "moe_ep": table["moe_ep_size"].to_numpy(), "measured_s": table["latency"].to_numpy() * 1e-3,
+        })
+        peak = load_hardware(GPUS[gpu]).memory_bandwidth_gbps * 1e9
+        frames.append(frame[frame["measured_s"] >= _expert_bytes(frame) / peak])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MOE_COLUMNS)
+
+
+def _expert_bytes(frame: pd.DataFrame) -> np.ndarray:
+    """Weight bytes of the experts the rows' tokens touch on one GPU (balanced routing, gated experts)."""
+    touched = np.minimum(frame["experts"], frame["tokens"] * frame["topk"]) / frame["moe_ep"]
+    per_element = frame["dtype"].map(bytes_per_element)
+    return (touched * 3 * frame["hidden"] * frame["inter"] / frame["moe_tp"] * per_element).to_numpy(float)
+
+
+def moe_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                      table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`moe_kernel_table` with predicted seconds and the error."""
+    table = moe_kernel_table(kernels_dir) if table is None else table
+    predicted = np.zeros(len(table))
+    for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
+        model = ExpertsModel(_hardware(gpu, hardware), dtype)
+        predicted[table.index.get_indexer(rows.index)] = [
+            model.time(t, h, i / tp, 2, k, e, ep, "balanced") for t, h, i, k, e, tp, ep in zip(
+                rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
+                rows["moe_ep"], strict=True)]
     return _with_errors(table, predicted)

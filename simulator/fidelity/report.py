@@ -13,7 +13,12 @@ import pandas as pd
 
 from simulator.catalog import load_hardware
 from simulator.fidelity.errors import overall, summarize_errors
-from simulator.fidelity.kernels import attention_kernel_errors, gemm_kernel_errors, nccl_kernel_errors
+from simulator.fidelity.kernels import (
+    attention_kernel_errors,
+    gemm_kernel_errors,
+    moe_kernel_errors,
+    nccl_kernel_errors,
+)
 from simulator.fidelity.network import network_errors
 from simulator.fidelity.operators import gemm_errors
 from simulator.fidelity.splitwise import splitwise_errors
@@ -31,6 +36,7 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
         results["kernel_gemm"] = gemm_kernel_errors(data_dir / "kernels")
         results["kernel_nccl"] = nccl_kernel_errors(data_dir / "kernels")
         results["kernel_attention"] = attention_kernel_errors(data_dir / "kernels")
+        results["kernel_moe"] = moe_kernel_errors(data_dir / "kernels")
     return results
 
 
@@ -43,7 +49,7 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
 
     groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
               "kernel_gemm": ["gpu", "framework", "dtype"], "kernel_nccl": ["gpu", "op", "gpus"],
-              "kernel_attention": ["gpu", "framework", "phase"]}
+              "kernel_attention": ["gpu", "framework", "phase"], "kernel_moe": ["gpu", "framework", "dtype"]}
     lines = []
     for name, frame in results.items():
         lines.append(f"== {name} ==")

@@ -1,0 +1,83 @@
+"""Routed experts on one GPU: a fused-MoE layer as two grouped GEMMs over the experts the batch touches.
+
+With ``T`` tokens each sent to ``k`` of ``E`` experts, expert parallelism ``ep`` (this GPU holds ``E/ep`` experts)
+and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
+
+- assignments on this GPU ``A = T·k/ep``; experts touched: under ``uniform`` routing (every token picks its k
+  experts independently and uniformly, the serving default) ``U = (E/ep)·(1 − (1 − k/E)^T)`` (an expert is missed
+  by a token with probability 1 − k/E); under ``balanced`` routing (the kernel tables' collectors: assignments dealt
+  round-robin, as evenly as possible) ``U = min(E/ep, A)``; rows per touched expert ``r = A/U``;
+- the up (gate and up fused: ``g·I/tp`` wide, g = 2 when gated) and down (``I/tp`` -> ``D``) projections of the
+  touched experts run as one fused op: compute ``2·U·ceil(r/moe_tile_m)·moe_tile_m·D·(g + 1)·ceil(I/tp)`` FLOPs
+  (rows in whole tiles per expert; the split width ``I/tp`` in whole ``moe_tile_n`` columns) at
+  ``moe_gemm_efficiency`` × the dense GEMM rate of the weight format; memory: the touched experts' weights
+  ``U·(g + 1)·D·(I/tp)·w`` plus activations in and out of both projections ``A·(2·D + (g + 1)·I/tp)·a``, at
+  ``moe_bandwidth_efficiency`` × the dense streaming bandwidth; the two combine by a smooth maximum of exponent
+  ``moe_knee`` (memory-bound grouped kernels hide their padded compute almost entirely), plus the fixed cost of the
+  ``moe_kernels`` kernels a fused-MoE layer launches (routing, sorting/alignment, activation quantisation, the two
+  GEMMs, the combine) at the GPU's — or under CUDA graphs the engine's — ``kernel_overhead_us`` each.
+
+``moe_tile_m``, ``moe_tile_n``, ``moe_knee``, ``moe_gemm_efficiency`` and ``moe_bandwidth_efficiency`` are fitted per
+GPU generation on the frameworks' MoE tables (``../shared/data/kernels/<gpu>/moe``,
+:mod:`simulator.fidelity.kernel_fit`); ``moe_kernels`` is counted, not fitted: 6 (top-k routing, alignment, the two
+grouped GEMMs, the activation, the combine). Fitting it too gives 12 on H100: the eager tables' launch gaps, which a
+CUDA-graph engine does not pay.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.catalog import HardwareSpec, resolve_hardware
+from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
+
+
+class ExpertsModel:
+    """The routed experts of one weight format on one GPU (the roofline's MoE layers keep one)."""
+
+    __slots__ = ("a", "bandwidth", "flops", "overhead", "p", "tile_m", "tile_n", "w")
+
+    def __init__(self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0,
+                 memory_scale: float = 1.0) -> None:
+        """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones."""
+        self.flops = hardware.achievable_flops(compute_dtype(dtype)) * compute_scale * hardware.moe_gemm_efficiency
+        self.bandwidth = hardware.achievable_bandwidth * memory_scale * hardware.moe_bandwidth_efficiency
+        self.w, self.a = bytes_per_element(dtype), bytes_per_element(activation_dtype(dtype))
+        self.tile_m, self.tile_n, self.p = hardware.moe_tile_m, hardware.moe_tile_n, hardware.moe_knee
+        self.overhead = hardware.moe_kernels * hardware.kernel_overhead_us * 1e-6
+
+    def time(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
+             expert_parallel: int = 1, distribution: str = "uniform") -> float:
+        """Seconds of one MoE layer's routed experts; ``width`` = I/tp, ``up_matrices`` = 2 if gated else 1."""
+        if tokens <= 0:
+            return 0.0
+        local, assignments = experts / expert_parallel, tokens * topk / expert_parallel
+        if distribution == "balanced":
+            touched = min(local, assignments)
+        else:
+            touched = local * (1 - (1 - topk / experts) ** tokens)
+        rows = math.ceil(assignments / touched / self.tile_m) * self.tile_m
+        padded = math.ceil(width / self.tile_n) * self.tile_n
+        matrices = up_matrices + 1
+        compute = 2 * touched * rows * hidden * matrices * padded / self.flops
+        memory = (touched * matrices * hidden * width * self.w
+                  + assignments * (2 * hidden + matrices * width) * self.a) / self.bandwidth
+        p = self.p
+        return (compute**p + memory**p) ** (1 / p) + self.overhead
+
+
+DISTRIBUTIONS = ("balanced", "uniform")
+
+
+def moe_time(hardware: str | HardwareSpec, num_tokens: int, hidden: int, inter: int, topk: int, num_experts: int,
+             moe_tp: int = 1, moe_ep: int = 1, dtype: str = "bf16", distribution: str = "balanced",
+             gated: bool = True) -> float:
+    """Seconds for one MoE layer's routed experts on one GPU (:class:`ExpertsModel`; ``balanced`` as the kernel
+    tables mean it, ``uniform`` as the simulator's serving default)."""
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution: {distribution!r} is not modelled yet (allowed: {', '.join(DISTRIBUTIONS)})")
+    if not 1 <= topk <= num_experts or num_experts % moe_ep or inter % moe_tp:
+        raise ValueError(f"need 1 <= topk <= num_experts, experts divisible by moe_ep and inter by moe_tp; got "
+                         f"topk={topk}, num_experts={num_experts}, moe_ep={moe_ep}, inter={inter}, moe_tp={moe_tp}")
+    model = ExpertsModel(resolve_hardware(hardware), dtype)
+    return model.time(num_tokens, hidden, inter / moe_tp, 2 if gated else 1, topk, num_experts, moe_ep, distribution)
