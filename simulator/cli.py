@@ -122,6 +122,33 @@ def _cmd_kv_size(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    """The model catalog: layer groups, total and active parameters, checkpoint format, KV bytes per token."""
+    from simulator.catalog import model_names
+
+    rows = []
+    for name in model_names():
+        model = load_model(name)
+        growing = sum(g.count * g.attention.kv_elements_per_token() for g in model.layers if not g.attention.span)
+        rows.append({
+            "name": name, "source": model.source, "layers": model.num_layers,
+            "groups": [f"{g.count}x {g.attention.kind}{f'({g.attention.span})' if g.attention.span else ''} "
+                       f"{g.ffn.kind}" for g in model.layers],
+            "total_params": model.num_params, "active_params": model.active_params,
+            "checkpoint_dtype": model.quantization.dtype if model.quantization else "bf16",
+            "kv_bytes_per_token": growing * 2, "kv_bytes_per_token_in_windows": model.kv_bytes_per_token(2.0),
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'model':18} {'total':>9} {'active':>8} {'weights':>9} {'KV/token':>9}  layers")
+    for row in rows:
+        print(f"{row['name']:18} {row['total_params'] / 1e9:8.1f}B {row['active_params'] / 1e9:7.1f}B "
+              f"{row['checkpoint_dtype']:>9} {row['kv_bytes_per_token'] / 1024:7.1f}KiB  {', '.join(row['groups'])}")
+    print("KV/token: bf16, the layers whose KV grows with the context (window layers hold at most their span)")
+    return 0
+
+
 def _kv_size_of_model(args: argparse.Namespace) -> int:
     """Per layer group: KV elements per token, tokens a sequence of ``--context`` holds there (a bounded span holds
     at most its span), and bytes; the model's parameter counts."""
@@ -503,6 +530,10 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")
     cal.add_argument("--output", required=True, help="where to write the calibrated profile YAML")
     cal.set_defaults(func=_cmd_calibrate)
+
+    models = sub.add_parser("models", help="the model catalog: parameters, layer groups, KV bytes per token")
+    models.add_argument("--json", action="store_true", help="one JSON object per model")
+    models.set_defaults(func=_cmd_models)
 
     kv = sub.add_parser("kv-size", help="KV-cache bytes for a model, context and batch")
     kv.add_argument("--model", help="catalog name or config path (gives layers, kv heads, head dim)")

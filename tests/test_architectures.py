@@ -53,6 +53,48 @@ def test_parameter_counts_match_the_published_ones(name, total, active, with_emb
     assert active is None or _close(counted / 1e9, active), (counted / 1e9, source)
 
 
+# catalog entries built from their published config fields (no data files needed)
+CATALOG_PUBLISHED = [
+    ("deepseek-r1", 671, 37, "DeepSeek-R1 model card: 671B total, 37B activated"),
+    ("kimi-k2", 1040, None, "Kimi-K2 technical report: 1.04T total (its 32B activated excludes the embeddings)"),
+    ("llama-4-maverick", 400, 17, "Meta: 400B total, 17B active"),
+    ("gemma-3-27b", 27, None, "Google: 27B (the 0.4B vision encoder not modelled)"),
+    ("qwen3-235b-a22b", 235, 22, "Qwen3 technical report: 235B total, 22B activated"),
+    ("gpt-oss-120b", 116.83, 5.71, "gpt-oss model card: 116.83B total; 5.13B active without the 0.58B embedding"),
+]
+
+
+@pytest.mark.parametrize("name, total, active, source", CATALOG_PUBLISHED)
+def test_catalog_models_match_their_published_sizes(name, total, active, source):
+    model = load_model(name)
+    assert _close(model.num_params / 1e9, total), (model.num_params / 1e9, source)
+    assert active is None or _close(model.active_params / 1e9, active), (model.active_params / 1e9, source)
+
+
+def test_catalog_models_are_found_by_hugging_face_id_in_any_case():
+    assert load_model("meta-llama/Llama-3.1-70B") is load_model("llama-3.1-70b")
+    assert load_model("DEEPSEEK-AI/DeepSeek-V3") is load_model("deepseek-v3")
+    assert load_model("openai/gpt-oss-120b").quantization.dtype == "mxfp4"
+    assert "deepseek-v3" in __import__("simulator").catalog.model_names()
+
+
+def test_dtype_auto_serves_the_checkpoint_as_published(tmp_path):
+    """No dtype (or ``auto``) takes the checkpoint's quantisation; a 16-bit model gets bf16; an explicit dtype
+    wins; ``auto`` with a model the catalog cannot load is one line."""
+    from simulator.config import load_experiment
+    from simulator.errors import ConfigError
+
+    base = {"hardware": "h100-sxm", "workload": {
+        "num_requests": 1, "arrival": {"kind": "poisson", "rate": 1}, "input_tokens": {"kind": "fixed", "value": 8},
+        "output_tokens": {"kind": "fixed", "value": 8}}}
+    assert load_experiment({**base, "model": "gpt-oss-120b"}).dtype == "mxfp4"
+    assert load_experiment({**base, "model": "deepseek-v3", "dtype": "auto"}).dtype == "fp8_block"
+    assert load_experiment({**base, "model": "llama-3-8b"}).dtype == "bf16"
+    assert load_experiment({**base, "model": "gpt-oss-120b", "dtype": "bf16"}).dtype == "bf16"
+    with pytest.raises(ConfigError, match="experiment: dtype: auto needs the model's checkpoint format: model: unkn"):
+        load_experiment({**base, "model": "gpt-5", "dtype": "auto"})
+
+
 @needs_configs
 def test_layer_patterns_of_the_families():
     """DeepSeek-V3: 3 dense layers then 58 MoE layers, all MLA; gpt-oss: sliding (128) and full attention

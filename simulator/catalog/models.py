@@ -11,6 +11,8 @@ Parameter counts and KV sizes are derived from the architecture, not stored:
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -184,14 +186,36 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
     ]
 }
 
+
+@functools.cache
+def _catalog() -> dict[str, ModelSpec]:
+    """Every catalog model by its short name and, lower-cased, by its Hugging Face id."""
+    from simulator.catalog.current_models import CURRENT_MODELS, HF_ALIASES
+    from simulator.catalog.hf_import import spec_from_hf_config
+
+    models = dict(BUILTIN_MODELS)
+    for name, (hf_id, config) in CURRENT_MODELS.items():
+        models[name] = spec_from_hf_config(config, name, _HF.format(hf_id))
+    by_id = {}
+    for spec in models.values():
+        match = re.fullmatch(r"https://huggingface\.co/(.+)/blob/main/config\.json", spec.source)
+        if match:
+            by_id[match.group(1).lower()] = spec
+    by_id.update({hf_id.lower(): models[name] for hf_id, name in HF_ALIASES.items()})
+    return {**by_id, **models}
+
+
 def model_names() -> list[str]:
-    return sorted(BUILTIN_MODELS)
+    """The catalog's short names (each model is also found by its Hugging Face id, any case)."""
+    return sorted(name for name in _catalog() if "/" not in name)
 
 
 def load_model(name_or_path: str) -> ModelSpec:
-    """A catalog name (``llama-3-8b``), a model YAML (ModelSpec fields) or a Hugging Face ``config.json``."""
-    if name_or_path.lower() in BUILTIN_MODELS:
-        return BUILTIN_MODELS[name_or_path.lower()]
+    """A catalog name (``llama-3-8b``) or Hugging Face id (``meta-llama/Meta-Llama-3-8B``), any case; a model YAML
+    (ModelSpec fields) or a Hugging Face ``config.json``."""
+    catalog = _catalog()
+    if name_or_path.lower() in catalog:
+        return catalog[name_or_path.lower()]
     path = Path(name_or_path)
     if path.suffix not in (".json", ".yaml", ".yml"):
         raise LLMSimError(

@@ -25,7 +25,7 @@ from simulator.catalog.paths import EXPERIMENTS_DIR
 from simulator.catalog.yaml_text import YAMLInputError, load_yaml
 from simulator.config.errors import format_validation_error
 from simulator.config.schema import ExperimentConfig
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, LLMSimError
 
 DEFAULT_EXPERIMENT = EXPERIMENTS_DIR / "quickstart.yaml"
 _PATH_SUFFIXES = (".yaml", ".yml", ".json", ".csv", ".py")
@@ -121,6 +121,22 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
             section["kind"] = f"{_resolve(path, base_dir)}:{cls}"
 
 
+def _resolve_dtype(data: dict[str, Any], where: str) -> None:
+    """``dtype: auto`` (or no dtype) becomes the checkpoint's quantisation (a Hugging Face ``quantization_config``,
+    :attr:`simulator.catalog.ModelSpec.quantization`), else ``bf16``, as vLLM's ``--dtype auto`` reads it."""
+    from simulator.catalog import load_model  # local: the catalog's loading helpers import the config errors
+
+    if data.get("dtype", "auto") != "auto" or not isinstance(data.get("model"), str):
+        return
+    try:
+        quantization = load_model(data["model"]).quantization
+    except LLMSimError as exc:
+        if "dtype" in data:
+            raise ConfigError(f"{where}: dtype: auto needs the model's checkpoint format: {exc}") from None
+        return  # the run reports the model
+    data["dtype"] = quantization.dtype if quantization else "bf16"
+
+
 def _apply_server_defaults(data: dict[str, Any]) -> None:
     """Fill the scheduler and KV-cache settings the experiment leaves out from its engine's server defaults."""
     from simulator.cost.engine import load_engine  # local: the cost package imports the config schema
@@ -151,6 +167,7 @@ def load_experiment(
         data, base_dir, where = read_mapping(path), path.parent, str(path)
     data = apply_overrides(data, overrides)
     _resolve_paths(data, base_dir)
+    _resolve_dtype(data, where)
     _apply_server_defaults(data)
     try:
         return ExperimentConfig.model_validate(data)

@@ -97,12 +97,13 @@ def _degree(row: dict[str, str], key: str, where: str) -> int:
 
 
 def model_path(model_id: str, model_dir: Path | None) -> str:
-    """``org/name`` -> ``DIR/org--name_config.json`` when it exists, else the id itself (the catalog decides)."""
+    """``org/name`` -> ``DIR/org--name_config.json`` when it exists, else the id itself (the catalog knows models
+    by their Hugging Face ids)."""
     if model_dir is not None:
         candidate = model_dir / (model_id.replace("/", "--") + "_config.json")
         if candidate.is_file():
             return str(candidate)
-    return model_id.split("/")[-1].lower()
+    return model_id
 
 
 def row_experiment(

@@ -1,0 +1,92 @@
+"""Current models of the catalog, as the architecture fields of their published Hugging Face ``config.json``
+(``https://huggingface.co/<id>/blob/main/config.json``), imported by :mod:`simulator.catalog.hf_import` like any
+user's config. Only the fields the importer reads are kept; the checkpoint's ``quantization_config`` too, so that
+``dtype: auto`` serves it as published (FP8 blocks for DeepSeek and Kimi, MXFP4 experts for gpt-oss).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_FP8_BLOCK = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+_MXFP4 = {"quant_method": "mxfp4",
+          "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                                     "lm_head"]}
+
+
+def _deepseek(experts: int, heads: int, dense_layers: int, vocab: int, max_positions: int) -> dict[str, Any]:
+    return {
+        "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": heads,
+        "num_key_value_heads": heads, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+        "n_routed_experts": experts, "num_experts_per_tok": 8, "n_shared_experts": 1,
+        "first_k_dense_replace": dense_layers, "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": vocab,
+        "max_position_embeddings": max_positions, "tie_word_embeddings": False, "quantization_config": _FP8_BLOCK,
+    }
+
+
+def _qwen3(layers: int, hidden: int, heads: int, kv_heads: int, inter: int, **moe: Any) -> dict[str, Any]:
+    return {"model_type": "qwen3_moe" if moe else "qwen3", "num_hidden_layers": layers, "hidden_size": hidden,
+            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": 128,
+            "intermediate_size": inter, "vocab_size": 151936, "max_position_embeddings": 40960,
+            "tie_word_embeddings": False, "use_sliding_window": False, **moe}
+
+
+def _gpt_oss(layers: int, experts: int) -> dict[str, Any]:
+    return {"model_type": "gpt_oss", "num_hidden_layers": layers, "hidden_size": 2880, "num_attention_heads": 64,
+            "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": experts,
+            "num_experts_per_tok": 4, "vocab_size": 201088, "max_position_embeddings": 131072,
+            "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * (layers // 2),
+            "tie_word_embeddings": False, "quantization_config": _MXFP4}
+
+
+def _llama4(experts: int, step: int) -> dict[str, Any]:
+    return {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
+            "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+            "num_local_experts": experts, "num_experts_per_tok": 1, "interleave_moe_layer_step": step,
+            "attention_chunk_size": 8192, "vocab_size": 202048, "max_position_embeddings": 10485760,
+            "tie_word_embeddings": False}
+
+
+_LLAMA_70B = {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 128256,
+              "max_position_embeddings": 131072, "tie_word_embeddings": False}
+
+# short name -> (Hugging Face id, config fields)
+CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "deepseek-v3": ("deepseek-ai/DeepSeek-V3", _deepseek(256, 128, 3, 129280, 163840)),
+    "deepseek-r1": ("deepseek-ai/DeepSeek-R1", _deepseek(256, 128, 3, 129280, 163840)),
+    "kimi-k2": ("moonshotai/Kimi-K2-Instruct", _deepseek(384, 64, 1, 163840, 131072)),
+    "qwen3-8b": ("Qwen/Qwen3-8B", _qwen3(36, 4096, 32, 8, 12288)),
+    "qwen3-32b": ("Qwen/Qwen3-32B", _qwen3(64, 5120, 64, 8, 25600)),
+    "qwen3-30b-a3b": ("Qwen/Qwen3-30B-A3B", _qwen3(48, 2048, 32, 4, 6144, moe_intermediate_size=768,
+                                                   num_experts=128, num_experts_per_tok=8, decoder_sparse_step=1)),
+    "qwen3-235b-a22b": ("Qwen/Qwen3-235B-A22B", _qwen3(94, 4096, 64, 4, 12288, moe_intermediate_size=1536,
+                                                       num_experts=128, num_experts_per_tok=8,
+                                                       decoder_sparse_step=1)),
+    "gpt-oss-20b": ("openai/gpt-oss-20b", _gpt_oss(24, 32)),
+    "gpt-oss-120b": ("openai/gpt-oss-120b", _gpt_oss(36, 128)),
+    "llama-3.3-70b": ("meta-llama/Llama-3.3-70B-Instruct", _LLAMA_70B),
+    "llama-4-scout": ("meta-llama/Llama-4-Scout-17B-16E-Instruct", _llama4(16, 1)),
+    "llama-4-maverick": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", _llama4(128, 2)),
+    "gemma-3-27b": ("google/gemma-3-27b-it", {
+        "model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376, "num_attention_heads": 32,
+        "num_key_value_heads": 16, "head_dim": 128, "intermediate_size": 21504, "vocab_size": 262208,
+        "max_position_embeddings": 131072, "sliding_window": 1024, "sliding_window_pattern": 6}),
+    "minimax-m2.5": ("MiniMaxAI/MiniMax-M2.5", {
+        "model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "num_local_experts": 256,
+        "num_experts_per_tok": 8, "shared_intermediate_size": 0, "vocab_size": 200064,
+        "max_position_embeddings": 196608, "tie_word_embeddings": False,
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}),
+}
+
+# Hugging Face ids published with the same architecture as a catalog entry (instruct and renamed checkpoints)
+HF_ALIASES: dict[str, str] = {
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b",
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Meta-Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Meta-Llama-3.1-405B": "llama-3.1-405b", "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
+    "meta-llama/Meta-Llama-3-70B-Instruct": "llama-3-70b", "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",
+    "deepseek-ai/DeepSeek-V3-0324": "deepseek-v3", "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
+}
