@@ -112,3 +112,37 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
         if dtype in ("bf16", "fp8_block"):
             median, _ = overall(rows)
             assert median <= 0.20, (gpu, framework, dtype, median)
+
+
+def test_mla_tables_are_read_per_gpu_heads_and_decode_context(tmp_path):
+    """A synthetic MLA table timed with the model at DeepSeek-V3's latent shapes has zero error when ``num_heads``
+    is read per GPU and a decode row's context as ``isl + step``; vLLM's MLA tables are left out."""
+    import pandas as pd
+
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.layers import attention_shapes
+    from simulator.fidelity.kernels import deepseek_mla, mla_kernel_errors
+
+    hw = load_hardware("h100-sxm")
+    model = AttentionModel(hw, "bf16")
+    for framework in ("sglang", "vllm"):
+        for phase in ("context", "generation"):
+            folder = tmp_path / "h100_sxm" / "mla" / framework / "1.0"
+            folder.mkdir(parents=True, exist_ok=True)
+            rows = []
+            for heads, batch, isl, step in ((128, 1, 1024, 0), (16, 8, 4096, 3)):
+                shapes = attention_shapes(deepseek_mla(heads), 7168, 1)
+                if phase == "context":
+                    seconds = model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
+                                                  batch * isl * (isl + 1) / 2, batch * isl, 0)
+                else:
+                    context = isl + step
+                    seconds = (batch * context * model.decode_per_token(shapes.heads, shapes.decode_widths,
+                                                                        shapes.decode_kv)
+                               + batch * model.per_head)
+                rows.append({"mla_dtype": "bfloat16", "kv_cache_dtype": "bfloat16", "num_heads": heads,
+                             "batch_size": batch, "isl": isl, "tp_size": 128 // heads, "step": step,
+                             "latency": (seconds + model.overhead) * 1e3})
+            pd.DataFrame(rows).to_parquet(folder / f"{phase}_mla_perf.parquet")
+    errors = mla_kernel_errors(tmp_path)
+    assert len(errors) == 4 and set(errors["framework"]) == {"sglang"} and errors["error"].max() < 1e-9

@@ -33,8 +33,9 @@ counts only the pairs inside the span.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
-from simulator.catalog.architecture import LayerGroup
+from simulator.catalog.architecture import Attention, LayerGroup
 from simulator.cost.attention import AttentionModel
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
@@ -49,6 +50,33 @@ def causal_pairs(new: int, cached: int, span: int = 0) -> float:
     if first > span:
         return new * span
     return (first + span) * (span - first + 1) / 2 + (last - span) * span
+
+
+class AttentionShapes(NamedTuple):
+    """One attention layer on one GPU: query heads, its GEMMs as (n, k), and the widths the attention kernels see
+    (:class:`simulator.cost.attention.AttentionModel`: ``widths`` = d_qk + d_v, ``kv`` = K/V elements per token;
+    ``kv_blocks``: KV heads a decode kernel schedules per sequence)."""
+
+    heads: float
+    gemms: list[tuple[float, float]]
+    prefill_widths: float
+    prefill_kv: float
+    decode_widths: float
+    decode_kv: float
+    kv_blocks: int
+
+
+def attention_shapes(a: Attention, hidden: int, tensor_parallel: int) -> AttentionShapes:
+    """The per-GPU shapes of an attention layer (the module docstring gives the GEMMs of each kind)."""
+    H, D = a.num_heads / tensor_parallel, hidden
+    if a.kind == "mla":
+        rope, nope, v = a.qk_rope_head_dim, a.head_dim - a.qk_rope_head_dim, a.v_head_dim
+        query = [(a.q_lora_rank, D), (H * a.head_dim, a.q_lora_rank)] if a.q_lora_rank else [(H * a.head_dim, D)]
+        gemms = [*query, (a.kv_lora_rank + rope, D), (H * (nope + v), a.kv_lora_rank), (D, H * v)]
+        latent = a.kv_lora_rank + rope
+        return AttentionShapes(H, gemms, a.head_dim + v, H * (a.head_dim + v), latent + a.kv_lora_rank, latent, 1)
+    G, d = math.ceil(a.num_kv_heads / tensor_parallel), a.head_dim
+    return AttentionShapes(H, [((H + 2 * G) * d, D), (D, H * d)], 2 * d, 2 * G * d, 2 * d, 2 * G * d, G)
 
 
 class GroupCost:
@@ -69,20 +97,10 @@ class GroupCost:
         self.elementwise_kernels = elementwise_kernels
         t, a, f = tensor_parallel, group.attention, group.ffn
         self.span = a.span
-        self.heads = a.num_heads / t
-        D = hidden
-        if a.kind == "mla":
-            H, rope, nope, v = self.heads, a.qk_rope_head_dim, a.head_dim - a.qk_rope_head_dim, a.v_head_dim
-            query = [(a.q_lora_rank, D), (H * a.head_dim, a.q_lora_rank)] if a.q_lora_rank else [(H * a.head_dim, D)]
-            self.attention_gemms = [*query, (a.kv_lora_rank + rope, D), (H * (nope + v), a.kv_lora_rank), (D, H * v)]
-            self.prefill_widths, self.prefill_kv = a.head_dim + v, H * (a.head_dim + v)
-            latent = a.kv_lora_rank + rope
-            self.decode_widths, self.decode_kv, self.kv_blocks = latent + a.kv_lora_rank, latent, 1
-        else:
-            H, G, d = self.heads, math.ceil(a.num_kv_heads / t), a.head_dim
-            self.attention_gemms = [((H + 2 * G) * d, D), (D, H * d)]
-            self.prefill_widths, self.prefill_kv = 2 * d, 2 * G * d
-            self.decode_widths, self.decode_kv, self.kv_blocks = 2 * d, 2 * G * d, G
+        shapes = attention_shapes(a, hidden, t)
+        self.heads, self.attention_gemms = shapes.heads, shapes.gemms
+        self.prefill_widths, self.prefill_kv = shapes.prefill_widths, shapes.prefill_kv
+        self.decode_widths, self.decode_kv, self.kv_blocks = shapes.decode_widths, shapes.decode_kv, shapes.kv_blocks
         self.moe = f.kind == "moe"
         width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
         self.experts, self.topk = f.num_experts, f.experts_per_token

@@ -16,7 +16,13 @@ routing: ``num_tokens`` tokens each to ``topk`` of ``num_experts`` experts of ``
 simulated yet); rows that would have read the experts
 their tokens touch faster than the GPU's HBM peak are left out (SGLang's and vLLM's DeepSeek-V3 shape, 7168 × 2048
 × 256 experts: 5.5 TB/s implied on a 3.35 TB/s H100, where TensorRT-LLM's same shape implies 2.9; the table must
-time fewer or smaller experts than it names). MLA is not predicted from these tables yet.
+time fewer or smaller experts than it names). MLA attention kernels (``mla/*/*/context_mla_perf``,
+``generation_mla_perf``: ``num_heads`` per GPU — the rows pair 128/tp heads with ``tp_size`` — of DeepSeek-V3's
+latent attention, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128; prefill rows
+decompressed, decode rows absorbed over the latent) are predicted with the attention model at the shapes
+:func:`simulator.cost.layers.attention_shapes` gives an MLA layer, with the attention parameters fitted on the
+multi-head tables (nothing is fitted on these). vLLM's MLA tables are left out like its fp8_block GEMMs: their floor is
+110–180 µs for a single token, ten times the same kernel in SGLang and TensorRT-LLM (12–16 µs).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from simulator.catalog import HardwareSpec, load_hardware
 from simulator.cost.attention import AttentionModel
 from simulator.cost.collectives import collective_time
 from simulator.cost.gemm import GemmModel
+from simulator.cost.layers import attention_shapes
 from simulator.cost.moe import ExpertsModel
 from simulator.dtypes import bytes_per_element
 from simulator.fidelity.errors import ape
@@ -194,4 +201,55 @@ def moe_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | 
             model.time(t, h, i / tp, 2, k, e, ep, "balanced") for t, h, i, k, e, tp, ep in zip(
                 rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
                 rows["moe_ep"], strict=True)]
+    return _with_errors(table, predicted)
+
+
+MLA_COLUMNS = ["gpu", "framework", "phase", "heads", "batch", "seq_len", "kv_dtype", "measured_s"]
+
+
+def mla_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured MLA attention kernel with 16-bit queries: gpu, framework, phase, heads (per GPU), batch,
+    seq_len (a decode row's context: ``isl + step``), kv_dtype, measured seconds."""
+    frames = []
+    for path in sorted(kernels_dir.glob("*/mla/*/*/*_mla_perf.parquet")):
+        gpu, framework = path.parts[-5], path.parts[-3]
+        phase = {"context": "prefill", "generation": "decode"}.get(path.stem.split("_")[0])
+        if gpu not in GPUS or phase is None or framework == "vllm":
+            continue
+        table = pd.read_parquet(path)
+        table = table[(table["mla_dtype"] == "bfloat16") & table["kv_cache_dtype"].isin(KV_DTYPES)]
+        seq = table["isl"] + (table["step"] if phase == "decode" else 0)
+        frames.append(pd.DataFrame({
+            "gpu": gpu, "framework": framework, "phase": phase, "heads": table["num_heads"].to_numpy(),
+            "batch": table["batch_size"].to_numpy(), "seq_len": seq.to_numpy(),
+            "kv_dtype": table["kv_cache_dtype"].map(KV_DTYPES).to_numpy(),
+            "measured_s": table["latency"].to_numpy() * 1e-3,
+        }))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MLA_COLUMNS)
+
+
+def deepseek_mla(heads: int):
+    """DeepSeek-V3's latent attention with ``heads`` query heads (the MLA tables' shape)."""
+    from simulator.catalog.architecture import Attention
+
+    return Attention(kind="mla", num_heads=heads, num_kv_heads=heads, head_dim=192, q_lora_rank=1536,
+                     kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
+
+
+def mla_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                      table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`mla_kernel_table` with predicted seconds and the error."""
+    table = mla_kernel_table(kernels_dir) if table is None else table
+    predicted = np.zeros(len(table))
+    for (gpu, kv, phase, heads), rows in table.groupby(["gpu", "kv_dtype", "phase", "heads"]):
+        model = AttentionModel(_hardware(gpu, hardware), kv)
+        shapes = attention_shapes(deepseek_mla(int(heads)), 7168, 1)
+        batch, seq = rows["batch"].to_numpy(float), rows["seq_len"].to_numpy(float)
+        if phase == "prefill":
+            kernel = model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
+                                         batch * seq * (seq + 1) / 2, batch * seq, 0)
+        else:
+            kernel = (batch * seq * model.decode_per_token(shapes.heads, shapes.decode_widths, shapes.decode_kv)
+                      + batch * shapes.kv_blocks * model.per_head)
+        predicted[table.index.get_indexer(rows.index)] = kernel + model.overhead
     return _with_errors(table, predicted)

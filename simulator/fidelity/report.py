@@ -16,6 +16,7 @@ from simulator.fidelity.errors import overall, summarize_errors
 from simulator.fidelity.kernels import (
     attention_kernel_errors,
     gemm_kernel_errors,
+    mla_kernel_errors,
     moe_kernel_errors,
     nccl_kernel_errors,
 )
@@ -37,6 +38,7 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
         results["kernel_nccl"] = nccl_kernel_errors(data_dir / "kernels")
         results["kernel_attention"] = attention_kernel_errors(data_dir / "kernels")
         results["kernel_moe"] = moe_kernel_errors(data_dir / "kernels")
+        results["kernel_mla"] = mla_kernel_errors(data_dir / "kernels")
     return results
 
 
@@ -49,7 +51,8 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
 
     groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
               "kernel_gemm": ["gpu", "framework", "dtype"], "kernel_nccl": ["gpu", "op", "gpus"],
-              "kernel_attention": ["gpu", "framework", "phase"], "kernel_moe": ["gpu", "framework", "dtype"]}
+              "kernel_attention": ["gpu", "framework", "phase"], "kernel_moe": ["gpu", "framework", "dtype"],
+              "kernel_mla": ["gpu", "framework", "phase"]}
     lines = []
     for name, frame in results.items():
         lines.append(f"== {name} ==")
