@@ -135,6 +135,18 @@ class ModelSpec(BaseModel):
         """Does the experiment's weight dtype apply to this part's GEMMs (else they run 16-bit)?"""
         return self.quantization is None or part in self.quantization.parts
 
+    def kv_layout(self, bytes_per_element: float, tensor_parallel: int = 1) -> tuple[float, list[tuple[int, float]]]:
+        """KV bytes per token on one GPU of the layers whose KV grows with the context, and (span, bytes per token)
+        of each bounded-span group (sliding windows, local chunks: a sequence holds at most ``span`` tokens there)."""
+        growing, spans = 0.0, {}
+        for g in self.layers:
+            nbytes = bytes_per_element * g.count * g.attention.kv_elements_per_token(tensor_parallel)
+            if g.attention.span:
+                spans[g.attention.span] = spans.get(g.attention.span, 0.0) + nbytes
+            else:
+                growing += nbytes
+        return growing, sorted(spans.items())
+
     def kv_bytes_per_token(self, bytes_per_element: float, tensor_parallel: int = 1) -> float:
         """KV bytes one token holds on one GPU, over every layer (window layers counted as if full: the most a
         token can hold while it is inside the window)."""

@@ -23,6 +23,7 @@ from simulator.cost import build_cost_model, load_engine
 from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
+from simulator.kv.span_reserve import SpanReserve, span_reserve
 from simulator.observe import Observer
 from simulator.recorder import Recorder
 from simulator.schedulers import SCHEDULERS, Scheduler
@@ -114,6 +115,15 @@ def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int) -> No
                           f"of {model.name} (at most one stage per layer)")
 
 
+def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):
+    """One replica's KV allocator; with bounded-span layers wrapped in their per-sequence reserve."""
+    if not budget.spans:
+        return allocator_cls.from_config(kv_cfg, budget.num_blocks, budget.block_size, max_model_len)
+    longest = max_model_len + span_reserve(budget.spans, max_model_len)
+    inner = allocator_cls.from_config(kv_cfg, budget.num_blocks, budget.block_size, longest)
+    return SpanReserve(inner, list(budget.spans))
+
+
 def _build_pool(
     config: ExperimentConfig, model, pool: PoolConfig, first_index: int, env: simpy.Environment, recorder: Recorder,
     fast_forward: bool,
@@ -145,7 +155,7 @@ def _build_pool(
         Replica(
             env, first_index + i,
             scheduler_cls(
-                allocator_cls.from_config(kv_cfg, budget.num_blocks, budget.block_size, max_model_len), sched,
+                _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched,
                 max_model_len, batched_tokens, swap_capacity,
                 seed=int(np.random.SeedSequence([config.seed, 4, first_index + i]).generate_state(1)[0]),
             ),

@@ -9,8 +9,10 @@
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
 t > kv_heads; MLA's latent is whole on every GPU); with p pipeline stages it holds ceil(layers / p) of the layers
-(weights and KV taken as evenly split). Sliding-window and local-chunk layers are counted like full ones: the most a
-token holds while it is inside the span (freeing the blocks that leave a window is not modelled yet).
+(weights and KV taken as evenly split). The pool's slots are sized by the layers whose KV grows with the context;
+sliding-window and local-chunk layers hold at most their span per sequence, a reserve the allocator gives every
+sequence (:mod:`simulator.kv.span_reserve`; the one-request check counts it too). A model whose every layer has a
+bounded span sizes its slots by all layers instead (an upper bound: the span is not enforced then).
 The activation workspace is an estimate of the largest forward pass the scheduler may run (``max_num_batched_tokens``
 tokens): hidden states and the widest FFN intermediate per token (A: k·I/t for a dense layer, top-k experts' plus
 the shared experts' for MoE) in the weight precision, plus fp32 logits for ``max_num_seqs`` sequences:
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.errors import LLMSimError
+from simulator.kv.span_reserve import span_reserve
 
 GIB = 2**30
 
@@ -54,9 +57,10 @@ class KVBudget:
     usable_bytes: float
     weight_bytes: float
     workspace_bytes: float
-    kv_bytes_per_token: float  # per GPU
+    kv_bytes_per_token: float  # per GPU, of the layers whose KV grows with the context
     block_size: int
     num_blocks: int
+    spans: tuple[tuple[int, float], ...] = ()  # bounded-span groups: (span, bytes per token / kv_bytes_per_token)
 
     @property
     def capacity_tokens(self) -> int:
@@ -77,7 +81,12 @@ def kv_budget(
     workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
                  + max_num_seqs * model.vocab_size / t * 4)
     layers = model.num_layers
-    per_token = model.kv_bytes_per_token(bytes_per_element(kv_dtype_name), t) * math.ceil(layers / p) / layers
+    growing, span_bytes = model.kv_layout(bytes_per_element(kv_dtype_name), t)
+    if not growing:  # every layer windowed: slots of all layers
+        growing, span_bytes = sum(nbytes for _, nbytes in span_bytes), []
+    per_token = growing * math.ceil(layers / p) / layers
+    spans = tuple((span, nbytes / growing) for span, nbytes in span_bytes)
+    longest = max_model_len + span_reserve(spans, max_model_len)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
         if weights + workspace > usable:  # a fixed pool still needs the weights to fit beside it
@@ -89,7 +98,7 @@ def kv_budget(
     else:
         pool = usable - weights - workspace
         num_blocks = max(0, math.floor(pool / (block_size * per_token)))
-        needed_blocks = math.ceil(max_model_len / block_size)
+        needed_blocks = math.ceil(longest / block_size)
         if num_blocks < needed_blocks:
             missing = (needed_blocks * block_size * per_token - pool) / GIB
             raise LLMSimError(
@@ -98,4 +107,4 @@ def kv_budget(
                 f"per GPU for KV cache, {missing:.2f} GiB short of one {max_model_len}-token request; use more "
                 "tensor_parallel, a larger GPU, a higher gpu_memory_utilization or a smaller max_model_len"
             )
-    return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks)
+    return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks, spans)
