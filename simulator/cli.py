@@ -159,10 +159,12 @@ def _kv_size_of_model(args: argparse.Namespace) -> int:
         attention = group.attention
         per_token = group.count * attention.kv_elements_per_token() * element
         held = min(args.context, attention.span) if attention.span else args.context
-        nbytes = per_token * held * args.batch
+        state = group.count * attention.state_elements() * (attention.state_bytes or element)
+        nbytes = per_token * held * args.batch + state * args.batch
         total += nbytes
         groups.append({"layers": group.count, "attention": attention.kind, "span": attention.span,
-                       "kv_bytes_per_token": per_token, "tokens_held": held, "kv_bytes": nbytes})
+                       "kv_bytes_per_token": per_token, "tokens_held": held, "state_bytes_per_sequence": state,
+                       "kv_bytes": nbytes})
     growing = sum(g["kv_bytes_per_token"] for g in groups if not g["span"])
     report = {"model": model.name, "total_params": model.num_params, "active_params": model.active_params,
               "dtype": args.dtype, "context": args.context, "batch": args.batch, "groups": groups,
@@ -174,8 +176,12 @@ def _kv_size_of_model(args: argparse.Namespace) -> int:
           f"token")
     for g in groups:
         span = f", span {g['span']:,}" if g["span"] else ""
-        print(f"  {g['layers']:3d} x {g['attention']} attention{span}: {g['kv_bytes_per_token']:,.0f} B per token "
-              f"({args.dtype}) x {g['tokens_held']:,} tokens x {args.batch:,} = {g['kv_bytes'] / 1e9:.3f} GB")
+        if g["state_bytes_per_sequence"]:
+            print(f"  {g['layers']:3d} x {g['attention']} mixer: a state of {g['state_bytes_per_sequence']:,.0f} B per "
+                  f"sequence x {args.batch:,} = {g['kv_bytes'] / 1e9:.3f} GB")
+        elif g["attention"] != "none":
+            print(f"  {g['layers']:3d} x {g['attention']} attention{span}: {g['kv_bytes_per_token']:,.0f} B per "
+                  f"token ({args.dtype}) x {g['tokens_held']:,} tokens x {args.batch:,} = {g['kv_bytes'] / 1e9:.3f} GB")
     print(f"context-growing layers: {growing:,.0f} B per token; {args.context:,} tokens x {args.batch:,} sequences "
           f"= {total / 1e9:.2f} GB ({total / 2**30:.2f} GiB)")
     return 0

@@ -35,6 +35,8 @@ PUBLISHED = [
     ("mistralai--Mixtral-8x7B-v0.1", 46.7, 12.9, True, "Mistral: 46.7B total, 12.9B active"),
     ("mistralai--Mixtral-8x22B-v0.1", 141, 39, True, "Mistral: 141B total, 39B active"),
     ("meta-llama--Llama-4-Scout-17B-16E-Instruct", 109, 17, True, "Meta: 109B total (with vision), 17B active"),
+    ("Qwen--Qwen3.5-35B-A3B", 35, 3, False, "Qwen3.5-35B-A3B: 35B total, 3B activated"),
+    ("nvidia--Nemotron-H-56B-Base-8K", 56, None, True, "Nemotron-H technical report: 56B"),
 ]
 
 
@@ -163,6 +165,42 @@ def test_kv_bytes_per_token_by_hand():
     oss = _config("openai--gpt-oss-120b")
     assert oss.kv_bytes_per_token(2.0) == 73728
     assert oss.kv_bytes_per_token(2.0, tensor_parallel=8) == 36 * 2 * 1 * 64 * 2
+
+
+@needs_configs
+def test_hybrid_state_layers_by_hand():
+    """Qwen3.5-35B-A3B: 30 Gated DeltaNet layers (32 value heads, 16 key heads, 128 × 128) and 10 full-attention
+    layers (2 KV heads of 256); each sequence keeps a float32 state of 32·128·128 + 3·(2·16·128 + 32·128) elements
+    per linear layer. Nemotron-H-56B: 54 Mamba2 mixers (256 heads of 64, state 256, 8 groups), 54 MLPs and 10
+    attention layers (8 KV heads of 128); a bf16 state of 256·64·256 + 3·(256·64 + 2·8·256) per mixer."""
+    qwen = _config("Qwen--Qwen3.5-35B-A3B")
+    assert {(g.count, g.attention.kind) for g in qwen.layers} == {(30, "linear"), (10, "full")}
+    state = 30 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * 4
+    assert qwen.kv_layout(2.0) == (10 * 2 * 2 * 256 * 2, [(1, state)])
+    nemotron = _config("nvidia--Nemotron-H-56B-Base-8K")
+    assert {(g.count, g.attention.kind, g.ffn.kind) for g in nemotron.layers} == {
+        (54, "mamba", "none"), (54, "none", "dense"), (10, "full", "none")}
+    state = 54 * (256 * 64 * 256 + 3 * (256 * 64 + 2 * 8 * 256)) * 2
+    assert nemotron.kv_layout(2.0) == (10 * 2 * 8 * 128 * 2, [(1, state)])
+    assert nemotron.kv_layout(2.0, tensor_parallel=8) == (10 * 2 * 1 * 128 * 2, [(1, state / 8)])
+
+
+@needs_configs
+def test_state_layers_cost_a_constant_per_sequence_in_decode():
+    """A decode step stays affine in the context sum: the linear-attention layers add a per-sequence constant
+    (their state read and written), only the full-attention layers grow with the context."""
+    from simulator.cost.base import IterationShape
+
+    model, hw = _config("Qwen--Qwen3.5-35B-A3B"), load_hardware("h100-sxm")
+    cost = RooflineCostModel(model, hw, 2)
+    linear, full = (g for g in cost.groups if g.count == 30), (g for g in cost.groups if g.count == 10)
+    linear, full = next(linear), next(full)
+    assert linear.decode_per_token == 0 and linear.decode_per_sequence > 0 and full.decode_per_token > 0
+    state_bytes = 30 * (16 * 128 * 128 + 3 * (2 * 8 * 128 + 16 * 128)) * 4  # TP 2 halves the heads
+    assert linear.decode_per_sequence >= 2 * state_bytes / (hw.memory_bandwidth_gbps * 1e9)
+    a, c = cost.decode_step_coefficients(16)
+    for context in (1000, 50_000):
+        assert cost.iteration_time(IterationShape((), 16, 16 * context)) == pytest.approx(a + c * 16 * context)
 
 
 def test_kv_size_reports_each_group(capsys):

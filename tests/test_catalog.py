@@ -80,8 +80,10 @@ def test_mixtral_config_json(tmp_path):
 
 
 @pytest.mark.parametrize("fields, problem", [
-    ({"layer_types": ["linear_attention", "full_attention"]}, r"not modelled yet: linear-attention .*layer_types"),
-    ({"hybrid_override_pattern": "M*"}, r"not modelled yet: state-space \(Mamba\) layers"),
+    ({"layer_types": ["linear_attention", "full_attention"]}, "lacks required key 'linear_num_value_heads'"),
+    ({"hybrid_override_pattern": "M*"}, "lacks required key 'mamba_num_heads'"),
+    ({"hybrid_override_pattern": "M*X"}, r"hybrid_override_pattern must be a string of one character per layer"),
+    ({"hybrid_override_pattern": "MX"}, "hybrid_override_pattern: unknown block 'X'"),
     ({"layer_types": ["full_attention", "cross_attention"]}, "layer_types: unknown layer kind 'cross_attention'"),
     ({"layer_types": ["full_attention"]}, r"layer_types must list one kind per layer \(2\)"),
     ({"quantization_config": {"quant_method": "bitsandbytes"}}, "quant_method 'bitsandbytes' is not modelled"),

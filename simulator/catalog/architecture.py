@@ -11,6 +11,15 @@ Attention kinds (per layer; ``t`` = tensor-parallel degree, ``d`` = head_dim, ``
   ``window`` tokens of KV in such a layer.
 - ``chunked``: chunked local attention (Llama 4): a token sees the earlier tokens of its own chunk of ``window``
   tokens; KV held and attention span are at most ``window`` tokens (priced as ``sliding``: an upper bound).
+- ``linear``: Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): ``num_kv_heads`` key heads of ``head_dim``,
+  ``num_heads`` value heads of ``v_head_dim``, a short convolution of ``conv_kernel``. Weights
+  ``D·(2·Hk·dk + 2·Hv·dv + 2·Hv)`` in (q, k, v, the output gate, β and α), the convolution
+  ``(2·Hk·dk + Hv·dv)·c``, ``Hv·dv·D`` out. No KV grows with the context: each sequence keeps a state of
+  ``Hv·dk·dv + (c − 1)·(2·Hk·dk + Hv·dv)`` elements (split over ``t``).
+- ``mamba``: a Mamba2 mixer (Nemotron-H): ``num_heads`` heads of ``head_dim``, ``groups`` groups of B/C of
+  ``state_size``, a convolution of ``conv_kernel``. Weights ``D·(2·H·p + 2·G·N + H)`` in, ``(H·p + 2·G·N)·c``
+  convolution, ``3·H + H·p`` (A, D, dt bias, norm), ``H·p·D`` out; state ``H·p·N + (c − 1)·(H·p + 2·G·N)``.
+- ``none``: no attention block in this layer (an MLP-only layer of a hybrid stack).
 - ``mla``: multi-head latent attention (DeepSeek-V2/V3, Kimi-K2). Queries through a low-rank ``q_lora_rank``
   projection (or a full one when it is 0), keys and values from one compressed latent of ``kv_lora_rank`` plus a
   shared rotary key of ``qk_rope_head_dim``. Weights: ``D·r_q + r_q·H·(n + r)`` (or ``D·H·(n + r)``) for queries,
@@ -21,6 +30,7 @@ Attention kinds (per layer; ``t`` = tensor-parallel degree, ``d`` = head_dim, ``
 FFN kinds:
 
 - ``dense``: gated (SwiGLU/GeGLU: up, gate, down = ``3·D·I``) or not (``2·D·I``).
+- ``none``: no FFN in this layer (a mixer-only layer of a hybrid stack).
 - ``moe``: ``num_experts`` routed experts of ``intermediate_size`` each, ``experts_per_token`` per token, a router
   ``D·E``, and optionally shared experts that every token runs (one dense FFN of ``shared_intermediate_size``, the
   shared experts' sizes summed).
@@ -36,7 +46,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
+STATE_KINDS = ("linear", "mamba")  # a fixed state per sequence instead of KV per token
 
 
 class _Frozen(BaseModel):
@@ -46,15 +56,22 @@ class _Frozen(BaseModel):
 class Attention(_Frozen):
     """One layer's attention (see the module docstring for the weight and KV formulas)."""
 
-    kind: Literal["full", "sliding", "chunked", "mla"] = "full"
-    num_heads: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0, description="query/key width per head (MLA: qk_nope_head_dim + qk_rope_head_dim)")
+    kind: Literal["full", "sliding", "chunked", "mla", "linear", "mamba", "none"] = "full"
+    num_heads: int = Field(default=1, gt=0)
+    num_kv_heads: int = Field(default=1, gt=0)
+    head_dim: int = Field(default=1, gt=0,
+                          description="query/key width per head (MLA: qk_nope_head_dim + qk_rope_head_dim)")
     window: int = Field(default=0, ge=0, description="sliding: tokens kept; chunked: the chunk size")
     q_lora_rank: int = Field(default=0, ge=0)
     kv_lora_rank: int = Field(default=0, ge=0)
     qk_rope_head_dim: int = Field(default=0, ge=0)
-    v_head_dim: int = Field(default=0, ge=0, description="MLA: value width per head (others: head_dim)")
+    v_head_dim: int = Field(default=0, ge=0, description="MLA, linear: value width per head (others: head_dim)")
+    output_gate: bool = Field(default=False, description="full: a sigmoid gate on the output (one more H·d proj.)")
+    conv_kernel: int = Field(default=4, ge=1, description="linear, mamba: the short convolution's width")
+    state_size: int = Field(default=0, ge=0, description="mamba: N, the SSM state per head dimension")
+    groups: int = Field(default=1, ge=1, description="mamba: groups sharing B and C")
+    state_bytes: float | None = Field(default=None, gt=0, description="linear, mamba: bytes per state element "
+                                      "(the checkpoint's SSM dtype; default: the KV cache's)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Attention:
@@ -66,18 +83,26 @@ class Attention(_Frozen):
             if self.qk_rope_head_dim >= self.head_dim:
                 raise ValueError(f"qk_rope_head_dim ({self.qk_rope_head_dim}) must be smaller than head_dim "
                                  f"({self.head_dim} = qk_nope_head_dim + qk_rope_head_dim)")
+        elif self.kind == "mamba" and self.state_size <= 0:
+            raise ValueError("a mamba layer needs state_size > 0")
+        elif self.kind == "linear" and self.v_head_dim <= 0:
+            raise ValueError("a linear attention layer needs v_head_dim > 0")
         elif self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         return self
 
-    @property
-    def value_dim(self) -> int:
-        return self.v_head_dim or self.head_dim
-
     def params(self, hidden: int) -> int:
-        h, d = self.num_heads, self.head_dim
+        h, d, D = self.num_heads, self.head_dim, hidden
+        if self.kind == "none":
+            return 0
+        if self.kind == "linear":
+            k, v = self.num_kv_heads * d, h * self.v_head_dim
+            return D * (2 * k + 2 * v + 2 * h) + (2 * k + v) * self.conv_kernel + 2 * h + self.v_head_dim + v * D
+        if self.kind == "mamba":
+            inner, bc = h * d, 2 * self.groups * self.state_size
+            return D * (2 * inner + bc + h) + (inner + bc) * self.conv_kernel + 3 * h + inner + inner * D
         if self.kind != "mla":
-            return hidden * (h + 2 * self.num_kv_heads) * d + h * d * hidden
+            return D * (h * (2 if self.output_gate else 1) + 2 * self.num_kv_heads) * d + h * d * D
         query = hidden * self.q_lora_rank + self.q_lora_rank * h * d if self.q_lora_rank else hidden * h * d
         latent = hidden * (self.kv_lora_rank + self.qk_rope_head_dim)
         decompress = self.kv_lora_rank * h * (d - self.qk_rope_head_dim + self.v_head_dim)
@@ -85,10 +110,23 @@ class Attention(_Frozen):
         return query + latent + decompress + h * self.v_head_dim * hidden + norms
 
     def kv_elements_per_token(self, tensor_parallel: int = 1) -> int:
-        """K and V elements one token stores in this layer on one GPU."""
+        """K and V elements one token stores in this layer on one GPU (0 for layers with a state instead)."""
         if self.kind == "mla":
             return self.kv_lora_rank + self.qk_rope_head_dim
+        if self.kind in (*STATE_KINDS, "none"):
+            return 0
         return 2 * math.ceil(self.num_kv_heads / tensor_parallel) * self.head_dim
+
+    def state_elements(self, tensor_parallel: int = 1) -> float:
+        """Elements of the fixed state one sequence keeps in this layer on one GPU (0 for KV layers)."""
+        h, d, t = self.num_heads, self.head_dim, tensor_parallel
+        if self.kind == "linear":
+            conv = (2 * self.num_kv_heads * d + h * self.v_head_dim) * (self.conv_kernel - 1)
+            return (h * d * self.v_head_dim + conv) / t
+        if self.kind == "mamba":
+            conv = (h * d + 2 * self.groups * self.state_size) * (self.conv_kernel - 1)
+            return (h * d * self.state_size + conv) / t
+        return 0.0
 
     @property
     def span(self) -> int:
@@ -99,8 +137,8 @@ class Attention(_Frozen):
 class FFN(_Frozen):
     """One layer's feed-forward block."""
 
-    kind: Literal["dense", "moe"] = "dense"
-    intermediate_size: int = Field(gt=0, description="dense: the MLP width; moe: each routed expert's width")
+    kind: Literal["dense", "moe", "none"] = "dense"
+    intermediate_size: int = Field(default=1, gt=0, description="dense: the MLP width; moe: each routed expert's")
     gated: bool = True
     num_experts: int = Field(default=1, ge=1)
     experts_per_token: int = Field(default=1, ge=1)
@@ -108,9 +146,9 @@ class FFN(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> FFN:
-        if self.kind == "dense" and (self.num_experts, self.experts_per_token, self.shared_intermediate_size) != (
+        if self.kind != "moe" and (self.num_experts, self.experts_per_token, self.shared_intermediate_size) != (
                 1, 1, 0):
-            raise ValueError("a dense FFN has no experts (use kind: moe)")
+            raise ValueError(f"a {self.kind} FFN has no experts (use kind: moe)")
         if self.experts_per_token > self.num_experts:
             raise ValueError(f"experts_per_token must be <= num_experts, got {self.experts_per_token} > "
                              f"{self.num_experts}")
@@ -131,6 +169,8 @@ class FFN(_Frozen):
         return hidden * self.num_experts if self.kind == "moe" else 0
 
     def params(self, hidden: int) -> int:
+        if self.kind == "none":
+            return 0
         return (self.num_experts * self.expert_params(hidden) + self.shared_params(hidden)
                 + self.router_params(hidden))
 
@@ -143,8 +183,9 @@ class LayerGroup(_Frozen):
     ffn: FFN
 
     def params(self, hidden: int) -> int:
-        """Per layer, with its two norms."""
-        return self.attention.params(hidden) + self.ffn.params(hidden) + 2 * hidden
+        """Per layer, with a norm before each of its blocks."""
+        blocks = (self.attention.kind != "none") + (self.ffn.kind != "none")
+        return self.attention.params(hidden) + self.ffn.params(hidden) + blocks * hidden
 
 
 def group_layers(layers: list[tuple[Attention, FFN]]) -> tuple[LayerGroup, ...]:

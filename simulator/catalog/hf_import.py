@@ -5,19 +5,22 @@ num_local_experts``, ...); a nested ``text_config`` (multimodal wrappers: Llama 
 top level. Per-family *layer patterns*, never per-model branches, decide each layer's kind:
 
 - attention: ``kv_lora_rank`` -> MLA; ``layer_types`` (``full_attention``, ``sliding_attention``,
-  ``chunked_attention``) or ``sliding_window_pattern`` (every N-th layer global, Gemma 3) or ``no_rope_layers`` with
+  ``chunked_attention``, ``linear_attention``: Gated DeltaNet from the ``linear_*`` fields; ``attn_output_gate``)
+  or ``sliding_window_pattern`` (every N-th layer global, Gemma 3) or ``no_rope_layers`` with
   ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
   (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
 - FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` layers
   (DeepSeek), layers off ``moe_layer_freq`` / ``decoder_sparse_step`` / ``interleave_moe_layer_step``, and
   ``mlp_only_layers``; routed experts of ``moe_intermediate_size`` (else ``intermediate_size``); dense layers of
   ``intermediate_size_mlp`` (Llama 4) or ``intermediate_size``; shared experts of ``shared_expert_intermediate_size``
-  or ``n_shared_experts`` × the expert width (Llama 4 runs one shared expert per MoE layer).
+  or ``n_shared_experts`` × the expert width (Llama 4 runs one shared expert per MoE layer);
+- a ``hybrid_override_pattern`` (Nemotron-H) gives one block per layer: ``M`` a Mamba2 mixer (``mamba_*``,
+  ``ssm_state_size``, ``n_groups``, ``conv_kernel``), ``*`` attention, ``-`` an MLP, ``E`` a mixture of experts.
 
 ``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
 ``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
 float 8-bit, 4-bit AWQ/GPTQ (``int4``); ``modules_to_not_convert`` naming attention keeps attention 16-bit.
-A field the importer cannot honour (linear attention, state-space layers, an unknown quantisation) is one line.
+A field the importer cannot honour (an unknown layer kind or quantisation, ...) is one line.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "hidden_size": ("hidden_size", "d_model", "n_embd", "dim"),
     "num_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
     "num_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"),
-    "head_dim": ("head_dim", "kv_channels"),
+    "head_dim": ("head_dim", "kv_channels", "attention_head_dim"),
     "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
     "dense_intermediate_size": ("intermediate_size_mlp",),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
@@ -47,17 +50,22 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size"),
     "window": ("sliding_window", "attention_window"),
     "chunk": ("attention_chunk_size",),
-    **{key: (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")},
+    **{key: (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                               "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                               "linear_value_head_dim", "mamba_num_heads", "mamba_head_dim", "ssm_state_size")},
+    "linear_conv": ("linear_conv_kernel_dim",),
+    "mamba_conv": ("conv_kernel", "mamba_d_conv"),
+    "mamba_groups": ("n_groups", "mamba_n_groups"),
 }
 # model types whose MLP is not gated (the rest are SwiGLU/GeGLU-style)
-UNGATED_MODEL_TYPES = {"phi", "gpt2", "gpt_neox", "opt", "bloom", "falcon", "gpt_bigcode"}
+UNGATED_MODEL_TYPES = {"phi", "gpt2", "gpt_neox", "opt", "bloom", "falcon", "gpt_bigcode", "nemotron_h"}
 # families that tie the LM head to the embeddings when the config does not say
 TIED_BY_DEFAULT = ("gemma",)
 # families with shared experts not named in their config: experts per MoE layer
 SHARED_EXPERTS_BY_FAMILY = {"llama4": 1}
-LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked"}
-UNSUPPORTED_LAYER_KINDS = {"linear_attention": "linear-attention (Gated DeltaNet) layers",
-                           "mamba": "state-space (Mamba) layers"}
+LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
+               "linear_attention": "linear"}
+HYBRID_BLOCKS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
 
 
 def _shown(value: Any, limit: int = 40) -> str:
@@ -113,18 +121,14 @@ def text_config(config: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[str]:
     """Each layer's attention kind from the family's layer pattern."""
-    if "hybrid_override_pattern" in config:
-        raise LLMSimError(f"{where}: not modelled yet: {UNSUPPORTED_LAYER_KINDS['mamba']} (hybrid_override_pattern)")
     types = config.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
             raise LLMSimError(f"{where}: layer_types must list one kind per layer ({layers}), got {_shown(types, 60)}")
         for kind in types:
-            if kind in UNSUPPORTED_LAYER_KINDS:
-                raise LLMSimError(f"{where}: not modelled yet: {UNSUPPORTED_LAYER_KINDS[kind]} (layer_types)")
             if kind not in LAYER_KINDS:
                 raise LLMSimError(f"{where}: layer_types: unknown layer kind {kind!r} (known: "
-                                  f"{', '.join([*LAYER_KINDS, *UNSUPPORTED_LAYER_KINDS])})")
+                                  f"{', '.join(LAYER_KINDS)})")
         return [LAYER_KINDS[kind] for kind in types]
     if _get(config, "chunk", where, None):
         no_rope = _int_list(config, "no_rope_layers", where, layers)
@@ -144,8 +148,12 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
 
 
 def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
+    if kind in ("linear", "mamba"):
+        return _state_mixer(config, kind, where)
+    if kind == "none":
+        return Attention(kind="none")
     heads, hidden = _get(config, "num_heads", where), _get(config, "hidden_size", where)
-    fields: dict[str, Any] = {"num_heads": heads}
+    fields: dict[str, Any] = {"num_heads": heads, "output_gate": _flag(config, "attn_output_gate", where, False)}
     if config.get("kv_lora_rank") is not None:
         rope = _get(config, "qk_rope_head_dim", where)
         fields.update(
@@ -164,6 +172,39 @@ def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
     elif kind == "chunked":
         fields["window"] = _get(config, "chunk", where)
     return validate(Attention, fields, where)
+
+
+def _state_mixer(config: dict[str, Any], kind: str, where: str) -> Attention:
+    """A Gated DeltaNet (``linear``) or Mamba2 (``mamba``) layer; the state in fp32 when the checkpoint says so."""
+    state_bytes = 4.0 if str(config.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else None
+    if kind == "linear":
+        fields = {"kind": "linear", "num_heads": _get(config, "linear_num_value_heads", where),
+                  "num_kv_heads": _get(config, "linear_num_key_heads", where),
+                  "head_dim": _get(config, "linear_key_head_dim", where),
+                  "v_head_dim": _get(config, "linear_value_head_dim", where),
+                  "conv_kernel": _get(config, "linear_conv", where, 4), "state_bytes": state_bytes}
+    else:
+        fields = {"kind": "mamba", "num_heads": _get(config, "mamba_num_heads", where),
+                  "head_dim": _get(config, "mamba_head_dim", where),
+                  "state_size": _get(config, "ssm_state_size", where),
+                  "groups": _get(config, "mamba_groups", where, 1), "conv_kernel": _get(config, "mamba_conv", where, 4),
+                  "state_bytes": state_bytes}
+    return validate(Attention, fields, where)
+
+
+def _hybrid_blocks(config: dict[str, Any], layers: int, where: str) -> list[tuple[str, str]] | None:
+    """(attention kind, FFN kind) per layer from a ``hybrid_override_pattern``, or None without one."""
+    pattern = config.get("hybrid_override_pattern")
+    if pattern is None:
+        return None
+    if not isinstance(pattern, str) or len(pattern) != layers:
+        raise LLMSimError(f"{where}: hybrid_override_pattern must be a string of one character per layer ({layers}),"
+                          f" got {_shown(pattern, 60)}")
+    unknown = sorted(set(pattern) - set(HYBRID_BLOCKS))
+    if unknown:
+        raise LLMSimError(f"{where}: hybrid_override_pattern: unknown block {unknown[0]!r} (known: M = Mamba2, "
+                          "* = attention, - = MLP, E = mixture of experts)")
+    return [HYBRID_BLOCKS[char] for char in pattern]
 
 
 def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
@@ -261,9 +302,16 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
             raise LLMSimError(f"{where}: {key} must be a single value, got {_shown(value, 60)}")
     text = text_config(config, where)
     layers = _get(text, "num_layers", where)
-    kinds = _attention_kinds(text, layers, where)
+    blocks = _hybrid_blocks(text, layers, where)
+    if blocks is None:
+        kinds, ffns = _attention_kinds(text, layers, where), _ffns(text, layers, where)
+    else:
+        dense, moe = _ffns({**text, "num_experts": 1}, 1, where)[0], None
+        if any(f == "moe" for _, f in blocks):
+            moe = _ffns({**text, "first_k_dense_replace": 0}, 1, where)[0]
+        none = validate(FFN, {"kind": "none"}, where)
+        kinds, ffns = [a for a, _ in blocks], [{"dense": dense, "moe": moe, "none": none}[f] for _, f in blocks]
     attentions = {kind: _attention(text, kind, where) for kind in set(kinds)}
-    ffns = _ffns(text, layers, where)
     family = str(text.get("model_type", ""))
     fields = {
         "name": name,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simulator.catalog.architecture import LayerGroup
+from simulator.catalog.architecture import STATE_KINDS, LayerGroup
 from simulator.catalog.loading import read_mapping, validate
 from simulator.errors import LLMSimError
 
@@ -120,7 +120,7 @@ class ModelSpec(BaseModel):
             else:
                 parts["experts"] += g.count * (g.ffn.num_experts * g.ffn.expert_params(D) + g.ffn.shared_params(D))
                 parts["other"] += g.count * g.ffn.router_params(D)
-            parts["other"] += g.count * 2 * D
+            parts["other"] += g.count * ((g.attention.kind != "none") + (g.ffn.kind != "none")) * D
         parts["other"] += self.embedding_params + D
         return parts
 
@@ -137,12 +137,18 @@ class ModelSpec(BaseModel):
 
     def kv_layout(self, bytes_per_element: float, tensor_parallel: int = 1) -> tuple[float, list[tuple[int, float]]]:
         """KV bytes per token on one GPU of the layers whose KV grows with the context, and (span, bytes per token)
-        of each bounded-span group (sliding windows, local chunks: a sequence holds at most ``span`` tokens there)."""
+        of the groups a sequence holds a bounded amount of: sliding windows and local chunks at most ``span``
+        tokens; linear-attention and Mamba layers their fixed state, written as a span of 1 token of the state's
+        bytes."""
         growing, spans = 0.0, {}
         for g in self.layers:
-            nbytes = bytes_per_element * g.count * g.attention.kv_elements_per_token(tensor_parallel)
-            if g.attention.span:
-                spans[g.attention.span] = spans.get(g.attention.span, 0.0) + nbytes
+            a = g.attention
+            nbytes = bytes_per_element * g.count * a.kv_elements_per_token(tensor_parallel)
+            if a.span:
+                spans[a.span] = spans.get(a.span, 0.0) + nbytes
+            elif a.kind in STATE_KINDS:
+                state = g.count * a.state_elements(tensor_parallel) * (a.state_bytes or bytes_per_element)
+                spans[1] = spans.get(1, 0.0) + state
             else:
                 growing += nbytes
         return growing, sorted(spans.items())
@@ -224,7 +230,7 @@ def model_names() -> list[str]:
 
 def load_model(name_or_path: str) -> ModelSpec:
     """A catalog name (``llama-3-8b``) or Hugging Face id (``meta-llama/Meta-Llama-3-8B``), any case; a model YAML
-    (ModelSpec fields) or a Hugging Face ``config.json``."""
+    (ModelSpec fields) or a Hugging Face ``config.json`` (named after its folder, or ``NAME_config.json``)."""
     catalog = _catalog()
     if name_or_path.lower() in catalog:
         return catalog[name_or_path.lower()]
@@ -240,5 +246,6 @@ def load_model(name_or_path: str) -> ModelSpec:
     if path.suffix == ".json":
         from simulator.catalog.hf_import import spec_from_hf_config
 
-        return spec_from_hf_config(data, name=path.parent.name or path.stem, where=str(path), path=path)
+        name = path.parent.name if path.name == "config.json" else path.stem.removesuffix("_config")
+        return spec_from_hf_config(data, name=name or path.stem, where=str(path), path=path)
     return validate(ModelSpec, data, str(path))

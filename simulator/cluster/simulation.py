@@ -98,18 +98,24 @@ class Pool:
 
 def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int) -> None:
     """The rules vLLM applies: the attention heads of every layer group divide evenly over the tensor-parallel
-    ranks; the KV heads too, or each is replicated over a whole number of ranks (MLA's latent is replicated whole);
-    every pipeline stage has at least one layer."""
+    ranks; the KV heads (a Mamba mixer's B/C groups) too, or each is replicated over a whole number of ranks (MLA's
+    latent is replicated whole); every pipeline stage has at least one layer."""
     t = tensor_parallel
     for group in model.layers:
-        heads, kv_heads = group.attention.num_heads, group.attention.num_kv_heads
+        attention = group.attention
+        if attention.kind == "none":
+            continue
+        heads, kv_heads = attention.num_heads, attention.num_kv_heads
+        if attention.kind == "mamba":
+            kv_heads = attention.groups
         if heads % t:
             allowed = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
             raise ConfigError(f"cluster.tensor_parallel: {t} does not divide the {heads} attention heads of "
                               f"{model.name} (allowed: {allowed})")
-        if group.attention.kind != "mla" and (kv_heads % t if kv_heads >= t else t % kv_heads):
-            raise ConfigError(f"cluster.tensor_parallel: {t} and the {kv_heads} KV heads of {model.name} do not "
-                              "split evenly (each rank needs whole KV heads, or each KV head a whole number of ranks)")
+        if attention.kind != "mla" and (kv_heads % t if kv_heads >= t else t % kv_heads):
+            what = "B/C groups" if attention.kind == "mamba" else "KV heads"
+            raise ConfigError(f"cluster.tensor_parallel: {t} and the {kv_heads} {what} of {model.name} do not "
+                              f"split evenly (each rank needs whole {what}, or each one a whole number of ranks)")
     if pipeline_parallel > model.num_layers:
         raise ConfigError(f"cluster.pipeline_parallel: {pipeline_parallel} stages for the {model.num_layers} layers "
                           f"of {model.name} (at most one stage per layer)")

@@ -55,7 +55,7 @@ class AttentionModel:
         self.p = hardware.gemm_knee
         self.v = bytes_per_element(kv_dtype)
 
-    def _combine(self, compute_s: float, memory_s: float) -> float:
+    def combine(self, compute_s: float, memory_s: float) -> float:
         p = self.p
         return (compute_s**p + memory_s**p) ** (1 / p)
 
@@ -65,11 +65,11 @@ class AttentionModel:
         tokens read (no overhead); ``widths`` = d_qk + d_v, ``kv_elements`` = e."""
         v = self.v
         nbytes = new_tokens * (2 * heads * widths + kv_elements * v) + cached_read * kv_elements * v
-        return self._combine(2 * heads * widths * pairs / self.prefill_flops, nbytes / self.io_bandwidth)
+        return self.combine(2 * heads * widths * pairs / self.prefill_flops, nbytes / self.io_bandwidth)
 
     def decode_per_token(self, heads: float, widths: float, kv_elements: float) -> float:
         """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum)."""
-        return self._combine(2 * heads * widths / self.decode_flops, kv_elements * self.v / self.decode_bandwidth)
+        return self.combine(2 * heads * widths / self.decode_flops, kv_elements * self.v / self.decode_bandwidth)
 
     def kernel_times(self, phase: str, batch, seq_len, heads, kv_heads, head_dim, window):
         """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""

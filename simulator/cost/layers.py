@@ -55,7 +55,8 @@ def causal_pairs(new: int, cached: int, span: int = 0) -> float:
 class AttentionShapes(NamedTuple):
     """One attention layer on one GPU: query heads, its GEMMs as (n, k), and the widths the attention kernels see
     (:class:`simulator.cost.attention.AttentionModel`: ``widths`` = d_qk + d_v, ``kv`` = K/V elements per token;
-    ``kv_blocks``: KV heads a decode kernel schedules per sequence)."""
+    ``kv_blocks``: KV heads a decode kernel schedules per sequence); for state layers the state's elements per
+    sequence and the recurrence's FLOPs per token."""
 
     heads: float
     gemms: list[tuple[float, float]]
@@ -64,19 +65,43 @@ class AttentionShapes(NamedTuple):
     decode_widths: float
     decode_kv: float
     kv_blocks: int
+    state_elements: float = 0.0
+    state_flops: float = 0.0
+
+
+# the chunk length of the chunked-scan kernels of linear attention and Mamba2 (their intra-chunk work per token)
+STATE_CHUNK = 64
 
 
 def attention_shapes(a: Attention, hidden: int, tensor_parallel: int) -> AttentionShapes:
-    """The per-GPU shapes of an attention layer (the module docstring gives the GEMMs of each kind)."""
-    H, D = a.num_heads / tensor_parallel, hidden
+    """The per-GPU shapes of an attention layer (the module docstring gives the GEMMs of each kind).
+
+    State layers (``linear``, ``mamba``) run a recurrence over a state of ``S`` elements per head: per token
+    4·H·S FLOPs (update and read-out; ``S = dk·dv`` for linear attention, ``p·N`` for Mamba2) plus the chunked
+    scan's intra-chunk products, 2·H·(dk + dv)·``STATE_CHUNK`` (Mamba2: (N + p))."""
+    t, D = tensor_parallel, hidden
+    H = a.num_heads / t
+    if a.kind == "none":
+        return AttentionShapes(0.0, [], 0, 0, 0, 0, 0)
+    if a.kind == "linear":
+        dk, dv, k = a.head_dim, a.v_head_dim, a.num_kv_heads * a.head_dim / t
+        gemms = [(2 * k + 2 * H * dv + 2 * H, D), (D, H * dv)]
+        flops = 4 * H * dk * dv + 2 * H * (dk + dv) * STATE_CHUNK
+        return AttentionShapes(H, gemms, dk + dv, 2 * k + H * dv, 0, 0, int(H), a.state_elements(t), flops)
+    if a.kind == "mamba":
+        p, N, bc = a.head_dim, a.state_size, 2 * a.groups * a.state_size / t
+        gemms = [(2 * H * p + bc + H, D), (D, H * p)]
+        flops = 4 * H * p * N + 2 * H * (N + p) * STATE_CHUNK
+        return AttentionShapes(H, gemms, N + p, H * p + bc, 0, 0, int(H), a.state_elements(t), flops)
     if a.kind == "mla":
         rope, nope, v = a.qk_rope_head_dim, a.head_dim - a.qk_rope_head_dim, a.v_head_dim
         query = [(a.q_lora_rank, D), (H * a.head_dim, a.q_lora_rank)] if a.q_lora_rank else [(H * a.head_dim, D)]
         gemms = [*query, (a.kv_lora_rank + rope, D), (H * (nope + v), a.kv_lora_rank), (D, H * v)]
         latent = a.kv_lora_rank + rope
         return AttentionShapes(H, gemms, a.head_dim + v, H * (a.head_dim + v), latent + a.kv_lora_rank, latent, 1)
-    G, d = math.ceil(a.num_kv_heads / tensor_parallel), a.head_dim
-    return AttentionShapes(H, [((H + 2 * G) * d, D), (D, H * d)], 2 * d, 2 * G * d, 2 * d, 2 * G * d, G)
+    G, d = math.ceil(a.num_kv_heads / t), a.head_dim
+    queries = H * (2 if a.output_gate else 1)
+    return AttentionShapes(H, [((queries + 2 * G) * d, D), (D, H * d)], 2 * d, 2 * G * d, 2 * d, 2 * G * d, G)
 
 
 class GroupCost:
@@ -101,7 +126,10 @@ class GroupCost:
         self.heads, self.attention_gemms = shapes.heads, shapes.gemms
         self.prefill_widths, self.prefill_kv = shapes.prefill_widths, shapes.prefill_kv
         self.decode_widths, self.decode_kv, self.kv_blocks = shapes.decode_widths, shapes.decode_kv, shapes.kv_blocks
-        self.moe = f.kind == "moe"
+        self.kernels = 0 if a.kind == "none" else 1  # attention kernels per layer
+        self.state_flops = shapes.state_flops
+        self.state_bytes = shapes.state_elements * (a.state_bytes or attention.v)
+        self.moe, self.has_ffn = f.kind == "moe", f.kind != "none"
         width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
         self.experts, self.topk = f.num_experts, f.experts_per_token
         self.up_matrices = f.matrices - 1
@@ -110,12 +138,15 @@ class GroupCost:
         self.activation_width = (self.topk * width + shared) if self.moe else width
         per_token = attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv)
         per_sequence = self.kv_blocks * attention.per_head
+        if self.state_bytes:  # a recurrence: read and write the state, its FLOPs, once per sequence
+            per_sequence += attention.combine(self.state_flops / attention.decode_flops,
+                                               2 * self.state_bytes / attention.decode_bandwidth)
         if self.span:  # a bounded span: a constant per sequence
             self.decode_per_token, self.decode_per_sequence = 0.0, self.count * (
                 per_sequence + self.span * per_token)
         else:
             self.decode_per_token, self.decode_per_sequence = self.count * per_token, self.count * per_sequence
-        self.decode_fixed = self.count * attention.overhead
+        self.decode_fixed = self.count * self.kernels * attention.overhead
 
     def gemm_time(self, tokens: int) -> float:
         T, D = tokens, self.hidden
@@ -124,6 +155,8 @@ class GroupCost:
         for n, k in self.attention_gemms:
             time += gemm.time(T, n, k)
         if not self.moe:
+            if not self.has_ffn:
+                return self.count * time
             ffn = self.ffn_gemm
             return self.count * (time + ffn.time(T, self.up_width, D) + ffn.time(T, D, self.down_width))
         time += self.router_gemm.time(T, self.experts, D)
@@ -146,26 +179,35 @@ class GroupCost:
         kernels = self.elementwise_kernels
         return self.count * kernels * self.attention_gemm.memory_kernel(nbytes / kernels)
 
-    def prefill_attention_time(self, pairs: float, tokens: int, cached: int) -> float:
+    def prefill_attention_time(self, pairs: float, tokens: int, cached: int, sequences: int) -> float:
         """One prefill kernel per layer over ``pairs`` query-key pairs (:func:`span_totals` for this group's span),
-        ``tokens`` new queries and ``cached`` cached K/V tokens read."""
+        ``tokens`` new queries, ``cached`` cached K/V tokens read, of ``sequences`` prompt chunks (a state layer:
+        the recurrence's FLOPs per token, its inputs and outputs, and each chunk's state read and written)."""
+        if not self.kernels:
+            return 0.0
         attention = self.attention
-        kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached)
+        if self.state_bytes:
+            kernel = attention.combine(
+                tokens * self.state_flops / attention.prefill_flops,
+                (tokens * (2 * self.heads * self.prefill_widths + self.prefill_kv) * 2
+                 + sequences * 2 * self.state_bytes) / attention.io_bandwidth)
+        else:
+            kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached)
         return self.count * (kernel + attention.overhead)
 
 
-def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0) -> tuple[float, int, int]:
-    """Causal query-key pairs, new tokens and cached tokens read of an iteration's prompt chunks (new, cached) in
-    layers whose queries see at most ``span`` keys (0: all)."""
+def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0) -> tuple[float, int, int, int]:
+    """Causal query-key pairs, new tokens, cached tokens read and chunks of an iteration's prompt chunks (new,
+    cached) in layers whose queries see at most ``span`` keys (0: all)."""
     pairs, tokens, cached_read = 0.0, 0, 0
     if not span:  # the common case, inline
         for new, cached in chunks:
             pairs += new * cached + new * (new + 1) / 2
             tokens += new
             cached_read += cached
-        return pairs, tokens, cached_read
+        return pairs, tokens, cached_read, len(chunks)
     for new, cached in chunks:
         pairs += causal_pairs(new, cached, span)
         tokens += new
         cached_read += min(cached, span)
-    return pairs, tokens, cached_read
+    return pairs, tokens, cached_read, len(chunks)

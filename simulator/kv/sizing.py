@@ -11,8 +11,9 @@ With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every t
 t > kv_heads; MLA's latent is whole on every GPU); with p pipeline stages it holds ceil(layers / p) of the layers
 (weights and KV taken as evenly split). The pool's slots are sized by the layers whose KV grows with the context;
 sliding-window and local-chunk layers hold at most their span per sequence, a reserve the allocator gives every
-sequence (:mod:`simulator.kv.span_reserve`; the one-request check counts it too). A model whose every layer has a
-bounded span sizes its slots by all layers instead (an upper bound: the span is not enforced then).
+sequence (:mod:`simulator.kv.span_reserve`; the one-request check counts it too); linear-attention and Mamba layers
+hold a fixed state per sequence, reserved the same way. A model whose every KV layer has a bounded span sizes its
+slots by them instead (an upper bound: the span is not enforced then).
 The activation workspace is an estimate of the largest forward pass the scheduler may run (``max_num_batched_tokens``
 tokens): hidden states and the widest FFN intermediate per token (A: k·I/t for a dense layer, top-k experts' plus
 the shared experts' for MoE) in the weight precision, plus fp32 logits for ``max_num_seqs`` sequences:
@@ -82,8 +83,12 @@ def kv_budget(
                  + max_num_seqs * model.vocab_size / t * 4)
     layers = model.num_layers
     growing, span_bytes = model.kv_layout(bytes_per_element(kv_dtype_name), t)
-    if not growing:  # every layer windowed: slots of all layers
-        growing, span_bytes = sum(nbytes for _, nbytes in span_bytes), []
+    if not growing:  # no KV grows with the context: windowed layers count in full (an upper bound), states stay
+        windowed = [nbytes for span, nbytes in span_bytes if span > 1]
+        if not windowed:
+            raise LLMSimError(f"{model.name}: no layer keeps KV per token (every layer a state-space or linear-"
+                              "attention mixer); such models are not modelled yet")
+        growing, span_bytes = sum(windowed), [(span, nbytes) for span, nbytes in span_bytes if span == 1]
     per_token = growing * math.ceil(layers / p) / layers
     spans = tuple((span, nbytes / growing) for span, nbytes in span_bytes)
     longest = max_model_len + span_reserve(spans, max_model_len)
