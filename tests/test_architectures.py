@@ -135,6 +135,24 @@ def test_every_bundled_config_imports_or_fails_with_one_line():
             assert model.num_params > 0 and model.kv_bytes_per_token(2.0) > 0
 
 
+@pytest.mark.parametrize("fields, expected", [
+    ({"model_type": "gemma2", "sliding_window": 4096}, {("sliding", 4096): 2, ("full", 0): 2}),
+    ({"model_type": "gemma3_text", "sliding_window": 1024, "sliding_window_pattern": 2},
+     {("sliding", 1024): 2, ("full", 0): 2}),
+    ({"model_type": "mistral", "sliding_window": 4096}, {("sliding", 4096): 4}),
+    ({"model_type": "phi3", "sliding_window": 262144, "max_position_embeddings": 131072}, {("full", 0): 4}),
+    ({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": True, "max_window_layers": 1},
+     {("full", 0): 1, ("sliding", 4096): 3}),
+])
+def test_sliding_window_patterns_of_the_families(tmp_path, fields, expected):
+    config = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 100,
+              "max_position_embeddings": 8192, **fields}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    layers = load_model(str(path)).layers
+    assert {(g.attention.kind, g.attention.window): g.count for g in layers} == expected
+
+
 def test_interleaved_dense_and_moe_layers_and_a_modelopt_sibling(tmp_path):
     """``decoder_sparse_step: 2`` puts the experts on every second layer (1-based: layers 2, 4, ...), minus
     ``mlp_only_layers``; a ModelOpt ``hf_quant_config.json`` beside a config sets its dtype."""

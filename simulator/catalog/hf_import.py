@@ -6,7 +6,8 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
 
 - attention: ``kv_lora_rank`` -> MLA; ``layer_types`` (``full_attention``, ``sliding_attention``,
   ``chunked_attention``, ``linear_attention``: Gated DeltaNet from the ``linear_*`` fields; ``attn_output_gate``)
-  or ``sliding_window_pattern`` (every N-th layer global, Gemma 3) or ``no_rope_layers`` with
+  or ``sliding_window_pattern`` (every N-th layer global: Gemma 3's 6, and Gemma 2's 2 where the config does not
+  say) or ``no_rope_layers`` with
   ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
   (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
 - FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` layers
@@ -20,7 +21,8 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
 ``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
 ``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
 float 8-bit, 4-bit AWQ/GPTQ (``int4``); ``modules_to_not_convert`` naming attention keeps attention 16-bit.
-A field the importer cannot honour (an unknown layer kind or quantisation, ...) is one line.
+A window at least as long as the context (Phi-3's 262,144 on 131,072 positions) is full attention. A field the
+importer cannot honour (an unknown layer kind or quantisation, ...) is one line.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
 UNGATED_MODEL_TYPES = {"phi", "gpt2", "gpt_neox", "opt", "bloom", "falcon", "gpt_bigcode", "nemotron_h"}
 # families that tie the LM head to the embeddings when the config does not say
 TIED_BY_DEFAULT = ("gemma",)
+# families whose sliding and global layers alternate without a pattern field: every N-th layer global
+SLIDING_PATTERN_BY_FAMILY = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}
 # families with shared experts not named in their config: experts per MoE layer
 SHARED_EXPERTS_BY_FAMILY = {"llama4": 1}
 LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
@@ -135,7 +139,9 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
         if no_rope is None:  # Llama 4's default: every 4th layer is a global NoPE layer
             no_rope = [int((i + 1) % 4 != 0) for i in range(layers)]
         return ["chunked" if uses_rope else "full" for uses_rope in no_rope]
-    pattern = _get(config, "window", where, None) and config.get("sliding_window_pattern")
+    family = str(config.get("model_type", ""))
+    pattern = _get(config, "window", where, None) and config.get("sliding_window_pattern",
+                                                                 SLIDING_PATTERN_BY_FAMILY.get(family))
     if pattern:
         if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
             raise LLMSimError(f"{where}: sliding_window_pattern must be a positive integer, got {pattern!r}")
@@ -167,10 +173,12 @@ def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
                           "head_dim is not given")
     fields.update(kind=kind, num_kv_heads=_get(config, "num_kv_heads", where, heads),
                   head_dim=_get(config, "head_dim", where, hidden // heads))
-    if kind == "sliding":
-        fields["window"] = _get(config, "window", where)
-    elif kind == "chunked":
-        fields["window"] = _get(config, "chunk", where)
+    if kind in ("sliding", "chunked"):
+        window = _get(config, "window" if kind == "sliding" else "chunk", where)
+        if window < _get(config, "max_position_embeddings", where, 2048):  # else it sees the whole context
+            fields["window"] = window
+        else:
+            fields["kind"] = "full"
     return validate(Attention, fields, where)
 
 
