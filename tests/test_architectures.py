@@ -294,3 +294,43 @@ layers:
     with pytest.raises(LLMSimError, match="give either layers or the flat fields"):
         load_model(str(bad))
     assert math.isfinite(RooflineCostModel(model, load_hardware("h100-sxm")).decode_step_coefficients(4)[0])
+
+
+def test_expert_parallelism_inside_the_tensor_parallel_group():
+    """Qwen3-235B at TP 4: with expert_parallel 4 each GPU holds 32 whole experts (width 1536) and receives a quarter
+    of the token-expert assignments; without, every GPU holds all 128 at a quarter of the width. The same weight
+    bytes either way, so decode at batch 1 costs about the same; the grouped GEMMs are what the EP model prices."""
+    from simulator.cost.moe import ExpertsModel
+
+    model, hw = load_model("qwen3-235b-a22b"), load_hardware("h100-sxm")
+    tp_only = RooflineCostModel(model, hw, 4)
+    with_ep = RooflineCostModel(model, hw, 4, expert_parallel=4)
+    (group_tp,), (group_ep,) = tp_only.groups, with_ep.groups
+    experts = ExpertsModel(hw, "bf16")
+    for tokens in (1, 64, 4096):
+        assert group_ep.experts_time(tokens) == pytest.approx(94 * experts.time(tokens, 4096, 1536, 2, 8, 128, 4))
+        assert group_tp.experts_time(tokens) == pytest.approx(94 * experts.time(tokens, 4096, 384, 2, 8, 128, 1))
+    assert with_ep.decode_step_coefficients(1)[0] == pytest.approx(tp_only.decode_step_coefficients(1)[0], rel=0.25)
+
+
+@pytest.mark.parametrize("cluster, problem", [
+    ({"tensor_parallel": 4, "expert_parallel": 3}, "expert_parallel .3. must divide tensor_parallel .4."),
+    ({"tensor_parallel": 2, "expert_parallel": 2, "model": "llama-3-8b"}, "needs a mixture-of-experts model"),
+    ({"tensor_parallel": 8, "expert_parallel": 8, "model": "mixtral-8x7b", "dtype": "bf16"}, None),
+    ({"tensor_parallel": 16, "expert_parallel": 16, "model": "mixtral-8x7b"}, "does not divide the 8 experts"),
+])
+def test_expert_parallel_is_validated(cluster, problem):
+    import simulator
+    from simulator.errors import LLMSimError
+
+    model = cluster.pop("model", "qwen3-30b-a3b")
+    config = {"model": model, "hardware": "h100-sxm", "cluster": cluster, "workload": {
+        "num_requests": 4, "arrival": {"kind": "poisson", "rate": 4}, "input_tokens": {"kind": "fixed", "value": 64},
+        "output_tokens": {"kind": "fixed", "value": 8}}}
+    if "dtype" in cluster:
+        config["dtype"] = cluster.pop("dtype")
+    if problem is None:
+        assert simulator.run(simulator.load(config)).summary["completed"] == 4
+        return
+    with pytest.raises(LLMSimError, match=problem):
+        simulator.run(simulator.load(config))

@@ -64,6 +64,10 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen3-235b-a22b": ("Qwen/Qwen3-235B-A22B", _qwen3(94, 4096, 64, 4, 12288, moe_intermediate_size=1536,
                                                        num_experts=128, num_experts_per_tok=8,
                                                        decoder_sparse_step=1)),
+    "qwen3-32b-fp8": ("Qwen/Qwen3-32B-FP8", {**_qwen3(64, 5120, 64, 8, 25600), "quantization_config": _FP8_BLOCK}),
+    "qwen3-235b-a22b-fp8": ("Qwen/Qwen3-235B-A22B-FP8", {
+        **_qwen3(94, 4096, 64, 4, 12288, moe_intermediate_size=1536, num_experts=128, num_experts_per_tok=8,
+                 decoder_sparse_step=1), "quantization_config": _FP8_BLOCK}),
     "gpt-oss-20b": ("openai/gpt-oss-20b", _gpt_oss(24, 32)),
     "gpt-oss-120b": ("openai/gpt-oss-120b", _gpt_oss(36, 128)),
     "llama-3.3-70b": ("meta-llama/Llama-3.3-70B-Instruct", _LLAMA_70B),

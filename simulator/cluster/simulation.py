@@ -96,10 +96,11 @@ class Pool:
     gpus: int
 
 
-def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int) -> None:
+def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, expert_parallel: int = 1) -> None:
     """The rules vLLM applies: the attention heads of every layer group divide evenly over the tensor-parallel
     ranks; the KV heads (a Mamba mixer's B/C groups) too, or each is replicated over a whole number of ranks (MLA's
-    latent is replicated whole); every pipeline stage has at least one layer."""
+    latent is replicated whole); every pipeline stage has at least one layer; expert parallelism needs experts that
+    divide over it."""
     t = tensor_parallel
     for group in model.layers:
         attention = group.attention
@@ -119,6 +120,15 @@ def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int) -> No
     if pipeline_parallel > model.num_layers:
         raise ConfigError(f"cluster.pipeline_parallel: {pipeline_parallel} stages for the {model.num_layers} layers "
                           f"of {model.name} (at most one stage per layer)")
+    if expert_parallel > 1:
+        experts = {g.ffn.num_experts for g in model.layers if g.ffn.kind == "moe"}
+        if not experts:
+            raise ConfigError(f"cluster.expert_parallel: {expert_parallel} needs a mixture-of-experts model; "
+                              f"{model.name} has no experts")
+        uneven = sorted(e for e in experts if e % expert_parallel)
+        if uneven:
+            raise ConfigError(f"cluster.expert_parallel: {expert_parallel} does not divide the {uneven[0]} experts of "
+                              f"{model.name}")
 
 
 def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):
@@ -134,7 +144,7 @@ def _build_pool(
     config: ExperimentConfig, model, pool: PoolConfig, first_index: int, env: simpy.Environment, recorder: Recorder,
     fast_forward: bool,
 ) -> Pool:
-    check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel)
+    check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel, pool.expert_parallel)
     hardware = load_hardware(pool.hardware or config.hardware)
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache
@@ -146,7 +156,8 @@ def _build_pool(
         pipeline_parallel=pool.pipeline_parallel,
     )
     shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
-        "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel})})
+        "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
+        "expert_parallel": pool.expert_parallel})})
     cost = build_cost_model(shaped, model, hardware)
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):

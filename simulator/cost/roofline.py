@@ -42,6 +42,7 @@ class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
+        expert_parallel: int = 1,
     ) -> None:
         self.model = model
         self.tp = tensor_parallel
@@ -71,7 +72,7 @@ class RooflineCostModel(CostModel):
         experts = ExpertsModel(hardware, dtype if model.quantized("experts") else activation_dtype(dtype),
                                self.engine.compute_efficiency, self.engine.memory_efficiency)
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts, self.attention, self.w,
-                                 self.elementwise_kernels) for group in model.layers]
+                                 self.elementwise_kernels, expert_parallel) for group in model.layers]
         self.spans = {group.span for group in self.groups}
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
         self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
@@ -86,7 +87,8 @@ class RooflineCostModel(CostModel):
         kv = kv_dtype(config.kv_cache.dtype, config.dtype)
         engine = load_engine(config.engine)
         cluster = config.cluster
-        return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel)
+        return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,
+                   cluster.expert_parallel)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:

@@ -11,8 +11,9 @@ spreads the clients' start over one cycle, :attr:`ClosedLoopArrival.ramp_s`). Th
 requests, measures the next ``measured`` × N and stops the statistics before the last N (whose clients have no
 successor, so concurrency falls off); the predicted TTFT and TPOT are the means over the measured requests.
 
-A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism, expert
-parallelism, disaggregated workers, an unknown model or system, an architecture the importer refuses); a malformed
+A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism, MoE
+parallelism other than moe_tp × moe_ep = tp, disaggregated workers, an unknown model or system, an architecture the
+importer refuses); expert parallelism inside the tensor-parallel group runs (``cluster.expert_parallel``); a malformed
 row gets ``unsupported: file:line: <problem>``. Nothing stops the run on one row.
 """
 
@@ -123,8 +124,6 @@ def row_experiment(
         raise Unsupported("disaggregated prefill/decode workers")
     if _degree(row, "attention_dp_size", where) > 1:
         raise Unsupported("attention data parallelism")
-    if _degree(row, "moe_ep_size", where) > 1:
-        raise Unsupported("expert parallelism")
     isl, osl = _number(row, "isl", where), _number(row, "osl", where)
     users = _number(row, "batch_size", where)
     tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size", where)
@@ -137,13 +136,17 @@ def row_experiment(
         spec = load_model(model)
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
-    if spec.is_moe and _degree(row, "moe_tp_size", where) not in (1, tp):
-        raise Unsupported("MoE tensor parallelism different from attention tensor parallelism")
+    ep = _degree(row, "moe_ep_size", where)
+    if spec.is_moe:
+        moe_tp = _degree(row, "moe_tp_size", where) if (row.get("moe_tp_size") or "").strip() else tp // ep
+        if moe_tp * ep != tp:
+            raise Unsupported(f"MoE parallelism moe_tp {moe_tp} x moe_ep {ep} over tensor parallelism {tp}")
     engine_name = dict(settings.engines).get(backend, backend)
     measured = max(settings.measured * users, settings.min_measured)
     data = {
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
-        "cluster": {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp},
+        "cluster": {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp,
+                    "expert_parallel": ep if spec.is_moe else 1},
         "workload": {
             "num_requests": settings.warmup * users + measured + users,
             "arrival": {"kind": "closed_loop", "users": users, "think_ms": settings.client_jitter_ms},
