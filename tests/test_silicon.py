@@ -50,7 +50,8 @@ def test_a_row_becomes_its_benchmark(tmp_path):
 @pytest.mark.parametrize("changes, reason", [
     ({"mode": "disagg"}, "disaggregated"),
     ({"attention_dp_size": "4"}, "attention data parallelism"),
-    ({"moe_ep_size": "8"}, "expert parallelism"),
+    ({"model_path": "Qwen/Qwen3-30B-A3B", "tp_size": "2", "moe_ep_size": "8"},
+     "MoE parallelism moe_tp 1 x moe_ep 8 over tensor parallelism 2"),
     ({"system": "tpu_v5"}, "unknown system 'tpu_v5'"),
     ({"backend": "tgi"}, "unknown backend 'tgi'"),
     ({"isl": "many"}, "x:7: isl must be a number, got 'many'"),
@@ -65,6 +66,14 @@ def test_rows_the_simulator_cannot_represent_say_why(changes, reason):
     with pytest.raises(Unsupported) as caught:
         row_experiment(_row(**changes), "x:7", None)
     assert reason in str(caught.value)
+
+
+def test_expert_parallel_rows_run_with_the_experts_over_the_tensor_parallel_gpus():
+    config = row_experiment(_row(model_path="Qwen/Qwen3-30B-A3B", tp_size="4", moe_tp_size="1", moe_ep_size="4"),
+                            "x:7", None)
+    assert (config.cluster.tensor_parallel, config.cluster.expert_parallel) == (4, 4)
+    dense = row_experiment(_row(tp_size="2", moe_ep_size="2"), "x:7", None)  # a dense model has no experts to spread
+    assert dense.cluster.expert_parallel == 1
 
 
 def test_validate_never_stops_on_a_bad_row(tmp_path):
