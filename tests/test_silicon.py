@@ -10,7 +10,7 @@ import pytest
 
 from simulator.cli import main
 from simulator.errors import LLMSimError
-from simulator.fidelity.silicon import is_fit_row, read_runs, row_experiment, validate_runs
+from simulator.fidelity.silicon import RunSettings, is_fit_row, read_runs, row_experiment, validate_runs
 
 HEADER = ["id", "backend", "model_path", "system", "precision", "mode", "isl", "osl", "gemm_quant_mode",
           "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size",
@@ -40,8 +40,9 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     assert (arrival.kind, arrival.users) == ("closed_loop", 8)
     assert config.workload.input_tokens.value == 1000 and config.workload.output_tokens.value == 100
     assert config.cluster.tensor_parallel == 2 and config.dtype == "fp8" and config.engine == "vllm"
-    # vLLM's server defaults, and an fp8 checkpoint served with an fp8 KV cache
-    assert config.scheduler.kind == "chunked" and config.scheduler.max_num_batched_tokens == 8192
+    # vLLM's chunked prefill with the benchmark recipe's token budget (8 + 1000 + 1500), and an fp8 checkpoint
+    # served with an fp8 KV cache
+    assert config.scheduler.kind == "chunked" and config.scheduler.max_num_batched_tokens == 2508
     assert config.kv_cache.dtype == "fp8" and config.scheduler.max_model_len == 1100
     # 2 x 8 warm-up, 6 x 8 measured (at least 48), 8 tail requests
     assert config.workload.num_requests == 16 + 48 + 8
@@ -129,3 +130,18 @@ def test_every_h100_row_is_ok_or_unsupported_with_a_reason(shared_data):
     # TPOT of the dense rows held out of the engine fits: the README's accuracy table, with a margin
     held = dense[dense["subset"] == "holdout"]
     assert held["tpot_error"].median() <= 0.15
+
+
+def test_vllm_rows_run_with_the_benchmark_recipes_token_budget():
+    """aiconfigurator's benchmark rule for aggregated vLLM workers: max-num-batched-tokens = max_batch_size + isl +
+    1500 (max_batch_size = the concurrency); SGLang and TensorRT-LLM rows keep their server defaults."""
+    from simulator.fidelity.silicon import recipe_token_budget
+
+    assert recipe_token_budget("vllm", 1024, 8) == 8 + 1024 + 1500
+    assert recipe_token_budget("sglang", 4096, 64) == 4096 + 1500
+    vllm = row_experiment(_row(isl="1024", batch_size="16"), "x:7", None)
+    assert vllm.scheduler.max_num_batched_tokens == 16 + 1024 + 1500
+    trtllm = row_experiment(_row(backend="trtllm", isl="1024", batch_size="16"), "x:7", None)
+    assert trtllm.scheduler.max_num_batched_tokens == 8192  # the profile's server default
+    server = RunSettings(token_budgets=(("vllm", "server"),))
+    assert row_experiment(_row(isl="1024"), "x:7", None, server).scheduler.max_num_batched_tokens == 8192

@@ -11,6 +11,13 @@ spreads the clients' start over one cycle, :attr:`ClosedLoopArrival.ramp_s`). Th
 requests, measures the next ``measured`` × N and stops the statistics before the last N (whose clients have no
 successor, so concurrency falls off); the predicted TTFT and TPOT are the means over the measured requests.
 
+Which server arguments each run used is not stated. The benchmark recipe of the file's source (aiconfigurator's
+generator) sets a per-iteration token budget from the row (:func:`recipe_token_budget`); the server default is the
+other candidate. ``RunSettings.token_budgets`` picks one per backend, chosen on the fit rows (median TTFT error,
+fit rows / held out): vLLM the recipe (38.7% / 29.7%, against 64.7% / 74.2% with its 8192 default), SGLang and
+TensorRT-LLM their server defaults (SGLang 10.3% / 15.8% against 12.6% / 17.3%; TensorRT-LLM 50.3% / 49.2% against
+61.1% / 63.3%, where 41 rows then fail). TPOT moves by under a point either way.
+
 A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism, MoE
 parallelism other than moe_tp × moe_ep = tp, disaggregated workers, an unknown model or system, an architecture the
 importer refuses); expert parallelism inside the tensor-parallel group runs (``cluster.expert_parallel``); a malformed
@@ -58,6 +65,17 @@ class RunSettings:
     client_jitter_ms: float = 2.0  # mean of an exponential delay before each client's next request
     ramp: bool = False  # spread the clients' first requests over one request's duration
     engines: tuple[tuple[str, str], ...] = ()  # backend -> engine profile (name or path) instead of the backend's
+    # backend -> "recipe" (the benchmark recipe's token budget, :func:`recipe_token_budget`) or "server" (the
+    # engine profile's server default); chosen per backend on the fit rows (see the module docstring)
+    token_budgets: tuple[tuple[str, str], ...] = (("vllm", "recipe"), ("sglang", "server"), ("trtllm", "server"))
+
+
+def recipe_token_budget(backend: str, isl: int, concurrency: int) -> int:
+    """The per-iteration token budget the benchmark recipe gives the server (ai-dynamo/aiconfigurator,
+    ``generator/rule_plugin/benchmark/*.rule``, aggregated workers): ``max_batch_size + isl + 1500`` as vLLM's
+    ``--max-num-batched-tokens`` and TensorRT-LLM's ``max_num_tokens`` (``max_batch_size`` = the concurrency), and
+    ``isl + 1500`` as SGLang's ``--max-prefill-tokens``."""
+    return isl + 1500 if backend == "sglang" else concurrency + isl + 1500
 
 
 def read_runs(path: str | Path) -> list[tuple[int, dict[str, str]]]:
@@ -155,6 +173,8 @@ def row_experiment(
         },
         "scheduler": {"max_model_len": isl + osl},  # the rest: the engine's server defaults (config loader)
     }
+    if dict(settings.token_budgets).get(backend) == "recipe":
+        data["scheduler"]["max_num_batched_tokens"] = recipe_token_budget(backend, isl, users)
     try:
         config = load_experiment(data, where=where)
         ramp = steady_request_seconds(config, spec, users, isl, osl) if settings.ramp else 0.0
