@@ -51,6 +51,8 @@ def test_a_row_becomes_its_benchmark(tmp_path):
 @pytest.mark.parametrize("changes, reason", [
     ({"mode": "disagg"}, "disaggregated"),
     ({"attention_dp_size": "4"}, "attention data parallelism"),
+    ({"silicon_data_source": "run=7; silicon_concurrency=16", "batch_size": "4"},
+     "attention data parallelism (more clients than the per-rank batch_size)"),
     ({"model_path": "Qwen/Qwen3-30B-A3B", "tp_size": "2", "moe_ep_size": "8"},
      "MoE parallelism moe_tp 1 x moe_ep 8 over tensor parallelism 2"),
     ({"system": "tpu_v5"}, "unknown system 'tpu_v5'"),

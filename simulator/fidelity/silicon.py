@@ -1,9 +1,10 @@
 """End-to-end serving benchmarks (the format of ``../shared/data/silicon``): one row = one benchmark of a served model
 at a fixed concurrency with fixed input and output lengths, with the measured TTFT and TPOT.
 
-Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``batch_size`` closed-loop clients that
-start together and send their next request after a client turnaround (exponential, mean 2 ms), every request
-``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline parallelism,
+Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``batch_size`` closed-loop clients
+against a server of ``batch_size`` running requests at most (the recipe's ``max_batch_size``), clients that start
+together and send their next request after a client turnaround (exponential, mean 2 ms), every request ``isl``
+prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline parallelism,
 weights in the row's precision, the row's framework as the engine profile (with that framework's server defaults for
 batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
 benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones (``RunSettings.ramp`` instead
@@ -18,7 +19,8 @@ fit rows / held out): vLLM the recipe (38.7% / 29.7%, against 64.7% / 74.2% with
 TensorRT-LLM their server defaults (SGLang 10.3% / 15.8% against 12.6% / 17.3%; TensorRT-LLM 50.3% / 49.2% against
 61.1% / 63.3%, where 41 rows then fail). TPOT moves by under a point either way.
 
-A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism, MoE
+A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism — also
+where the row's stated client count is a multiple of its per-rank ``batch_size`` — MoE
 parallelism other than moe_tp × moe_ep = tp, disaggregated workers, an unknown model or system, an architecture the
 importer refuses); expert parallelism inside the tensor-parallel group runs (``cluster.expert_parallel``); a malformed
 row gets ``unsupported: file:line: <problem>``. Nothing stops the run on one row.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +71,14 @@ class RunSettings:
     # backend -> "recipe" (the benchmark recipe's token budget, :func:`recipe_token_budget`) or "server" (the
     # engine profile's server default); chosen per backend on the fit rows (see the module docstring)
     token_budgets: tuple[tuple[str, str], ...] = (("vllm", "recipe"), ("sglang", "server"), ("trtllm", "server"))
+
+
+def concurrency(row: dict[str, str], batch_size: int) -> int:
+    """The benchmark's client count: ``silicon_concurrency=N`` in ``silicon_data_source`` where the row states it,
+    else ``batch_size``. A count that differs from ``batch_size`` marks a row of attention data parallelism, whose
+    ``batch_size`` is per rank (some such rows leave ``attention_dp_size`` empty)."""
+    match = re.search(r"silicon_concurrency=(\d+)", row.get("silicon_data_source") or "")
+    return int(match.group(1)) if match and int(match.group(1)) > 0 else batch_size
 
 
 def recipe_token_budget(backend: str, isl: int, concurrency: int) -> int:
@@ -144,6 +155,8 @@ def row_experiment(
         raise Unsupported("attention data parallelism")
     isl, osl = _number(row, "isl", where), _number(row, "osl", where)
     users = _number(row, "batch_size", where)
+    if concurrency(row, users) != users:
+        raise Unsupported("attention data parallelism (more clients than the per-rank batch_size)")
     tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size", where)
     precision = (row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()
     if precision not in PRECISIONS:
@@ -171,7 +184,8 @@ def row_experiment(
             "input_tokens": {"kind": "fixed", "value": isl},
             "output_tokens": {"kind": "fixed", "value": osl},
         },
-        "scheduler": {"max_model_len": isl + osl},  # the rest: the engine's server defaults (config loader)
+        # the recipe's max_batch_size; the rest: the engine's server defaults (config loader)
+        "scheduler": {"max_model_len": isl + osl, "max_num_seqs": users},
     }
     if dict(settings.token_budgets).get(backend) == "recipe":
         data["scheduler"]["max_num_batched_tokens"] = recipe_token_budget(backend, isl, users)
