@@ -12,13 +12,17 @@ Attention GEMMs (heads split over ``t``: ``H = heads/t``, ``G = ceil(kv_heads/t)
   Prefill attention runs decompressed (H heads, d_qk + v wide, K/V of H·(d_qk + v) elements per new token; cached
   latent tokens of a later chunk are read, not re-decompressed); decode attention runs over the latent as
   multi-query attention (H heads, one KV "head" of r_kv + r elements, d_qk = r_kv + r, d_v = r_kv).
+- linear (Gated DeltaNet) and mamba (Mamba2): the in-projection of the mixer and its out-projection
+  (:func:`attention_shapes`); their recurrence costs FLOPs per token in prefill and, in decode, a constant per
+  sequence (the state read and written); ``none``: no attention block.
 
 FFN GEMMs (widths split over ``t``):
 
 - dense: up (T × D)·(D × k·I/t) (k = 2 when gated: gate and up fused), down (T × I/t)·(I/t × D).
 - mixture of experts: the router (T × D)·(D × E) in 16-bit; shared experts as a dense FFN of their summed width;
   the routed experts as two *grouped* GEMMs over the experts the batch touches (one kernel per projection, as
-  fused-MoE kernels run them; :mod:`simulator.cost.moe`).
+  fused-MoE kernels run them; :mod:`simulator.cost.moe`), spread over ``expert_parallel`` of the ``t`` GPUs with
+  each expert's width split over the other ``t / expert_parallel``; ``none``: no FFN.
 
 Elementwise kernels (two norms, the activation, two residual adds, and for MoE the weighted sum of each token's k
 expert outputs): T·(10·D + 3·A)·w bytes, A = the activation width per token (dense I/t; MoE k·I/t plus the shared
