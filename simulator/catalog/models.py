@@ -1,12 +1,12 @@
-"""Transformer architectures: the built-in catalog, model YAML files and Hugging Face ``config.json``.
+"""Models: :class:`ModelSpec` (a stack of layer groups), the built-in catalog, model YAML files and Hugging Face
+``config.json`` (imported by :mod:`simulator.catalog.hf_import`; current models in
+:mod:`simulator.catalog.current_models`).
 
-Parameter counts and KV sizes are derived from the architecture, not stored:
-
-- attention weights per layer = hidden × (heads + 2 × kv_heads) × head_dim  (fused QKV)  + heads × head_dim × hidden (O)
-- MLP weights per layer = experts × (3 if gated else 2) × hidden × intermediate (+ hidden × experts for the router
-  of a mixture-of-experts layer, Mixtral-style: every token goes to ``experts_per_token`` of ``num_experts``)
-- embeddings = vocab × hidden, plus the same again for an untied LM head
-- KV bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes per element
+Parameter counts and KV sizes are derived from the architecture, not stored (the per-kind formulas are in
+:mod:`simulator.catalog.architecture`): total = Σ groups × layers × (attention + FFN + a norm per block) + the final
+norm + the embedding table + an untied LM head; KV bytes per token = Σ groups × layers × KV elements per token ×
+bytes per element; a quantised checkpoint's parts are stored in its dtype, the rest (norms, routers, embeddings,
+LM head) in 16-bit.
 """
 
 from __future__ import annotations
