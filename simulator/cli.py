@@ -149,6 +149,33 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_gpus(args: argparse.Namespace) -> int:
+    """The GPU catalog: spec-sheet numbers and the generation whose fitted parameters each takes."""
+    from simulator.catalog import hardware_names
+
+    rows = []
+    for name in hardware_names():
+        hw = load_hardware(name)
+        peaks = hw.peak_tflops.model_dump()
+        rows.append({"name": name, "generation": hw.generation, "memory_gib": hw.memory_gib,
+                     "memory_bandwidth_gbps": hw.memory_bandwidth_gbps, "peak_tflops": peaks,
+                     "interconnect_gbps": hw.interconnect_gbps, "gpus_per_node": hw.node.gpus_per_node,
+                     "description": hw.description})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'gpu':16} {'generation':10} {'memory':>8} {'HBM GB/s':>9} {'bf16':>7} {'fp8':>7} {'fp4':>7} "
+          f"{'link GB/s':>9}  per node")
+    for row in rows:
+        peak = row["peak_tflops"]
+        cells = [f"{peak[k]:7,.0f}" if peak.get(k) else f"{'-':>7}" for k in ("bf16", "fp8", "fp4")]
+        print(f"{row['name']:16} {row['generation']:10} {row['memory_gib']:6.0f}Gi "
+              f"{row['memory_bandwidth_gbps']:9,.0f} {' '.join(cells)} {row['interconnect_gbps']:9,.0f}  "
+              f"{row['gpus_per_node']}")
+    print("peaks: dense TFLOP/s per format; link: GPU-GPU per direction")
+    return 0
+
+
 def _kv_size_of_model(args: argparse.Namespace) -> int:
     """Per layer group: KV elements per token, tokens a sequence of ``--context`` holds there (a bounded span holds
     at most its span), and bytes; the model's parameter counts."""
@@ -540,6 +567,10 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="the model catalog: parameters, layer groups, KV bytes per token")
     models.add_argument("--json", action="store_true", help="one JSON object per model")
     models.set_defaults(func=_cmd_models)
+
+    gpus = sub.add_parser("gpus", help="the GPU catalog: memory, bandwidth, peak TFLOP/s, generation")
+    gpus.add_argument("--json", action="store_true", help="one JSON object per GPU")
+    gpus.set_defaults(func=_cmd_gpus)
 
     kv = sub.add_parser("kv-size", help="KV-cache bytes for a model, context and batch")
     kv.add_argument("--model", help="catalog name or config path (gives layers, kv heads, head dim)")

@@ -334,3 +334,17 @@ def test_expert_parallel_is_validated(cluster, problem):
         return
     with pytest.raises(LLMSimError, match=problem):
         simulator.run(simulator.load(config))
+
+
+def test_models_and_gpus_list_the_catalogs(capsys):
+    from simulator.cli import main
+
+    assert main(["models", "--json"]) == 0
+    models = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert models["deepseek-v3"]["checkpoint_dtype"] == "fp8_block"
+    assert models["deepseek-v3"]["kv_bytes_per_token"] == 61 * 576 * 2
+    assert models["gpt-oss-120b"]["total_params"] == load_model("gpt-oss-120b").num_params
+    assert main(["gpus", "--json"]) == 0
+    gpus = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert gpus["h100-sxm"]["generation"] == "hopper" and gpus["gb200"]["gpus_per_node"] == 72
+    assert main(["gpus"]) == 0 and "h200-sxm" in capsys.readouterr().out
