@@ -77,6 +77,20 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         "model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376, "num_attention_heads": 32,
         "num_key_value_heads": 16, "head_dim": 128, "intermediate_size": 21504, "vocab_size": 262208,
         "max_position_embeddings": 131072, "sliding_window": 1024, "sliding_window_pattern": 6}),
+    "qwen3.5-35b-a3b": ("Qwen/Qwen3.5-35B-A3B", {
+        "model_type": "qwen3_5_moe_text", "num_hidden_layers": 40, "hidden_size": 2048, "num_attention_heads": 16,
+        "num_key_value_heads": 2, "head_dim": 256, "attn_output_gate": True, "moe_intermediate_size": 512,
+        "num_experts": 256, "num_experts_per_tok": 8, "shared_expert_intermediate_size": 512,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 10,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "mamba_ssm_dtype": "float32",
+        "vocab_size": 248320, "max_position_embeddings": 262144, "tie_word_embeddings": False}),
+    "nemotron-h-56b": ("nvidia/Nemotron-H-56B-Base-8K", {
+        "model_type": "nemotron_h", "num_hidden_layers": 118, "hidden_size": 8192, "num_attention_heads": 64,
+        "num_key_value_heads": 8, "attention_head_dim": 128, "intermediate_size": 32768,
+        "hybrid_override_pattern": "M-M-M-M*-" + "M-M-M-M-M*-" * 9 + "M-M-M-M-M-",
+        "mamba_num_heads": 256, "mamba_head_dim": 64, "ssm_state_size": 256, "n_groups": 8, "conv_kernel": 4,
+        "vocab_size": 131072, "max_position_embeddings": 8192, "tie_word_embeddings": False}),
     "minimax-m2.5": ("MiniMaxAI/MiniMax-M2.5", {
         "model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "num_local_experts": 256,
