@@ -37,7 +37,8 @@ def run_description(config: ExperimentConfig) -> dict[str, Any]:
         "name": config.name, "seed": config.seed, "model": config.model, "hardware": config.hardware,
         "engine": config.engine, "dtype": config.dtype, "cluster": cluster.kind,
         "pools": [{"hardware": pool.hardware or config.hardware, "replicas": pool.replicas,
-                   "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel}
+                   "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
+                   "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel}
                   for pool in cluster.replica_pools()],  # disaggregated: prefill, then decode
         "scheduler": config.scheduler.kind, "kv_cache": config.kv_cache.kind,
         "arrival": workload.arrival.model_dump(mode="json") if workload.arrival is not None else None,

@@ -314,7 +314,7 @@ def test_expert_parallelism_inside_the_tensor_parallel_group():
 
 
 @pytest.mark.parametrize("cluster, problem", [
-    ({"tensor_parallel": 4, "expert_parallel": 3}, "expert_parallel .3. must divide tensor_parallel .4."),
+    ({"tensor_parallel": 4, "expert_parallel": 3}, r"expert_parallel \(3\) must divide data_parallel × tensor_par"),
     ({"tensor_parallel": 2, "expert_parallel": 2, "model": "llama-3-8b"}, "needs a mixture-of-experts model"),
     ({"tensor_parallel": 8, "expert_parallel": 8, "model": "mixtral-8x7b", "dtype": "bf16"}, None),
     ({"tensor_parallel": 16, "expert_parallel": 16, "model": "mixtral-8x7b"}, "does not divide the 8 experts"),
@@ -348,3 +348,29 @@ def test_models_and_gpus_list_the_catalogs(capsys):
     gpus = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert gpus["h100-sxm"]["generation"] == "hopper" and gpus["gb200"]["gpus_per_node"] == 72
     assert main(["gpus"]) == 0 and "h200-sxm" in capsys.readouterr().out
+
+
+def test_wide_expert_parallel_memory_per_gpu_by_hand():
+    """DeepSeek-R1 (fp8 blocks) with attention DP 8 + EP 8 on 8 H200s: every GPU holds all non-expert weights
+    (attention, the 3 dense FFNs, norms, router, embeddings and LM head at 16-bit) and an eighth of the 58 × (256
+    routed + 1 shared) experts; its KV pool keeps MLA's 61 × 576-element latent per token (bf16) for its own rank.
+    On 8 H100s the same layout does not fit (671 GB of weights over 640 GB of HBM)."""
+    from simulator.errors import LLMSimError
+    from simulator.kv import kv_budget
+
+    model = load_model("deepseek-r1")
+    fp8 = 1 + 4 / 16384
+    experts = 58 * 257 * 3 * 7168 * 2048
+    embeddings = 2 * 129280 * 7168
+    norms_and_routers = 61 * 2 * 7168 + 7168 + 58 * 7168 * 256
+    quantised_rest = model.num_params - experts - embeddings - norms_and_routers
+    per_gpu = quantised_rest * fp8 + (embeddings + norms_and_routers) * 2 + experts * fp8 / 8
+    args = dict(tensor_parallel=1, weight_dtype="fp8_block", kv_dtype_name="bf16", gpu_memory_utilization=0.9,
+                block_size=64, max_num_batched_tokens=8192, max_num_seqs=256, max_model_len=16384, expert_shards=8)
+    h200 = kv_budget(model, load_hardware("h200-sxm"), **args)
+    assert h200.weight_bytes == pytest.approx(per_gpu, rel=1e-9)
+    assert h200.kv_bytes_per_token == 61 * 576 * 2
+    pool = load_hardware("h200-sxm").memory_bytes * 0.9 - per_gpu - h200.workspace_bytes
+    assert h200.capacity_tokens == math.floor(pool / (64 * 61 * 576 * 2)) * 64
+    with pytest.raises(LLMSimError, match=r"weights .* GiB"):
+        kv_budget(model, load_hardware("h100-sxm"), **args)

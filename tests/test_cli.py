@@ -241,5 +241,6 @@ def test_summary_json_says_what_it_describes(tmp_path, capsys):
     about = summary["about"]
     assert (about["model"], about["hardware"], about["engine"], about["arrival"]["rate"]) == (
         "llama-3-8b", "h100-sxm", "vllm", 3.0)
-    assert about["pools"] == [{"hardware": "h100-sxm", "replicas": 1, "tensor_parallel": 2, "pipeline_parallel": 1}]
+    assert about["pools"] == [{"hardware": "h100-sxm", "replicas": 1, "tensor_parallel": 2, "pipeline_parallel": 1,
+                               "data_parallel": 1, "expert_parallel": 1}]
     assert summary["completed"] == 10  # the metrics stay where they were

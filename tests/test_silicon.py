@@ -50,11 +50,14 @@ def test_a_row_becomes_its_benchmark(tmp_path):
 
 @pytest.mark.parametrize("changes, reason", [
     ({"mode": "disagg"}, "disaggregated"),
-    ({"attention_dp_size": "4"}, "attention data parallelism"),
-    ({"silicon_data_source": "run=7; silicon_concurrency=16", "batch_size": "4"},
-     "attention data parallelism (more clients than the per-rank batch_size)"),
+    ({"attention_dp_size": "4", "silicon_data_source": "silicon_concurrency=16"},
+     "attention data parallelism of a dense model"),
+    ({"model_path": "Qwen/Qwen3-30B-A3B", "attention_dp_size": "4"},
+     "attention data parallelism with 4 clients for 4 ranks of 4"),
+    ({"model_path": "Qwen/Qwen3-30B-A3B", "silicon_data_source": "silicon_concurrency=10"},
+     "x:7: 10 clients are not a whole number of ranks of batch_size 4"),
     ({"model_path": "Qwen/Qwen3-30B-A3B", "tp_size": "2", "moe_ep_size": "8"},
-     "MoE parallelism moe_tp 1 x moe_ep 8 over tensor parallelism 2"),
+     "MoE parallelism moe_tp 1 x moe_ep 8 over 2 GPUs"),
     ({"system": "tpu_v5"}, "unknown system 'tpu_v5'"),
     ({"backend": "tgi"}, "unknown backend 'tgi'"),
     ({"isl": "many"}, "x:7: isl must be a number, got 'many'"),
@@ -77,6 +80,18 @@ def test_expert_parallel_rows_run_with_the_experts_over_the_tensor_parallel_gpus
     assert (config.cluster.tensor_parallel, config.cluster.expert_parallel) == (4, 4)
     dense = row_experiment(_row(tp_size="2", moe_ep_size="2"), "x:7", None)  # a dense model has no experts to spread
     assert dense.cluster.expert_parallel == 1
+
+
+def test_attention_dp_rows_run_their_ranks():
+    """vLLM: tp_size per rank, attention_dp_size ranks, the experts over dp × tp GPUs; TensorRT-LLM: the worker's
+    tp_size GPUs divided into ranks (here inferred from 16 clients of per-rank batch 4)."""
+    vllm = row_experiment(_row(model_path="Qwen/Qwen3-30B-A3B", tp_size="2", attention_dp_size="4", moe_ep_size="8",
+                               moe_tp_size="1", silicon_data_source="silicon_concurrency=16"), "x:7", None)
+    assert (vllm.cluster.data_parallel, vllm.cluster.tensor_parallel, vllm.cluster.expert_parallel) == (4, 2, 8)
+    assert vllm.workload.arrival.users == 16 and vllm.scheduler.max_num_seqs == 4
+    trt = row_experiment(_row(backend="trtllm", model_path="Qwen/Qwen3-30B-A3B", tp_size="4", moe_ep_size="4",
+                              moe_tp_size="1", silicon_data_source="silicon_concurrency=16"), "x:7", None)
+    assert (trt.cluster.data_parallel, trt.cluster.tensor_parallel, trt.cluster.expert_parallel) == (4, 1, 4)
 
 
 def test_validate_never_stops_on_a_bad_row(tmp_path):

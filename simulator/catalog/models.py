@@ -124,12 +124,16 @@ class ModelSpec(BaseModel):
         parts["other"] += self.embedding_params + D
         return parts
 
-    def weight_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> float:
-        """Bytes of all weights: the quantisable parts (:attr:`Quantization.parts`; all three without a
-        quantisation) at ``block_bytes`` per parameter, the rest at ``embedding_bytes`` (16-bit)."""
+    def part_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> dict[str, float]:
+        """Bytes of each part's weights (:meth:`part_params`): the quantisable parts (:attr:`Quantization.parts`;
+        all three without a quantisation) at ``block_bytes`` per parameter, the rest at ``embedding_bytes``."""
         quantized = self.quantization.parts if self.quantization else QUANTIZABLE_PARTS
-        return sum(n * (block_bytes if part in quantized else embedding_bytes)
-                   for part, n in self.part_params().items())
+        return {part: n * (block_bytes if part in quantized else embedding_bytes)
+                for part, n in self.part_params().items()}
+
+    def weight_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> float:
+        """Bytes of all weights (:meth:`part_bytes` summed)."""
+        return sum(self.part_bytes(block_bytes, embedding_bytes).values())
 
     def quantized(self, part: str) -> bool:
         """Does the experiment's weight dtype apply to this part's GEMMs (else they run 16-bit)?"""

@@ -96,7 +96,8 @@ class Pool:
     gpus: int
 
 
-def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, expert_parallel: int = 1) -> None:
+def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, expert_parallel: int = 1,
+                      data_parallel: int = 1) -> None:
     """The rules vLLM applies: the attention heads of every layer group divide evenly over the tensor-parallel
     ranks; the KV heads (a Mamba mixer's B/C groups) too, or each is replicated over a whole number of ranks (MLA's
     latent is replicated whole); every pipeline stage has at least one layer; expert parallelism needs experts that
@@ -120,8 +121,11 @@ def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, exper
     if pipeline_parallel > model.num_layers:
         raise ConfigError(f"cluster.pipeline_parallel: {pipeline_parallel} stages for the {model.num_layers} layers "
                           f"of {model.name} (at most one stage per layer)")
+    experts = {g.ffn.num_experts for g in model.layers if g.ffn.kind == "moe"}
+    if data_parallel > 1 and not experts:
+        raise ConfigError(f"cluster.data_parallel: {data_parallel} attention-DP ranks need a mixture-of-experts "
+                          f"model (a dense one is served by separate replicas); {model.name} has no experts")
     if expert_parallel > 1:
-        experts = {g.ffn.num_experts for g in model.layers if g.ffn.kind == "moe"}
         if not experts:
             raise ConfigError(f"cluster.expert_parallel: {expert_parallel} needs a mixture-of-experts model; "
                               f"{model.name} has no experts")
@@ -144,7 +148,7 @@ def _build_pool(
     config: ExperimentConfig, model, pool: PoolConfig, first_index: int, env: simpy.Environment, recorder: Recorder,
     fast_forward: bool,
 ) -> Pool:
-    check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel, pool.expert_parallel)
+    check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel, pool.expert_parallel, pool.data_parallel)
     hardware = load_hardware(pool.hardware or config.hardware)
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache
@@ -153,11 +157,11 @@ def _build_pool(
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
         block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens, max_num_seqs=sched.max_num_seqs,
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
-        pipeline_parallel=pool.pipeline_parallel,
+        pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
     )
     shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
-        "expert_parallel": pool.expert_parallel})})
+        "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})
     cost = build_cost_model(shaped, model, hardware)
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):
@@ -178,7 +182,7 @@ def _build_pool(
             ),
             cost, recorder, fast_forward, swap_seconds, copy_seconds,
         )
-        for i in range(pool.replicas)
+        for i in range(pool.replicas * pool.data_parallel)  # each attention-DP rank schedules on its own
     ]
     speculative = getattr(sched, "speculative", None)
     if speculative is not None and speculative.draft_model is not None:
@@ -186,7 +190,8 @@ def _build_pool(
         draft_cost = build_cost_model(shaped.model_copy(update={"model": speculative.draft_model}), draft, hardware)
         for replica in replicas:
             replica.draft_cost = draft_cost
-    return Pool(replicas, budget, pool.replicas * pool.tensor_parallel * pool.pipeline_parallel)
+    return Pool(replicas, budget,
+                pool.replicas * pool.data_parallel * pool.tensor_parallel * pool.pipeline_parallel)
 
 
 @contextmanager
@@ -218,11 +223,11 @@ def simulate(
     workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
 
     env = simpy.Environment()
-    recorder = Recorder(sum(p.replicas for p in pool_configs), requests_path)
+    recorder = Recorder(sum(p.replicas * p.data_parallel for p in pool_configs), requests_path)
     pools, first = [], 0
     for pool_config in pool_configs:
         pools.append(_build_pool(config, model, pool_config, first, env, recorder, fast_forward))
-        first += pool_config.replicas
+        first += pool_config.replicas * pool_config.data_parallel
     replicas = [replica for pool in pools for replica in pool.replicas]
     for replica in replicas:
         replica.observer = observer

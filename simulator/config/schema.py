@@ -75,22 +75,26 @@ class PoolConfig(Strict):
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     tensor_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
     pipeline_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
+    data_parallel: int = Field(
+        default=1, ge=1, le=MAX_PARALLEL,
+        description="attention data-parallel ranks per replica (SGLang/vLLM DP attention, TensorRT-LLM "
+        "enable_attention_dp): each rank tensor_parallel GPUs with its own batch and KV pool; MoE layers see all "
+        "ranks' tokens")
     expert_parallel: int = Field(
         default=1, ge=1, le=MAX_PARALLEL,
-        description="MoE experts spread over this many of the tensor-parallel GPUs (vLLM's --enable-expert-parallel, "
-        "TensorRT-LLM's moe_ep_size); each expert's width splits over tensor_parallel / expert_parallel")
+        description="MoE experts spread over this many of the replica's data_parallel × tensor_parallel GPUs "
+        "(vLLM's --enable-expert-parallel, TensorRT-LLM's moe_ep_size); each expert's width splits over the rest")
 
     @model_validator(mode="after")
     def _experts_within_tensor_parallel(self) -> PoolConfig:
-        _check_expert_parallel(self.tensor_parallel, self.expert_parallel)
+        _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
         return self
 
 
-def _check_expert_parallel(tensor_parallel: int, expert_parallel: int) -> None:
-    if tensor_parallel % expert_parallel:
-        raise ValueError(f"expert_parallel ({expert_parallel}) must divide tensor_parallel ({tensor_parallel}): the "
-                         "experts spread over the tensor-parallel GPUs (attention data parallelism is not modelled "
-                         "yet)")
+def _check_expert_parallel(tensor_parallel: int, data_parallel: int, expert_parallel: int) -> None:
+    if (tensor_parallel * data_parallel) % expert_parallel:
+        raise ValueError(f"expert_parallel ({expert_parallel}) must divide data_parallel × tensor_parallel "
+                         f"({data_parallel} × {tensor_parallel}): the experts spread over the replica's GPUs")
 
 
 class TransferConfig(Strict):
@@ -116,10 +120,15 @@ class ClusterConfig(Strict):
     pipeline_parallel: int = Field(
         default=1, ge=1, le=MAX_PARALLEL, description="stages; one batch in flight per replica"
     )
+    data_parallel: int = Field(
+        default=1, ge=1, le=MAX_PARALLEL,
+        description="attention data-parallel ranks per replica (SGLang/vLLM DP attention, TensorRT-LLM "
+        "enable_attention_dp): each rank tensor_parallel GPUs with its own batch and KV pool; MoE layers see all "
+        "ranks' tokens")
     expert_parallel: int = Field(
         default=1, ge=1, le=MAX_PARALLEL,
-        description="MoE experts spread over this many of the tensor-parallel GPUs (vLLM's --enable-expert-parallel, "
-        "TensorRT-LLM's moe_ep_size); each expert's width splits over tensor_parallel / expert_parallel")
+        description="MoE experts spread over this many of the replica's data_parallel × tensor_parallel GPUs "
+        "(vLLM's --enable-expert-parallel, TensorRT-LLM's moe_ep_size); each expert's width splits over the rest")
     router: RouterConfig = RouterConfig()
     pools: list[PoolConfig] | None = Field(default=None, min_length=1, description="heterogeneous colocated replicas")
     prefill: PoolConfig | None = None
@@ -129,7 +138,7 @@ class ClusterConfig(Strict):
 
     @model_validator(mode="after")
     def _pools_fit_kind(self) -> ClusterConfig:
-        _check_expert_parallel(self.tensor_parallel, self.expert_parallel)
+        _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
         if self.kind == "disaggregated":
             missing = [name for name in ("prefill", "decode") if getattr(self, name) is None]
             if missing:
@@ -147,7 +156,8 @@ class ClusterConfig(Strict):
         if self.pools is not None:
             return list(self.pools)
         return [PoolConfig(replicas=self.replicas, tensor_parallel=self.tensor_parallel,
-                           pipeline_parallel=self.pipeline_parallel, expert_parallel=self.expert_parallel)]
+                           pipeline_parallel=self.pipeline_parallel, data_parallel=self.data_parallel,
+                           expert_parallel=self.expert_parallel)]
 
 
 # --- scheduler -----------------------------------------------------------------------------------------------

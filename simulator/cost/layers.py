@@ -113,10 +113,12 @@ class GroupCost:
 
     def __init__(self, group: LayerGroup, hidden: int, tensor_parallel: int, gemms: dict[str, GemmModel],
                  experts: ExpertsModel, attention: AttentionModel, activation_bytes: float,
-                 elementwise_kernels: int, expert_parallel: int = 1) -> None:
+                 elementwise_kernels: int, expert_parallel: int = 1, data_parallel: int = 1) -> None:
         """``gemms``: the GEMM model of each part (``attention``, ``dense_ffn``, ``experts``, ``router``);
         ``experts``: the routed experts' grouped GEMMs (:mod:`simulator.cost.moe`), spread over
-        ``expert_parallel`` of the ``tensor_parallel`` GPUs (each expert's width split over the rest)."""
+        ``expert_parallel`` of the replica's ``data_parallel`` × ``tensor_parallel`` GPUs (each expert's width split
+        over the rest); with attention data parallelism the experts see every rank's tokens (ranks taken as equally
+        loaded: ``data_parallel`` × this rank's)."""
         self.experts_model = experts
         self.count = group.count
         self.hidden = hidden
@@ -137,9 +139,10 @@ class GroupCost:
         self.moe, self.has_ffn = f.kind == "moe", f.kind != "none"
         width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
         self.experts, self.topk, self.expert_parallel = f.num_experts, f.experts_per_token, expert_parallel
+        self.data_parallel = data_parallel
         self.up_matrices = f.matrices - 1
         self.up_width, self.down_width = self.up_matrices * width, width
-        self.expert_width = f.intermediate_size * expert_parallel / t  # I / (MoE tensor parallelism)
+        self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
         self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
         self.activation_width = (self.topk * width + shared) if self.moe else width
         per_token = attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv)
@@ -175,8 +178,8 @@ class GroupCost:
         """The routed experts of all layers of the group (0 if dense; :class:`simulator.cost.moe.ExpertsModel`)."""
         if not self.moe:
             return 0.0
-        return self.count * self.experts_model.time(tokens, self.hidden, self.expert_width, self.up_matrices,
-                                                    self.topk, self.experts, self.expert_parallel)
+        return self.count * self.experts_model.time(tokens * self.data_parallel, self.hidden, self.expert_width,
+                                                    self.up_matrices, self.topk, self.experts, self.expert_parallel)
 
     def elementwise_time(self, tokens: int) -> float:
         nbytes = tokens * (10 * self.hidden + 3 * self.activation_width) * self.w

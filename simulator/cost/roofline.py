@@ -42,7 +42,7 @@ class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
-        expert_parallel: int = 1,
+        expert_parallel: int = 1, data_parallel: int = 1,
     ) -> None:
         self.model = model
         self.tp = tensor_parallel
@@ -71,8 +71,9 @@ class RooflineCostModel(CostModel):
         gemms["router"] = self.head_gemm
         experts = ExpertsModel(hardware, dtype if model.quantized("experts") else activation_dtype(dtype),
                                self.engine.compute_efficiency, self.engine.memory_efficiency)
+        self.dp = data_parallel
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts, self.attention, self.w,
-                                 self.elementwise_kernels, expert_parallel) for group in model.layers]
+                                 self.elementwise_kernels, expert_parallel, data_parallel) for group in model.layers]
         self.spans = {group.span for group in self.groups}
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
         self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
@@ -88,7 +89,7 @@ class RooflineCostModel(CostModel):
         engine = load_engine(config.engine)
         cluster = config.cluster
         return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,
-                   cluster.expert_parallel)
+                   cluster.expert_parallel, cluster.data_parallel)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
@@ -105,6 +106,22 @@ class RooflineCostModel(CostModel):
             ring_bandwidth(hw, self.tp) * hw.link_efficiency)
         return min(ring, one_shot)
 
+    def layer_communication_time(self, num_tokens: int) -> float:
+        """Every layer's collectives: two all-reduces of T·D·w over the tensor-parallel GPUs; with attention data
+        parallelism a MoE layer instead all-reduces its attention output and sends each token to its k experts and
+        back (dispatch and combine: two all-to-alls of T·k·D·w / t bytes per GPU over the replica's dp × t GPUs)."""
+        D, w = self.model.hidden_size, self.w
+        all_reduce = self.all_reduce_time(num_tokens * D * w)
+        time = 0.0
+        for group in self.groups:
+            if group.moe and self.dp > 1:
+                exchange = collective_time(self.network, "all_to_all", self.tp * self.dp,
+                                           num_tokens * group.topk * D * w / self.tp)
+                time += group.count * (all_reduce + 2 * exchange)
+            else:
+                time += group.count * 2 * all_reduce
+        return time
+
     def stage_transfer_time(self, nbytes: float) -> float:
         """Hidden states from one pipeline stage to the next: a send/recv within the node, or over the stage's
         ``tensor_parallel`` NICs when the replica spans nodes."""
@@ -116,13 +133,13 @@ class RooflineCostModel(CostModel):
     def body_parts(self, num_tokens: int) -> dict[str, float]:
         """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads."""
         m, T, g = self.model, num_tokens, self.gemm
-        D, L = m.hidden_size, m.num_layers
+        D = m.hidden_size
         return {
             "gemm_s": sum(group.gemm_time(T) for group in self.groups),
             "elementwise_s": sum(group.elementwise_time(T) for group in self.groups)
             + g.memory_kernel(T * D * self.w)
             + g.memory_kernel(2 * T * D * self.w),
-            "communication_s": L * 2 * self.all_reduce_time(T * D * self.w)
+            "communication_s": self.layer_communication_time(T)
             + ((self.pp - 1) * self.stage_transfer_time(T * D * self.w) if self.pp > 1 else 0.0),
         }
 

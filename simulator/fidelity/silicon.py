@@ -75,10 +75,28 @@ class RunSettings:
 
 def concurrency(row: dict[str, str], batch_size: int) -> int:
     """The benchmark's client count: ``silicon_concurrency=N`` in ``silicon_data_source`` where the row states it,
-    else ``batch_size``. A count that differs from ``batch_size`` marks a row of attention data parallelism, whose
-    ``batch_size`` is per rank (some such rows leave ``attention_dp_size`` empty)."""
+    else ``batch_size``."""
     match = re.search(r"silicon_concurrency=(\d+)", row.get("silicon_data_source") or "")
     return int(match.group(1)) if match and int(match.group(1)) > 0 else batch_size
+
+
+def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: int, tp: int,
+                     where: str) -> tuple[int, int]:
+    """(attention-DP ranks, tensor parallelism within a rank) of a row. The ranks: ``attention_dp_size``, or — where
+    the row leaves it empty — its client count over its per-rank ``batch_size`` (five TensorRT-LLM rows). vLLM's and
+    SGLang's ``tp_size`` is per rank; TensorRT-LLM's is the worker's GPUs, which its attention-DP ranks divide."""
+    dp = _degree(row, "attention_dp_size", where)
+    if dp == 1 and clients != per_rank:
+        if clients % per_rank:
+            raise Unsupported(f"{where}: {clients} clients are not a whole number of ranks of batch_size {per_rank}")
+        dp = clients // per_rank
+    if dp > 1 and clients != dp * per_rank:
+        raise Unsupported(f"attention data parallelism with {clients} clients for {dp} ranks of {per_rank}")
+    if backend == "trtllm" and dp > 1:
+        if tp % dp:
+            raise Unsupported(f"attention data parallelism: {dp} ranks do not divide tp_size {tp}")
+        return dp, tp // dp
+    return dp, tp
 
 
 def recipe_token_budget(backend: str, isl: int, concurrency: int) -> int:
@@ -151,13 +169,11 @@ def row_experiment(
         raise Unsupported(f"{where}: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
     if (row.get("mode") or "").strip() != "agg":
         raise Unsupported("disaggregated prefill/decode workers")
-    if _degree(row, "attention_dp_size", where) > 1:
-        raise Unsupported("attention data parallelism")
     isl, osl = _number(row, "isl", where), _number(row, "osl", where)
-    users = _number(row, "batch_size", where)
-    if concurrency(row, users) != users:
-        raise Unsupported("attention data parallelism (more clients than the per-rank batch_size)")
+    per_rank = _number(row, "batch_size", where)
+    users = concurrency(row, per_rank)
     tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size", where)
+    dp, tp = data_parallelism(row, backend, users, per_rank, tp, where)
     precision = (row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()
     if precision not in PRECISIONS:
         raise Unsupported(f"weight precision {precision!r} (modelled: {', '.join(k for k in PRECISIONS if k)})")
@@ -168,15 +184,18 @@ def row_experiment(
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
     ep = _degree(row, "moe_ep_size", where)
+    if dp > 1 and not spec.is_moe:
+        raise Unsupported("attention data parallelism of a dense model")
     if spec.is_moe:
-        moe_tp = _degree(row, "moe_tp_size", where) if (row.get("moe_tp_size") or "").strip() else tp // ep
-        if moe_tp * ep != tp:
-            raise Unsupported(f"MoE parallelism moe_tp {moe_tp} x moe_ep {ep} over tensor parallelism {tp}")
+        gpus = dp * tp
+        moe_tp = _degree(row, "moe_tp_size", where) if (row.get("moe_tp_size") or "").strip() else gpus // ep
+        if moe_tp * ep != gpus:
+            raise Unsupported(f"MoE parallelism moe_tp {moe_tp} x moe_ep {ep} over {gpus} GPUs")
     engine_name = dict(settings.engines).get(backend, backend)
     measured = max(settings.measured * users, settings.min_measured)
     data = {
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
-        "cluster": {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp,
+        "cluster": {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp,
                     "expert_parallel": ep if spec.is_moe else 1},
         "workload": {
             "num_requests": settings.warmup * users + measured + users,
@@ -184,11 +203,11 @@ def row_experiment(
             "input_tokens": {"kind": "fixed", "value": isl},
             "output_tokens": {"kind": "fixed", "value": osl},
         },
-        # the recipe's max_batch_size; the rest: the engine's server defaults (config loader)
-        "scheduler": {"max_model_len": isl + osl, "max_num_seqs": users},
+        # the recipe's max_batch_size (per rank); the rest: the engine's server defaults (config loader)
+        "scheduler": {"max_model_len": isl + osl, "max_num_seqs": per_rank},
     }
     if dict(settings.token_budgets).get(backend) == "recipe":
-        data["scheduler"]["max_num_batched_tokens"] = recipe_token_budget(backend, isl, users)
+        data["scheduler"]["max_num_batched_tokens"] = recipe_token_budget(backend, isl, per_rank)
     try:
         config = load_experiment(data, where=where)
         ramp = steady_request_seconds(config, spec, users, isl, osl) if settings.ramp else 0.0

@@ -4,7 +4,8 @@
                           (2 × kv_heads × head_dim for multi-head/grouped-query attention; MLA's latent
                           kv_lora_rank + qk_rope_head_dim; :mod:`simulator.catalog.architecture`)
     KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − activation workspace
-    weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2
+    weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2;
+                          the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
@@ -72,12 +73,16 @@ def kv_budget(
     model: ModelSpec, hardware: HardwareSpec, *, tensor_parallel: int, weight_dtype: str, kv_dtype_name: str,
     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
+    expert_shards: int | None = None,
 ) -> KVBudget:
-    """The block pool of one replica; refuses (LLMSimError) a configuration with no room for one full request."""
+    """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
+    spread over, default t); refuses (LLMSimError) a configuration with no room for one full request."""
     t, p = tensor_parallel, pipeline_parallel
     w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * gpu_memory_utilization
-    weights = model.weight_bytes(bytes_per_element(weight_dtype), w) / (t * p)
+    parts = model.part_bytes(bytes_per_element(weight_dtype), w)
+    experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
+    weights = sum(parts.values()) / (t * p) + experts / ((expert_shards or t) * p)
     widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
     workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
                  + max_num_seqs * model.vocab_size / t * 4)
