@@ -318,6 +318,8 @@ def test_expert_parallelism_inside_the_tensor_parallel_group():
     ({"tensor_parallel": 2, "expert_parallel": 2, "model": "llama-3-8b"}, "needs a mixture-of-experts model"),
     ({"tensor_parallel": 8, "expert_parallel": 8, "model": "mixtral-8x7b", "dtype": "bf16"}, None),
     ({"tensor_parallel": 16, "expert_parallel": 16, "model": "mixtral-8x7b"}, "does not divide the 8 experts"),
+    ({"data_parallel": 2, "model": "llama-3-8b"}, "attention-DP ranks need a mixture-of-experts model"),
+    ({"data_parallel": 4, "expert_parallel": 4, "dtype": "bf16"}, None),
 ])
 def test_expert_parallel_is_validated(cluster, problem):
     import simulator
