@@ -7,7 +7,9 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - TPOT  = (E2EL − TTFT) / (output_tokens − 1), for requests with more than one output token
 - ITL   = every gap between consecutive output tokens of a request, pooled over all requests; the mean is exact,
   percentiles come from a log histogram with 0.1% bins (:mod:`simulator.histogram`)
-- percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50
+- percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50, and p90, p95, p99, p99.9 are
+  given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL) is the population standard deviation, as vLLM's ``std_*``
+- total_input_tokens / total_output_tokens: the tokens of the completed requests
 - duration_s = last finish − first arrival; throughputs divide completed requests / output tokens / input+output
   tokens of completed requests by it
 - a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT) and
@@ -46,7 +48,7 @@ import pandas as pd
 from simulator.config.schema import SLOConfig
 from simulator.histogram import LogHistogram
 
-PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
+PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99, "p99.9": 99.9}
 
 
 def _meets(slo: SLOConfig, ttft: np.ndarray, tpot: np.ndarray, e2el: np.ndarray) -> np.ndarray:
@@ -98,8 +100,8 @@ def add_latency_columns(
 def _stats(name: str, values: np.ndarray) -> dict[str, float]:
     values = values[~np.isnan(values)]
     if values.size == 0:
-        return {f"{label}_{name}_ms": float("nan") for label in ("mean", *PERCENTILES)}
-    stats = {f"mean_{name}_ms": float(values.mean())}
+        return {f"{label}_{name}_ms": float("nan") for label in ("mean", "std", *PERCENTILES)}
+    stats = {f"mean_{name}_ms": float(values.mean()), f"std_{name}_ms": float(values.std())}
     stats.update({f"{label}_{name}_ms": float(np.percentile(values, q)) for label, q in PERCENTILES.items()})
     return stats
 
@@ -146,6 +148,8 @@ def summarize(
         "request_throughput": per_s(int(done.sum())),
         "output_throughput": per_s(output_tokens),
         "total_token_throughput": per_s(float(columns["input_tokens"][done].sum()) + output_tokens),
+        "total_input_tokens": int(columns["input_tokens"][done].sum()),
+        "total_output_tokens": int(output_tokens),
     }
     for name in ("ttft", "tpot", "e2el"):
         summary.update(_stats(name, latency[f"{name}_ms"][done]))

@@ -65,3 +65,22 @@ def test_latency_columns_and_slo_by_hand():
     np.testing.assert_allclose(out["tpot_ms"][:2], [100, 10])
     assert math.isnan(out["tpot_ms"][2])
     assert list(out["slo_met"]) == [False, True, True, False]
+
+
+def test_spread_tail_and_token_totals_follow_the_request_table():
+    """std_* is numpy's population standard deviation of the completed requests' column, p99.9 its 99.9th
+    percentile, and the token totals count the completed requests' prompts and outputs (fixed 300 + 40 here)."""
+    import simulator
+
+    config = simulator.load({"model": "llama-3-8b", "hardware": "h100-sxm", "seed": 3, "workload": {
+        "num_requests": 400, "arrival": {"kind": "poisson", "rate": 30},
+        "input_tokens": {"kind": "fixed", "value": 300}, "output_tokens": {"kind": "fixed", "value": 40}}})
+    result = simulator.run(config)
+    done = result.requests[result.requests["status"] == "finished"]
+    summary = result.summary
+    assert summary["total_input_tokens"] == 300 * len(done) and summary["total_output_tokens"] == 40 * len(done)
+    for name in ("ttft", "tpot", "e2el"):
+        values = done[f"{name}_ms"].to_numpy(float)
+        assert summary[f"std_{name}_ms"] == pytest.approx(np.std(values), rel=1e-12)
+        assert summary[f"p99.9_{name}_ms"] == pytest.approx(np.percentile(values, 99.9), rel=1e-12)
+    assert summary["p99.9_itl_ms"] >= summary["p99_itl_ms"]
