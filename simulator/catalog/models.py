@@ -47,7 +47,7 @@ class ModelSpec(BaseModel):
     vocab_size: int = Field(gt=0)
     max_position_embeddings: int = Field(gt=0)
     tie_word_embeddings: bool = False
-    layers: tuple[LayerGroup, ...] = Field(min_length=1)
+    layers: tuple[LayerGroup, ...]
     quantization: Quantization | None = None
     source: str = ""
 
@@ -79,6 +79,12 @@ class ModelSpec(BaseModel):
             "ffn": ffn,
         }]
         return data
+
+    @model_validator(mode="after")
+    def _has_layers(self) -> ModelSpec:
+        if not self.layers:
+            raise ValueError("layers: a model needs at least one layer group")
+        return self
 
     @property
     def num_layers(self) -> int:
