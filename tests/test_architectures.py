@@ -376,3 +376,21 @@ def test_wide_expert_parallel_memory_per_gpu_by_hand():
     assert h200.capacity_tokens == math.floor(pool / (64 * 61 * 576 * 2)) * 64
     with pytest.raises(LLMSimError, match=r"weights .* GiB"):
         kv_budget(model, load_hardware("h100-sxm"), **args)
+
+
+def test_a_hybrid_pattern_with_mixture_of_experts_layers(tmp_path):
+    """``E`` blocks take the routed experts (named here by DeepSeek's alias), ``-`` the dense MLP, ``M`` Mamba2, ``*``
+    attention; a mixer-only layer has one norm, no FFN."""
+    config = {"model_type": "nemotron_h", "num_hidden_layers": 4, "hybrid_override_pattern": "ME*-",
+              "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+              "intermediate_size": 512, "moe_intermediate_size": 128, "n_routed_experts": 8, "num_experts_per_tok": 2,
+              "mamba_num_heads": 8, "mamba_head_dim": 32, "ssm_state_size": 16, "n_groups": 1, "vocab_size": 100}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    model = load_model(str(path))
+    blocks = {(g.attention.kind, g.ffn.kind): g for g in model.layers}
+    assert set(blocks) == {("mamba", "none"), ("none", "moe"), ("full", "none"), ("none", "dense")}
+    moe = blocks[("none", "moe")].ffn
+    assert (moe.num_experts, moe.experts_per_token, moe.intermediate_size, moe.gated) == (8, 2, 128, False)
+    assert blocks[("none", "dense")].ffn.intermediate_size == 512
+    assert blocks[("mamba", "none")].params(256) == blocks[("mamba", "none")].attention.params(256) + 256

@@ -84,6 +84,8 @@ def test_mixtral_config_json(tmp_path):
     ({"hybrid_override_pattern": "M*"}, "lacks required key 'mamba_num_heads'"),
     ({"hybrid_override_pattern": "M*X"}, r"hybrid_override_pattern must be a string of one character per layer"),
     ({"hybrid_override_pattern": "MX"}, "hybrid_override_pattern: unknown block 'X'"),
+    ({"hybrid_override_pattern": "-E"}, "has E .mixture-of-experts. layers but the config names no routed experts"),
+    ({"num_experts": 8, "first_k_dense_replace": "1"}, "first_k_dense_replace must be a non-negative integer"),
     ({"layer_types": ["full_attention", "cross_attention"]}, "layer_types: unknown layer kind 'cross_attention'"),
     ({"layer_types": ["full_attention"]}, r"layer_types must list one kind per layer \(2\)"),
     ({"quantization_config": {"quant_method": "bitsandbytes"}}, "quant_method 'bitsandbytes' is not modelled"),

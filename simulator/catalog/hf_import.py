@@ -217,7 +217,10 @@ def _hybrid_blocks(config: dict[str, Any], layers: int, where: str) -> list[tupl
 
 def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
     """Whether layer ``index`` (0-based) runs the routed experts, by the family's pattern fields."""
-    if index < (config.get("first_k_dense_replace") or 0):
+    first_dense = config.get("first_k_dense_replace") or 0
+    if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
+        raise LLMSimError(f"{where}: first_k_dense_replace must be a non-negative integer, got {_shown(first_dense)}")
+    if index < first_dense:
         return False
     if index in (_int_list(config, "mlp_only_layers", where) or []):
         return False
@@ -232,16 +235,20 @@ def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
     return True
 
 
-def _ffns(config: dict[str, Any], layers: int, where: str) -> list[FFN]:
+def _dense_ffn(config: dict[str, Any], where: str) -> FFN:
     gated = config.get("model_type") not in UNGATED_MODEL_TYPES
-    hidden = _get(config, "hidden_size", where)
-    inter = _get(config, "intermediate_size", where, 4 * hidden)
-    dense = validate(FFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
-                           "gated": gated}, where)
+    inter = _get(config, "intermediate_size", where, 4 * _get(config, "hidden_size", where))
+    return validate(FFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
+                          "gated": gated}, where)
+
+
+def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
+    """The routed-experts FFN the config describes, or None without routed experts."""
     experts = _get(config, "num_experts", where, 1)
     if experts == 1:
-        return [dense] * layers
-    expert_width = _get(config, "expert_intermediate_size", where, inter)
+        return None
+    expert_width = _get(config, "expert_intermediate_size", where,
+                        _get(config, "intermediate_size", where, 4 * _get(config, "hidden_size", where)))
     family = str(config.get("model_type", "")).split("_")[0]
     stated = {key: config[key] for key in (*ALIASES["shared_intermediate_size"], *ALIASES["shared_experts"])
               if config.get(key) is not None}
@@ -251,10 +258,17 @@ def _ffns(config: dict[str, Any], layers: int, where: str) -> list[FFN]:
         shared = _get(config, "shared_intermediate_size", where, None)
         if shared is None:
             shared = _get(config, "shared_experts", where, SHARED_EXPERTS_BY_FAMILY.get(family, 0)) * expert_width
-    moe = validate(FFN, {
-        "kind": "moe", "intermediate_size": expert_width, "gated": gated, "num_experts": experts,
-        "experts_per_token": _get(config, "experts_per_token", where, 1), "shared_intermediate_size": shared,
+    return validate(FFN, {
+        "kind": "moe", "intermediate_size": expert_width, "gated": config.get("model_type") not in UNGATED_MODEL_TYPES,
+        "num_experts": experts, "experts_per_token": _get(config, "experts_per_token", where, 1),
+        "shared_intermediate_size": shared,
     }, where)
+
+
+def _ffns(config: dict[str, Any], layers: int, where: str) -> list[FFN]:
+    dense, moe = _dense_ffn(config, where), _moe_ffn(config, where)
+    if moe is None:
+        return [dense] * layers
     return [moe if _is_moe_layer(config, i, where) else dense for i in range(layers)]
 
 
@@ -314,9 +328,10 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
     if blocks is None:
         kinds, ffns = _attention_kinds(text, layers, where), _ffns(text, layers, where)
     else:
-        dense, moe = _ffns({**text, "num_experts": 1}, 1, where)[0], None
-        if any(f == "moe" for _, f in blocks):
-            moe = _ffns({**text, "first_k_dense_replace": 0}, 1, where)[0]
+        dense, moe = _dense_ffn(text, where), _moe_ffn(text, where)
+        if moe is None and any(f == "moe" for _, f in blocks):
+            raise LLMSimError(f"{where}: hybrid_override_pattern has E (mixture-of-experts) layers but the config "
+                              "names no routed experts (n_routed_experts / num_experts)")
         none = validate(FFN, {"kind": "none"}, where)
         kinds, ffns = [a for a, _ in blocks], [{"dense": dense, "moe": moe, "none": none}[f] for _, f in blocks]
     attentions = {kind: _attention(text, kind, where) for kind in set(kinds)}
