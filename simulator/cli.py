@@ -64,6 +64,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from simulator.config import load_experiment
     from simulator.report import format_summary
 
+    if args.timeline and not args.out:
+        raise LLMSimError("run: --timeline writes timeline.parquet and iterations.parquet into --out DIR; give --out")
     overrides = [*args.set, *([f"engine={args.engine}"] if args.engine else [])]
     config = load_experiment(args.file, overrides)
     if args.trace:
