@@ -90,8 +90,8 @@ BAD_CASES = {
     "negative timeout": (["--set", "scheduler={kind: static, batch_timeout_ms: -5}"],
                          "scheduler.batch_timeout_ms: must be >= 0.0, got -5"),
     "timeline without out": (["--timeline"], "run: --timeline writes timeline.parquet and iterations.parquet into"),
-    "expert parallel on a dense model": (["--set", "cluster.expert_parallel=1", "--set", "cluster.data_parallel=2"],
-                                         "cluster.data_parallel: 2 attention-DP ranks need a mixture-of-experts"),
+    "attention DP on a dense model": (["--set", "cluster.data_parallel=2"],
+                                     "cluster.data_parallel: 2 attention-DP ranks need a mixture-of-experts"),
 }
 
 
