@@ -341,7 +341,7 @@ def _cmd_regress(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.sweep import load_sweep, run_points
 
-    points = load_sweep(args.file)
+    points = load_sweep(args.file, args.set)
     _output_folder(Path(args.out))
     progress = not args.no_progress and sys.stderr.isatty()
     frame = run_points(points, args.out, jobs=args.jobs, backend=args.backend, address=args.address,
@@ -488,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--backend", choices=["local", "ray"], default="local")
     swp.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     swp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    swp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a field of the base experiment (repeatable; the grid still applies over it)")
     swp.set_defaults(func=_cmd_sweep)
 
     plan = sub.add_parser("plan", help="capacity of every deployment in a grid, ranked per GPU and per dollar")

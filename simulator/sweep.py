@@ -133,10 +133,16 @@ def expand(spec: SweepConfig, base: dict[str, Any], base_dir: Path | None = None
     return points
 
 
-def load_sweep(path: str | Path) -> list[Point]:
-    """Read, validate and expand a sweep file."""
+def load_sweep(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> list[Point]:
+    """Read, validate and expand a sweep file; ``overrides`` (``dotted.key=value``, as ``llmsim run --set``)
+    change its base experiment before the grid applies."""
     spec, folder = load_spec(path, SweepConfig, "sweep")
     base, base_dir = resolve_base(spec.base, folder, str(path))
+    if overrides:
+        try:
+            base = apply_overrides(base, overrides)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: base: {exc}") from None
     return expand(spec, base, base_dir, str(path))
 
 

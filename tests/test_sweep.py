@@ -100,6 +100,17 @@ def test_sweep_command(tmp_path, capsys):
     assert "2 points, 0 failed" in capsys.readouterr().err
 
 
+def test_sweep_set_overrides_the_base_under_the_grid(tmp_path, capsys):
+    """``--set`` changes the base experiment (here its model and request count); the grid still varies the rate;
+    a bad override is one line naming it."""
+    path = _sweep_file(tmp_path, grid={"workload.arrival.rate": [5, 10]})
+    points = load_sweep(path, ["model=mistral-7b", "workload.num_requests=7"])
+    assert [(p.config.model, p.config.workload.num_requests, p.values["workload.arrival.rate"]) for p in points] == [
+        ("mistral-7b", 7, 5), ("mistral-7b", 7, 10)]
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--set", "seed"]) == 2
+    assert "base: --set 'seed': expected dotted.key=value" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("key", "normal"), [("ttft_p99_ms", "p99_ttft_ms"), ("p99_ttft_ms", "p99_ttft_ms"),
                                                ("e2el_mean_ms", "mean_e2el_ms")])
 def test_slo_keys_in_either_order(key, normal):
