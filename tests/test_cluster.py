@@ -167,3 +167,27 @@ def test_closed_loop_obeys_the_interactive_response_time_law(users):
         assert result.requests["e2el_ms"].to_numpy() == pytest.approx(2 + 20 + 9 * 5.2)
     else:
         assert response_s > (2 + 20 + 9 * 5.2) / 1000  # users queue behind each other
+
+
+def test_max_concurrency_caps_the_requests_outstanding_and_counts_latency_from_the_send():
+    """Arrivals far faster than the server with max_concurrency 2: never more than two requests running, every
+    request completes, each is sent when an earlier one ends (in arrival order), and its TTFT is one unqueued
+    prefill — no server-side queue forms."""
+    import simulator
+
+    def config(cap):
+        workload = {"num_requests": 60, "arrival": {"kind": "poisson", "rate": 500},
+                    "input_tokens": {"kind": "fixed", "value": 200}, "output_tokens": {"kind": "fixed", "value": 20}}
+        if cap is not None:
+            workload["max_concurrency"] = cap
+        return simulator.load({"model": "llama-3-8b", "hardware": "h100-sxm", "workload": workload})
+
+    capped, free = simulator.run(config(2)), simulator.run(config(None))
+    assert capped.summary["completed"] == 60 and capped.summary["peak_running"] <= 2
+    sent = capped.requests.sort_values("request_id")["arrival_s"].to_numpy()
+    assert (sent[1:] >= sent[:-1]).all()  # the waiting requests go out in order
+    assert capped.summary["p99_ttft_ms"] < 0.2 * free.summary["p99_ttft_ms"]
+    with pytest.raises(Exception, match="max_concurrency caps open-loop arrivals"):
+        simulator.load({"model": "llama-3-8b", "hardware": "h100-sxm", "workload": {
+            "num_requests": 4, "max_concurrency": 2, "arrival": {"kind": "closed_loop", "users": 2},
+            "input_tokens": {"kind": "fixed", "value": 8}, "output_tokens": {"kind": "fixed", "value": 8}}})

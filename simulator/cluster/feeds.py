@@ -5,11 +5,15 @@
   they reach the server. One SimPy timeout per distinct delivery instant; requests delivered at the same instant are
   all queued before any replica starts its next iteration. The workload arrays become Python numbers a chunk at a
   time.
+- :class:`CappedArrivalFeed`: the same arrivals with at most ``workload.max_concurrency`` requests outstanding; a
+  request due while the cap is reached waits at the client (FIFO) and is sent — its ``arrival_s`` — when one ends.
 - :class:`ClosedLoopFeed`: ``users`` clients, each sending its next request a think time after its previous one
   ended (finished or rejected); lengths are taken from the workload in send order.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 import simpy
@@ -81,16 +85,13 @@ class ArrivalFeed:
         self._wakeup.schedule(max(self._due[self._next] - now, 0.0))
 
     def _deliver(self, wakeup: Wakeup) -> None:
-        now, make = wakeup.at, self.factory.make
+        now, arrive = wakeup.at, self._arrive
         while True:
             due, i = self._due, self._next
             while i < len(due) and due[i] <= now:
-                request = make(
-                    self._ids[i], self._arrivals[i], self._inputs[i], self._outputs[i],
-                    self._prefixes[i] if self._prefixes is not None else None,
-                    self._classes[i] if self._classes is not None else None,
-                )
-                self.replicas[self.router.route(request)].submit(request)
+                arrive(self._ids[i], self._arrivals[i], self._inputs[i], self._outputs[i],
+                       self._prefixes[i] if self._prefixes is not None else None,
+                       self._classes[i] if self._classes is not None else None)
                 i += 1
             self._next = i
             if i < len(due):
@@ -101,6 +102,40 @@ class ArrivalFeed:
             self._next = 0
             self._load_chunk()
         self._schedule(now)
+
+    def _arrive(self, request_id: int, sent_s: float, input_tokens: int, output_tokens: int, prefix, class_id) -> None:
+        """A request reaches the server, sent by its client at ``sent_s``."""
+        request = self.factory.make(request_id, sent_s, input_tokens, output_tokens, prefix, class_id)
+        self.replicas[self.router.route(request)].submit(request)
+
+
+class CappedArrivalFeed(ArrivalFeed):
+    """:class:`ArrivalFeed` with at most ``cap`` requests outstanding (sent and not yet finished or rejected); the cap
+    is checked when a request would reach the server (with a network delay, that much after its client sent it)."""
+
+    def __init__(self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
+                 replicas: list[Replica], recorder: Recorder, cap: int) -> None:
+        self.cap, self.outstanding = cap, 0
+        self._waiting: deque[tuple] = deque()  # (id, inputs, outputs, prefix, class) due while at the cap
+        self._delays = delay_s
+        recorder.on_complete = self._ended
+        super().__init__(env, factory, delay_s, router, replicas)
+
+    def _arrive(self, request_id: int, sent_s: float, *lengths_prefix_class) -> None:
+        if self.outstanding < self.cap:
+            self.outstanding += 1
+            super()._arrive(request_id, sent_s, *lengths_prefix_class)
+        else:
+            self._waiting.append((request_id, *lengths_prefix_class))
+
+    def _ended(self, request: Request) -> None:
+        if not self._waiting:
+            self.outstanding -= 1
+            return
+        request_id, *rest = self._waiting.popleft()  # the slot passes to the oldest waiting request
+        sent_s = self.env.now
+        Wakeup(self.env, lambda _event: ArrivalFeed._arrive(self, request_id, sent_s, *rest)).schedule(
+            float(self._delays[request_id]))
 
 
 class ClosedLoopFeed:

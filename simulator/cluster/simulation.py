@@ -13,7 +13,7 @@ import simpy
 
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
-from simulator.cluster.feeds import ArrivalFeed, ClosedLoopFeed, RequestFactory
+from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
@@ -258,6 +258,8 @@ def simulate(
     if arrival is not None and arrival.kind == "closed_loop":
         ClosedLoopFeed(env, factory, delay_s, router, entry, recorder, arrival, np.random.default_rng(
             np.random.SeedSequence([config.seed, 3])))
+    elif config.workload.max_concurrency is not None:
+        CappedArrivalFeed(env, factory, delay_s, router, entry, recorder, config.workload.max_concurrency)
     else:
         ArrivalFeed(env, factory, delay_s, router, entry)
     with _cyclic_gc_paused():

@@ -549,9 +549,15 @@ class WorkloadConfig(Strict):
     output_tokens: LengthConfig | None = None
     trace: TraceConfig | None = None
     classes: list[RequestClass] | None = Field(default=None, min_length=1)
+    max_concurrency: int | None = Field(
+        default=None, ge=1, le=MAX_REQUESTS,
+        description="open-loop arrivals: at most this many requests outstanding; the others wait at the client and "
+        "are sent when one ends (vLLM bench's --max-concurrency: latencies count from the send)")
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadConfig:
+        if self.max_concurrency is not None and self.arrival is not None and self.arrival.kind == "closed_loop":
+            raise ValueError("max_concurrency caps open-loop arrivals; a closed loop's users already are the cap")
         classes = self.classes or []
         names = [c.name for c in classes]
         if len(set(names)) != len(names):
