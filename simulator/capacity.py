@@ -8,6 +8,10 @@ percentile; with ``attainment`` = a, the bounds become per-request limits (``slo
 Search: from the experiment's rate, double (or halve) until the SLO fails (holds), then bisect until
 (high − low) / high ≤ ``tolerance``. The SLO is assumed to hold below the capacity and fail above it; each probe
 is one whole simulation with the experiment's seed, so the answer is deterministic.
+
+One seed's capacity is one sample of a random quantity: :func:`capacity_over_seeds` repeats the search for
+``seeds`` independent seeds (spawned from the experiment's, as a sweep's replicates) and reports their mean with a
+95% confidence interval, mean ± t(0.975, n − 1) · s / √n (s the sample standard deviation), and their range.
 """
 
 from __future__ import annotations
@@ -145,3 +149,41 @@ def find_capacity(
     if low is None:
         return CapacityResult(0.0, None, probes, tolerance)
     return CapacityResult(low.rate, low.summary, probes, tolerance)
+
+
+# Student's t distribution, 0.975 quantile, by degrees of freedom (1 … 30); the normal 1.96 beyond
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+@dataclass
+class SeedSpread:
+    """The capacity of each seed and their summary (req/s)."""
+
+    seeds: list[int]
+    rates: list[float]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.rates) / len(self.rates)
+
+    @property
+    def half_width(self) -> float:
+        """Half the 95% confidence interval of the mean (0 for one seed)."""
+        n = len(self.rates)
+        if n < 2:
+            return 0.0
+        variance = sum((r - self.mean) ** 2 for r in self.rates) / (n - 1)
+        t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
+        return t * (variance / n) ** 0.5
+
+
+def capacity_over_seeds(config: ExperimentConfig, slo: dict[str, float], seeds: int, **search: Any) -> tuple[
+        SeedSpread, list[CapacityResult]]:
+    """:func:`find_capacity` for ``seeds`` independent seeds spawned from the experiment's."""
+    import numpy as np
+
+    children = [config.seed] if seeds == 1 else [
+        int(child.generate_state(1)[0]) for child in np.random.SeedSequence(config.seed).spawn(seeds)]
+    results = [find_capacity(config.model_copy(update={"seed": seed}), slo, **search) for seed in children]
+    return SeedSpread(children, [result.rate for result in results]), results

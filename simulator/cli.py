@@ -357,11 +357,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_capacity(args: argparse.Namespace) -> int:
-    from simulator.capacity import find_capacity, parse_slo
+    from simulator.capacity import capacity_over_seeds, find_capacity, parse_slo
     from simulator.config import load_experiment
 
     slo = parse_slo(args.slo)
     config = load_experiment(args.file, args.set)
+    if args.seeds > 1:
+        spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
+                                              tolerance=args.tolerance)
+        for seed, rate in zip(spread.seeds, spread.rates, strict=True):
+            print(f"  seed {seed}: {rate:.4g} req/s", file=sys.stderr)
+        print(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} req/s (95% confidence"
+              f" interval of the mean), range {min(spread.rates):.4g}–{max(spread.rates):.4g}")
+        return 0 if all(result.summary is not None for result in results) else 1
     result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
     for probe in result.probes:
         print(f"  rate {probe.rate:10.4g} req/s  {'meets' if probe.holds else 'misses'} the SLO", file=sys.stderr)
@@ -511,6 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--tolerance", type=_open_fraction, default=0.02,
                      help="relative width of the final bracket (0 < tolerance < 1)")
     cap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a field")
+    cap.add_argument("--seeds", type=_positive_int, default=1,
+                     help="search with this many independent seeds; report the mean, its 95%% interval and the range")
     cap.set_defaults(func=_cmd_capacity)
 
     reg = sub.add_parser("regress", help="run a suite of comparisons, check findings and compare with a baseline")

@@ -229,3 +229,29 @@ def test_capacity_says_when_even_an_idle_server_misses_the_slo():
     assert result.idle_misses and result.summary is None
     start = config.workload.arrival.rate
     assert rates == [start / 2**i for i in range(11)]
+
+
+def test_capacity_over_seeds_reports_the_mean_and_a_t_interval():
+    """Each seed's capacity (a fake server whose SLO holds up to a seed-dependent rate) is found to the bisection
+    tolerance; the spread is their mean ± t(0.975, 3) = 3.182 × s/√4, s the sample standard deviation."""
+    from simulator.capacity import capacity_over_seeds
+
+    config = load_experiment(experiment(workload={"num_requests": 10, "arrival": {"kind": "poisson", "rate": 8.0},
+                                                  "input_tokens": {"kind": "fixed", "value": 10},
+                                                  "output_tokens": {"kind": "fixed", "value": 2}}))
+
+    def capacity_of(seed: int) -> float:
+        return 10.0 + seed % 7
+
+    def fake_run(c):
+        return {"p99_ttft_ms": 100.0 if c.workload.arrival.rate <= capacity_of(c.seed) else 900.0}
+
+    spread, results = capacity_over_seeds(config, {"p99_ttft_ms": 500.0}, 4, run=fake_run, tolerance=0.001)
+    assert len(set(spread.seeds)) == 4 and all(r.summary is not None for r in results)
+    for seed, rate in zip(spread.seeds, spread.rates, strict=True):
+        assert rate == pytest.approx(capacity_of(seed), rel=0.002) and rate <= capacity_of(seed)
+    true = [capacity_of(seed) for seed in spread.seeds]
+    mean = sum(true) / 4
+    s = (sum((x - mean) ** 2 for x in true) / 3) ** 0.5
+    assert spread.mean == pytest.approx(mean, rel=0.002)
+    assert spread.half_width == pytest.approx(3.182 * s / 2, rel=0.01, abs=0.02)
