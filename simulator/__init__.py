@@ -7,9 +7,9 @@
 """
 
 from simulator.api import Result, load, run
-from simulator.capacity import find_capacity
+from simulator.capacity import capacity_over_seeds, find_capacity
 from simulator.errors import ConfigError, LLMSimError
 from simulator.sweep import sweep
 
-__all__ = ["ConfigError", "LLMSimError", "Result", "find_capacity", "load", "run", "sweep"]
+__all__ = ["ConfigError", "LLMSimError", "Result", "capacity_over_seeds", "find_capacity", "load", "run", "sweep"]
 __version__ = "0.1.0"
