@@ -135,6 +135,10 @@ def run(
         class_names=[c.name for c in classes], class_slos=class_slos,
         kv_blocks_per_replica=output.kv_blocks_per_replica,
     )
+    budget = output.kv_budget  # the memory plan of one GPU (the decode pool's when disaggregated)
+    summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
+                    "workspace_gib_per_gpu": budget.workspace_bytes / 2**30,
+                    "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
     frame = recorder.requests.frame()
     requests = add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
     if requests_path is not None:

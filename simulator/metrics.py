@@ -10,6 +10,8 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50, and p90, p95, p99, p99.9 are
   given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL) is the population standard deviation, as vLLM's ``std_*``
 - total_input_tokens / total_output_tokens: the tokens of the completed requests
+- memory plan of one GPU (:mod:`simulator.kv.sizing`; the decode pool's when disaggregated): weights_gib_per_gpu,
+  workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``
 - duration_s = last finish − first arrival; throughputs divide completed requests / output tokens / input+output
   tokens of completed requests by it
 - a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT) and

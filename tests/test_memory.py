@@ -91,3 +91,18 @@ def test_growing_slabs_charge_their_copies_as_hbm_time():
     alone = simulator.run(load_experiment(config))
     assert alone.summary["copied_tokens"] == 0
     assert alone.requests["e2el_ms"].iloc[0] == pytest.approx(2 + 100 * 0.1 + 199 * (5.0 + 0.2))
+
+
+def test_run_reports_the_memory_plan_of_a_gpu():
+    """Llama-3-8B in bf16 on one H100: 8.03 B parameters × 2 B of weights, and the KV pool is what 90% of 80 GiB
+    leaves after them and the activation workspace, in whole blocks."""
+    import simulator
+    from simulator.catalog import load_model
+
+    summary = simulator.run(simulator.load({"model": "llama-3-8b", "hardware": "h100-sxm", "workload": {
+        "num_requests": 3, "arrival": {"kind": "poisson", "rate": 1}, "input_tokens": {"kind": "fixed", "value": 8},
+        "output_tokens": {"kind": "fixed", "value": 4}}})).summary
+    assert summary["weights_gib_per_gpu"] * 2**30 == pytest.approx(load_model("llama-3-8b").num_params * 2)
+    left = 80 * 0.9 - summary["weights_gib_per_gpu"] - summary["workspace_gib_per_gpu"]
+    block_gib = 16 * 32 * 2 * 8 * 128 * 2 / 2**30
+    assert left - block_gib < summary["kv_pool_gib_per_gpu"] <= left
