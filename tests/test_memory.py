@@ -106,3 +106,19 @@ def test_run_reports_the_memory_plan_of_a_gpu():
     left = 80 * 0.9 - summary["weights_gib_per_gpu"] - summary["workspace_gib_per_gpu"]
     block_gib = 16 * 32 * 2 * 8 * 128 * 2 / 2**30
     assert left - block_gib < summary["kv_pool_gib_per_gpu"] <= left
+
+
+def test_free_memory_fraction_sizes_the_pool_from_what_the_weights_leave():
+    """TensorRT-LLM's free_gpu_memory_fraction f: the pool is f × (memory − weights − workspace), in whole blocks."""
+    from simulator.catalog import load_hardware, load_model
+    from simulator.kv import kv_budget
+
+    model, hw = load_model("llama-3-8b"), load_hardware("h100-sxm")
+    args = dict(tensor_parallel=1, weight_dtype="bf16", kv_dtype_name="bf16", gpu_memory_utilization=0.9,
+                block_size=32, max_num_batched_tokens=8192, max_num_seqs=256, max_model_len=8192)
+    total = kv_budget(model, hw, **args)
+    free = kv_budget(model, hw, **args, free_memory_fraction=0.5)
+    left = hw.memory_bytes - free.weight_bytes - free.workspace_bytes
+    assert free.num_blocks == int(0.5 * left // (32 * free.kv_bytes_per_token))
+    assert total.num_blocks == int((0.9 * hw.memory_bytes - total.weight_bytes - total.workspace_bytes)
+                                   // (32 * total.kv_bytes_per_token))

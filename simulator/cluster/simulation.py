@@ -158,6 +158,7 @@ def _build_pool(
         block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens, max_num_seqs=sched.max_num_seqs,
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
+        free_memory_fraction=kv_cfg.free_memory_fraction,
     )
     shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,

@@ -275,6 +275,10 @@ class KVCacheBase(Strict):
         default=16, ge=1, le=MAX_BLOCK_SIZE, description="tokens per block (contiguous: the unit of num_gpu_blocks)"
     )
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    free_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="instead: the pool takes this share of the memory the weights and the activation workspace "
+        "leave (TensorRT-LLM's free_gpu_memory_fraction)")
     dtype: Literal["auto", "fp16", "bf16", "fp8", "int8"] = "auto"
     num_gpu_blocks: int | None = Field(default=None, ge=1, le=10**9, description="override the pool size (as vLLM's)")
     swap_space_gib: float = Field(default=4.0, ge=0, description="host memory per GPU for swapped-out KV (vLLM's)")

@@ -3,7 +3,8 @@
     KV bytes per token  = Σ over layer groups of layers × KV elements per token × bytes per element
                           (2 × kv_heads × head_dim for multi-head/grouped-query attention; MLA's latent
                           kv_lora_rank + qk_rope_head_dim; :mod:`simulator.catalog.architecture`)
-    KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − activation workspace
+    KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − activation workspace, or with
+                          free_memory_fraction f: f × (memory − weights/(t·p) − workspace), TensorRT-LLM's way
     weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2;
                           the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
@@ -73,7 +74,7 @@ def kv_budget(
     model: ModelSpec, hardware: HardwareSpec, *, tensor_parallel: int, weight_dtype: str, kv_dtype_name: str,
     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
-    expert_shards: int | None = None,
+    expert_shards: int | None = None, free_memory_fraction: float | None = None,
 ) -> KVBudget:
     """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
     spread over, default t); refuses (LLMSimError) a configuration with no room for one full request."""
@@ -107,6 +108,8 @@ def kv_budget(
             )
     else:
         pool = usable - weights - workspace
+        if free_memory_fraction is not None:  # a share of what the weights and workspace leave
+            pool = (hardware.memory_bytes - weights - workspace) * free_memory_fraction
         num_blocks = max(0, math.floor(pool / (block_size * per_token)))
         needed_blocks = math.ceil(longest / block_size)
         if num_blocks < needed_blocks:
