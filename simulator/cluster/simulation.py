@@ -183,7 +183,7 @@ def _build_pool(
             ),
             cost, recorder, fast_forward, swap_seconds, copy_seconds,
         )
-        for i in range(pool.replicas * pool.data_parallel)  # each attention-DP rank schedules on its own
+        for i in range(pool.schedulers)
     ]
     speculative = getattr(sched, "speculative", None)
     if speculative is not None and speculative.draft_model is not None:
@@ -191,8 +191,7 @@ def _build_pool(
         draft_cost = build_cost_model(shaped.model_copy(update={"model": speculative.draft_model}), draft, hardware)
         for replica in replicas:
             replica.draft_cost = draft_cost
-    return Pool(replicas, budget,
-                pool.replicas * pool.data_parallel * pool.tensor_parallel * pool.pipeline_parallel)
+    return Pool(replicas, budget, pool.gpus)
 
 
 @contextmanager
@@ -224,11 +223,11 @@ def simulate(
     workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
 
     env = simpy.Environment()
-    recorder = Recorder(sum(p.replicas * p.data_parallel for p in pool_configs), requests_path)
+    recorder = Recorder(sum(p.schedulers for p in pool_configs), requests_path)
     pools, first = [], 0
     for pool_config in pool_configs:
         pools.append(_build_pool(config, model, pool_config, first, env, recorder, fast_forward))
-        first += pool_config.replicas * pool_config.data_parallel
+        first += pool_config.schedulers
     replicas = [replica for pool in pools for replica in pool.replicas]
     for replica in replicas:
         replica.observer = observer

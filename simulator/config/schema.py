@@ -67,28 +67,41 @@ class RouterConfig(Strict):
         return {"kind": value} if isinstance(value, str) else value
 
 
+DataParallel = Annotated[int, Field(
+    ge=1, le=MAX_PARALLEL,
+    description="attention data-parallel ranks per replica (SGLang/vLLM DP attention, TensorRT-LLM "
+    "enable_attention_dp): each rank tensor_parallel GPUs with its own batch and KV pool; MoE layers see all ranks' "
+    "tokens")]
+ExpertParallel = Annotated[int, Field(
+    ge=1, le=MAX_PARALLEL,
+    description="MoE experts spread over this many of the replica's data_parallel × tensor_parallel GPUs (vLLM's "
+    "--enable-expert-parallel, TensorRT-LLM's moe_ep_size); each expert's width splits over the rest")]
+
+
 class PoolConfig(Strict):
-    """``replicas`` identical replicas of ``tensor_parallel`` × ``pipeline_parallel`` GPUs of ``hardware``
-    (default: the experiment's)."""
+    """``replicas`` identical replicas of ``data_parallel`` × ``tensor_parallel`` × ``pipeline_parallel`` GPUs of
+    ``hardware`` (default: the experiment's)."""
 
     hardware: str | None = None
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     tensor_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
     pipeline_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
-    data_parallel: int = Field(
-        default=1, ge=1, le=MAX_PARALLEL,
-        description="attention data-parallel ranks per replica (SGLang/vLLM DP attention, TensorRT-LLM "
-        "enable_attention_dp): each rank tensor_parallel GPUs with its own batch and KV pool; MoE layers see all "
-        "ranks' tokens")
-    expert_parallel: int = Field(
-        default=1, ge=1, le=MAX_PARALLEL,
-        description="MoE experts spread over this many of the replica's data_parallel × tensor_parallel GPUs "
-        "(vLLM's --enable-expert-parallel, TensorRT-LLM's moe_ep_size); each expert's width splits over the rest")
+    data_parallel: DataParallel = 1
+    expert_parallel: ExpertParallel = 1
 
     @model_validator(mode="after")
     def _experts_within_tensor_parallel(self) -> PoolConfig:
         _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
         return self
+
+    @property
+    def schedulers(self) -> int:
+        """Batches scheduled independently: one per attention-DP rank of every replica."""
+        return self.replicas * self.data_parallel
+
+    @property
+    def gpus(self) -> int:
+        return self.schedulers * self.tensor_parallel * self.pipeline_parallel
 
 
 def _check_expert_parallel(tensor_parallel: int, data_parallel: int, expert_parallel: int) -> None:
@@ -120,15 +133,8 @@ class ClusterConfig(Strict):
     pipeline_parallel: int = Field(
         default=1, ge=1, le=MAX_PARALLEL, description="stages; one batch in flight per replica"
     )
-    data_parallel: int = Field(
-        default=1, ge=1, le=MAX_PARALLEL,
-        description="attention data-parallel ranks per replica (SGLang/vLLM DP attention, TensorRT-LLM "
-        "enable_attention_dp): each rank tensor_parallel GPUs with its own batch and KV pool; MoE layers see all "
-        "ranks' tokens")
-    expert_parallel: int = Field(
-        default=1, ge=1, le=MAX_PARALLEL,
-        description="MoE experts spread over this many of the replica's data_parallel × tensor_parallel GPUs "
-        "(vLLM's --enable-expert-parallel, TensorRT-LLM's moe_ep_size); each expert's width splits over the rest")
+    data_parallel: DataParallel = 1
+    expert_parallel: ExpertParallel = 1
     router: RouterConfig = RouterConfig()
     pools: list[PoolConfig] | None = Field(default=None, min_length=1, description="heterogeneous colocated replicas")
     prefill: PoolConfig | None = None

@@ -23,6 +23,7 @@ does not help (it moves each framework's median by under 4 points), because the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,21 @@ def _summary(name: str, frame: pd.DataFrame, by: list[str]) -> str:
     return f"{name} median/p90: " + ", ".join(parts)
 
 
+def _fit_group(profile: HardwareSpec, name: str, table: pd.DataFrame, by: list[str], grid: dict[str, list[float]],
+               errors: Callable[..., pd.DataFrame], kernels_dir: Path, gpu: str, report: list[str]) -> HardwareSpec:
+    """``profile`` with ``grid``'s parameters fitted (coordinate descent) on ``table``'s kernels, each ``by`` group
+    scored alike, and the fitted errors' summary appended to ``report``; unchanged when ``table`` is empty."""
+    if not len(table):
+        return profile
+
+    def group_score(p: HardwareSpec) -> float:
+        return _score_by(errors(kernels_dir, {gpu: p}, table), by)
+
+    profile = coordinate_descent(profile, grid, group_score)
+    report.append(_summary(name, errors(kernels_dir, {gpu: profile}, table), by))
+    return profile
+
+
 def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int = 2000) -> tuple[HardwareSpec,
                                                                                                  list[str]]:
     """The profile with its GEMM, collective and attention parameters fitted on ``kernels_dir/gpu``, and one report
@@ -114,29 +130,15 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm), ["framework", "dtype"]))
     nccl = nccl_kernel_table(kernels_dir)
     nccl = nccl[nccl["gpu"] == gpu].reset_index(drop=True)
-    if len(nccl):
-        def nccl_score(p: HardwareSpec) -> float:
-            return _score_by(nccl_kernel_errors(kernels_dir, {gpu: p}, nccl), ["op"])
-
-        profile = coordinate_descent(profile, COLLECTIVE_GRID, nccl_score)
-        report.append(_summary("NCCL", nccl_kernel_errors(kernels_dir, {gpu: profile}, nccl), ["op"]))
+    profile = _fit_group(profile, "NCCL", nccl, ["op"], COLLECTIVE_GRID, nccl_kernel_errors, kernels_dir, gpu, report)
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
-    if len(attention):
-        def attention_score(p: HardwareSpec) -> float:
-            return _score_by(attention_kernel_errors(kernels_dir, {gpu: p}, attention), ["framework", "phase"])
-
-        profile = coordinate_descent(profile, ATTENTION_GRID, attention_score)
-        report.append(_summary("attention", attention_kernel_errors(kernels_dir, {gpu: profile}, attention),
-                               ["framework", "phase"]))
+    profile = _fit_group(profile, "attention", attention, ["framework", "phase"], ATTENTION_GRID,
+                         attention_kernel_errors, kernels_dir, gpu, report)
     moe = moe_kernel_table(kernels_dir)
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
-    if len(moe):
-        def moe_score(p: HardwareSpec) -> float:
-            return _score_by(moe_kernel_errors(kernels_dir, {gpu: p}, moe), ["framework", "dtype"])
-
-        profile = coordinate_descent(profile, MOE_GRID, moe_score)
-        report.append(_summary("MoE", moe_kernel_errors(kernels_dir, {gpu: profile}, moe), ["framework", "dtype"]))
+    profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, moe_kernel_errors, kernels_dir, gpu,
+                         report)
     fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID, *MOE_GRID))]
     values = {name: getattr(profile, name) for name in dict.fromkeys(fitted)}
     report.insert(0, "fitted: " + ", ".join(f"{k}={v}" for k, v in values.items()))
