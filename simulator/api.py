@@ -133,7 +133,7 @@ def run(
         kv_breakdown_seconds=recorder.kv_breakdown_seconds, prefix_hit_tokens=output.prefix_hit_tokens,
         copied_tokens=recorder.copied_tokens, trace_rows_skipped=output.trace_rows_skipped,
         class_names=[c.name for c in classes], class_slos=class_slos,
-        kv_blocks_per_replica=output.kv_blocks_per_replica,
+        kv_blocks_per_replica=output.kv_blocks_per_replica, metrics=config.metrics,
     )
     budget = output.kv_budget  # the memory plan of one GPU (the decode pool's when disaggregated)
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,

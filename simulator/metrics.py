@@ -2,6 +2,12 @@
 
 Definitions (names follow vLLM's benchmark output; times in ms unless the name says otherwise):
 
+- measured requests: all, or without the first ``metrics.warmup_fraction`` and the last
+  ``metrics.cooldown_fraction`` of them in arrival order (:func:`measured_mask`); num_requests, completed and
+  num_rejected count every request, measured_requests the measured ones; the latency percentiles, throughputs,
+  token totals, SLO figures, queueing times and per-class figures describe the measured requests only, while the ITL
+  histogram, the KV, memory, running and preemption figures describe the whole run
+
 - TTFT  = first_token_s − arrival_s  (arrival = when the client sent it, so network latency counts)
 - E2EL  = finish_s − arrival_s
 - TPOT  = (E2EL − TTFT) / (output_tokens − 1), for requests with more than one output token
@@ -9,14 +15,14 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   percentiles come from a log histogram with 0.1% bins (:mod:`simulator.histogram`)
 - percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50, and p90, p95, p99, p99.9 are
   given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL) is the population standard deviation, as vLLM's ``std_*``
-- total_input_tokens / total_output_tokens: the tokens of the completed requests
+- total_input_tokens / total_output_tokens: the tokens of the completed (measured) requests
 - memory plan of one GPU (:mod:`simulator.kv.sizing`; the decode pool's when disaggregated): weights_gib_per_gpu,
   workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``
-- duration_s = last finish − first arrival; throughputs divide completed requests / output tokens / input+output
+- duration_s = last finish − first arrival (of the measured requests); throughputs divide completed requests / output tokens / input+output
   tokens of completed requests by it
 - a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT) and
   E2EL ≤ slo.e2e_ms, for each bound given; rejected requests never meet it
-- slo_attainment = requests meeting the SLO / all requests (rejected included)
+- slo_attainment = measured requests meeting the SLO / measured requests (rejected included)
 - request_goodput = requests meeting the SLO / duration_s
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
   mean_kv_usage = time average of KV tokens resident / token capacity, over duration_s and all replicas;
@@ -47,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.config.schema import SLOConfig
+from simulator.config.schema import MetricsConfig, SLOConfig
 from simulator.histogram import LogHistogram
 
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99, "p99.9": 99.9}
@@ -128,23 +134,29 @@ def summarize(
     num_gpus: int, prefill_tokens: int = 0, swapped_tokens: int = 0, running_seconds: list[float] | None = None,
     kv_breakdown_seconds: list[list[float]] | None = None, prefix_hit_tokens: int = 0, copied_tokens: int = 0,
     trace_rows_skipped: int = 0, class_names: list[str] | None = None, kv_blocks_per_replica: list[int] | None = None,
-    class_slos: list[SLOConfig | None] | None = None,
+    class_slos: list[SLOConfig | None] | None = None, metrics: MetricsConfig | None = None,
 ) -> dict[str, Any]:
-    """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s)."""
+    """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s);
+    ``metrics`` says which requests are measured (:func:`measured_mask`)."""
     latency = latency_columns(columns, slo, class_slos)
-    done = np.asarray(columns["finished"], dtype=bool)
-    num_requests = int(done.size)
-    duration = float(np.nanmax(columns["finish_s"]) - columns["arrival_s"].min()) if done.any() else 0.0
+    finished = np.asarray(columns["finished"], dtype=bool)
+    measured = measured_mask(columns["arrival_s"], metrics)
+    done = finished & measured
+    num_requests = int(finished.size)
+    num_measured = int(measured.sum())
+    duration = float(np.nanmax(columns["finish_s"][done]) - columns["arrival_s"][measured].min()) if done.any() \
+        else 0.0
 
     def per_s(x: float) -> float:
         return x / duration if duration > 0 else float("nan")
 
-    met = int(latency["slo_met"].sum())
+    met = int((latency["slo_met"] & measured).sum())
     output_tokens = float(columns["output_tokens"][done].sum())
     summary: dict[str, Any] = {
         "num_requests": num_requests,
-        "completed": int(done.sum()),
-        "num_rejected": int((~done).sum()),
+        "completed": int(finished.sum()),
+        "num_rejected": int((~finished).sum()),
+        "measured_requests": num_measured,
         "duration_s": duration,
         **_backlog(columns),
         "request_throughput": per_s(int(done.sum())),
@@ -159,10 +171,9 @@ def summarize(
     summary.update({f"{label}_itl_ms": itl_s.percentile(q) * 1000 for label, q in PERCENTILES.items()})
     capacity = kv_num_blocks * kv_block_size
     blocks = kv_blocks_per_replica or [kv_num_blocks] * len(peak_kv_blocks)
-    done_at = np.asarray(columns["finished"], dtype=bool)
-    queue = (columns["first_scheduled_s"] - columns["arrival_s"])[done_at] * 1000
-    transfer = (columns["kv_arrived_s"] - columns["first_token_s"])[done_at] * 1000
-    decode_queue = (columns["decode_admitted_s"] - columns["kv_arrived_s"])[done_at] * 1000
+    queue = (columns["first_scheduled_s"] - columns["arrival_s"])[done] * 1000
+    transfer = (columns["kv_arrived_s"] - columns["first_token_s"])[done] * 1000
+    decode_queue = (columns["decode_admitted_s"] - columns["kv_arrived_s"])[done] * 1000
     disaggregated = bool(np.any(~np.isnan(columns["kv_arrived_s"])))
     for name, values in (("queue", queue), ("kv_transfer", transfer), ("decode_queue", decode_queue)):
         if name != "queue" and not disaggregated:
@@ -171,7 +182,7 @@ def summarize(
         summary[f"mean_{name}_ms"] = float(values.mean()) if values.size else float("nan")
         summary[f"p99_{name}_ms"] = float(np.percentile(values, 99)) if values.size else float("nan")
     summary.update({
-        "slo_attainment": met / num_requests if num_requests else float("nan"),
+        "slo_attainment": met / num_measured if num_measured else float("nan"),
         "request_goodput": per_s(met),
         "num_preemptions": int(columns["preemptions"].sum()),
         "preempted_time_s": float(columns["preempted_s"].sum()),
@@ -191,8 +202,24 @@ def summarize(
         "num_gpus": num_gpus,
     })
     for k, name in enumerate(class_names or []):
-        summary.update(_class_summary(name, np.asarray(columns["class_id"]) == k, columns, latency, duration))
+        summary.update(_class_summary(name, (np.asarray(columns["class_id"]) == k) & measured, columns, latency,
+                                      duration))
     return summary
+
+
+def measured_mask(arrival_s: np.ndarray, metrics: MetricsConfig | None) -> np.ndarray:
+    """True for the measured requests: all but the first ``floor(warmup_fraction · N)`` and the last
+    ``floor(cooldown_fraction · N)`` of the N requests in arrival order (ties in the order given)."""
+    arrival = np.asarray(arrival_s, dtype=float)
+    keep = np.ones(arrival.size, dtype=bool)
+    if metrics is None or not (metrics.warmup_fraction or metrics.cooldown_fraction):
+        return keep
+    order = np.argsort(arrival, kind="stable")
+    head = int(np.floor(metrics.warmup_fraction * arrival.size))
+    tail = int(np.floor(metrics.cooldown_fraction * arrival.size))
+    keep[order[:head]] = False
+    keep[order[arrival.size - tail:]] = False
+    return keep
 
 
 DISAGGREGATED_METRICS = ("mean_kv_transfer_ms", "p99_kv_transfer_ms", "mean_decode_queue_ms", "p99_decode_queue_ms")

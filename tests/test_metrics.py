@@ -84,3 +84,51 @@ def test_spread_tail_and_token_totals_follow_the_request_table():
         assert summary[f"std_{name}_ms"] == pytest.approx(np.std(values), rel=1e-12)
         assert summary[f"p99.9_{name}_ms"] == pytest.approx(np.percentile(values, 99.9), rel=1e-12)
     assert summary["p99.9_itl_ms"] >= summary["p99_itl_ms"]
+
+
+@given(st.lists(st.floats(0, 100), min_size=1, max_size=40), st.floats(0, 0.6), st.floats(0, 0.39))
+def test_measured_mask_leaves_out_the_first_and_last_arrivals(arrivals, warmup, cooldown):
+    """floor(w·N) earliest and floor(c·N) latest arrivals are left out, whatever order the table is in."""
+    from simulator.config.schema import MetricsConfig
+    from simulator.metrics import measured_mask
+
+    n = len(arrivals)
+    keep = measured_mask(np.array(arrivals), MetricsConfig(warmup_fraction=warmup, cooldown_fraction=cooldown))
+    head, tail = math.floor(warmup * n), math.floor(cooldown * n)
+    assert keep.sum() == n - head - tail
+    ranked = np.argsort(np.array(arrivals), kind="stable")  # the rank of each request in arrival order
+    rank = np.empty(n, dtype=int)
+    rank[ranked] = np.arange(n)
+    assert np.array_equal(keep, (rank >= head) & (rank < n - tail))
+
+
+def test_trimmed_summary_describes_the_measured_requests_and_counts_all():
+    """With warm-up and cool-down left out, the latency figures, token totals, duration and attainment are those of
+    the measured requests computed from the request table by hand; the request counts still cover every request."""
+    import simulator
+
+    base = {"model": "llama-3-8b", "hardware": "h100-sxm", "seed": 5, "slo": {"ttft_ms": 60}, "workload": {
+        "num_requests": 300, "arrival": {"kind": "poisson", "rate": 25},
+        "input_tokens": {"kind": "uniform", "min": 100, "max": 900}, "output_tokens": {"kind": "fixed", "value": 30}}}
+    whole = simulator.run(simulator.load(base))
+    trimmed = simulator.run(simulator.load({**base, "metrics": {"warmup_fraction": 0.2, "cooldown_fraction": 0.1}}))
+    requests = trimmed.requests.sort_values("arrival_s", kind="stable")
+    measured = requests.iloc[60:270]  # 300 requests: the first 60 and the last 30 by arrival left out
+    done = measured[measured["status"] == "finished"]
+    s = trimmed.summary
+    assert (s["num_requests"], s["completed"], s["num_rejected"]) == (
+        whole.summary["num_requests"], whole.summary["completed"], whole.summary["num_rejected"])
+    assert s["measured_requests"] == 210 and whole.summary["measured_requests"] == 300
+    assert s["mean_ttft_ms"] == pytest.approx(done["ttft_ms"].mean(), rel=1e-12)
+    assert s["p99_e2el_ms"] == pytest.approx(np.percentile(done["e2el_ms"], 99), rel=1e-12)
+    assert s["total_input_tokens"] == done["input_tokens"].sum()
+    assert s["duration_s"] == pytest.approx(done["finish_s"].max() - measured["arrival_s"].min(), rel=1e-12)
+    assert s["slo_attainment"] == pytest.approx(measured["slo_met"].sum() / 210, rel=1e-12)
+    assert s["mean_ttft_ms"] != whole.summary["mean_ttft_ms"]  # the trimming changed what is described
+
+
+def test_metrics_fractions_that_leave_nothing_are_refused():
+    from simulator.config.schema import MetricsConfig
+
+    with pytest.raises(ValueError, match="warmup_fraction \\+ cooldown_fraction must be < 1"):
+        MetricsConfig(warmup_fraction=0.5, cooldown_fraction=0.5)

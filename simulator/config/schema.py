@@ -536,6 +536,23 @@ class SLOConfig(Strict):
     e2e_ms: float | None = Field(default=None, gt=0)
 
 
+class MetricsConfig(Strict):
+    """Which requests the latency, throughput and SLO figures describe: the first ``warmup_fraction`` and the last
+    ``cooldown_fraction`` of the requests, in arrival order, are left out (a benchmark's warm-up, and the tail
+    where the load drains away), as GuideLLM's warm-up / cool-down percentages and vLLM bench's ``--num-warmups``.
+    Every request is still counted in ``num_requests`` / ``completed`` / ``num_rejected``."""
+
+    warmup_fraction: float = Field(default=0.0, ge=0, lt=1, description="first share of arrivals left out")
+    cooldown_fraction: float = Field(default=0.0, ge=0, lt=1, description="last share of arrivals left out")
+
+    @model_validator(mode="after")
+    def _leaves_some(self) -> MetricsConfig:
+        if self.warmup_fraction + self.cooldown_fraction >= 1:
+            raise ValueError(f"warmup_fraction + cooldown_fraction must be < 1 (some requests measured), got "
+                             f"{self.warmup_fraction} + {self.cooldown_fraction}")
+        return self
+
+
 class RequestClass(Strict):
     """A tenant or SLO tier: its ``share`` of requests (weights, normalised), a ``priority`` (lower is served
     first, as vLLM's priority scheduling), and optionally its own lengths and SLO."""
@@ -615,3 +632,4 @@ class ExperimentConfig(Strict):
     cost_model: CostModelConfig = RooflineCostConfig()
     workload: WorkloadConfig
     slo: SLOConfig = SLOConfig()
+    metrics: MetricsConfig = MetricsConfig()

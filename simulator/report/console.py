@@ -27,6 +27,9 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"== {name} ==",
         f"requests: {s['completed']:,} completed, {s['num_rejected']:,} rejected, of {s['num_requests']:,}"
         f"   duration {_fmt(s['duration_s'], 2)} s   GPUs {s['num_gpus']}",
+        *([f"measured:   {s['measured_requests']:,} of them (warm-up and cool-down left out): latency, throughput "
+           f"and SLO figures below describe these"] if s.get("measured_requests", s["num_requests"])
+          < s["num_requests"] else []),
         "",
         f"{'latency (ms)':<14}" + "".join(f"{h:>{width}}" for h in ("mean", "p50", "p90", "p99")),
     ]
