@@ -95,7 +95,7 @@ def _with_rate(config: ExperimentConfig, rate: float) -> ExperimentConfig:
 
 def _slo_config(config: ExperimentConfig, slo: dict[str, float]) -> ExperimentConfig:
     """Per-request limits from the bounds (for attainment): ttft/tpot/e2e; ITL has no per-request limit."""
-    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
     limits = {}
     for key, limit in slo.items():
         metric = key.split("_")[1]

@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import typing
+import warnings
 from pathlib import Path
 
 from simulator.catalog import load_hardware, load_model
@@ -605,7 +606,13 @@ def _one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> str:
+    """A warning as the CLI prints it: one line, no source excerpt."""
+    return f"llmsim: warning: {_one_line(str(message))}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.formatwarning = _warning_line
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

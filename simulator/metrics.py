@@ -18,10 +18,10 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - total_input_tokens / total_output_tokens: the tokens of the completed (measured) requests
 - memory plan of one GPU (:mod:`simulator.kv.sizing`; the decode pool's when disaggregated): weights_gib_per_gpu,
   workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``
-- duration_s = last finish − first arrival (of the measured requests); throughputs divide completed requests / output tokens / input+output
-  tokens of completed requests by it
+- duration_s = last finish − first arrival (of the measured requests); throughputs divide completed requests /
+  output tokens / input+output tokens of completed requests by it
 - a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT) and
-  E2EL ≤ slo.e2e_ms, for each bound given; rejected requests never meet it
+  E2EL ≤ slo.e2el_ms, for each bound given; rejected requests never meet it
 - slo_attainment = measured requests meeting the SLO / measured requests (rejected included)
 - request_goodput = requests meeting the SLO / duration_s
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
@@ -66,8 +66,8 @@ def _meets(slo: SLOConfig, ttft: np.ndarray, tpot: np.ndarray, e2el: np.ndarray)
             met &= ttft <= slo.ttft_ms
         if slo.tpot_ms is not None:
             met &= np.isnan(tpot) | (tpot <= slo.tpot_ms)
-        if slo.e2e_ms is not None:
-            met &= e2el <= slo.e2e_ms
+        if slo.e2el_ms is not None:
+            met &= e2el <= slo.e2el_ms
     return met
 
 

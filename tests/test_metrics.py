@@ -132,3 +132,15 @@ def test_metrics_fractions_that_leave_nothing_are_refused():
 
     with pytest.raises(ValueError, match="warmup_fraction \\+ cooldown_fraction must be < 1"):
         MetricsConfig(warmup_fraction=0.5, cooldown_fraction=0.5)
+
+
+def test_e2e_ms_is_the_old_spelling_of_e2el_ms():
+    """slo.e2el_ms is named after the metric it bounds; e2e_ms still reads, with a FutureWarning naming the new
+    name, and bounds the same thing; both at once is refused."""
+    with pytest.warns(FutureWarning, match="slo.e2e_ms is renamed slo.e2el_ms"):
+        old = SLOConfig.model_validate({"e2e_ms": 140})
+    assert old == SLOConfig(e2el_ms=140)
+    requests = _table([(0, 1.0, 1.1, 1.14, 5, "finished"), (1, 2.0, 2.1, 2.2, 5, "finished")])  # E2EL 140, 200
+    assert list(add_latency_columns(requests, old)["slo_met"]) == [True, False]
+    with pytest.raises(ValueError, match="give e2el_ms only"):
+        SLOConfig.model_validate({"e2e_ms": 1, "e2el_ms": 2})

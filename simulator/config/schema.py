@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import types
 import typing
+import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -529,11 +530,24 @@ class PrefixConfig(Strict):
 
 # --- SLO -----------------------------------------------------------------------------------------------------
 class SLOConfig(Strict):
-    """A request attains the SLO when every given bound holds (TTFT, TPOT, E2E; None = unbounded)."""
+    """A request attains the SLO when every given bound holds (TTFT, TPOT, E2E latency; None = unbounded). The
+    names are the metrics' (``ttft_ms``, ``tpot_ms``, ``e2el_ms``); ``e2e_ms``, the old spelling of ``e2el_ms``,
+    is still read, with a FutureWarning naming the new one."""
 
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)
-    e2e_ms: float | None = Field(default=None, gt=0)
+    e2el_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "e2e_ms" in value:
+            if "e2el_ms" in value:
+                raise ValueError("give e2el_ms only (e2e_ms is its old spelling)")
+            warnings.warn("slo.e2e_ms is renamed slo.e2el_ms (the metric's name); the old spelling goes in the next "
+                          "release", FutureWarning, stacklevel=2)
+            value = {("e2el_ms" if key == "e2e_ms" else key): item for key, item in value.items()}
+        return value
 
 
 class MetricsConfig(Strict):

@@ -48,7 +48,7 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"free {_fmt(100 * s['kv_free_frac'])}%; waste {_fmt(100 * s['kv_waste_frac'])}% of the memory in use"
         + (f"; prefix-cache hit rate {_fmt(100 * s['prefix_cache_hit_rate'])}%" if s["prefix_cache_hit_rate"] else ""),
         f"SLO:        attainment {_fmt(100 * s['slo_attainment'])}%, goodput {_fmt(s['request_goodput'], 2)} req/s"
-        if slo_given else "SLO:        none set (slo: {ttft_ms, tpot_ms, e2e_ms} gives attainment and goodput)",
+        if slo_given else "SLO:        none set (slo: {ttft_ms, tpot_ms, e2el_ms} gives attainment and goodput)",
     ]
     mid, end = s["backlog_mid_arrivals"], s["backlog_end_of_arrivals"]
     if end > OVERLOAD_GROWTH * mid + 10:
