@@ -394,3 +394,48 @@ def test_a_hybrid_pattern_with_mixture_of_experts_layers(tmp_path):
     assert (moe.num_experts, moe.experts_per_token, moe.intermediate_size, moe.gated) == (8, 2, 128, False)
     assert blocks[("none", "dense")].ffn.intermediate_size == 512
     assert blocks[("mamba", "none")].params(256) == blocks[("mamba", "none")].attention.params(256) + 256
+
+
+def test_the_busiest_expert_parallel_rank_matches_sampled_routing():
+    """The closed-form busiest rank against sampling the routing it describes (seeded): every token picks k distinct
+    of E experts, uniformly (the binomial term) or by popularities of a stated spread (E = 128, k = 8; the expected
+    largest rank load over 400 draws). Equal popularity and no sampling is exactly balanced; a rank never holds
+    more than every token's assignments to its experts."""
+    import numpy as np
+
+    from simulator.cost.moe import busiest_rank_factor
+
+    rng = np.random.default_rng(7)
+    experts, topk = 128, 8
+    for tokens, ep, cv in ((64, 4, 0.0), (256, 8, 0.0), (16, 16, 0.0), (512, 8, 0.5), (2048, 16, 0.8)):
+        popularity = np.ones(experts) if cv == 0 else rng.gamma(1 / cv**2, cv**2, experts)  # mean 1, spread cv
+        largest = []
+        for _ in range(400):
+            keys = np.log(rng.random((tokens, experts))) / (popularity / popularity.mean())  # weighted, distinct
+            chosen = np.argsort(keys, axis=1)[:, -topk:]
+            loads = np.bincount(chosen.ravel() // (experts // ep), minlength=ep)
+            largest.append(loads.max() / (tokens * topk / ep))
+        assert busiest_rank_factor(tokens, topk, experts, ep, cv) == pytest.approx(np.mean(largest), rel=0.10)
+    assert busiest_rank_factor(64, 8, 128, 8, 0.0, sampled=False) == 1.0
+    assert busiest_rank_factor(1, 8, 16, 16, 5.0) == 2.0  # one expert per rank: a token sends it 1 of its 8, mean 0.5
+
+
+def test_expert_load_spread_slows_an_expert_parallel_deployment_only():
+    """cost_model.expert_load_cv: the busiest rank's experts set a MoE layer's time under expert parallelism; without
+    it every GPU holds every expert and the spread changes nothing."""
+    from simulator.cost.base import IterationShape
+    from simulator.cost.moe import moe_time
+
+    hw = load_hardware("h100-sxm")
+    model = load_model("qwen3-235b-a22b")
+    prompt = IterationShape(((4096, 0),), 0, 0)
+    even = RooflineCostModel(model, hw, 8, expert_parallel=8)
+    skewed = RooflineCostModel(model, hw, 8, expert_parallel=8, expert_load_cv=1.0)
+    assert skewed.iteration_time(prompt) > 1.05 * even.iteration_time(prompt)
+    assert skewed.decode_step_coefficients(64)[0] > even.decode_step_coefficients(64)[0]
+    assert RooflineCostModel(model, hw, 8, expert_load_cv=1.0).iteration_time(prompt) == pytest.approx(
+        RooflineCostModel(model, hw, 8).iteration_time(prompt))
+    assert moe_time(hw, 4096, 4096, 1536, 8, 128, moe_ep=8, load_cv=1.0) > moe_time(hw, 4096, 4096, 1536, 8, 128,
+                                                                                      moe_ep=8)
+    with pytest.raises(ValueError, match="load_cv: -1"):
+        moe_time(hw, 16, 4096, 1536, 8, 128, load_cv=-1)

@@ -329,6 +329,12 @@ class RooflineCostConfig(CostModelBase):
     """Per-operator roofline from the hardware profile's spec-sheet numbers."""
 
     kind: Literal["roofline"] = "roofline"
+    expert_load_cv: float = Field(
+        default=0.0, ge=0, le=10,
+        description="coefficient of variation of the routed experts' popularity (0 = equally popular; SGLang's "
+        "expert-distribution recorder or a routing trace measures it): with expert_parallel > 1 the busiest rank "
+        "sets a MoE layer's time (simulator.cost.moe)",
+    )
 
 
 class LinearCostConfig(CostModelBase):

@@ -113,12 +113,14 @@ class GroupCost:
 
     def __init__(self, group: LayerGroup, hidden: int, tensor_parallel: int, gemms: dict[str, GemmModel],
                  experts: ExpertsModel, attention: AttentionModel, activation_bytes: float,
-                 elementwise_kernels: int, expert_parallel: int = 1, data_parallel: int = 1) -> None:
+                 elementwise_kernels: int, expert_parallel: int = 1, data_parallel: int = 1,
+                 expert_load_cv: float = 0.0) -> None:
         """``gemms``: the GEMM model of each part (``attention``, ``dense_ffn``, ``experts``, ``router``);
         ``experts``: the routed experts' grouped GEMMs (:mod:`simulator.cost.moe`), spread over
         ``expert_parallel`` of the replica's ``data_parallel`` × ``tensor_parallel`` GPUs (each expert's width split
         over the rest); with attention data parallelism the experts see every rank's tokens (ranks taken as equally
-        loaded: ``data_parallel`` × this rank's)."""
+        loaded: ``data_parallel`` × this rank's); the busiest expert-parallel rank sets their time (uniform routing
+        over experts whose popularity varies by ``expert_load_cv``)."""
         self.experts_model = experts
         self.count = group.count
         self.hidden = hidden
@@ -139,7 +141,7 @@ class GroupCost:
         self.moe, self.has_ffn = f.kind == "moe", f.kind != "none"
         width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
         self.experts, self.topk, self.expert_parallel = f.num_experts, f.experts_per_token, expert_parallel
-        self.data_parallel = data_parallel
+        self.data_parallel, self.expert_load_cv = data_parallel, expert_load_cv
         self.up_matrices = f.matrices - 1
         self.up_width, self.down_width = self.up_matrices * width, width
         self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
@@ -179,7 +181,8 @@ class GroupCost:
         if not self.moe:
             return 0.0
         return self.count * self.experts_model.time(tokens * self.data_parallel, self.hidden, self.expert_width,
-                                                    self.up_matrices, self.topk, self.experts, self.expert_parallel)
+                                                    self.up_matrices, self.topk, self.experts, self.expert_parallel,
+                                                    "uniform", self.expert_load_cv)
 
     def elementwise_time(self, tokens: int) -> float:
         nbytes = tokens * (10 * self.hidden + 3 * self.activation_width) * self.w

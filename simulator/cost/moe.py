@@ -17,6 +17,16 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
   ``moe_kernels`` kernels a fused-MoE layer launches (routing, sorting/alignment, activation quantisation, the two
   GEMMs, the combine) at the GPU's — or under CUDA graphs the engine's — ``kernel_overhead_us`` each.
 
+With expert parallelism the layer waits for the busiest rank. A rank holds ``E/ep`` experts and receives on average
+``T·k/ep`` assignments; its load varies by the experts' popularity (coefficient of variation ``cv`` of one expert's
+share, ``expert_load_cv``: 0 = equally popular) and, under ``uniform`` routing, by sampling (the rank's count is
+binomial over ``T·k`` assignments), so its relative spread is ``s = sqrt(cv²·ep/E + (ep − 1)/(T·k))`` (the second
+term 0 under ``balanced``). The busiest of ``ep`` ranks carries ``1 + z_ep·s`` times the mean, ``z_ep`` the expected
+largest of ``ep`` standard normals (Blom: ``Φ⁻¹((ep − 0.375)/(ep + 0.25))``), at most ``ep·min(k, E/ep)/k`` (every
+token's assignments on that rank). It is priced as the mean rank with that many times the tokens. On the
+TensorRT-LLM MoE tables' power-law rows (their collector samples each expert's load from a power law and times the
+busiest rank), the closed form's factor is within 10% of sampling the collector's law up to EP 16.
+
 ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``, ``moe_gemm_efficiency`` and ``moe_bandwidth_efficiency`` are fitted per
 GPU generation on the frameworks' MoE tables (``../shared/data/kernels/<gpu>/moe``,
 :mod:`simulator.fidelity.kernel_fit`); ``moe_kernels`` is counted, not fitted: 6 (top-k routing, alignment, the two
@@ -27,6 +37,8 @@ CUDA-graph engine does not pay.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
+from statistics import NormalDist
 
 from simulator.catalog import HardwareSpec, resolve_hardware
 from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
@@ -47,10 +59,13 @@ class ExpertsModel:
         self.overhead = hardware.moe_kernels * hardware.kernel_overhead_us * 1e-6
 
     def time(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
-             expert_parallel: int = 1, distribution: str = "uniform") -> float:
-        """Seconds of one MoE layer's routed experts; ``width`` = I/tp, ``up_matrices`` = 2 if gated else 1."""
+             expert_parallel: int = 1, distribution: str = "uniform", load_cv: float = 0.0) -> float:
+        """Seconds of one MoE layer's routed experts on the busiest GPU; ``width`` = I/tp, ``up_matrices`` = 2 if
+        gated else 1, ``load_cv`` the experts' popularity spread (module docstring)."""
         if tokens <= 0:
             return 0.0
+        if expert_parallel > 1:
+            tokens *= busiest_rank_factor(tokens, topk, experts, expert_parallel, load_cv, distribution == "uniform")
         local, assignments = experts / expert_parallel, tokens * topk / expert_parallel
         if distribution == "balanced":
             touched = min(local, assignments)
@@ -66,18 +81,39 @@ class ExpertsModel:
         return (compute**p + memory**p) ** (1 / p) + self.overhead
 
 
+@lru_cache(maxsize=64)
+def largest_normal(n: int) -> float:
+    """Expected largest of ``n`` independent standard normals (Blom's approximation; 0 for one)."""
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
+
+
+def busiest_rank_factor(tokens: float, topk: int, experts: int, expert_parallel: int, load_cv: float = 0.0,
+                        sampled: bool = True) -> float:
+    """The busiest expert-parallel rank's assignments over the mean rank's (module docstring; ``sampled``: add the
+    binomial spread of uniform routing)."""
+    ep = expert_parallel
+    spread = load_cv * load_cv * ep / experts
+    if sampled:
+        spread += (ep - 1) / (tokens * topk)
+    return min(1 + largest_normal(ep) * math.sqrt(spread), ep * min(topk, experts / ep) / topk)
+
+
 DISTRIBUTIONS = ("balanced", "uniform")
 
 
 def moe_time(hardware: str | HardwareSpec, num_tokens: int, hidden: int, inter: int, topk: int, num_experts: int,
              moe_tp: int = 1, moe_ep: int = 1, dtype: str = "bf16", distribution: str = "balanced",
-             gated: bool = True) -> float:
-    """Seconds for one MoE layer's routed experts on one GPU (:class:`ExpertsModel`; ``balanced`` as the kernel
-    tables mean it, ``uniform`` as the simulator's serving default)."""
+             gated: bool = True, load_cv: float = 0.0) -> float:
+    """Seconds for one MoE layer's routed experts on the busiest GPU (:class:`ExpertsModel`; ``balanced`` as the
+    kernel tables mean it, ``uniform`` as the simulator's serving default; ``load_cv`` the experts' popularity
+    spread, which with ``moe_ep`` > 1 loads one rank more than the others)."""
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution: {distribution!r} is not modelled yet (allowed: {', '.join(DISTRIBUTIONS)})")
+    if load_cv < 0:
+        raise ValueError(f"load_cv: {load_cv} must be >= 0 (0 = equally popular experts)")
     if not 1 <= topk <= num_experts or num_experts % moe_ep or inter % moe_tp:
         raise ValueError(f"need 1 <= topk <= num_experts, experts divisible by moe_ep and inter by moe_tp; got "
                          f"topk={topk}, num_experts={num_experts}, moe_ep={moe_ep}, inter={inter}, moe_tp={moe_tp}")
     model = ExpertsModel(resolve_hardware(hardware), dtype)
-    return model.time(num_tokens, hidden, inter / moe_tp, 2 if gated else 1, topk, num_experts, moe_ep, distribution)
+    return model.time(num_tokens, hidden, inter / moe_tp, 2 if gated else 1, topk, num_experts, moe_ep, distribution,
+                      load_cv)

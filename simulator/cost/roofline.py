@@ -42,7 +42,7 @@ class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
-        expert_parallel: int = 1, data_parallel: int = 1,
+        expert_parallel: int = 1, data_parallel: int = 1, expert_load_cv: float = 0.0,
     ) -> None:
         self.model = model
         self.tp = tensor_parallel
@@ -73,7 +73,8 @@ class RooflineCostModel(CostModel):
                                self.engine.compute_efficiency, self.engine.memory_efficiency)
         self.dp = data_parallel
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts, self.attention, self.w,
-                                 self.elementwise_kernels, expert_parallel, data_parallel) for group in model.layers]
+                                 self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv)
+                       for group in model.layers]
         self.spans = {group.span for group in self.groups}
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
         self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
@@ -89,7 +90,7 @@ class RooflineCostModel(CostModel):
         engine = load_engine(config.engine)
         cluster = config.cluster
         return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,
-                   cluster.expert_parallel, cluster.data_parallel)
+                   cluster.expert_parallel, cluster.data_parallel, config.cost_model.expert_load_cv)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:

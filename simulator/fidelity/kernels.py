@@ -23,10 +23,20 @@ decompressed, decode rows absorbed over the latent) are predicted with the atten
 :func:`simulator.cost.layers.attention_shapes` gives an MLA layer, with the attention parameters fitted on the
 multi-head tables (nothing is fitted on these). vLLM's MLA tables are left out like its fp8_block GEMMs: their floor is
 110–180 µs for a single token, ten times the same kernel in SGLang and TensorRT-LLM (12–16 µs).
+
+Routing skew (:func:`moe_routing_kernel_errors`): TensorRT-LLM's MoE rows with expert parallelism, balanced and
+``power_law_<α>``. Its collector draws every expert's load from a power law of exponent α on ``[1, 0.8·T]``
+(``[0.01, 2]`` when ``T·k ≤ E``), scales the draws to ``T·k`` assignments and times the busiest rank; its balanced
+rows take ``1/ep`` of the EP-1 time at large T, so ``num_tokens`` counts every rank's tokens. The prediction takes
+the law's coefficient of variation, ``sqrt(m2/m1² − 1)`` with ``m_j = ∫ x^(j−α) dx`` over the interval, as
+``expert_load_cv`` (:func:`simulator.cost.moe.busiest_rank_factor`, no sampling term: the collector fixes the total).
+SGLang's and vLLM's EP rows are left out: at EP 2 they time the same as at EP 1, and no reading of ``num_tokens``
+makes both scale.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -201,6 +211,64 @@ def moe_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | 
             model.time(t, h, i / tp, 2, k, e, ep, "balanced") for t, h, i, k, e, tp, ep in zip(
                 rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
                 rows["moe_ep"], strict=True)]
+    return _with_errors(table, predicted)
+
+
+def power_law_cv(tokens: int, experts: int, topk: int, alpha: float) -> float:
+    """Coefficient of variation of one expert's load under the MoE collectors' power law (module docstring)."""
+    low, high = (1.0, 0.8 * tokens) if tokens * topk > experts else (0.01, 2.0)
+
+    def moment(j: int) -> float:
+        return (high ** (j + 1 - alpha) - low ** (j + 1 - alpha)) / (j + 1 - alpha)
+
+    m0, m1, m2 = moment(0), moment(1), moment(2)
+    return math.sqrt(max(m2 * m0 / (m1 * m1) - 1, 0.0))
+
+
+ROUTING_FRAMEWORKS = ("trtllm",)  # the frameworks whose EP rows count every rank's tokens (module docstring)
+
+
+def moe_routing_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured fused-MoE layer with expert parallelism (balanced or power-law routing):
+    :data:`MOE_COLUMNS` plus ``distribution`` and ``load_cv`` (the collector's law; 0 when balanced)."""
+    frames = []
+    for path in sorted(kernels_dir.glob("*/moe/*/*/moe_perf.parquet")):
+        gpu, framework = path.parts[-5], path.parts[-3]
+        if gpu not in GPUS or framework not in ROUTING_FRAMEWORKS:
+            continue
+        table = pd.read_parquet(path)
+        table = table[table["moe_dtype"].isin(MOE_DTYPES) & (table["moe_ep_size"] > 1)]
+        alphas = table["distribution"].str.extract(r"^power_law_([0-9.]+)$", expand=False).astype(float)
+        table, alphas = table[alphas.notna() | (table["distribution"] == "balanced")], alphas.dropna()
+        cv = np.zeros(len(table))
+        skewed = table.index.get_indexer(alphas.index)
+        cv[skewed] = [power_law_cv(t, e, k, a) for t, e, k, a in zip(
+            table.loc[alphas.index, "num_tokens"], table.loc[alphas.index, "num_experts"],
+            table.loc[alphas.index, "topk"], alphas, strict=True)]
+        frames.append(pd.DataFrame({
+            "gpu": gpu, "framework": framework, "dtype": table["moe_dtype"].map(MOE_DTYPES).to_numpy(),
+            "tokens": table["num_tokens"].to_numpy(), "hidden": table["hidden_size"].to_numpy(),
+            "inter": table["inter_size"].to_numpy(), "topk": table["topk"].to_numpy(),
+            "experts": table["num_experts"].to_numpy(), "moe_tp": table["moe_tp_size"].to_numpy(),
+            "moe_ep": table["moe_ep_size"].to_numpy(), "measured_s": table["latency"].to_numpy() * 1e-3,
+            "distribution": np.where(cv > 0, "power_law", "balanced"), "load_cv": cv,
+        }))
+    columns = [*MOE_COLUMNS, "distribution", "load_cv"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def moe_routing_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                              skew: bool = True) -> pd.DataFrame:
+    """:func:`moe_routing_kernel_table` predicted for the busiest rank (``skew=False``: as if balanced)."""
+    table = moe_routing_kernel_table(kernels_dir)
+    predicted = np.zeros(len(table))
+    for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
+        model = ExpertsModel(_hardware(gpu, hardware), dtype)
+        predicted[table.index.get_indexer(rows.index)] = [
+            model.time(t, h, i / tp, 2, k, e, ep, "balanced", cv if skew else 0.0)
+            for t, h, i, k, e, tp, ep, cv in zip(
+                rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
+                rows["moe_ep"], rows["load_cv"], strict=True)]
     return _with_errors(table, predicted)
 
 

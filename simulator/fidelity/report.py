@@ -18,6 +18,7 @@ from simulator.fidelity.kernels import (
     gemm_kernel_errors,
     mla_kernel_errors,
     moe_kernel_errors,
+    moe_routing_kernel_errors,
     nccl_kernel_errors,
 )
 from simulator.fidelity.network import network_errors
@@ -38,6 +39,7 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
         results["kernel_nccl"] = nccl_kernel_errors(data_dir / "kernels")
         results["kernel_attention"] = attention_kernel_errors(data_dir / "kernels")
         results["kernel_moe"] = moe_kernel_errors(data_dir / "kernels")
+        results["kernel_moe_ep"] = moe_routing_kernel_errors(data_dir / "kernels")
         results["kernel_mla"] = mla_kernel_errors(data_dir / "kernels")
     return results
 
@@ -52,6 +54,7 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
     groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
               "kernel_gemm": ["gpu", "framework", "dtype"], "kernel_nccl": ["gpu", "op", "gpus"],
               "kernel_attention": ["gpu", "framework", "phase"], "kernel_moe": ["gpu", "framework", "dtype"],
+              "kernel_moe_ep": ["gpu", "framework", "distribution", "moe_ep"],
               "kernel_mla": ["gpu", "framework", "phase"]}
     lines = []
     for name, frame in results.items():
