@@ -63,6 +63,9 @@ CATALOG_PUBLISHED = [
     ("gemma-3-27b", 27, None, "Google: 27B (the 0.4B vision encoder not modelled)"),
     ("qwen3-235b-a22b", 235, 22, "Qwen3 technical report: 235B total, 22B activated"),
     ("gpt-oss-120b", 116.83, 5.71, "gpt-oss model card: 116.83B total; 5.13B active without the 0.58B embedding"),
+    # GLM's activated counts leave out both the embedding and the output table: 2 × 151552 × hidden
+    ("glm-4.5", 355, 32 + 2 * 151552 * 5120 / 1e9, "GLM-4.5 report: 355B total, 32B activated"),
+    ("glm-4.5-air", 106, 12 + 2 * 151552 * 4096 / 1e9, "GLM-4.5 report: Air 106B total, 12B activated"),
 ]
 
 

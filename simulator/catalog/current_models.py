@@ -48,6 +48,16 @@ def _llama4(experts: int, step: int) -> dict[str, Any]:
             "tie_word_embeddings": False}
 
 
+def _glm4_moe(layers: int, hidden: int, dense_layers: int, inter: int, moe_inter: int, experts: int) -> dict[str, Any]:
+    """GLM-4.5 and -Air (``zai-org``): GQA with 96 query heads, dense first layers, one shared expert; the checkpoint's
+    multi-token prediction layer (``num_nextn_predict_layers``) is left out: it only serves as a speculative draft."""
+    return {"model_type": "glm4_moe", "num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": 96,
+            "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": inter, "moe_intermediate_size": moe_inter,
+            "n_routed_experts": experts, "num_experts_per_tok": 8, "n_shared_experts": 1,
+            "first_k_dense_replace": dense_layers, "vocab_size": 151552, "max_position_embeddings": 131072,
+            "tie_word_embeddings": False}
+
+
 _LLAMA_70B = {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64,
               "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 128256,
               "max_position_embeddings": 131072, "tie_word_embeddings": False}
@@ -91,6 +101,8 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         "hybrid_override_pattern": "M-M-M-M*-" + "M-M-M-M-M*-" * 9 + "M-M-M-M-M-",
         "mamba_num_heads": 256, "mamba_head_dim": 64, "ssm_state_size": 256, "n_groups": 8, "conv_kernel": 4,
         "vocab_size": 131072, "max_position_embeddings": 8192, "tie_word_embeddings": False}),
+    "glm-4.5": ("zai-org/GLM-4.5", _glm4_moe(92, 5120, 3, 12288, 1536, 160)),
+    "glm-4.5-air": ("zai-org/GLM-4.5-Air", _glm4_moe(46, 4096, 1, 10944, 1408, 128)),
     "minimax-m2.5": ("MiniMaxAI/MiniMax-M2.5", {
         "model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "num_local_experts": 256,
