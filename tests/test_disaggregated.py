@@ -91,3 +91,28 @@ def test_heterogeneous_pools_serve_with_their_own_hardware():
     result = simulator.run(load_experiment(config))
     by_replica = result.requests.groupby("replica")["e2el_ms"].median()
     assert by_replica[1] < by_replica[0] and result.summary["num_gpus"] == 2
+
+
+def test_each_pool_batches_within_its_own_limits():
+    """Prefill workers limited to one request, decode workers to one: three 1000-token prompts sent together are
+    prefilled one after another (TTFT 102, 204, 306 ms: 2 + 1000 × 0.1 ms each; with the experiment's 16 and 2048
+    tokens the two behind the first share an iteration: 102 + 2 + 2000 × 0.1 = 304 ms) and each decodes only when
+    the one before has finished."""
+    config = _disaggregated(num_requests=3, rate=1e9, outputs=11)
+    config["cluster"]["prefill"]["max_num_seqs"] = 1
+    config["cluster"]["decode"]["max_num_seqs"] = 1
+    rows = simulator.run(load_experiment(config)).requests.sort_values("ttft_ms")
+    assert rows["ttft_ms"].tolist() == pytest.approx([102.0, 204.0, 306.0])
+    admitted, finished = rows["decode_admitted_s"].to_numpy(), rows["finish_s"].to_numpy()
+    assert (admitted[1:] >= finished[:-1] - 1e-12).all()
+    shared = simulator.run(load_experiment(_disaggregated(num_requests=3, rate=1e9, outputs=11))).requests
+    assert sorted(shared["ttft_ms"]) == pytest.approx([102.0, 304.0, 304.0])
+
+
+def test_a_pool_limit_is_checked_like_the_scheduler_section():
+    config = _disaggregated()
+    config["scheduler"] = {"kind": "chunked", "max_num_batched_tokens": 2048, "chunk_size": 1024,
+                           "max_model_len": 2048}
+    config["cluster"]["decode"]["max_num_batched_tokens"] = 512
+    with pytest.raises(ConfigError, match=r"^cluster.decode: chunk_size must be <= max_num_batched_tokens"):
+        simulator.run(load_experiment(config))

@@ -49,7 +49,10 @@ def test_a_row_becomes_its_benchmark(tmp_path):
 
 
 @pytest.mark.parametrize("changes, reason", [
-    ({"mode": "disagg"}, "disaggregated"),
+    ({"mode": "disagg"}, "prefill_num_workers is not stated"),
+    ({"mode": "disagg", **{f"{role}_{key}": "1" for role in ("prefill", "decode")
+                           for key in ("num_workers", "tp_size", "batch_size")}}, "silicon_concurrency) is not stated"),
+    ({"mode": "hybrid"}, "x:7: mode must be agg or disagg, got 'hybrid'"),
     ({"attention_dp_size": "4", "silicon_data_source": "silicon_concurrency=16"},
      "attention data parallelism of a dense model"),
     ({"model_path": "Qwen/Qwen3-30B-A3B", "attention_dp_size": "4"},
@@ -72,6 +75,24 @@ def test_rows_the_simulator_cannot_represent_say_why(changes, reason):
     with pytest.raises(Unsupported) as caught:
         row_experiment(_row(**changes), "x:7", None)
     assert reason in str(caught.value)
+
+
+def test_a_disaggregated_row_becomes_its_two_pools():
+    """Workers, per-rank parallelism and batch per role; the recipe's budget per pool; the stated clients; the KV
+    link = the prefill worker's GPUs × the node's 50 GB/s network cards."""
+    row = _row(mode="disagg", model_path="Qwen/Qwen3-30B-A3B", isl="1000", osl="100", batch_size="",
+               silicon_data_source="silicon_concurrency=24", prefill_num_workers="2", prefill_tp_size="2",
+               prefill_attention_dp_size="1", prefill_moe_tp_size="2", prefill_moe_ep_size="1",
+               prefill_batch_size="1", decode_num_workers="1", decode_tp_size="1", decode_attention_dp_size="4",
+               decode_moe_tp_size="1", decode_moe_ep_size="4", decode_batch_size="6")
+    config = row_experiment(row, "x:7", None)
+    cluster = config.cluster
+    assert cluster.kind == "disaggregated" and config.workload.arrival.users == 24
+    prefill, decode = cluster.prefill, cluster.decode
+    assert (prefill.replicas, prefill.tensor_parallel, prefill.data_parallel, prefill.max_num_seqs) == (2, 2, 1, 1)
+    assert (decode.replicas, decode.tensor_parallel, decode.data_parallel, decode.expert_parallel) == (1, 1, 4, 4)
+    assert (prefill.max_num_batched_tokens, decode.max_num_batched_tokens) == (1 + 1000 + 1500, 6 + 1000 + 1500)
+    assert cluster.transfer.bandwidth_gbps == 2 * 50
 
 
 def test_expert_parallel_rows_run_with_the_experts_over_the_tensor_parallel_gpus():
@@ -125,7 +146,7 @@ def test_cli_writes_every_row_back(tmp_path, capsys):
     assert [r["id"] for r in rows] == ["a", "b"]
     assert rows[0]["status"] == "ok" and rows[1]["status"].startswith("unsupported: disaggregated")
     assert {"predicted_ttft_ms", "predicted_tpot_ms", "subset"} <= set(rows[0])
-    assert "disaggregated prefill/decode workers" in capsys.readouterr().out
+    assert "disaggregated workers: prefill_num_workers is not stated" in capsys.readouterr().out
 
 
 def test_fit_subset_is_fixed_by_the_id():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import simpy
+from pydantic import ValidationError
 
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
@@ -146,10 +147,20 @@ def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):
 
 def _build_pool(
     config: ExperimentConfig, model, pool: PoolConfig, first_index: int, env: simpy.Environment, recorder: Recorder,
-    fast_forward: bool,
+    fast_forward: bool, label: str = "cluster",
 ) -> Pool:
+    """One pool's replicas (``label``: where the pool is configured, for errors)."""
     check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel, pool.expert_parallel, pool.data_parallel)
     hardware = load_hardware(pool.hardware or config.hardware)
+    limits = {key: value for key in ("max_num_seqs", "max_num_batched_tokens")
+              if (value := getattr(pool, key)) is not None}
+    if limits:  # this pool's own batch limits, checked as the scheduler section would be
+        try:
+            sched = type(config.scheduler).model_validate({**config.scheduler.model_dump(), **limits})
+        except ValidationError as exc:
+            problems = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+            raise ConfigError(f"{label}: {problems}") from None
+        config = config.model_copy(update={"scheduler": sched})
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache
     budget = kv_budget(
@@ -225,8 +236,10 @@ def simulate(
     env = simpy.Environment()
     recorder = Recorder(sum(p.schedulers for p in pool_configs), requests_path)
     pools, first = [], 0
-    for pool_config in pool_configs:
-        pools.append(_build_pool(config, model, pool_config, first, env, recorder, fast_forward))
+    labels = (["cluster.prefill", "cluster.decode"] if cluster.kind == "disaggregated"
+              else [f"cluster.pools[{i}]" for i in range(len(pool_configs))] if cluster.pools else ["cluster"])
+    for pool_config, label in zip(pool_configs, labels, strict=True):
+        pools.append(_build_pool(config, model, pool_config, first, env, recorder, fast_forward, label))
         first += pool_config.schedulers
     replicas = [replica for pool in pools for replica in pool.replicas]
     for replica in replicas:

@@ -89,6 +89,12 @@ class PoolConfig(Strict):
     pipeline_parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
     data_parallel: DataParallel = 1
     expert_parallel: ExpertParallel = 1
+    max_num_seqs: int | None = Field(
+        default=None, ge=1, le=MAX_REQUESTS,
+        description="this pool's scheduler.max_num_seqs (e.g. disaggregated prefill workers batch fewer requests "
+        "than decode workers, as Dynamo's per-role engine arguments)")
+    max_num_batched_tokens: int | None = Field(
+        default=None, ge=1, description="this pool's scheduler.max_num_batched_tokens")
 
     @model_validator(mode="after")
     def _experts_within_tensor_parallel(self) -> PoolConfig:

@@ -19,11 +19,12 @@ fit rows / held out): vLLM the recipe (38.7% / 29.7%, against 64.7% / 74.2% with
 TensorRT-LLM their server defaults (SGLang 10.3% / 15.8% against 12.6% / 17.3%; TensorRT-LLM 50.3% / 49.2% against
 61.1% / 63.3%, where 41 rows then fail). TPOT moves by under a point either way.
 
-A row the simulator cannot represent yet gets ``status = unsupported: <reason>`` (attention data parallelism — also
-where the row's stated client count is a multiple of its per-rank ``batch_size`` — MoE
-parallelism other than moe_tp × moe_ep = tp, disaggregated workers, an unknown model or system, an architecture the
-importer refuses); expert parallelism inside the tensor-parallel group runs (``cluster.expert_parallel``); a malformed
-row gets ``unsupported: file:line: <problem>``. Nothing stops the run on one row.
+A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`).
+A row the simulator cannot represent gets ``status = unsupported: <reason>`` (attention data parallelism of a dense
+model or with a client count that is not a whole number of ranks, MoE parallelism whose moe_tp × moe_ep does not
+cover the GPUs, a disaggregated row that does not state its worker or client counts, an unknown model or system, an
+architecture the importer refuses); a malformed row gets ``unsupported: file:line: <problem>``. Nothing stops the
+run on one row.
 """
 
 from __future__ import annotations
@@ -99,6 +100,52 @@ def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: 
     return dp, tp
 
 
+def _check_moe_parallelism(row: dict[str, str], prefix: str, gpus: int, ep: int, where: str) -> None:
+    """The MoE columns must cover the GPUs: ``moe_tp × moe_ep`` = dp × tp (an empty moe_tp: whatever EP leaves)."""
+    key = f"{prefix}moe_tp_size"
+    moe_tp = _degree(row, key, where) if (row.get(key) or "").strip() else gpus // ep
+    if moe_tp * ep != gpus:
+        raise Unsupported(f"MoE parallelism moe_tp {moe_tp} x moe_ep {ep} over {gpus} GPUs")
+
+
+def disaggregated_cluster(row: dict[str, str], backend: str, spec, hardware: str, isl: int,
+                          where: str) -> tuple[dict, int, int]:
+    """(cluster section, client count, per-rank decode batch) of a disaggregated row: a prefill and a decode pool of
+    ``<role>_num_workers`` workers, each ``<role>_attention_dp_size`` ranks of ``<role>_tp_size`` GPUs (per rank, as
+    their MoE columns confirm: ``moe_tp × moe_ep`` = dp × tp) running at most ``<role>_batch_size`` requests per
+    rank, each pool with the benchmark recipe's token budget (:func:`recipe_token_budget` of its batch: the server
+    default may not hold a prompt). The clients: ``silicon_concurrency``; a row that does not state it is
+    unsupported (where stated it equals ``decode_batch_size`` × workers, but the rows without it measure TPOTs that
+    batch could not give — SGLang Qwen3-32B 112–560 ms — so the batch is a cap, not the client count). The KV moves
+    over the prefill worker's network cards: its GPUs × the node's ``inter_node_gbps``."""
+    from simulator.catalog import load_hardware
+
+    pools = {}
+    for role in ("prefill", "decode"):
+        if not (row.get(f"{role}_num_workers") or "").strip():
+            raise Unsupported(f"disaggregated workers: {role}_num_workers is not stated")
+        workers = _number(row, f"{role}_num_workers", where)
+        tp, dp = _number(row, f"{role}_tp_size", where), _degree(row, f"{role}_attention_dp_size", where)
+        ep = _degree(row, f"{role}_moe_ep_size", where)
+        if dp > 1 and not spec.is_moe:
+            raise Unsupported("attention data parallelism of a dense model")
+        if spec.is_moe:
+            _check_moe_parallelism(row, f"{role}_", dp * tp, ep, where)
+        batch = _number(row, f"{role}_batch_size", where)
+        pools[role] = {"replicas": workers, "tensor_parallel": tp, "pipeline_parallel": _degree(row, f"{role}_pp_size",
+                       where), "data_parallel": dp, "expert_parallel": ep if spec.is_moe else 1,
+                       "max_num_seqs": batch, "max_num_batched_tokens": recipe_token_budget(backend, isl, batch)}
+    if not re.search(r"silicon_concurrency=[1-9]", row.get("silicon_data_source") or ""):
+        raise Unsupported("disaggregated workers: the client count (silicon_concurrency) is not stated")
+    decode = pools["decode"]
+    per_rank = decode["max_num_seqs"]
+    users = concurrency(row, per_rank)
+    prefill = pools["prefill"]
+    gpus = prefill["tensor_parallel"] * prefill["data_parallel"] * prefill["pipeline_parallel"]
+    link = gpus * load_hardware(hardware).node.inter_node_gbps
+    return ({"kind": "disaggregated", **pools, "transfer": {"bandwidth_gbps": link}}, users, per_rank)
+
+
 def recipe_token_budget(backend: str, isl: int, concurrency: int) -> int:
     """The per-iteration token budget the benchmark recipe gives the server (ai-dynamo/aiconfigurator,
     ``generator/rule_plugin/benchmark/*.rule``, aggregated workers): ``max_batch_size + isl + 1500`` as vLLM's
@@ -167,13 +214,10 @@ def row_experiment(
     backend = (row.get("backend") or "").strip()
     if backend not in BACKENDS:
         raise Unsupported(f"{where}: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
-    if (row.get("mode") or "").strip() != "agg":
-        raise Unsupported("disaggregated prefill/decode workers")
+    mode = (row.get("mode") or "").strip()
+    if mode not in ("agg", "disagg"):
+        raise Unsupported(f"{where}: mode must be agg or disagg, got {mode!r}")
     isl, osl = _number(row, "isl", where), _number(row, "osl", where)
-    per_rank = _number(row, "batch_size", where)
-    users = concurrency(row, per_rank)
-    tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size", where)
-    dp, tp = data_parallelism(row, backend, users, per_rank, tp, where)
     precision = (row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()
     if precision not in PRECISIONS:
         raise Unsupported(f"weight precision {precision!r} (modelled: {', '.join(k for k in PRECISIONS if k)})")
@@ -183,20 +227,25 @@ def row_experiment(
         spec = load_model(model)
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
-    ep = _degree(row, "moe_ep_size", where)
-    if dp > 1 and not spec.is_moe:
-        raise Unsupported("attention data parallelism of a dense model")
-    if spec.is_moe:
-        gpus = dp * tp
-        moe_tp = _degree(row, "moe_tp_size", where) if (row.get("moe_tp_size") or "").strip() else gpus // ep
-        if moe_tp * ep != gpus:
-            raise Unsupported(f"MoE parallelism moe_tp {moe_tp} x moe_ep {ep} over {gpus} GPUs")
+    if mode == "disagg":
+        cluster, users, per_rank = disaggregated_cluster(row, backend, spec, SYSTEMS[system], isl, where)
+    else:
+        per_rank = _number(row, "batch_size", where)
+        users = concurrency(row, per_rank)
+        tp, pp = _number(row, "tp_size", where), _degree(row, "pp_size", where)
+        dp, tp = data_parallelism(row, backend, users, per_rank, tp, where)
+        ep = _degree(row, "moe_ep_size", where)
+        if dp > 1 and not spec.is_moe:
+            raise Unsupported("attention data parallelism of a dense model")
+        if spec.is_moe:
+            _check_moe_parallelism(row, "", dp * tp, ep, where)
+        cluster = {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp,
+                   "expert_parallel": ep if spec.is_moe else 1}
     engine_name = dict(settings.engines).get(backend, backend)
     measured = max(settings.measured * users, settings.min_measured)
     data = {
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
-        "cluster": {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp,
-                    "expert_parallel": ep if spec.is_moe else 1},
+        "cluster": cluster,
         "workload": {
             "num_requests": settings.warmup * users + measured + users,
             "arrival": {"kind": "closed_loop", "users": users, "think_ms": settings.client_jitter_ms},
@@ -206,7 +255,7 @@ def row_experiment(
         # the recipe's max_batch_size (per rank); the rest: the engine's server defaults (config loader)
         "scheduler": {"max_model_len": isl + osl, "max_num_seqs": per_rank},
     }
-    if dict(settings.token_budgets).get(backend) == "recipe":
+    if dict(settings.token_budgets).get(backend) == "recipe" and mode == "agg":
         data["scheduler"]["max_num_batched_tokens"] = recipe_token_budget(backend, isl, per_rank)
     try:
         config = load_experiment(data, where=where)
