@@ -172,7 +172,7 @@ def summarize(
     capacity = kv_num_blocks * kv_block_size
     blocks = kv_blocks_per_replica or [kv_num_blocks] * len(peak_kv_blocks)
     queue = (columns["first_scheduled_s"] - columns["arrival_s"])[done] * 1000
-    transfer = (columns["kv_arrived_s"] - columns["first_token_s"])[done] * 1000
+    transfer = (columns["kv_arrived_s"] - columns["prefill_done_s"])[done] * 1000
     decode_queue = (columns["decode_admitted_s"] - columns["kv_arrived_s"])[done] * 1000
     disaggregated = bool(np.any(~np.isnan(columns["kv_arrived_s"])))
     for name, values in (("queue", queue), ("kv_transfer", transfer), ("decode_queue", decode_queue)):

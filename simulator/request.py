@@ -43,7 +43,8 @@ class Request:
         "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens",
         "finish_clock", "finish_s", "first_scheduled_s",
         "first_token_s", "gap_key", "gap_run", "gen_offset", "generated", "input_tokens", "kv_arrived_s",
-        "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefilled", "prefix",
+        "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefill_done_s", "prefilled",
+        "prefix",
         "priority", "reject_reason", "remote_kv", "replica", "request_id", "status", "swapped_tokens",
     )
 
@@ -73,6 +74,7 @@ class Request:
         self.preempted_s = 0.0  # time between preemptions and resuming (re-prefilled or swapped back in)
         self.swapped_tokens = 0  # KV tokens in host memory while swapped out
         self.remote_kv = False  # disaggregated: swapped_tokens of KV are arriving from a prefill replica
+        self.prefill_done_s = math.nan  # disaggregated: when the prefill replica emitted the first token
         self.kv_arrived_s = math.nan  # disaggregated: when the KV reached the decode pool
         self.decode_admitted_s = math.nan  # and when a decode replica took it
         self.decode_output_tokens = output_tokens  # disaggregated: the real output while the prefill stage runs

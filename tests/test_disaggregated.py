@@ -24,15 +24,22 @@ def _disaggregated(num_requests=1, rate=1.0, inputs=1000, outputs=11, **transfer
 
 
 def test_one_request_prefills_transfers_then_decodes():
-    """TTFT = 2 ms overhead + 1000 × 0.1 ms; transfer = 1 ms + 1000 × 128 KiB / 10 GB/s; then 10 decode steps of
-    5 + 0.2 ms on the decode replica, which joins the next iteration at no cost."""
-    result = simulator.run(load_experiment(_disaggregated()))
-    row, s = result.requests.iloc[0], result.summary
+    """Prefill = 2 ms overhead + 1000 × 0.1 ms; transfer = 1 ms + 1000 × 128 KiB / 10 GB/s; then 10 decode steps of
+    5 + 0.2 ms on the decode replica, which joins the next iteration at no cost. The client's first token comes
+    from the decode replica when it takes the KV (TTFT = prefill + transfer), or with ``first_token_from: prefill``
+    as the prefill ends; the end-to-end latency is the same."""
     transfer_ms = 1.0 + 1000 * KV_PER_TOKEN / 10e9 * 1000
-    assert row["ttft_ms"] == pytest.approx(102.0)
-    assert s["mean_kv_transfer_ms"] == pytest.approx(transfer_ms)
-    assert row["e2el_ms"] == pytest.approx(102.0 + transfer_ms + 10 * 5.2)
-    assert row["replica"] == 1 and s["num_gpus"] == 2 and s["mean_decode_queue_ms"] == 0
+    for first_token_from, ttft_ms in (("decode", 102.0 + transfer_ms), ("prefill", 102.0)):
+        config = _disaggregated()
+        config["cluster"]["first_token_from"] = first_token_from
+        result = simulator.run(load_experiment(config))
+        row, s = result.requests.iloc[0], result.summary
+        assert row["ttft_ms"] == pytest.approx(ttft_ms)
+        assert row["prefill_done_s"] * 1000 == pytest.approx(102.0)
+        assert s["mean_kv_transfer_ms"] == pytest.approx(transfer_ms)
+        assert row["e2el_ms"] == pytest.approx(102.0 + transfer_ms + 10 * 5.2)
+        assert row["tpot_ms"] == pytest.approx((transfer_ms if first_token_from == "prefill" else 0) / 10 + 5.2)
+        assert row["replica"] == 1 and s["num_gpus"] == 2 and s["mean_decode_queue_ms"] == 0
 
 
 def test_a_prefill_replicas_link_sends_one_transfer_at_a_time():
@@ -41,7 +48,7 @@ def test_a_prefill_replicas_link_sends_one_transfer_at_a_time():
     result = simulator.run(load_experiment(_disaggregated(num_requests=2, rate=1e9, bandwidth_gbps=0.1)))
     rows = result.requests.sort_values("request_id")
     transfer_s = 1e-3 + 1000 * KV_PER_TOKEN / 0.1e9
-    assert list(rows["first_token_s"]) == pytest.approx([0.102, 0.204])
+    assert list(rows["prefill_done_s"]) == pytest.approx([0.102, 0.204])
     assert list(rows["kv_arrived_s"]) == pytest.approx([0.102 + transfer_s, 0.102 + 2 * transfer_s])
 
 
@@ -95,18 +102,18 @@ def test_heterogeneous_pools_serve_with_their_own_hardware():
 
 def test_each_pool_batches_within_its_own_limits():
     """Prefill workers limited to one request, decode workers to one: three 1000-token prompts sent together are
-    prefilled one after another (TTFT 102, 204, 306 ms: 2 + 1000 × 0.1 ms each; with the experiment's 16 and 2048
+    prefilled one after another (done at 102, 204, 306 ms: 2 + 1000 × 0.1 ms each; with the experiment's 16 and 2048
     tokens the two behind the first share an iteration: 102 + 2 + 2000 × 0.1 = 304 ms) and each decodes only when
     the one before has finished."""
     config = _disaggregated(num_requests=3, rate=1e9, outputs=11)
     config["cluster"]["prefill"]["max_num_seqs"] = 1
     config["cluster"]["decode"]["max_num_seqs"] = 1
-    rows = simulator.run(load_experiment(config)).requests.sort_values("ttft_ms")
-    assert rows["ttft_ms"].tolist() == pytest.approx([102.0, 204.0, 306.0])
+    rows = simulator.run(load_experiment(config)).requests.sort_values("prefill_done_s")
+    assert (rows["prefill_done_s"] * 1000).tolist() == pytest.approx([102.0, 204.0, 306.0])
     admitted, finished = rows["decode_admitted_s"].to_numpy(), rows["finish_s"].to_numpy()
     assert (admitted[1:] >= finished[:-1] - 1e-12).all()
     shared = simulator.run(load_experiment(_disaggregated(num_requests=3, rate=1e9, outputs=11))).requests
-    assert sorted(shared["ttft_ms"]) == pytest.approx([102.0, 304.0, 304.0])
+    assert sorted(shared["prefill_done_s"] * 1000) == pytest.approx([102.0, 304.0, 304.0])
 
 
 def test_a_pool_limit_is_checked_like_the_scheduler_section():
@@ -116,3 +123,20 @@ def test_a_pool_limit_is_checked_like_the_scheduler_section():
     config["cluster"]["decode"]["max_num_batched_tokens"] = 512
     with pytest.raises(ConfigError, match=r"^cluster.decode: chunk_size must be <= max_num_batched_tokens"):
         simulator.run(load_experiment(config))
+
+
+def test_a_full_decode_pool_backs_up_into_the_prefill_pool():
+    """Each pool holds one 300-token request (30 blocks of 16; a prompt takes 19, a decoding request up to 25). The
+    prefill replica keeps a prompt's KV until the decode side takes it, so the third prompt of three sent together
+    waits for the second to leave, which waits for the first to finish decoding: with prefill P = 2 + 300 × 0.1 ms,
+    transfer T = 1 ms + 300 × 128 KiB / 10 GB/s and 99 decode steps D of 5.2 ms, the third's prefill ends at
+    2P + T + D (the first is taken at P + T, done at P + T + D; the second is taken then and the third starts)."""
+    config = _disaggregated(num_requests=3, rate=1e9, inputs=300, outputs=100)
+    config["kv_cache"] = {"kind": "paged", "block_size": 16, "num_gpu_blocks": 30}
+    config["scheduler"]["watermark"] = 0
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    prefill, transfer, decode = 32.0, 1.0 + 300 * KV_PER_TOKEN / 10e9 * 1000, 99 * 5.2
+    assert rows["prefill_done_s"].iloc[2] * 1000 == pytest.approx(2 * prefill + transfer + decode)
+    assert rows["decode_admitted_s"].iloc[1] * 1000 == pytest.approx(prefill + transfer + decode)
+    assert result.summary["completed"] == 3

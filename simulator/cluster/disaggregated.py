@@ -7,9 +7,14 @@ replica the decode router picks, like a swapped-out request whose KV is ready: t
 its memory allows (at no link cost there) and it decodes the remaining tokens.
 
 With ``layer_overlap`` the transfer streams during the prefill, so after the prefill it only adds
-max(transfer − prefill time, transfer / layers). The prefill replica frees the KV when the prefill ends (the
-transfer is modelled as leaving from a staging buffer). Per request: ``kv_arrived_s`` (the KV reached the decode
-pool) and ``decode_admitted_s`` (a decode replica took it).
+max(transfer − prefill time, transfer / layers). The prefill replica keeps the request's KV until a decode replica
+has taken it (vLLM's and Dynamo's connectors free the prefill blocks once the decode side has pulled them; SGLang's
+prefill server keeps them until the decode server, which pre-allocated room, has received them), so a decode pool
+that cannot admit backs up into the prefill pool's memory and queue. A request the decode replica refuses releases
+it at once. Per request: ``prefill_done_s`` (the prefill replica emitted the first token), ``kv_arrived_s`` (the KV
+reached the decode pool) and ``decode_admitted_s`` (a decode replica took it); ``first_token_s`` is the decode
+admission (``cluster.first_token_from: decode``, how vLLM, SGLang and Dynamo stream) or the prefill's end
+(``prefill``, as Splitwise and DistServe count TTFT).
 """
 
 from __future__ import annotations
@@ -30,11 +35,19 @@ class PrefillToDecode:
     """Receives what prefill replicas finish and moves it to the decode pool."""
 
     def __init__(
-        self, env: simpy.Environment, decode_replicas: list[Replica], decode_router: Router,
-        transfer: TransferConfig, kv_bytes_per_token: float, num_layers: int, recorder: Recorder,
+        self, env: simpy.Environment, prefill_replicas: list[Replica], decode_replicas: list[Replica],
+        decode_router: Router, transfer: TransferConfig, kv_bytes_per_token: float, num_layers: int,
+        recorder: Recorder, first_token_from: str = "decode",
     ) -> None:
         self.env = env
+        self.first_token_from_decode = first_token_from == "decode"
         self.decode_replicas = decode_replicas
+        self._prefill_replicas = {replica.index: replica for replica in prefill_replicas}
+        self._holder: dict[int, Replica] = {}  # request id -> the prefill replica that still holds its KV
+        for replica in prefill_replicas:
+            replica.on_done, replica.hands_off = self, True
+        for replica in decode_replicas:
+            replica.scheduler.on_remote_admit = self._release
         self.router = decode_router
         self.transfer = transfer
         self.kv_bytes_per_token = kv_bytes_per_token
@@ -58,6 +71,8 @@ class PrefillToDecode:
             self.recorder.request_done(request)
             return
         now = self.env.now
+        request.prefill_done_s = request.first_token_s
+        self._holder[request.request_id] = self._prefill_replicas[request.replica]
         seconds = self.transfer.latency_ms / 1000 + request.input_tokens * self.kv_bytes_per_token / (
             self.transfer.bandwidth_gbps * 1e9
         )
@@ -76,3 +91,12 @@ class PrefillToDecode:
         request.swapped_tokens = request.input_tokens  # KV of the prompt; the first token is not written back yet
         request.remote_kv = True
         self.decode_replicas[self.router.route(request)].submit(request)
+        if request.status == REJECTED:
+            self._release(request)
+
+    def _release(self, request: Request) -> None:
+        """The decode side took (or refused) ``request``: its prefill replica frees the KV; a taken request's first
+        token reaches the client now when the decode replica streams it."""
+        self._holder.pop(request.request_id).release_kv(request)
+        if self.first_token_from_decode and request.status != REJECTED:
+            request.first_token_s = request.last_token_s = self.env.now

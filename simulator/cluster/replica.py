@@ -53,8 +53,8 @@ class Replica:
         "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_iterations", "_kv_token_seconds",
         "_last_decode_end", "_memory", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
         "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
-        "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "index", "observer", "on_done",
-        "recorder", "scheduler", "swap_seconds_per_token",
+        "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "hands_off", "index", "observer",
+        "on_done", "recorder", "scheduler", "swap_seconds_per_token",
     )
 
     def __init__(
@@ -78,6 +78,7 @@ class Replica:
         self.on_done = recorder.request_done  # where finished and rejected requests go (a disaggregated prefill
         # replica hands them on to the decode pool instead)
         self.fast_forward = fast_forward
+        self.hands_off = False  # a disaggregated prefill replica: finished prompts keep their KV until released
         self.observer = None  # simulator.observe.Observer when the run is observed
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self._busy = False  # an iteration is running or about to start
@@ -135,6 +136,19 @@ class Replica:
                 self._cut_run(self.env.now)
             elif (deadline := self.scheduler.queue_deadline()) is not None:
                 self._cut_run(deadline)  # its expiry may unblock the queue behind it
+
+    def release_kv(self, request: Request) -> None:
+        """The decode side took ``request``'s KV: free it here and, if idle with requests waiting, start on them
+        (the memory integral is closed at this instant when idle; within a work it is closed at the work's end)."""
+        kv, now = self.scheduler.kv, self.env.now
+        if not self._busy and self._memory is not None:
+            self._close_memory(now, self._memory[1])
+        kv.free(request.request_id)
+        if not self._busy:
+            self._memory = (now, kv.memory_state())
+            if self.scheduler.waiting:
+                self._busy = True
+                self._wait(0.0)
 
     def _cut_run(self, at: float) -> None:
         """End the decode run at the first iteration boundary at or after ``at`` (if that is before its end)."""
@@ -291,7 +305,7 @@ class Replica:
         if used_blocks > self._peak_kv_blocks:
             self._peak_kv_blocks = used_blocks
         if finished:
-            scheduler.retire(finished, now)
+            scheduler.retire(finished, now, self.hands_off)
             for request in finished:
                 self.on_done(request)
         groups = self._gap_groups

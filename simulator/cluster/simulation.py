@@ -251,13 +251,11 @@ def simulate(
         decode = pools[1]
         decode_router = _router(config, cluster.decode_router, decode.replicas, 2, "cluster.decode_router")
         handoff = PrefillToDecode(
-            env, decode.replicas, decode_router, cluster.transfer,
+            env, pools[0].replicas, decode.replicas, decode_router, cluster.transfer,
             model.kv_bytes_per_token(bytes_per_element(kv_dtype(config.kv_cache.dtype, config.dtype))),
-            model.num_layers, recorder,
+            model.num_layers, recorder, cluster.first_token_from,
         )
         handoff.observer = observer
-        for replica in pools[0].replicas:
-            replica.on_done = handoff
         enter = handoff.enter
     factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter)
     delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (

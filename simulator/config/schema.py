@@ -148,6 +148,13 @@ class ClusterConfig(Strict):
     decode: PoolConfig | None = None
     transfer: TransferConfig = TransferConfig()
     decode_router: RouterConfig = RouterConfig(kind="least_outstanding")
+    first_token_from: Literal["decode", "prefill"] = Field(
+        default="decode",
+        description="disaggregated: where the client's first token comes from — the decode replica once it has "
+        "taken the KV (vLLM, SGLang and Dynamo stream every token from the decode worker: TTFT includes the "
+        "transfer and the decode queue) or the prefill replica as it finishes (Splitwise's and DistServe's "
+        "accounting)",
+    )
 
     @model_validator(mode="after")
     def _pools_fit_kind(self) -> ClusterConfig:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import heapq
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -97,6 +98,7 @@ class Scheduler(ABC):
         self.swap_capacity_tokens = swap_capacity_tokens if config.preemption == "swap" else 0
         self.swapped_tokens = 0  # KV tokens in host memory
         self.watermark_blocks = int(getattr(config, "watermark", 0.0) * kv.num_blocks)
+        self.on_remote_admit: Callable[[Request], None] | None = None  # disaggregated: a prefill replica's KV taken
 
     # --- arrivals ------------------------------------------------------------------------------------------------
     def rejection_reason(self, request: Request) -> str:
@@ -245,10 +247,12 @@ class Scheduler(ABC):
                 self._start_decoding(request)
         return finished
 
-    def retire(self, finished: list[Request], now: float) -> None:
-        """Release finished requests' memory."""
+    def retire(self, finished: list[Request], now: float, hand_off: bool = False) -> None:
+        """Release finished requests' memory (``hand_off``: a disaggregated prefill replica keeps the KV of the
+        requests that go on decoding elsewhere until the decode side has taken it)."""
         for request in finished:
-            self.kv.free(request.request_id)
+            if not (hand_off and request.decode_output_tokens > 1):
+                self.kv.free(request.request_id)
             request.status = FINISHED
             request.finish_s = now
 
@@ -283,6 +287,8 @@ class Scheduler(ABC):
         batch.swap_ins.append(request)
         if request.remote_kv:  # transferred from a prefill replica already: admitted at no link cost here
             request.decode_admitted_s = now
+            if self.on_remote_admit is not None:
+                self.on_remote_admit(request)
         else:
             batch.swap_tokens += request.swapped_tokens
 
