@@ -53,8 +53,8 @@ class Replica:
         "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_iterations", "_kv_token_seconds",
         "_last_decode_end", "_memory", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
         "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
-        "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "hands_off", "index", "observer",
-        "on_done", "recorder", "scheduler", "swap_seconds_per_token",
+        "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "group", "hands_off", "index",
+        "observer", "on_done", "recorder", "scheduler", "swap_seconds_per_token",
     )
 
     def __init__(
@@ -79,6 +79,7 @@ class Replica:
         # replica hands them on to the decode pool instead)
         self.fast_forward = fast_forward
         self.hands_off = False  # a disaggregated prefill replica: finished prompts keep their KV until released
+        self.group = None  # the simulator.cluster.lockstep.Lockstep of an attention-DP rank: it times the steps
         self.observer = None  # simulator.observe.Observer when the run is observed
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self._busy = False  # an iteration is running or about to start
@@ -128,7 +129,9 @@ class Replica:
             self.on_done(request)
             return
         self.scheduler.enqueue(request)
-        if not self._busy:
+        if self.group is not None:
+            self.group.kick()
+        elif not self._busy:
             self._busy = True
             self._wait(0.0)  # start after every arrival of this instant is queued
         elif self._steps > 1:
@@ -147,8 +150,11 @@ class Replica:
         if not self._busy:
             self._memory = (now, kv.memory_state())
             if self.scheduler.waiting:
-                self._busy = True
-                self._wait(0.0)
+                if self.group is not None:
+                    self.group.kick()
+                else:
+                    self._busy = True
+                    self._wait(0.0)
 
     def _cut_run(self, at: float) -> None:
         """End the decode run at the first iteration boundary at or after ``at`` (if that is before its end)."""
@@ -156,11 +162,15 @@ class Replica:
         start, limit = self._start, self._steps
         steps = steps_done_by(a, c, size, context_sum0, at - start, limit)
         if steps < limit:
-            self._steps = steps
             done = decode_run_time(a, c, size, context_sum0, steps)
-            self._running_seconds -= self._running * (self._duration - done)
-            self._duration = done
+            self._shorten(steps, done)
             self._wait(start + done - self.env.now)
+
+    def _shorten(self, steps: int, seconds: float) -> None:
+        """The decode run in progress ends after ``steps`` steps, ``seconds`` after its start."""
+        self._steps = steps
+        self._running_seconds -= self._running * (self._duration - seconds)
+        self._duration = seconds
 
     # --- iterations --------------------------------------------------------------------------------------------
     def _wait(self, delay: float) -> None:
@@ -168,6 +178,9 @@ class Replica:
         self._pending = self._pending.schedule(delay)  # a new one if a cut left this one queued (disarmed)
 
     def _on_timeout(self, wakeup: Wakeup) -> None:
+        if self.group is not None:  # a rank's own timer (a batching timeout, a queue deadline): the group's step
+            self.group.kick()
+            return
         batch, now = self._batch, wakeup.at
         if batch is not None:
             self._finish(batch, self._steps, now)
@@ -203,7 +216,17 @@ class Replica:
         )
 
     def _begin(self, now: float) -> None:
-        scheduler, rec = self.scheduler, self.recorder
+        plan = self._plan(now)
+        if plan is not None:
+            self._settle(now, *plan)
+            self._wait(self._duration)
+
+    def _plan(self, now: float) -> tuple[int, tuple[float, float, int, int], int, bool] | None:
+        """Schedule the next work from ``now``: ``(steps, (a, c, batch size, context sum), tokens, is_run)`` — step
+        j of it lasts ``a + c·(context sum + j·batch size)`` (one iteration: ``c`` = 0, ``a`` its duration),
+        ``tokens`` the rows of its first pass, ``is_run`` a closed-form run of decode steps — or None when there
+        is nothing to run (the replica is idle then, with a wakeup set if the scheduler asks for one)."""
+        scheduler = self.scheduler
         kv = scheduler.kv
         if self._batch is None and self._memory is not None:  # idle until now: memory did not change
             self._close_memory(now, self._memory[1])
@@ -225,8 +248,8 @@ class Replica:
                        default=None)
             if wake is not None:
                 self._wait(wake - now)  # e.g. a batching timeout; an arrival meanwhile supersedes it
-            return
-        self._busy, self._batch, self._start = True, batch, now
+            return None
+        self._busy, self._batch = True, batch
         num_decodes, context_sum = batch.num_decodes, batch.decode_context_sum
         positions = batch.decode_positions
         self._running = running = len(scheduler.decoding) + len(scheduler.prefilling) + len(batch.swap_ins)
@@ -251,29 +274,31 @@ class Replica:
                 duration += spec.num_speculative_tokens * ratio * (a + c * context_sum)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             duration += copy_tokens * self.copy_seconds_per_token
-            rec.copied_tokens += copy_tokens
-            self._steps = 1
-            self._run = (duration, 0.0, num_decodes, context_sum)
-            first_step = duration
-        else:
-            if num_decodes > self._peak_batch_tokens:
-                self._peak_batch_tokens = num_decodes
-            a, c = self.cost.decode_step_coefficients(num_decodes)
-            steps = scheduler.stable_steps(batch)
-            if scheduler.queue_delay_s is not None and steps > 1:
-                deadline = scheduler.queue_deadline()
-                if deadline is not None:  # end at the first boundary at or after it
-                    steps = steps_done_by(a, c, num_decodes, context_sum, deadline - now, steps)
-            self._steps = steps
-            self._run = (a, c, num_decodes, context_sum)
+            self.recorder.copied_tokens += copy_tokens
+            return 1, (duration, 0.0, num_decodes, context_sum), tokens, False
+        if num_decodes > self._peak_batch_tokens:
+            self._peak_batch_tokens = num_decodes
+        a, c = self.cost.decode_step_coefficients(num_decodes)
+        steps = scheduler.stable_steps(batch)
+        if scheduler.queue_delay_s is not None and steps > 1:
+            deadline = scheduler.queue_deadline()
+            if deadline is not None:  # end at the first boundary at or after it
+                steps = steps_done_by(a, c, num_decodes, context_sum, deadline - now, steps)
+        return steps, (a, c, num_decodes, context_sum), num_decodes, True
+
+    def _settle(self, now: float, steps: int, run: tuple[float, float, int, int], tokens: int = 0,
+                is_run: bool = False) -> None:
+        """Start the planned work at ``now``: ``steps`` steps timed by ``run`` (:meth:`_plan`; a lock-step group
+        passes the group's timing)."""
+        a, c, num_decodes, context_sum = run
+        self._start, self._steps, self._run = now, steps, run
+        duration = decode_run_time(a, c, num_decodes, context_sum, steps)
+        if self._batch.decode:
             first_step = a + c * context_sum
-            duration = decode_run_time(a, c, num_decodes, context_sum, steps)
-        if batch.decode:
             for last_token, count in self._gap_groups.items():
-                rec.itl.add(now - last_token + first_step, count)
-        self._running_seconds += running * duration
+                self.recorder.itl.add(now - last_token + first_step, count)
+        self._running_seconds += self._running * duration
         self._duration = duration
-        self._wait(duration)
 
     def _finish(self, batch: Batch, steps: int, now: float) -> None:
         scheduler, rec = self.scheduler, self.recorder

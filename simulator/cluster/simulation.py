@@ -16,6 +16,7 @@ from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory
 from simulator.cluster.frontend import FrontEnd
+from simulator.cluster.lockstep import Lockstep
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
@@ -196,6 +197,9 @@ def _build_pool(
         )
         for i in range(pool.schedulers)
     ]
+    if pool.data_parallel > 1:  # the attention-DP ranks of each replica step together
+        for first in range(0, len(replicas), pool.data_parallel):
+            Lockstep(env, replicas[first:first + pool.data_parallel], cost)
     speculative = getattr(sched, "speculative", None)
     if speculative is not None and speculative.draft_model is not None:
         draft = load_model(speculative.draft_model)

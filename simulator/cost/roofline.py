@@ -154,6 +154,12 @@ class RooflineCostModel(CostModel):
             "engine_s": self.engine.iteration_overhead(m.num_layers, num_sequences, num_prompts),
         }
 
+    def experts_time(self, num_tokens: float) -> float:
+        """Seconds of every MoE layer's routed experts in an iteration of ``num_tokens`` tokens on this rank (the
+        experts see ``data_parallel`` times as many: every rank's, the ranks taken as equally loaded); a lock-step
+        group of attention-DP ranks swaps it for the ranks' true total (:mod:`simulator.cluster.lockstep`)."""
+        return sum(group.experts_time(num_tokens) for group in self.groups)
+
     def _body_time(self, num_tokens: int) -> float:
         cached = self._body_cache.get(num_tokens)
         if cached is None:
