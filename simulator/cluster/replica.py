@@ -218,7 +218,7 @@ class Replica:
     def _begin(self, now: float) -> None:
         plan = self._plan(now)
         if plan is not None:
-            self._settle(now, *plan)
+            self._settle(now, plan[0], plan[1])
             self._wait(self._duration)
 
     def _plan(self, now: float) -> tuple[int, tuple[float, float, int, int], int, bool] | None:
@@ -292,9 +292,9 @@ class Replica:
         passes the group's timing)."""
         a, c, num_decodes, context_sum = run
         self._start, self._steps, self._run = now, steps, run
-        duration = decode_run_time(a, c, num_decodes, context_sum, steps)
+        first_step = a + c * context_sum
+        duration = first_step if steps == 1 else decode_run_time(a, c, num_decodes, context_sum, steps)
         if self._batch.decode:
-            first_step = a + c * context_sum
             for last_token, count in self._gap_groups.items():
                 self.recorder.itl.add(now - last_token + first_step, count)
         self._running_seconds += self._running * duration
