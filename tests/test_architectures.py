@@ -442,3 +442,31 @@ def test_expert_load_spread_slows_an_expert_parallel_deployment_only():
                                                                                       moe_ep=8)
     with pytest.raises(ValueError, match="load_cv: -1"):
         moe_time(hw, 16, 4096, 1536, 8, 128, load_cv=-1)
+
+
+def test_deepep_exchanges_attention_dp_tokens_by_iteration_kind():
+    """cost_model.all_to_all: deepep. A decode step's MoE exchange is DeepEP's low-latency pair (latency +
+    T·k·(n−1)/n·D bytes, FP8 out, bf16 back); an iteration with a prompt uses the normal kernels, which send a
+    token once per GPU it reaches — far fewer bytes than NCCL's all-to-all of every pair in 16-bit. Ampere is
+    refused (DeepEP needs Hopper)."""
+    from simulator.cost.base import IterationShape
+    from simulator.cost.expert_exchange import deepep_time, exchange_time
+    from simulator.errors import ConfigError
+
+    hw, model = load_hardware("h100-sxm"), load_model("qwen3-30b-a3b")
+    deepep = RooflineCostModel(model, hw, 1, expert_parallel=4, data_parallel=4, all_to_all="deepep")
+    nccl = RooflineCostModel(model, hw, 1, expert_parallel=4, data_parallel=4)
+    layers, D = model.num_layers, model.hidden_size
+    ll = sum(deepep_time(hw, f"ll_{d}", 4, 64, 8, D) for d in ("dispatch", "combine"))
+    fit = hw.deepep["ll_dispatch"]  # 4 tokens × 8 pairs, 3 of 4 to other GPUs
+    by_hand = fit.latency_us * 1e-6 + 4 * 8 * 3 / 4 * D * (1 + 4 / 128) / (hw.interconnect_gbps * 1e9 * fit.efficiency)
+    assert deepep_time(hw, "ll_dispatch", 4, 4, 8, D) == pytest.approx(by_hand)
+    step = deepep.decode_step_coefficients(64)[0] - nccl.decode_step_coefficients(64)[0]
+    assert step == pytest.approx(layers * (ll - exchange_time(deepep.network, "nccl", 4, 64, 8, D, 2, True)))
+    prompt = IterationShape(((4096, 0),))
+    assert deepep.iteration_time(prompt) < nccl.iteration_time(prompt)
+    normal = exchange_time(hw, "deepep", 4, 4096, 8, D, 2, False)
+    assert normal < 0.5 * exchange_time(nccl.network, "nccl", 4, 4096, 8, D, 2, False)
+    with pytest.raises(ConfigError, match="deepep needs a GPU DeepEP runs on"):
+        RooflineCostModel(model, load_hardware("a100-80gb-sxm"), 1, expert_parallel=4, data_parallel=4,
+                          all_to_all="deepep")

@@ -14,7 +14,9 @@ Where the numbers come from (reproduce with ``llmsim calibrate``):
   SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,500 timings of each framework × dtype), NCCL 2.29 on an
   8-GPU NVSwitch node (all_reduce, all_gather, reduce_scatter, alltoall; 2–8 GPUs, 512 B – 512 MiB), and the
   three frameworks' prefill and decode attention tables pooled (2,000 timings of each framework and phase), and
-  their fused-MoE tables without expert parallelism (2,000 of each framework × weight format; Ampere: SGLang's).
+  their fused-MoE tables without expert parallelism (2,000 of each framework × weight format; Ampere: SGLang's),
+  and SGLang's DeepEP tables (one 8-GPU node; :func:`simulator.fidelity.kernels.fit_deepep`). DeepEP runs on Hopper
+  and later only: Ampere has no ``deepep`` fit.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
             "all_gather": {"latency_us": 5.2, "step_latency_us": 1.05, "efficiency": 0.55},
             "reduce_scatter": {"latency_us": 5.35, "step_latency_us": 0.79, "efficiency": 0.53},
             "all_to_all": {"latency_us": 9.0, "step_latency_us": 0.1, "efficiency": 0.57},
+        },
+        "deepep": {
+            "ll_dispatch": {"latency_us": 11.5, "efficiency": 0.53},
+            "ll_combine": {"latency_us": 11.3, "efficiency": 0.48},
+            "normal_dispatch": {"latency_us": 26.9, "efficiency": 0.53},
+            "normal_combine": {"latency_us": 38.7, "efficiency": 0.59},
         },
     },
 }

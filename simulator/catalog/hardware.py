@@ -55,12 +55,23 @@ class CollectiveFit(BaseModel):
     efficiency: float = Field(gt=0, le=1)
 
 
+class ExchangeFit(BaseModel):
+    """One DeepEP kernel: ``latency_us`` + the bytes it moves off the GPU / (link GB/s × ``efficiency``) (see
+    :mod:`simulator.cost.expert_exchange`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    latency_us: float = Field(ge=0)
+    efficiency: float = Field(gt=0, le=1)
+
+
+DeepEPKernel = Literal["ll_dispatch", "ll_combine", "normal_dispatch", "normal_combine"]
+
 FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
     "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "collectives", "attention_efficiency", "attention_io_efficiency",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us", "moe_tile_m",
-    "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_kernels",
+    "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_kernels", "deepep",
 )
 
 
@@ -111,6 +122,8 @@ class HardwareSpec(BaseModel):
     p2p_latency_us: float = Field(default=8.0, ge=0, description="fixed cost of one send/recv")
     collectives: dict[Literal["all_gather", "reduce_scatter", "all_to_all"], CollectiveFit] = Field(
         description="NCCL collectives besides all-reduce (all-reduce: the fields above)")
+    deepep: dict[DeepEPKernel, ExchangeFit] | None = Field(
+        default=None, description="DeepEP's dispatch and combine kernels (None: a generation DeepEP does not run on)")
     price_per_hour_usd: float | None = Field(
         default=None, gt=0, description="optional: what one GPU costs per hour, for llmsim plan"
     )

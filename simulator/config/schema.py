@@ -348,6 +348,12 @@ class RooflineCostConfig(CostModelBase):
         "expert-distribution recorder or a routing trace measures it): with expert_parallel > 1 the busiest rank "
         "sets a MoE layer's time (simulator.cost.moe)",
     )
+    all_to_all: Literal["nccl", "deepep"] = Field(
+        default="nccl",
+        description="how attention-DP ranks exchange a MoE layer's tokens: NCCL all-to-alls, or DeepEP's kernels "
+        "(low-latency in decode-only iterations, normal with prefill: SGLang's --moe-a2a-backend deepep, vLLM's "
+        "deepep all2all backends; Hopper or later)",
+    )
 
 
 class LinearCostConfig(CostModelBase):
@@ -360,7 +366,15 @@ class LinearCostConfig(CostModelBase):
     overhead_ms: float = Field(default=0.0, ge=0, description="fixed cost of an iteration that runs prefill")
 
 
-CostModelConfig = Annotated[RooflineCostConfig | LinearCostConfig, Field(discriminator="kind")]
+def _cost_kind(value: Any) -> str | None:
+    """The union tag of a cost model: its ``kind`` (``roofline`` when left out)."""
+    return value.get("kind", "roofline") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+CostModelConfig = Annotated[
+    Annotated[RooflineCostConfig, Tag("roofline")] | Annotated[LinearCostConfig, Tag("linear")],
+    Discriminator(_cost_kind),
+]
 
 
 # --- workload ------------------------------------------------------------------------------------------------

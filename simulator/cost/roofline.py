@@ -30,10 +30,12 @@ from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time, ring_bandwidth
 from simulator.cost.engine import EngineProfile, load_engine
+from simulator.cost.expert_exchange import exchange_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import GroupCost, span_totals
 from simulator.cost.moe import ExpertsModel
 from simulator.dtypes import activation_dtype, bytes_per_element
+from simulator.errors import ConfigError
 from simulator.kv.sizing import kv_dtype
 
 
@@ -42,7 +44,7 @@ class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
-        expert_parallel: int = 1, data_parallel: int = 1, expert_load_cv: float = 0.0,
+        expert_parallel: int = 1, data_parallel: int = 1, expert_load_cv: float = 0.0, all_to_all: str = "nccl",
     ) -> None:
         self.model = model
         self.tp = tensor_parallel
@@ -72,6 +74,10 @@ class RooflineCostModel(CostModel):
         experts = ExpertsModel(hardware, dtype if model.quantized("experts") else activation_dtype(dtype),
                                self.engine.compute_efficiency, self.engine.memory_efficiency)
         self.dp = data_parallel
+        if all_to_all == "deepep" and hardware.deepep is None:
+            raise ConfigError(f"cost_model.all_to_all: deepep needs a GPU DeepEP runs on (Hopper or later); "
+                              f"{hardware.name} is {hardware.generation}")
+        self.all_to_all = all_to_all
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts, self.attention, self.w,
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv)
                        for group in model.layers]
@@ -80,6 +86,7 @@ class RooflineCostModel(CostModel):
         self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
         self.decode_attention_fixed = sum(g.decode_fixed for g in self.groups)
         self._body_cache: dict[int, float] = {}
+        self._decode_body_cache: dict[int, float] = {}  # iterations without prompt chunks
         self._per_sequence_cache: dict[tuple[int, int], float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
         self._prefill_cache: dict[tuple[tuple[int, int], ...], float] = {}  # prompt-only iterations by their chunks
@@ -90,7 +97,8 @@ class RooflineCostModel(CostModel):
         engine = load_engine(config.engine)
         cluster = config.cluster
         return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,
-                   cluster.expert_parallel, cluster.data_parallel, config.cost_model.expert_load_cv)
+                   cluster.expert_parallel, cluster.data_parallel, config.cost_model.expert_load_cv,
+                   config.cost_model.all_to_all)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
@@ -107,18 +115,19 @@ class RooflineCostModel(CostModel):
             ring_bandwidth(hw, self.tp) * hw.link_efficiency)
         return min(ring, one_shot)
 
-    def layer_communication_time(self, num_tokens: int) -> float:
+    def layer_communication_time(self, num_tokens: int, decode_only: bool = False) -> float:
         """Every layer's collectives: two all-reduces of T·D·w over the tensor-parallel GPUs; with attention data
         parallelism a MoE layer instead all-reduces its attention output and sends each token to its k experts and
-        back (dispatch and combine: two all-to-alls of T·k·D·w / t bytes per GPU over the replica's dp × t GPUs)."""
+        back over the replica's dp × t GPUs, T / t tokens from each (:mod:`simulator.cost.expert_exchange`:
+        NCCL all-to-alls, or DeepEP's kernels — low-latency ones when ``decode_only``)."""
         D, w = self.model.hidden_size, self.w
         all_reduce = self.all_reduce_time(num_tokens * D * w)
         time = 0.0
         for group in self.groups:
             if group.moe and self.dp > 1:
-                exchange = collective_time(self.network, "all_to_all", self.tp * self.dp,
-                                           num_tokens * group.topk * D * w / self.tp)
-                time += group.count * (all_reduce + 2 * exchange)
+                exchange = exchange_time(self.network, self.all_to_all, self.tp * self.dp, num_tokens / self.tp,
+                                         group.topk, D, w, decode_only)
+                time += group.count * (all_reduce + exchange)
             else:
                 time += group.count * 2 * all_reduce
         return time
@@ -131,8 +140,9 @@ class RooflineCostModel(CostModel):
             return collective_time(hw, "send_recv", 2, nbytes)
         return nbytes / (self.tp * hw.node.inter_node_gbps * 1e9 * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
 
-    def body_parts(self, num_tokens: int) -> dict[str, float]:
-        """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads."""
+    def body_parts(self, num_tokens: int, decode_only: bool = False) -> dict[str, float]:
+        """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads (``decode_only``:
+        an iteration without prompt chunks, which DeepEP serves with its low-latency kernels)."""
         m, T, g = self.model, num_tokens, self.gemm
         D = m.hidden_size
         return {
@@ -140,7 +150,7 @@ class RooflineCostModel(CostModel):
             "elementwise_s": sum(group.elementwise_time(T) for group in self.groups)
             + g.memory_kernel(T * D * self.w)
             + g.memory_kernel(2 * T * D * self.w),
-            "communication_s": self.layer_communication_time(T)
+            "communication_s": self.layer_communication_time(T, decode_only)
             + ((self.pp - 1) * self.stage_transfer_time(T * D * self.w) if self.pp > 1 else 0.0),
         }
 
@@ -160,10 +170,11 @@ class RooflineCostModel(CostModel):
         group of attention-DP ranks swaps it for the ranks' true total (:mod:`simulator.cluster.lockstep`)."""
         return sum(group.experts_time(num_tokens) for group in self.groups)
 
-    def _body_time(self, num_tokens: int) -> float:
-        cached = self._body_cache.get(num_tokens)
+    def _body_time(self, num_tokens: int, decode_only: bool = False) -> float:
+        cache = self._decode_body_cache if decode_only else self._body_cache
+        cached = cache.get(num_tokens)
         if cached is None:
-            cached = self._body_cache[num_tokens] = sum(self.body_parts(num_tokens).values())
+            cached = cache[num_tokens] = sum(self.body_parts(num_tokens, decode_only).values())
         return cached
 
     def _per_sequence_time(self, num_sequences: int, num_prompts: int = 0) -> float:
@@ -203,7 +214,7 @@ class RooflineCostModel(CostModel):
         and the LM head; attention still reads each sequence's KV once."""
         decode_rows = shape.num_decodes * shape.decode_positions
         return (
-            self._body_time(shape.prefill_tokens + decode_rows)
+            self._body_time(shape.prefill_tokens + decode_rows, not shape.prefill_chunks)
             + self._per_sequence_time(len(shape.prefill_chunks) + decode_rows, len(shape.prefill_chunks))
             + self._attention_time(shape)
         )
@@ -231,7 +242,7 @@ class RooflineCostModel(CostModel):
         total: dict[str, float] = {}
         for one in self._passes(shape) if (shape.prefill_chunks or shape.num_decodes) else []:
             decode_rows = one.num_decodes * one.decode_positions
-            parts = self.body_parts(one.prefill_tokens + decode_rows)
+            parts = self.body_parts(one.prefill_tokens + decode_rows, not one.prefill_chunks)
             parts["attention_s"] = self._attention_time(one)
             parts.update(self.per_sequence_parts(len(one.prefill_chunks) + decode_rows, len(one.prefill_chunks)))
             for name, seconds in parts.items():
@@ -241,7 +252,7 @@ class RooflineCostModel(CostModel):
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
         cached = self._decode_cache.get(num_decodes)
         if cached is None:
-            a = (self._body_time(num_decodes) + self._per_sequence_time(num_decodes) + self.decode_attention_fixed
+            a = (self._body_time(num_decodes, True) + self._per_sequence_time(num_decodes) + self.decode_attention_fixed
                  + self.decode_attention_per_sequence * num_decodes)
             cached = self._decode_cache[num_decodes] = (a, self.decode_attention_per_token)
         return cached

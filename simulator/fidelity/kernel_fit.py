@@ -12,7 +12,9 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - attention: ``attention_efficiency``, ``attention_io_efficiency``, ``decode_attention_efficiency``,
   ``decode_attention_ns_per_head``, ``attention_overhead_us``;
 - fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
-  ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency`` (``moe_kernels`` is a count, see :mod:`simulator.cost.moe`).
+  ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency`` (``moe_kernels`` is a count, see :mod:`simulator.cost.moe`);
+- DeepEP's dispatch and combine kernels (``deepep``: latency and link efficiency of each, by least squares,
+  :func:`simulator.fidelity.kernels.fit_deepep`), where the GPU has DeepEP tables.
 
 The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation.
 
@@ -30,10 +32,13 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec
+from simulator.catalog.hardware import ExchangeFit
 from simulator.fidelity.calibrate import coordinate_descent, score
 from simulator.fidelity.kernels import (
     attention_kernel_errors,
     attention_kernel_table,
+    deepep_kernel_errors,
+    fit_deepep,
     gemm_kernel_errors,
     gemm_kernel_table,
     moe_kernel_errors,
@@ -139,8 +144,15 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
     profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, moe_kernel_errors, kernels_dir, gpu,
                          report)
+    deepep = fit_deepep(kernels_dir, gpu)
+    if deepep:
+        profile = profile.model_copy(update={"deepep": {**(profile.deepep or {}), **{
+            kernel: ExchangeFit(**fit) for kernel, fit in deepep.items()}}})
+        report.append(_summary("DeepEP", deepep_kernel_errors(kernels_dir, {gpu: profile}), ["kernel"]))
     fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID, *MOE_GRID))]
     values = {name: getattr(profile, name) for name in dict.fromkeys(fitted)}
+    if deepep:
+        values["deepep"] = deepep
     report.insert(0, "fitted: " + ", ".join(f"{k}={v}" for k, v in values.items()))
     return profile, report
 

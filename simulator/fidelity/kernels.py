@@ -44,8 +44,10 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
+from simulator.catalog.hardware import ExchangeFit
 from simulator.cost.attention import AttentionModel
 from simulator.cost.collectives import collective_time
+from simulator.cost.expert_exchange import deepep_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import attention_shapes
 from simulator.cost.moe import ExpertsModel
@@ -270,6 +272,62 @@ def moe_routing_kernel_errors(kernels_dir: Path, hardware: Mapping[str, Hardware
                 rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
                 rows["moe_ep"], rows["load_cv"], strict=True)]
     return _with_errors(table, predicted)
+
+
+DEEPEP_SMS = 20  # DeepEP's default SM budget for its normal kernels (its Buffer.num_sms)
+
+
+def deepep_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured DeepEP kernel within one node (``comm/*/*/wideep_deepep_{ll,normal}_perf``; ``num_token``
+    tokens per GPU): gpu, kernel (``ll_dispatch``, ``ll_combine``, ``normal_dispatch``, ``normal_combine``; normal
+    at :data:`DEEPEP_SMS` SMs), gpus (8 × ``node_num``), tokens, topk, hidden, measured seconds."""
+    frames = []
+    for path in sorted(kernels_dir.glob("*/comm/*/*/wideep_deepep_*_perf.parquet")):
+        gpu = path.parts[-5]
+        if gpu not in GPUS:
+            continue
+        table = pd.read_parquet(path)
+        mode = "ll" if path.name.endswith("_ll_perf.parquet") else "normal"
+        for direction in ("dispatch", "combine"):
+            rows = table if mode == "ll" else table[table[f"{direction}_sms"] == DEEPEP_SMS]
+            column = f"{direction}_avg_t_us" if mode == "ll" else f"{direction}_transmit_us"
+            frames.append(pd.DataFrame({
+                "gpu": gpu, "kernel": f"{mode}_{direction}", "gpus": 8 * rows["node_num"].to_numpy(),
+                "tokens": rows["num_token"].to_numpy(), "topk": rows["num_topk"].to_numpy(),
+                "hidden": rows["hidden_size"].to_numpy(), "measured_s": rows[column].to_numpy() * 1e-6}))
+    columns = ["gpu", "kernel", "gpus", "tokens", "topk", "hidden", "measured_s"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def deepep_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None) -> pd.DataFrame:
+    """:func:`deepep_kernel_table` predicted by :func:`simulator.cost.expert_exchange.deepep_time`."""
+    table = deepep_kernel_table(kernels_dir)
+    predicted = np.zeros(len(table))
+    for gpu, rows in table.groupby("gpu"):
+        hw = _hardware(gpu, hardware)
+        predicted[table.index.get_indexer(rows.index)] = [
+            deepep_time(hw, kernel, n, t, k, d) for kernel, n, t, k, d in zip(
+                rows["kernel"], rows["gpus"], rows["tokens"], rows["topk"], rows["hidden"], strict=True)]
+    return _with_errors(table, predicted)
+
+
+def fit_deepep(kernels_dir: Path, gpu: str) -> dict[str, dict[str, float]]:
+    """Each DeepEP kernel's ``latency_us`` and ``efficiency`` on ``gpu``'s tables: ``t = L + bytes / (link × e)`` is
+    linear in ``L`` and ``1/e``, fitted by least squares on the relative error (rows weighted by 1/t)."""
+    table = deepep_kernel_table(kernels_dir)
+    table = table[table["gpu"] == gpu]
+    hw = _hardware(gpu, None)
+    fits = {}
+    for kernel, rows in table.groupby("kernel"):
+        unit = hw.model_copy(update={"deepep": {kernel: ExchangeFit(latency_us=0.0, efficiency=1.0)}})
+        seconds_at_link = np.array([deepep_time(unit, kernel, n, t, k, d) for n, t, k, d in zip(
+            rows["gpus"], rows["tokens"], rows["topk"], rows["hidden"], strict=True)])
+        measured = rows["measured_s"].to_numpy()
+        design = np.column_stack([np.ones(len(rows)), seconds_at_link]) / measured[:, None]
+        (latency, inverse_efficiency), *_ = np.linalg.lstsq(design, np.ones(len(rows)), rcond=None)
+        fits[kernel] = {"latency_us": round(float(latency) * 1e6, 1),
+                        "efficiency": round(min(1.0, 1 / float(inverse_efficiency)), 2)}
+    return fits
 
 
 MLA_COLUMNS = ["gpu", "framework", "phase", "heads", "batch", "seq_len", "kv_dtype", "measured_s"]

@@ -15,6 +15,7 @@ from simulator.catalog import load_hardware
 from simulator.fidelity.errors import overall, summarize_errors
 from simulator.fidelity.kernels import (
     attention_kernel_errors,
+    deepep_kernel_errors,
     gemm_kernel_errors,
     mla_kernel_errors,
     moe_kernel_errors,
@@ -37,6 +38,7 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
     if (data_dir / "kernels").is_dir():
         results["kernel_gemm"] = gemm_kernel_errors(data_dir / "kernels")
         results["kernel_nccl"] = nccl_kernel_errors(data_dir / "kernels")
+        results["kernel_deepep"] = deepep_kernel_errors(data_dir / "kernels")
         results["kernel_attention"] = attention_kernel_errors(data_dir / "kernels")
         results["kernel_moe"] = moe_kernel_errors(data_dir / "kernels")
         results["kernel_moe_ep"] = moe_routing_kernel_errors(data_dir / "kernels")
@@ -53,6 +55,7 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
 
     groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
               "kernel_gemm": ["gpu", "framework", "dtype"], "kernel_nccl": ["gpu", "op", "gpus"],
+              "kernel_deepep": ["gpu", "kernel"],
               "kernel_attention": ["gpu", "framework", "phase"], "kernel_moe": ["gpu", "framework", "dtype"],
               "kernel_moe_ep": ["gpu", "framework", "distribution", "moe_ep"],
               "kernel_mla": ["gpu", "framework", "phase"]}
