@@ -161,8 +161,8 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         hw = load_hardware(name)
         peaks = hw.peak_tflops.model_dump()
         rows.append({"name": name, "generation": hw.generation, "memory_gib": hw.memory_gib,
-                     "memory_bandwidth_gbps": hw.memory_bandwidth_gbps, "peak_tflops": peaks,
-                     "interconnect_gbps": hw.interconnect_gbps, "gpus_per_node": hw.node.gpus_per_node,
+                     "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s, "peak_tflops": peaks,
+                     "interconnect_gb_per_s": hw.interconnect_gb_per_s, "gpus_per_node": hw.node.gpus_per_node,
                      "description": hw.description})
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -173,7 +173,7 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         peak = row["peak_tflops"]
         cells = [f"{peak[k]:7,.0f}" if peak.get(k) else f"{'-':>7}" for k in ("bf16", "fp8", "fp4")]
         print(f"{row['name']:16} {row['generation']:10} {row['memory_gib']:6.0f}Gi "
-              f"{row['memory_bandwidth_gbps']:9,.0f} {' '.join(cells)} {row['interconnect_gbps']:9,.0f}  "
+              f"{row['memory_bandwidth_gb_per_s']:9,.0f} {' '.join(cells)} {row['interconnect_gb_per_s']:9,.0f}  "
               f"{row['gpus_per_node']}")
     print("peaks: dense TFLOP/s per format; link: GPU-GPU per direction")
     return 0

@@ -4,7 +4,7 @@ A sweep (YAML file or the arguments of :func:`sweep`)::
 
     base: experiments/quickstart.yaml          # or an experiment mapping
     grid:                                      # cartesian product over dotted paths
-      workload.arrival.rate: {start: 2, stop: 12, step: 2}     # or a list
+      workload.arrival.rate: {start: 2, last: 12, step: 2}     # or a list
       scheduler.kind: [continuous, chunked]
     zip:                                       # axes that move together (equal lengths)
       scheduler.max_num_seqs: [64, 128]
@@ -32,27 +32,36 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.loader import apply_overrides, load_spec, resolve_base
 from simulator.config.schema import MAX_SEED, Strict
 from simulator.errors import ConfigError, LLMSimError
+from simulator.renames import renamed
 
 MAX_POINTS = 100_000  # points of one sweep (grid × zip × replicates), checked before anything is expanded
 
 
 class SweepRange(Strict):
+    """``start``, ``start + step``, … up to and including ``last`` (named so: NumPy's and Python's ``stop`` is
+    excluded; ``stop`` is read as ``last`` with a warning)."""
+
     start: float
-    stop: float
+    last: float
     step: float = Field(gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, value: Any) -> Any:
+        return renamed(value, "sweep axis", {"stop": "last"})
 
     @property
     def count(self) -> int:
-        return max(math.floor((self.stop - self.start) / self.step + 1e-9) + 1, 0)
+        return max(math.floor((self.last - self.start) / self.step + 1e-9) + 1, 0)
 
     def values(self) -> list[float]:
-        """start, start + step, … up to and including stop (within rounding); integers stay integers."""
+        """start, start + step, … up to and including last (within rounding); integers stay integers."""
         count = self.count
         values = [self.start + i * self.step for i in range(max(count, 0))]
         if all(float(v).is_integer() for v in (self.start, self.step)):
@@ -77,7 +86,7 @@ def _size(values: Axis) -> int:
 def _axis(values: Axis, where: str) -> list[Any]:
     values = values.values() if isinstance(values, SweepRange) else list(values)
     if not values:
-        raise ConfigError(f"{where}: empty axis (give a list or {{start, stop, step}} with start <= stop)")
+        raise ConfigError(f"{where}: empty axis (give a list or {{start, last, step}} with start <= last)")
     return values
 
 

@@ -218,7 +218,7 @@ def test_state_layers_cost_a_constant_per_sequence_in_decode():
     linear, full = next(linear), next(full)
     assert linear.decode_per_token == 0 and linear.decode_per_sequence > 0 and full.decode_per_token > 0
     state_bytes = 30 * (16 * 128 * 128 + 3 * (2 * 8 * 128 + 16 * 128)) * 4  # TP 2 halves the heads
-    assert linear.decode_per_sequence >= 2 * state_bytes / (hw.memory_bandwidth_gbps * 1e9)
+    assert linear.decode_per_sequence >= 2 * state_bytes / (hw.memory_bandwidth_gb_per_s * 1e9)
     a, c = cost.decode_step_coefficients(16)
     for context in (1000, 50_000):
         assert cost.iteration_time(IterationShape((), 16, 16 * context)) == pytest.approx(a + c * 16 * context)
@@ -266,7 +266,7 @@ def test_fine_grained_experts_cost_at_least_reading_their_weights(name, dtype, t
                 continue
             touched = ffn.num_experts * (1 - (1 - ffn.experts_per_token / ffn.num_experts) ** batch)
             weight_bytes = touched * ffn.expert_params(model.hidden_size) / tp * bytes_per_element(dtype)
-            bound += group.count * weight_bytes / (hw.memory_bandwidth_gbps * 1e9)
+            bound += group.count * weight_bytes / (hw.memory_bandwidth_gb_per_s * 1e9)
             overheads += group.count * hw.moe_kernels * hw.kernel_overhead_us * 1e-6
             moe_time += priced.experts_time(batch)
         assert moe_time >= bound
@@ -459,7 +459,8 @@ def test_deepep_exchanges_attention_dp_tokens_by_iteration_kind():
     layers, D = model.num_layers, model.hidden_size
     ll = sum(deepep_time(hw, f"ll_{d}", 4, 64, 8, D) for d in ("dispatch", "combine"))
     fit = hw.deepep["ll_dispatch"]  # 4 tokens × 8 pairs, 3 of 4 to other GPUs
-    by_hand = fit.latency_us * 1e-6 + 4 * 8 * 3 / 4 * D * (1 + 4 / 128) / (hw.interconnect_gbps * 1e9 * fit.efficiency)
+    link = hw.interconnect_gb_per_s * 1e9 * fit.efficiency
+    by_hand = fit.latency_us * 1e-6 + 4 * 8 * 3 / 4 * D * (1 + 4 / 128) / link
     assert deepep_time(hw, "ll_dispatch", 4, 4, 8, D) == pytest.approx(by_hand)
     step = deepep.decode_step_coefficients(64)[0] - nccl.decode_step_coefficients(64)[0]
     assert step == pytest.approx(layers * (ll - exchange_time(deepep.network, "nccl", 4, 64, 8, D, 2, True)))

@@ -24,7 +24,7 @@ def test_required_catalog_entries():
     assert {"llama-2-7b", "llama-3-8b", "llama-2-70b"} <= set(model_names())
     assert {"a100-80gb-sxm", "h100-sxm"} <= set(hardware_names())
     h100 = load_hardware("h100-sxm")
-    assert (h100.peak_tflops.bf16, h100.memory_bandwidth_gbps, h100.memory_gib) == (989.4, 3350, 80)
+    assert (h100.peak_tflops.bf16, h100.memory_bandwidth_gb_per_s, h100.memory_gib) == (989.4, 3350, 80)
     assert h100.sources
 
 
@@ -115,14 +115,14 @@ def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generatio
     h100, b200, gb200 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("gb200")
     for field in FITTED_FIELDS:
         assert getattr(b200, field) == getattr(h100, field) == getattr(gb200, field), field
-    assert (b200.memory_bandwidth_gbps, b200.peak_tflops.fp4) == (8000, 9000)
+    assert (b200.memory_bandwidth_gb_per_s, b200.peak_tflops.fp4) == (8000, 9000)
     assert load_hardware("a100-80gb-sxm").flops_efficiency != h100.flops_efficiency
     own = tmp_path / "mine.yaml"
-    own.write_text("name: mine\ngeneration: blackwell\nmemory_gib: 1\nmemory_bandwidth_gbps: 1\n"
+    own.write_text("name: mine\ngeneration: blackwell\nmemory_gib: 1\nmemory_bandwidth_gb_per_s: 1\n"
                    "peak_tflops: {bf16: 1, fp16: 1}\nkernel_overhead_us: 9\n")
     mine = load_hardware(str(own))
     assert (mine.kernel_overhead_us, mine.flops_efficiency) == (9, h100.flops_efficiency)
-    own.write_text("name: mine\ngeneration: volta\nmemory_gib: 1\nmemory_bandwidth_gbps: 1\n"
+    own.write_text("name: mine\ngeneration: volta\nmemory_gib: 1\nmemory_bandwidth_gb_per_s: 1\n"
                    "peak_tflops: {bf16: 1, fp16: 1}\n")
     with pytest.raises(LLMSimError, match="generation: unknown 'volta'"):
         load_hardware(str(own))

@@ -83,8 +83,9 @@ BAD_CASES = {
     "unknown scheduler": (["--set", "scheduler.kind=fifo"], "scheduler: unknown kind 'fifo' (allowed: 'static',"),
     "zero budget": (["--set", "scheduler.max_num_batched_tokens=0"],
                     "scheduler.max_num_batched_tokens: must be >= 1, got 0"),
-    "chunk over budget": (["--set", "scheduler={kind: chunked, chunk_size: 4096, max_num_batched_tokens: 512}"],
-                          "scheduler: chunk_size must be <= max_num_batched_tokens, got 4096 > 512"),
+    "chunk over budget": (["--set", "scheduler={kind: chunked, long_prefill_token_threshold: 4096, "
+                                    "max_num_batched_tokens: 512}"],
+                          "scheduler: long_prefill_token_threshold must be <= max_num_batched_tokens, got 4096 > 512"),
     "budget below seqs": (["--set", "scheduler={kind: chunked, max_num_batched_tokens: 64}"],
                           "scheduler.max_num_batched_tokens: 64 is below max_num_seqs 1024"),
     "negative timeout": (["--set", "scheduler={kind: static, batch_timeout_ms: -5}"],

@@ -29,7 +29,7 @@ TOY_MODEL = {
     "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 512,
 }
 TOY_GPU = {
-    "name": "toy-gpu", "memory_gib": 1, "memory_bandwidth_gbps": 10, "peak_tflops": {"bf16": 0.1, "fp16": 0.1},
+    "name": "toy-gpu", "memory_gib": 1, "memory_bandwidth_gb_per_s": 10, "peak_tflops": {"bf16": 0.1, "fp16": 0.1},
     "flops_efficiency": 1.0, "bandwidth_efficiency": 1.0, "gemm_knee": 2, "gemm_tile_m": 1, "kernel_overhead_us": 0,
     "attention_efficiency": 1.0, "attention_io_efficiency": 1.0, "decode_attention_efficiency": 1.0,
     "decode_attention_ns_per_head": 1000, "attention_overhead_us": 0,
@@ -163,7 +163,7 @@ def test_gemm_time_by_hand():
     tc, tm = 2 * 64 * 8192 * 8192 / F, (8192 + 8192**2 + 8192) * 2 / B
     assert gemm_time("a100-80gb-sxm", 1, 8192, 8192, "fp16") == pytest.approx((tc**2 + tm**2) ** 0.5 + 6e-6)
     # 65 rows take two tiles: the compute part of 65 rows equals that of 128
-    fast_memory = load_hardware("a100-80gb-sxm").model_copy(update={"memory_bandwidth_gbps": 1e12})
+    fast_memory = load_hardware("a100-80gb-sxm").model_copy(update={"memory_bandwidth_gb_per_s": 1e12})
     assert gemm_time(fast_memory, 65, 4096, 4096) == pytest.approx(gemm_time(fast_memory, 128, 4096, 4096), rel=1e-6)
     assert gemm_time("a100-80gb-sxm", 0, 4096, 4096) == 0.0
 

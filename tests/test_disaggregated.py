@@ -16,7 +16,7 @@ KV_PER_TOKEN = kv_cache_bytes(32, 8, 128, "bf16", 1, 1)  # Llama-3-8B: 128 KiB
 def _disaggregated(num_requests=1, rate=1.0, inputs=1000, outputs=11, **transfer):
     return experiment(
         cluster={"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1},
-                 "transfer": {"bandwidth_gbps": 10, "latency_ms": 1.0, **transfer}},
+                 "transfer": {"bandwidth_gb_per_s": 10, "latency_ms": 1.0, **transfer}},
         workload={"num_requests": num_requests, "arrival": {"kind": "constant", "rate": rate},
                   "input_tokens": {"kind": "fixed", "value": inputs},
                   "output_tokens": {"kind": "fixed", "value": outputs}},
@@ -45,7 +45,7 @@ def test_one_request_prefills_transfers_then_decodes():
 def test_a_prefill_replicas_link_sends_one_transfer_at_a_time():
     """At 0.1 GB/s a transfer takes T = 1 + 1000 × 128 KiB / 0.1 GB/s ms. Prompt 1 is prefilled by 102 ms and sent
     until 102 + T; prompt 2 is prefilled by 204 ms but its transfer waits for the link: it arrives at 102 + 2T."""
-    result = simulator.run(load_experiment(_disaggregated(num_requests=2, rate=1e9, bandwidth_gbps=0.1)))
+    result = simulator.run(load_experiment(_disaggregated(num_requests=2, rate=1e9, bandwidth_gb_per_s=0.1)))
     rows = result.requests.sort_values("request_id")
     transfer_s = 1e-3 + 1000 * KV_PER_TOKEN / 0.1e9
     assert list(rows["prefill_done_s"]) == pytest.approx([0.102, 0.204])
@@ -118,10 +118,10 @@ def test_each_pool_batches_within_its_own_limits():
 
 def test_a_pool_limit_is_checked_like_the_scheduler_section():
     config = _disaggregated()
-    config["scheduler"] = {"kind": "chunked", "max_num_batched_tokens": 2048, "chunk_size": 1024,
+    config["scheduler"] = {"kind": "chunked", "max_num_batched_tokens": 2048, "long_prefill_token_threshold": 1024,
                            "max_model_len": 2048}
     config["cluster"]["decode"]["max_num_batched_tokens"] = 512
-    with pytest.raises(ConfigError, match=r"^cluster.decode: chunk_size must be <= max_num_batched_tokens"):
+    with pytest.raises(ConfigError, match=r"^cluster.decode: long_prefill_token_threshold must be <= max_num_batched"):
         simulator.run(load_experiment(config))
 
 

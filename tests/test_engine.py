@@ -43,7 +43,7 @@ SCHEDULERS = [
     {"kind": "continuous"},
     {"kind": "continuous", "prefill_priority": False, "max_num_batched_tokens": 600},
     {"kind": "static", "batch_timeout_ms": 20},
-    {"kind": "chunked", "max_num_batched_tokens": 256, "chunk_size": 96},
+    {"kind": "chunked", "max_num_batched_tokens": 256, "long_prefill_token_threshold": 96},
     {"kind": "chunked", "max_num_batched_tokens": 64},
     {"kind": "continuous", "preemption": "swap"},
     {"kind": "chunked", "max_num_batched_tokens": 256, "preemption": "swap"},
@@ -227,7 +227,7 @@ def test_single_server_queue_matches_pollaczek_khinchine():
 def test_trace_replay(tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n2.0,20,1\n1.0,30,3\n")
-    config = experiment(workload={"trace": {"path": str(trace), "time_scale": 2.0}})
+    config = experiment(workload={"trace": {"path": str(trace), "speedup": 2.0}})
     result = _run(config)
     # rows sorted by time, then replayed twice as fast
     assert list(result.requests["arrival_s"]) == [0.0, 0.5, 1.0]
@@ -277,7 +277,7 @@ def _cyclic_garbage_after_run(num_requests: int, prefix: dict | None = None, **o
 
 @pytest.mark.parametrize("overrides", [
     {},
-    {"scheduler": {"kind": "chunked", "max_num_seqs": 16, "max_model_len": 2048, "chunk_size": 64},
+    {"scheduler": {"kind": "chunked", "max_num_seqs": 16, "max_model_len": 2048, "long_prefill_token_threshold": 64},
      "kv_cache": {"kind": "paged", "block_size": 16, "num_gpu_blocks": 64, "prefix_caching": True},
      "prefix": {"tokens": 64, "fraction": 0.5}},
 ])

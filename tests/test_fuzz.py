@@ -161,7 +161,7 @@ def test_random_hugging_face_configs_run_or_fail_in_one_line(tmp_path_factory, c
 
 BOUND = st.one_of(st.integers(-3, 12), st.sampled_from([0.5, 0, -1, ".inf", ".nan", "x", None, True]))
 AXIS = st.one_of(st.lists(SCALARS, max_size=3),  # ranges of at most a few dozen points: a big sweep is slow, not wrong
-                 st.fixed_dictionaries({"start": BOUND, "stop": BOUND, "step": BOUND}), SCALARS)
+                 st.fixed_dictionaries({"start": BOUND, "last": BOUND, "step": BOUND}), SCALARS)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")

@@ -311,9 +311,9 @@ def test_command_line_arguments_out_of_range_are_one_line(argv, expected, capsys
 
 
 @pytest.mark.parametrize(("sweep", "expected"), [
-    ({"grid": {"workload.arrival.rate": {"start": 1, "stop": 2, "step": 1e-9}}}, "is beyond the limit of 100,000"),
+    ({"grid": {"workload.arrival.rate": {"start": 1, "last": 2, "step": 1e-9}}}, "is beyond the limit of 100,000"),
     ({"grid": {"seed": list(range(1000))}, "replicates": 1000}, "1,000,000 points"),
-    ({"grid": {"workload.arrival.rate": {"start": 1, "stop": ".inf", "step": 1}}}, "finite number"),
+    ({"grid": {"workload.arrival.rate": {"start": 1, "last": ".inf", "step": 1}}}, "finite number"),
     ({"base_seed": "text"}, "base seed must be an integer"),
     ({"base_seed": 1.5, "replicates": 2}, "base seed must be an integer"),
     ({"base_seed": -3, "replicates": 2}, "base seed must be an integer"),
@@ -381,14 +381,14 @@ def test_duplicate_keys_in_a_json_config_are_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("kind", "text"), [
-    ("hardware", "name: g\nmemory_gib: 80\nmemory_bandwidth_gbps: .inf\npeak_tflops: {bf16: 1, fp16: 1}\n"),
+    ("hardware", "name: g\nmemory_gib: 80\nmemory_bandwidth_gb_per_s: .inf\npeak_tflops: {bf16: 1, fp16: 1}\n"),
     ("engine", "name: e\nper_iteration_ms: .nan\n"),
     ("model", "name: m\nnum_layers: 2\nhidden_size: 64\nnum_heads: 4\nnum_kv_heads: 4\nhead_dim: 16\n"
               "intermediate_size: 128\nvocab_size: 100\nmax_position_embeddings: .inf\n"),
 ])
 def test_catalog_files_with_non_finite_numbers_are_one_line(kind, text, tmp_path, capsys):
     path = _file(tmp_path, text, f"{kind}.yaml")
-    field = {"hardware": "memory_bandwidth_gbps", "engine": "per_iteration_ms", "model": "max_position_embeddings"}
+    field = {"hardware": "memory_bandwidth_gb_per_s", "engine": "per_iteration_ms", "model": "max_position_embeddings"}
     err = _one_line_error(capsys, ["run", "--set", f"{kind}={path}", "--set", "workload.num_requests=2"], path)
     assert f"{field[kind]}: input should be a finite number" in err, err
 
@@ -414,3 +414,56 @@ def test_parallelism_the_model_cannot_split_into_is_one_line(overrides, expected
 def test_misspelt_keys_get_a_suggestion_and_gpu_names_are_case_insensitive(capsys):
     _one_line_error(capsys, ["run", "--set", "scheduler.max_num_seq=4"], "did you mean 'max_num_seqs'?")
     assert _cli(capsys, "run", "--set", "hardware=H100-SXM", "--set", "workload.num_requests=3")[0] == 0
+
+
+OLD_SPELLINGS = [  # (model, section as written before, the same section spelled anew, the warning's text)
+    ("hardware", {"memory_bandwidth_gbps": 3350, "interconnect_gbps": 450, "host_link_gbps": 64},
+     {"memory_bandwidth_gb_per_s": 3350, "interconnect_gb_per_s": 450, "host_link_gb_per_s": 64},
+     "hardware.memory_bandwidth_gbps is renamed hardware.memory_bandwidth_gb_per_s"),
+    ("node", {"inter_node_gbps": 50}, {"inter_node_gb_per_s": 50}, "node.inter_node_gbps is renamed"),
+    ("transfer", {"bandwidth_gbps": 25}, {"bandwidth_gb_per_s": 25}, "cluster.transfer.bandwidth_gbps is renamed"),
+    ("chunked", {"kind": "chunked", "chunk_size": 512}, {"kind": "chunked", "long_prefill_token_threshold": 512},
+     "scheduler.chunk_size is renamed scheduler.long_prefill_token_threshold"),
+    ("trace", {"path": "t.csv", "time_scale": 2}, {"path": "t.csv", "speedup": 2}, "workload.trace.time_scale is"),
+    ("sweep", {"start": 1, "stop": 3, "step": 1}, {"start": 1, "last": 3, "step": 1}, "sweep axis.stop is renamed"),
+    ("slo", {"e2e_ms": 140}, {"e2el_ms": 140}, "slo.e2e_ms is renamed slo.e2el_ms"),
+]
+
+
+def _model(name):
+    from simulator.catalog.hardware import HardwareSpec, NodeSpec
+    from simulator.config.schema import ChunkedSchedulerConfig, SLOConfig, TraceConfig, TransferConfig
+    from simulator.sweep import SweepRange
+
+    return {"hardware": HardwareSpec, "node": NodeSpec, "transfer": TransferConfig, "chunked": ChunkedSchedulerConfig,
+            "trace": TraceConfig, "sweep": SweepRange, "slo": SLOConfig}[name]
+
+
+@pytest.mark.parametrize("name, old, new, warning", OLD_SPELLINGS, ids=[case[0] for case in OLD_SPELLINGS])
+def test_renamed_keys_still_read_with_a_warning_and_not_twice(name, old, new, warning):
+    """Names that said something else than they meant were renamed (GB/s fields were ``*_gbps``, which reads as
+    gigabits; ``chunk_size`` capped one prompt's chunk, vLLM's ``long_prefill_token_threshold``; a trace's
+    ``time_scale`` divided timestamps; a sweep axis's ``stop`` was included). The old spelling gives the same
+    section with a FutureWarning naming the new one; both spellings at once are refused."""
+    base = {"name": "g", "memory_gib": 80, "peak_tflops": {"bf16": 1, "fp16": 1}} if name == "hardware" else {}
+    model = _model(name)
+    with pytest.warns(FutureWarning) as caught:
+        read = model.model_validate({**base, **old})
+    assert any(warning in str(w.message) for w in caught) and len(caught) == sum(k not in new for k in old)
+    assert read == model.model_validate({**base, **new})
+    first_old, first_new = next((k, v) for k, v in zip(old, new, strict=True) if k != v)
+    with pytest.raises(ValueError, match=f"give {first_new} only"):
+        model.model_validate({**base, **old, first_new: old[first_old]})
+
+
+def test_an_old_spelling_on_the_command_line_runs_and_warns_in_one_line(capsys):
+    import warnings
+
+    from simulator.cli import _warning_line
+
+    with pytest.warns(FutureWarning, match="scheduler.chunk_size is renamed") as caught:
+        code = main(["run", "--set", "scheduler={kind: chunked, chunk_size: 512}", "--set", "workload.num_requests=5"])
+    assert code == 0 and "completed" in capsys.readouterr().out
+    line = warnings.formatwarning(caught[0].message, FutureWarning, "x.py", 1)
+    assert line == _warning_line(caught[0].message, FutureWarning, "x.py", 1)
+    assert line.startswith("llmsim: warning: scheduler.chunk_size is renamed") and line.count("\n") == 1

@@ -38,7 +38,7 @@ def _azure_conversation_workload(num_requests: int) -> dict:
     (input mean 1,155 / median 1,020 → σ 0.50; output mean 211 / median 129 → σ 0.99)."""
     trace = SHARED_DATA / "traces" / "azure_conv_2023.csv"
     if trace.is_file():
-        return {"trace": {"path": str(trace), "time_scale": 1000}, "num_requests": num_requests}
+        return {"trace": {"path": str(trace), "speedup": 1000}, "num_requests": num_requests}
     return {"num_requests": num_requests, "arrival": {"kind": "poisson", "rate": 5000.0},
             "input_tokens": {"kind": "lognormal", "mean": 1155, "sigma": 0.5, "max": 6000},
             "output_tokens": {"kind": "lognormal", "mean": 211, "sigma": 0.99, "max": 2000}}

@@ -92,7 +92,7 @@ def test_a_disaggregated_row_becomes_its_two_pools():
     assert (prefill.replicas, prefill.tensor_parallel, prefill.data_parallel, prefill.max_num_seqs) == (2, 2, 1, 1)
     assert (decode.replicas, decode.tensor_parallel, decode.data_parallel, decode.expert_parallel) == (1, 1, 4, 4)
     assert (prefill.max_num_batched_tokens, decode.max_num_batched_tokens) == (1 + 1000 + 1500, 6 + 1000 + 1500)
-    assert cluster.transfer.bandwidth_gbps == 2 * 50
+    assert cluster.transfer.bandwidth_gb_per_s == 2 * 50
 
 
 def test_expert_parallel_rows_run_with_the_experts_over_the_tensor_parallel_gpus():

@@ -27,7 +27,7 @@ def _sweep_file(tmp_path, **spec):
 
 def test_grid_zip_and_replicates_expand_in_a_fixed_order(tmp_path):
     points = load_sweep(_sweep_file(
-        tmp_path, grid={"workload.arrival.rate": {"start": 10, "stop": 30, "step": 10}},
+        tmp_path, grid={"workload.arrival.rate": {"start": 10, "last": 30, "step": 10}},
         zip={"scheduler.max_num_seqs": [4, 8], "workload.num_requests": [20, 30]}, replicates=2,
     ))
     assert len(points) == 3 * 2 * 2

@@ -89,7 +89,7 @@ def test_moe_tables_are_read_with_balanced_routing_and_impossible_rows_dropped(t
     rows = [{**base, "num_tokens": t, "moe_tp_size": tp,
              "latency": moe_time(hw, t, 4096, 1536, 8, 128, tp, dtype="fp8_block") * 1e3}
             for t in (1, 16, 512, 8192) for tp in (1, 4)]
-    too_fast = 128 * 3 * 4096 * 1536 / (hw.memory_bandwidth_gbps * 1e9) / 2 * 1e3  # half the time to read them
+    too_fast = 128 * 3 * 4096 * 1536 / (hw.memory_bandwidth_gb_per_s * 1e9) / 2 * 1e3  # half the time to read them
     rows += [{**base, "num_tokens": 64, "moe_tp_size": 1, "latency": too_fast},
              {**base, "num_tokens": 64, "moe_tp_size": 1, "distribution": "power_law_1.2", "latency": 1.0},
              {**base, "num_tokens": 64, "moe_tp_size": 1, "moe_ep_size": 8, "latency": 1.0}]

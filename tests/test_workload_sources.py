@@ -127,11 +127,11 @@ def test_bad_rows_stop_with_file_and_line_or_are_skipped_and_counted(tmp_path):
         read_trace(bad_json)
 
 
-def test_window_time_scale_and_sampling(tmp_path):
+def test_window_speedup_and_sampling(tmp_path):
     path = tmp_path / "p.csv"
     rows = "".join(f"{t},{10 + t},5\n" for t in range(100))
     path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + rows)
-    trace = read_trace(TraceConfig(path=str(path), start_s=10, end_s=20, time_scale=2.0))
+    trace = read_trace(TraceConfig(path=str(path), start_s=10, end_s=20, speedup=2.0))
     assert list(trace.input_tokens) == list(range(20, 30))
     np.testing.assert_allclose(trace.arrival_s, np.arange(10) / 2.0)
     sampled = read_trace(TraceConfig(path=str(path), sample=0.5), rng=_rng(3))

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simulator.catalog.generations import generation_fit, generation_names
 from simulator.catalog.loading import catalog_names, load_catalog_entry
 from simulator.catalog.paths import HARDWARE_DIR
+from simulator.renames import renamed
 
 
 class PeakTflops(BaseModel):
@@ -35,14 +36,20 @@ class PeakTflops(BaseModel):
 class NodeSpec(BaseModel):
     """How GPUs connect: within a node (``fabric``) and across nodes (one NIC per GPU).
 
-    ``nvswitch``: every GPU pair at ``interconnect_gbps``; ``pairwise``: NVLink bridges join pairs, larger groups
-    cross PCIe (``host_link_gbps``); ``pcie``: all traffic over PCIe.
+    ``nvswitch``: every GPU pair at ``interconnect_gb_per_s``; ``pairwise``: NVLink bridges join pairs, larger groups
+    cross PCIe (``host_link_gb_per_s``); ``pcie``: all traffic over PCIe.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     gpus_per_node: int = Field(default=8, ge=1)
     fabric: Literal["nvswitch", "pairwise", "pcie"] = "nvswitch"
-    inter_node_gbps: float = Field(default=25.0, gt=0, description="per-GPU network bandwidth, per direction")
+    inter_node_gb_per_s: float = Field(default=25.0, gt=0,
+                                       description="per-GPU network bandwidth, gigabytes per second per direction")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, value: Any) -> Any:
+        return renamed(value, "node", {"inter_node_gbps": "inter_node_gb_per_s"})
 
 
 class CollectiveFit(BaseModel):
@@ -89,10 +96,10 @@ class HardwareSpec(BaseModel):
     description: str = ""
     generation: str = Field(default="ampere", description="GPU architecture whose fitted parameters this GPU takes")
     memory_gib: float = Field(gt=0)
-    memory_bandwidth_gbps: float = Field(gt=0)
+    memory_bandwidth_gb_per_s: float = Field(gt=0)
     peak_tflops: PeakTflops
-    interconnect_gbps: float = Field(default=0.0, ge=0, description="GPU-GPU link per direction; 0 = none")
-    host_link_gbps: float = Field(default=32.0, gt=0, description="PCIe to host, per direction")
+    interconnect_gb_per_s: float = Field(default=0.0, ge=0, description="GPU-GPU link per direction; 0 = none")
+    host_link_gb_per_s: float = Field(default=32.0, gt=0, description="PCIe to host, per direction")
     node: NodeSpec = NodeSpec()
     flops_efficiency: float = Field(gt=0, le=1, description="large 16-bit GEMMs: fraction of peak")
     flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], float] = Field(
@@ -132,9 +139,11 @@ class HardwareSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _generation_defaults(cls, data: Any) -> Any:
-        """Fill the fitted parameters the profile leaves out from its generation's fit."""
+        """Fill the fitted parameters the profile leaves out from its generation's fit (old spellings first)."""
         if not isinstance(data, dict):
             return data
+        data = renamed(data, "hardware", {f"{name}_gbps": f"{name}_gb_per_s"
+                                          for name in ("memory_bandwidth", "interconnect", "host_link")})
         generation = data.get("generation", "ampere")
         try:
             fit = generation_fit(generation)
@@ -167,7 +176,7 @@ class HardwareSpec(BaseModel):
     @property
     def achievable_bandwidth(self) -> float:
         """Bytes/s that streaming HBM reads reach."""
-        return self.memory_bandwidth_gbps * 1e9 * self.bandwidth_efficiency
+        return self.memory_bandwidth_gb_per_s * 1e9 * self.bandwidth_efficiency
 
 
 def resolve_hardware(hardware: str | HardwareSpec) -> HardwareSpec:

@@ -74,7 +74,7 @@ class PrefillToDecode:
         request.prefill_done_s = request.first_token_s
         self._holder[request.request_id] = self._prefill_replicas[request.replica]
         seconds = self.transfer.latency_ms / 1000 + request.input_tokens * self.kv_bytes_per_token / (
-            self.transfer.bandwidth_gbps * 1e9
+            self.transfer.bandwidth_gb_per_s * 1e9
         )
         if self.transfer.layer_overlap:
             prefill_time = request.first_token_s - request.first_scheduled_s

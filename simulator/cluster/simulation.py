@@ -66,7 +66,7 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
             f"scheduler.max_model_len: {max_model_len} exceeds the model's max_position_embeddings {model_max_len}"
         )
     if sched.kind == "chunked":
-        return max_model_len, sched.max_num_batched_tokens  # the schema checks chunk_size against it
+        return max_model_len, sched.max_num_batched_tokens  # the schema checks long_prefill_token_threshold against it
     batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
     if batched < max_model_len and sched.kind in ("static", "continuous"):
         raise ConfigError(
@@ -180,7 +180,7 @@ def _build_pool(
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):
         raise ConfigError(f"scheduler.kind: {sched.kind!r} is not a subclass of simulator.schedulers.Scheduler")
     swap_capacity = int(kv_cfg.swap_space_gib * 2**30 / budget.kv_bytes_per_token)
-    swap_seconds = budget.kv_bytes_per_token / (hardware.host_link_gbps * 1e9)  # each GPU moves its shard
+    swap_seconds = budget.kv_bytes_per_token / (hardware.host_link_gb_per_s * 1e9)  # each GPU moves its shard
     copy_seconds = 2 * budget.kv_bytes_per_token / hardware.achievable_bandwidth  # read + write in HBM
     if getattr(sched, "speculative", None) is not None and kv_cfg.kind != "paged":
         raise ConfigError(f"scheduler.speculative: needs kv_cache.kind: paged (drafted tokens take KV blocks), "

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import types
 import typing
-import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from simulator.renames import renamed
 
 MAX_REQUESTS = 100_000_000  # generated requests per run
 MAX_REPLICAS = 100_000  # replicas per pool
@@ -123,9 +124,15 @@ class TransferConfig(Strict):
     transfer streams layer by layer during the prefill, so only what outlasts the prefill (at least one layer's
     share) is added after it."""
 
-    bandwidth_gbps: float = Field(default=25.0, gt=0, description="GB/s per prefill replica (e.g. 200 Gb/s IB)")
+    bandwidth_gb_per_s: float = Field(default=25.0, gt=0,
+                                      description="gigabytes per second per prefill replica (200 Gb/s IB = 25)")
     latency_ms: float = Field(default=0.05, ge=0)
     layer_overlap: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, value: Any) -> Any:
+        return renamed(value, "cluster.transfer", {"bandwidth_gbps": "bandwidth_gb_per_s"})
 
 
 class ClusterConfig(Strict):
@@ -250,15 +257,23 @@ class ChunkedSchedulerConfig(SchedulerBase):
     max_num_batched_tokens: int = Field(
         default=8192, ge=1, le=MAX_TOKENS, description="tokens per iteration (vLLM v1's default)"
     )
-    chunk_size: int | None = Field(
-        default=None, ge=1, le=MAX_TOKENS, description="largest chunk of one prompt; default: the budget"
+    long_prefill_token_threshold: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS,
+        description="most tokens of one prompt in an iteration (vLLM's --long-prefill-token-threshold); default: "
+        "the budget",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, value: Any) -> Any:
+        return renamed(value, "scheduler", {"chunk_size": "long_prefill_token_threshold"})
 
     @model_validator(mode="after")
     def _chunk_fits_budget(self) -> ChunkedSchedulerConfig:
-        budget = self.max_num_batched_tokens
-        if self.chunk_size is not None and self.chunk_size > budget:
-            raise ValueError(f"chunk_size must be <= max_num_batched_tokens, got {self.chunk_size} > {budget}")
+        budget, threshold = self.max_num_batched_tokens, self.long_prefill_token_threshold
+        if threshold is not None and threshold > budget:
+            raise ValueError(f"long_prefill_token_threshold must be <= max_num_batched_tokens, got {threshold} > "
+                             f"{budget}")
         return self
 
 
@@ -536,11 +551,16 @@ class TraceConfig(Strict):
     format: Literal["auto", "processed", "azure", "burstgpt", "mooncake", "csv"] = "auto"
     columns: dict[Literal["arrival", "input", "output"], str] | None = None
     time_unit: Literal["s", "ms", "us"] = Field(default="s", description="unit of a csv arrival column")
-    time_scale: float = Field(default=1.0, gt=0, description="replay this many times faster")
+    speedup: float = Field(default=1.0, gt=0, description="replay this many times faster (timestamps divided by it)")
     start_s: float = Field(default=0.0, ge=0, description="keep arrivals at or after this offset (trace time)")
     end_s: float | None = Field(default=None, gt=0, description="and before this one")
     sample: float = Field(default=1.0, gt=0, le=1, description="keep each row with this probability (seeded)")
     skip_bad: bool = Field(default=False, description="skip and count malformed rows instead of stopping")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, value: Any) -> Any:
+        return renamed(value, "workload.trace", {"time_scale": "speedup"})
 
     @model_validator(mode="after")
     def _columns_for_csv(self) -> TraceConfig:
@@ -574,13 +594,7 @@ class SLOConfig(Strict):
     @model_validator(mode="before")
     @classmethod
     def _old_spelling(cls, value: Any) -> Any:
-        if isinstance(value, dict) and "e2e_ms" in value:
-            if "e2el_ms" in value:
-                raise ValueError("give e2el_ms only (e2e_ms is its old spelling)")
-            warnings.warn("slo.e2e_ms is renamed slo.e2el_ms (the metric's name); the old spelling goes in the next "
-                          "release", FutureWarning, stacklevel=2)
-            value = {("e2el_ms" if key == "e2e_ms" else key): item for key, item in value.items()}
-        return value
+        return renamed(value, "slo", {"e2e_ms": "e2el_ms"})
 
 
 class MetricsConfig(Strict):

@@ -45,7 +45,7 @@ class AttentionModel:
         """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones;
         ``overhead_us``: the engine's per-kernel floor (CUDA-graph replay) instead of the eager one."""
         peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency  # the 16-bit peak
-        bandwidth = hardware.memory_bandwidth_gbps * 1e9 * memory_scale
+        bandwidth = hardware.memory_bandwidth_gb_per_s * 1e9 * memory_scale
         self.prefill_flops = peak * hardware.attention_efficiency * compute_scale
         self.decode_flops = peak * hardware.decode_attention_efficiency * compute_scale
         self.io_bandwidth = bandwidth * hardware.attention_io_efficiency

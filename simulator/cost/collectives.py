@@ -1,8 +1,8 @@
 """Collective communication between the GPUs of a replica.
 
 The slowest link a ring of n GPUs crosses sets its bandwidth B (GPUs are packed into nodes of ``gpus_per_node``):
-across nodes, the per-GPU NICs of the GPUs in each node (``inter_node_gbps`` × GPUs per node); within a node,
-``interconnect_gbps`` on NVSwitch or on an NVLink pair, else PCIe (``host_link_gbps``). ``nbytes`` is the buffer
+across nodes, the per-GPU NICs of the GPUs in each node (``inter_node_gb_per_s`` × GPUs per node); within a node,
+``interconnect_gb_per_s`` on NVSwitch or on an NVLink pair, else PCIe (``host_link_gb_per_s``). ``nbytes`` is the buffer
 each GPU holds: the whole vector for all-reduce, the gathered output for all-gather, the input for reduce-scatter
 and all-to-all (as nccl-tests and the frameworks' kernel tables count it).
 
@@ -34,12 +34,12 @@ def ring_bandwidth(hardware: HardwareSpec, num_gpus: int) -> float:
     """Bytes/s of the slowest link a ring (or pair) of ``num_gpus`` GPUs crosses."""
     node = hardware.node
     if num_gpus > node.gpus_per_node:
-        return node.inter_node_gbps * 1e9 * node.gpus_per_node
+        return node.inter_node_gb_per_s * 1e9 * node.gpus_per_node
     if node.fabric == "nvswitch" or (node.fabric == "pairwise" and num_gpus == 2):
-        if hardware.interconnect_gbps <= 0:
-            raise ValueError(f"{hardware.name}: fabric {node.fabric} needs interconnect_gbps > 0")
-        return hardware.interconnect_gbps * 1e9
-    return hardware.host_link_gbps * 1e9
+        if hardware.interconnect_gb_per_s <= 0:
+            raise ValueError(f"{hardware.name}: fabric {node.fabric} needs interconnect_gb_per_s > 0")
+        return hardware.interconnect_gb_per_s * 1e9
+    return hardware.host_link_gb_per_s * 1e9
 
 
 def collective_time(hardware: str | HardwareSpec, op: Collective, num_gpus: int, nbytes: float) -> float:

@@ -13,7 +13,7 @@ combine among the replica's ``n`` = dp × tp GPUs, each GPU sending its ``T`` to
   - dispatch moves FP8 with per-128 scales (``1 + 4/128`` bytes per element), combine bf16 (2 bytes).
 
   Within a node the link is NVLink; a replica over several nodes of ``g`` GPUs sends ``(n − g)/(n − 1)`` of its
-  off-GPU bytes over the GPU's NIC (``inter_node_gbps``) and the rest over NVLink; the slower of the two sets the
+  off-GPU bytes over the GPU's NIC (``inter_node_gb_per_s``) and the rest over NVLink; the slower of the two sets the
   time. Fitted on SGLang's DeepEP tables of one 8-GPU H100 node (normal mode at DeepEP's default 20 SMs;
   :func:`simulator.fidelity.kernels.fit_deepep`): dispatch and combine within 6–10% median in both modes; the
   inter-node share is not measured here.
@@ -49,11 +49,11 @@ def deepep_time(hardware: HardwareSpec, kernel: str, gpus: int, tokens: float, t
     nbytes = tokens * off_gpu_pairs(mode, gpus, topk) * hidden * element
     per_node = hardware.node.gpus_per_node
     if gpus <= per_node:
-        transfer = nbytes / (hardware.interconnect_gbps * 1e9 * fit.efficiency)
+        transfer = nbytes / (hardware.interconnect_gb_per_s * 1e9 * fit.efficiency)
     else:
         remote = (gpus - per_node) / (gpus - 1)
-        transfer = max(nbytes * (1 - remote) / (hardware.interconnect_gbps * 1e9 * fit.efficiency),
-                       nbytes * remote / (hardware.node.inter_node_gbps * 1e9 * fit.efficiency))
+        transfer = max(nbytes * (1 - remote) / (hardware.interconnect_gb_per_s * 1e9 * fit.efficiency),
+                       nbytes * remote / (hardware.node.inter_node_gb_per_s * 1e9 * fit.efficiency))
     return fit.latency_us * 1e-6 + transfer
 
 

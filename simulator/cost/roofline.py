@@ -138,7 +138,7 @@ class RooflineCostModel(CostModel):
         hw = self.network
         if self.tp * self.pp <= hw.node.gpus_per_node:
             return collective_time(hw, "send_recv", 2, nbytes)
-        return nbytes / (self.tp * hw.node.inter_node_gbps * 1e9 * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
+        return nbytes / (self.tp * hw.node.inter_node_gb_per_s * 1e9 * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
 
     def body_parts(self, num_tokens: int, decode_only: bool = False) -> dict[str, float]:
         """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads (``decode_only``:

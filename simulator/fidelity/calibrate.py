@@ -3,7 +3,7 @@
 GEMM parameters (``flops_efficiency``, ``bandwidth_efficiency``, ``kernel_overhead_us``, ``gemm_knee``,
 ``gemm_tile_m``) are fitted to per-layer operator timings (the format of ``../shared/data/calibration/a100_ops``);
 network parameters (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
-``p2p_efficiency``, ``p2p_latency_us``, ``node.inter_node_gbps``) to NCCL timings (the format of
+``p2p_efficiency``, ``p2p_latency_us``, ``node.inter_node_gb_per_s``) to NCCL timings (the format of
 ``../shared/data/network``). Spec-sheet numbers are never changed.
 
 The fit minimises the mean |log(predicted / measured)| (smooth, and zero only at a perfect fit), evaluated by the
@@ -36,15 +36,15 @@ NETWORK_GRID: dict[str, list] = {
     "collective_step_latency_us": [0, 1, 2, 3, 4, 6, 8],
     "p2p_efficiency": [round(x, 2) for x in np.arange(0.5, 0.96, 0.05)],
     "p2p_latency_us": [2, 4, 6, 8, 10, 15, 20],
-    "inter_node_gbps": [2, 4, 6, 8, 10, 12.5, 20, 25, 50],
+    "inter_node_gb_per_s": [2, 4, 6, 8, 10, 12.5, 20, 25, 50],
 }
 
 
 def set_parameter(profile: HardwareSpec, name: str, value) -> HardwareSpec:
-    """``profile`` with one fitted parameter replaced; ``inter_node_gbps`` lives in ``node``, and ``a.b`` / ``a.b.c``
-    address the per-dtype and per-collective tables (``flops_efficiency_by_dtype.fp8``,
+    """``profile`` with one fitted parameter replaced; ``inter_node_gb_per_s`` lives in ``node``, and ``a.b`` /
+    ``a.b.c`` address the per-dtype and per-collective tables (``flops_efficiency_by_dtype.fp8``,
     ``collectives.all_gather.latency_us``)."""
-    if name == "inter_node_gbps":
+    if name == "inter_node_gb_per_s":
         return profile.model_copy(update={"node": profile.node.model_copy(update={name: value})})
     head, _, rest = name.partition(".")
     if not rest:
@@ -116,7 +116,7 @@ def calibrate(
 
         profile = coordinate_descent(profile, NETWORK_GRID, lambda p: score_per_collective(evaluate(p)))
         errors = evaluate(profile)
-        values = [f"{n}={profile.node.inter_node_gbps if n == 'inter_node_gbps' else getattr(profile, n)}"
+        values = [f"{n}={profile.node.inter_node_gb_per_s if n == 'inter_node_gb_per_s' else getattr(profile, n)}"
                   for n in NETWORK_GRID]
         by_op = ", ".join(f"{op} median {e.median():.1%}" for op, e in errors.groupby("op")["error"])
         report.append(f"network ({len(frame):,} timings of {network_system}): {', '.join(values)}; {by_op}")

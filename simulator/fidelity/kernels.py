@@ -190,7 +190,7 @@ def moe_kernel_table(kernels_dir: Path) -> pd.DataFrame:
             "experts": table["num_experts"].to_numpy(), "moe_tp": table["moe_tp_size"].to_numpy(),
             "moe_ep": table["moe_ep_size"].to_numpy(), "measured_s": table["latency"].to_numpy() * 1e-3,
         })
-        peak = load_hardware(GPUS[gpu]).memory_bandwidth_gbps * 1e9
+        peak = load_hardware(GPUS[gpu]).memory_bandwidth_gb_per_s * 1e9
         frames.append(frame[frame["measured_s"] >= _expert_bytes(frame) / peak])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MOE_COLUMNS)
 

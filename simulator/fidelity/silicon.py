@@ -117,7 +117,7 @@ def disaggregated_cluster(row: dict[str, str], backend: str, spec, hardware: str
     default may not hold a prompt). The clients: ``silicon_concurrency``; a row that does not state it is
     unsupported (where stated it equals ``decode_batch_size`` × workers, but the rows without it measure TPOTs that
     batch could not give — SGLang Qwen3-32B 112–560 ms — so the batch is a cap, not the client count). The KV moves
-    over the prefill worker's network cards: its GPUs × the node's ``inter_node_gbps``."""
+    over the prefill worker's network cards: its GPUs × the node's ``inter_node_gb_per_s``."""
     from simulator.catalog import load_hardware
 
     pools = {}
@@ -142,8 +142,8 @@ def disaggregated_cluster(row: dict[str, str], backend: str, spec, hardware: str
     users = concurrency(row, per_rank)
     prefill = pools["prefill"]
     gpus = prefill["tensor_parallel"] * prefill["data_parallel"] * prefill["pipeline_parallel"]
-    link = gpus * load_hardware(hardware).node.inter_node_gbps
-    return ({"kind": "disaggregated", **pools, "transfer": {"bandwidth_gbps": link}}, users, per_rank)
+    link = gpus * load_hardware(hardware).node.inter_node_gb_per_s
+    return ({"kind": "disaggregated", **pools, "transfer": {"bandwidth_gb_per_s": link}}, users, per_rank)
 
 
 def recipe_token_budget(backend: str, isl: int, concurrency: int) -> int:

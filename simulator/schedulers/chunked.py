@@ -1,12 +1,13 @@
 """Chunked prefill with stall-free batching (Sarathi-Serve; vLLM v1's default scheduler).
 
 Each iteration has a budget of ``max_num_batched_tokens``. Every decoding request gets its one token first; the rest
-of the budget goes to prompt chunks of at most ``chunk_size`` tokens: first the prompts already being prefilled (in
-admission order), then new requests from the queue (FCFS, within ``max_num_seqs``), so several prompts may share an
-iteration and a long prompt spreads over several. A prompt's KV is allocated chunk by chunk, keeping room for the
-decodes' next token; if nothing can make progress for lack of memory, the running request that arrived last is
-preempted (recompute). An iteration with prompt chunks is never repeated unchanged; a decode-only batch is stable
-until a completion (which frees budget, slots and memory) or a memory shortfall.
+of the budget goes to prompt chunks of at most ``long_prefill_token_threshold`` tokens (vLLM's name for this cap):
+first the prompts already being prefilled (in admission order), then new requests from the queue (FCFS, within
+``max_num_seqs``), so several prompts may share an iteration and a long prompt spreads over several. A prompt's KV
+is allocated chunk by chunk, keeping room for the decodes' next token; if nothing can make progress for lack of
+memory, the running request that arrived last is preempted (recompute). An iteration with prompt chunks is never
+repeated unchanged; a decode-only batch is stable until a completion (which frees budget, slots and memory) or a
+memory shortfall.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 class ChunkedScheduler(Scheduler):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.chunk_size = getattr(self.config, "chunk_size", None) or self.max_num_batched_tokens
+        cap = getattr(self.config, "long_prefill_token_threshold", None)
+        self.prompt_chunk_cap = cap or self.max_num_batched_tokens
 
     def _fill_chunks(self, batch: Batch, now: float) -> None:
-        kv, chunk, reserve = self.kv, self.chunk_size, bool(self.decoding)
+        kv, chunk, reserve = self.kv, self.prompt_chunk_cap, bool(self.decoding)
         budget = self.max_num_batched_tokens - self.decode_budget_tokens
         for request in list(self.prefilling.values()):
             n = min(chunk, request.prefill_tokens - request.prefilled, budget)

@@ -15,7 +15,7 @@ Formats (``TraceConfig.format``; ``auto`` picks by suffix and header):
 A row with a missing field or a bad value (not a number, negative time, a length < 1) raises an error naming
 ``file:line``; with ``skip_bad`` it is skipped and counted. Then the ``[start_s, end_s)`` window (trace seconds
 after the first arrival) and ``sample`` (keep each row with that probability) apply, rows are sorted by arrival
-(stable), shifted to start at 0 and divided by ``time_scale``.
+(stable), shifted to start at 0 and divided by ``speedup``.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def _read_trace(config: TraceConfig, path: Path, limit: int | None, rng: np.rand
     keep = keep[:limit] if limit is not None else keep
     if keep.size == 0:
         raise LLMSimError(f"{path}: no requests in the window [{config.start_s}, {config.end_s}) s after sampling")
-    arrivals = (times[keep] - times[keep[0]]) / config.time_scale
+    arrivals = (times[keep] - times[keep[0]]) / config.speedup
     inputs = np.array([records[i][1] for i in keep], dtype=np.int64)
     outputs = np.array([records[i][2] for i in keep], dtype=np.int64)
     prefixes = None
