@@ -179,6 +179,28 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_workloads(args: argparse.Namespace) -> int:
+    """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML."""
+    from simulator.catalog.workloads import fit_preset, load_preset, preset_names, preset_yaml
+
+    if args.fit:
+        print(preset_yaml(fit_preset(args.fit, args.name)), end="")
+        return 0
+    presets = [load_preset(name) for name in preset_names()]
+    if args.json:
+        print(json.dumps(presets, indent=2))
+        return 0
+    print(f"{'preset':22} {'input p50/mean/p99':>22} {'output p50/mean/p99':>22} {'rate/s':>7}  source")
+    for preset in presets:
+        stats = preset["statistics"]
+        cells = ["/".join(f"{stats[part][k]:,.0f}" for k in ("p50", "mean", "p99"))
+                 for part in ("input_tokens", "output_tokens")]
+        rate = f"{stats['rate_per_s']:7.2f}" if "rate_per_s" in stats else f"{'-':>7}"
+        print(f"{preset['name']:22} {cells[0]:>22} {cells[1]:>22} {rate}  {preset['source'].split(' (')[0]}")
+    print("use as workload: {preset: NAME, ...}; the section's own keys override the preset's")
+    return 0
+
+
 def _kv_size_of_model(args: argparse.Namespace) -> int:
     """Per layer group: KV elements per token, tokens a sequence of ``--context`` holds there (a bounded span holds
     at most its span), and bytes; the model's parameter counts."""
@@ -586,6 +608,13 @@ def build_parser() -> argparse.ArgumentParser:
     gpus = sub.add_parser("gpus", help="the GPU catalog: memory, bandwidth, peak TFLOP/s, generation")
     gpus.add_argument("--json", action="store_true", help="one JSON object per GPU")
     gpus.set_defaults(func=_cmd_gpus)
+
+    presets = sub.add_parser("workloads", help="the workload presets (workloads/*.yaml): source and statistics")
+    presets.add_argument("--json", action="store_true", help="one JSON object per preset")
+    presets.add_argument("--fit", metavar="CSV", help="print a preset fitted to a processed trace (arrived_at, "
+                         "num_prefill_tokens, num_decode_tokens) instead")
+    presets.add_argument("--name", default="my-workload", help="the fitted preset's name")
+    presets.set_defaults(func=_cmd_workloads)
 
     kv = sub.add_parser("kv-size", help="KV-cache bytes for a model, context and batch")
     kv.add_argument("--model", help="catalog name or config path (gives layers, kv heads, head dim)")

@@ -8,6 +8,7 @@ cannot ask for an allocation no machine has.
 
 from __future__ import annotations
 
+import itertools
 import math
 import types
 import typing
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from simulator.catalog.workloads import with_preset
 from simulator.renames import renamed
 
 MAX_REQUESTS = 100_000_000  # generated requests per run
@@ -535,8 +537,32 @@ class EmpiricalLength(Strict):
     max: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
 
+class QuantileLength(Strict):
+    """A distribution given by its quantiles (a workload preset's fitted lengths): ``values[i]`` at cumulative
+    probability ``probabilities[i]`` (default evenly spaced from 0 to 1); a uniform draw is mapped through them,
+    linearly between neighbours, rounded, and capped at ``max``."""
+
+    kind: Literal["quantiles"]
+    values: list[int] = Field(min_length=2, max_length=10_001)
+    probabilities: list[float] | None = Field(default=None, description="from 0 to 1, increasing; one per value")
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+
+    @model_validator(mode="after")
+    def _increasing(self) -> QuantileLength:
+        if self.values[0] < 1 or self.values[-1] > MAX_TOKENS:
+            raise ValueError(f"values must lie in [1, {MAX_TOKENS}], got {self.values[0]} … {self.values[-1]}")
+        if any(b < a for a, b in itertools.pairwise(self.values)):
+            raise ValueError("values must not decrease (quantiles at increasing probabilities)")
+        p = self.probabilities
+        if p is not None and (len(p) != len(self.values) or p[0] != 0 or p[-1] != 1
+                              or any(b <= a for a, b in itertools.pairwise(p))):
+            raise ValueError("probabilities must rise from 0 to 1, one per value")
+        return self
+
+
 LengthConfig = Annotated[
-    FixedLength | UniformLength | LognormalLength | NormalLength | EmpiricalLength, Field(discriminator="kind")
+    FixedLength | UniformLength | LognormalLength | NormalLength | EmpiricalLength | QuantileLength,
+    Field(discriminator="kind"),
 ]
 
 
@@ -630,6 +656,8 @@ class WorkloadConfig(Strict):
     """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests);
     ``classes`` splits the requests into tenants / tiers."""
 
+    preset: str | None = Field(
+        default=None, description="a named workload (llmsim workloads): its fields, then this section's over them")
     num_requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
     prefix: PrefixConfig | None = None
     arrival: ArrivalConfig | None = None
@@ -641,6 +669,11 @@ class WorkloadConfig(Strict):
         default=None, ge=1, le=MAX_REQUESTS,
         description="open-loop arrivals: at most this many requests outstanding; the others wait at the client and "
         "are sent when one ends (vLLM bench's --max-concurrency: latencies count from the send)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_preset(cls, value: Any) -> Any:
+        return with_preset(value)
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadConfig:

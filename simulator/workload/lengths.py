@@ -15,6 +15,7 @@ from simulator.config.schema import (
     LengthConfig,
     LognormalLength,
     NormalLength,
+    QuantileLength,
     UniformLength,
 )
 from simulator.errors import LLMSimError
@@ -43,7 +44,8 @@ def _column(path: str, column: str) -> np.ndarray:
 def sample_lengths(config: LengthConfig, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` lengths. Lognormal: ``mean`` is the distribution's mean, so μ = ln(mean) − σ²/2; values are rounded
     and clipped to [min, max] (the clip moves the realised mean slightly). Normal: rounded draws outside
-    [min, max] are redrawn (a truncated normal). Empirical: resampled with replacement, clipped to max."""
+    [min, max] are redrawn (a truncated normal). Empirical: resampled with replacement, clipped to max. Quantiles:
+    the inverse CDF through the given quantiles, linear between them, rounded and clipped to max."""
     if isinstance(config, FixedLength):
         return np.full(n, config.value, dtype=np.int64)
     if isinstance(config, UniformLength):
@@ -63,4 +65,8 @@ def sample_lengths(config: LengthConfig, n: int, rng: np.random.Generator) -> np
         pool = _column(str(Path(config.path)), config.column)
         values = pool[rng.integers(0, pool.size, size=n)]
         return np.minimum(values, config.max) if config.max is not None else values
+    if isinstance(config, QuantileLength):
+        probabilities = config.probabilities or np.linspace(0, 1, len(config.values))
+        values = np.rint(np.interp(rng.random(size=n), probabilities, config.values))
+        return np.minimum(values, config.max if config.max is not None else np.inf).astype(np.int64)
     raise TypeError(f"unsupported length config {config!r}")
