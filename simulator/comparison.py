@@ -34,7 +34,7 @@ from simulator.config.loader import load_spec, resolve_base
 from simulator.config.schema import SLOConfig, Strict
 from simulator.errors import ConfigError
 from simulator.histogram import LogHistogram
-from simulator.metrics import CLASS_METRICS, DISAGGREGATED_METRICS, summarize
+from simulator.metrics import CLASS_METRICS, DISAGGREGATED_METRICS, SESSION_METRICS, summarize
 from simulator.recorder import SUMMARY_COLUMNS
 
 
@@ -80,12 +80,13 @@ class ComparisonConfig(Strict):
 
 
 def summary_keys() -> list[str]:
-    """Every key a run's summary can have (from the summary of an empty run, plus the disaggregated ones)."""
+    """Every key a run's summary can have (from the summary of an empty run, plus the disaggregated and the
+    multi-turn ones)."""
     empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
     empty["finished"] = np.array([], dtype=bool)
     summary = summarize(empty, SLOConfig(), LogHistogram(), kv_token_seconds=[0.0], peak_kv_blocks=[0],
                         kv_num_blocks=1, kv_block_size=1, peak_running=[0], iterations=0, num_gpus=1)
-    return [*summary, *DISAGGREGATED_METRICS]
+    return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -128,6 +128,20 @@ def _memory_shares(breakdown_seconds: list[list[float]]) -> dict[str, float]:
     return shares
 
 
+def _session_stats(columns: dict[str, np.ndarray], ttft_ms: np.ndarray, done: np.ndarray) -> dict[str, Any]:
+    """Multi-turn workloads: the sessions, and the TTFT of first turns apart from later ones (whose prompts carry
+    the conversation, served from the prefix cache where it still is); nothing for other workloads."""
+    turn = columns["turn"]
+    if not np.any(turn > 0):
+        return {}
+    stats: dict[str, Any] = {"sessions": int(np.unique(columns["session"]).size)}  # SESSION_METRICS
+    for label, part in (("first_turn", turn == 0), ("later_turns", turn > 0)):
+        values = ttft_ms[done & part]
+        stats[f"mean_ttft_{label}_ms"] = float(values.mean()) if values.size else float("nan")
+        stats[f"p99_ttft_{label}_ms"] = float(np.percentile(values, 99)) if values.size else float("nan")
+    return stats
+
+
 def summarize(
     columns: dict[str, np.ndarray], slo: SLOConfig, itl_s: LogHistogram, *, kv_token_seconds: list[float],
     peak_kv_blocks: list[int], kv_num_blocks: int, kv_block_size: int, peak_running: list[int], iterations: int,
@@ -167,6 +181,7 @@ def summarize(
     }
     for name in ("ttft", "tpot", "e2el"):
         summary.update(_stats(name, latency[f"{name}_ms"][done]))
+    summary.update(_session_stats(columns, latency["ttft_ms"], done))
     summary["mean_itl_ms"] = itl_s.mean * 1000
     summary.update({f"{label}_itl_ms": itl_s.percentile(q) * 1000 for label, q in PERCENTILES.items()})
     capacity = kv_num_blocks * kv_block_size
@@ -223,6 +238,8 @@ def measured_mask(arrival_s: np.ndarray, metrics: MetricsConfig | None) -> np.nd
 
 
 DISAGGREGATED_METRICS = ("mean_kv_transfer_ms", "p99_kv_transfer_ms", "mean_decode_queue_ms", "p99_decode_queue_ms")
+SESSION_METRICS = ("sessions", "mean_ttft_first_turn_ms", "p99_ttft_first_turn_ms", "mean_ttft_later_turns_ms",
+                   "p99_ttft_later_turns_ms")
 CLASS_METRICS = (
     "num_requests", "completed", "num_rejected", "slo_attainment", "request_goodput", "output_throughput",
     "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_e2el_ms", "p99_e2el_ms",

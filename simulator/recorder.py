@@ -20,7 +20,7 @@ from simulator.request import Request
 
 SUMMARY_COLUMNS = (
     "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
-    "class_id", "first_scheduled_s", "prefill_done_s", "kv_arrived_s", "decode_admitted_s",
+    "class_id", "first_scheduled_s", "prefill_done_s", "kv_arrived_s", "decode_admitted_s", "session", "turn",
 )
 _SCHEMA = pa.schema([
     ("request_id", pa.int64()), ("arrival_s", pa.float64()), ("first_scheduled_s", pa.float64()),
@@ -28,7 +28,7 @@ _SCHEMA = pa.schema([
     ("output_tokens", pa.int64()), ("replica", pa.int64()), ("preemptions", pa.int64()),
     ("preempted_s", pa.float64()), ("cached_tokens", pa.int64()), ("class_id", pa.int64()),
     ("prefill_done_s", pa.float64()), ("kv_arrived_s", pa.float64()), ("decode_admitted_s", pa.float64()),
-    ("status", pa.string()),
+    ("session", pa.int64()), ("turn", pa.int64()), ("status", pa.string()),
     ("reject_reason", pa.string()),
 ])
 _ROW = pa.struct(list(_SCHEMA))
@@ -55,7 +55,8 @@ class RequestLog:
             request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
             request.preempted_s, request.cached_tokens, request.class_id, request.prefill_done_s,
-            request.kv_arrived_s, request.decode_admitted_s, request.status, request.reject_reason,
+            request.kv_arrived_s, request.decode_admitted_s, request.session, request.turn, request.status,
+            request.reject_reason,
         ))
         if len(self._rows) >= self._chunk_rows:
             self._flush()

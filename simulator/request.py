@@ -45,7 +45,8 @@ class Request:
         "first_token_s", "gap_key", "gap_run", "gen_offset", "generated", "input_tokens", "kv_arrived_s",
         "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefill_done_s", "prefilled",
         "prefix",
-        "priority", "reject_reason", "remote_kv", "replica", "request_id", "status", "swapped_tokens",
+        "priority", "reject_reason", "remote_kv", "replica", "request_id", "session", "status", "swapped_tokens",
+        "turn",
     )
 
     def __init__(
@@ -61,6 +62,7 @@ class Request:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.replica = -1
+        self.session, self.turn = -1, 0  # multi-turn workloads: the session and the turn in it (from 0)
         self.first_scheduled_s = math.nan
         self.first_token_s = math.nan
         self.last_token_s = math.nan

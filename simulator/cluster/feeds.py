@@ -9,6 +9,8 @@
   request due while the cap is reached waits at the client (FIFO) and is sent — its ``arrival_s`` — when one ends.
 - :class:`ClosedLoopFeed`: ``users`` clients, each sending its next request a think time after its previous one
   ended (finished or rejected); lengths are taken from the workload in send order.
+- :class:`SessionFeed`: multi-turn sessions: a session's first turn at its start, each later turn a think time
+  after the previous one finished; a rejected turn rejects the rest of its session (with the reason).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import ClosedLoopArrival
 from simulator.recorder import Recorder
-from simulator.request import Request
+from simulator.request import REJECTED, Request
 
 
 class RequestFactory:
@@ -183,3 +185,63 @@ class ClosedLoopFeed:
         user = self._user_of.pop(request.request_id, None)
         if user is not None:
             self._after_think(user)
+
+
+class SessionFeed:
+    """Multi-turn sessions (:mod:`simulator.workload.sessions`): every session's first turn at its start time (plus
+    its client-side delay), each later turn ``think_ms`` (exponential, that mean) after the previous turn finished.
+    A rejected turn rejects the next one at once, with the reason, and so on to the session's end: every generated
+    turn is accounted for."""
+
+    def __init__(
+        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
+        replicas: list[Replica], recorder: Recorder, think_ms: float, rng: np.random.Generator,
+    ) -> None:
+        self.env, self.factory, self.router, self.replicas, self.recorder = env, factory, router, replicas, recorder
+        workload = factory.workload
+        self._sessions, self._turns = workload.sessions.tolist(), workload.turns.tolist()
+        self._delay = delay_s.tolist()
+        self._think_s, self.rng = think_ms / 1000, rng
+        recorder.on_complete = self._ended
+        self._firsts = np.flatnonzero(workload.turns == 0).tolist()  # in start order
+        self._starts = workload.arrival_s[self._firsts].tolist()
+        self._next = 0
+        self._wakeup = Wakeup(env, self._start_sessions)
+        if self._firsts:
+            self._wakeup.schedule(self._starts[0] + self._delay[self._firsts[0]])
+
+    def _start_sessions(self, wakeup: Wakeup) -> None:
+        """Send every first turn due by now, then wait for the next one."""
+        now, firsts = wakeup.at, self._firsts
+        while self._next < len(firsts) and self._starts[self._next] + self._delay[firsts[self._next]] <= now:
+            self._send(firsts[self._next], self._starts[self._next])
+            self._next += 1
+        if self._next < len(firsts):
+            due = self._starts[self._next] + self._delay[firsts[self._next]]
+            self._wakeup.schedule(due - now)
+
+    def _request(self, request_id: int, sent_s: float) -> Request:
+        inputs, outputs, prefixes, classes = self.factory.columns(np.array([request_id]))
+        request = self.factory.make(request_id, sent_s, inputs[0], outputs[0], prefixes[0] if prefixes else None,
+                                    classes[0] if classes else None)
+        request.session, request.turn = self._sessions[request_id], self._turns[request_id]
+        return request
+
+    def _send(self, request_id: int, sent_s: float) -> None:
+        request = self._request(request_id, sent_s)
+        self.replicas[self.router.route(request)].submit(request)
+
+    def _ended(self, request: Request) -> None:
+        following = request.request_id + 1
+        if following >= len(self._sessions) or self._sessions[following] != request.session:
+            return  # the session's last turn
+        now = self.env.now
+        if request.status == REJECTED:
+            skipped = self._request(following, now)
+            skipped.status = REJECTED
+            skipped.reject_reason = f"turn {request.turn + 1} of its session was rejected"
+            self.recorder.request_done(skipped)
+            return
+        sent_s = now + (float(self.rng.exponential(self._think_s)) if self._think_s else 0.0)
+        Wakeup(self.env, lambda _event: self._send(following, sent_s)).schedule(
+            sent_s - now + self._delay[following])

@@ -97,6 +97,25 @@ class PowerOfTwoRouter(Router):
         return a if (self.replicas[a].outstanding, a) <= (self.replicas[b].outstanding, b) else b
 
 
+@ROUTERS.register("session_affinity")
+class SessionAffinityRouter(Router):
+    """Every turn of a session goes where its first turn went (the least outstanding replica then), so the
+    conversation's KV stays in one prefix cache — vLLM production-stack's session routing; requests outside
+    sessions go to the least outstanding replica."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self._home: dict[int, int] = {}
+
+    def route(self, request: Request) -> int:
+        if request.session < 0:
+            return self.least_outstanding()
+        home = self._home.get(request.session)
+        if home is None:
+            home = self._home[request.session] = self.least_outstanding()
+        return home
+
+
 @ROUTERS.register("prefix_affinity")
 class PrefixAffinityRouter(Router):
     """Requests sharing a prompt prefix go to the replica that took the first of them (so its prefix cache holds
@@ -108,7 +127,7 @@ class PrefixAffinityRouter(Router):
         self._home: dict[int, int] = {}
 
     def route(self, request: Request) -> int:
-        if request.prefix is None:
+        if request.prefix is None or not request.prefix.ids:
             return self.least_outstanding()
         group = request.prefix.ids[0]
         home = self._home.get(group)

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
-from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory
+from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory, SessionFeed
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.lockstep import Lockstep
 from simulator.cluster.replica import Replica
@@ -270,7 +270,10 @@ def simulate(
         entry = [FrontEnd(env, replica, engine.frontend_ms_per_request / 1000,
                           engine.frontend_us_per_prompt_token * 1e-6) for replica in entry]
     arrival = config.workload.arrival
-    if arrival is not None and arrival.kind == "closed_loop":
+    if config.workload.sessions is not None:
+        SessionFeed(env, factory, delay_s, router, entry, recorder, config.workload.sessions.think_ms,
+                    np.random.default_rng(np.random.SeedSequence([config.seed, 5])))
+    elif arrival is not None and arrival.kind == "closed_loop":
         ClosedLoopFeed(env, factory, delay_s, router, entry, recorder, arrival, np.random.default_rng(
             np.random.SeedSequence([config.seed, 3])))
     elif config.workload.max_concurrency is not None:

@@ -652,6 +652,20 @@ class RequestClass(Strict):
     slo: SLOConfig | None = None
 
 
+class SessionsConfig(Strict):
+    """Multi-turn sessions (chat, agents): ``num_requests`` sessions start at the arrival process's times; a
+    session has ``turns`` turns; turn 1 sends ``input_tokens``, every later turn the conversation so far (every
+    earlier turn's input and output) plus ``new_input_tokens`` (default ``input_tokens``); each turn answers
+    ``output_tokens``. Turn n + 1 is sent ``think_ms`` (exponential, that mean) after turn n ends — closed within a
+    session, open across sessions. A turn's prompt is its session's content, so prefix caching serves the part of
+    the conversation still cached (an earlier turn's prompt; its output is recomputed, as prompt tokens). A turn
+    that is rejected ends its session: the turns after it are rejected with that reason."""
+
+    turns: LengthConfig
+    think_ms: float = Field(default=0.0, ge=0, description="mean pause between a turn's end and the next's send")
+    new_input_tokens: LengthConfig | None = None
+
+
 class WorkloadConfig(Strict):
     """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests);
     ``classes`` splits the requests into tenants / tiers."""
@@ -669,11 +683,27 @@ class WorkloadConfig(Strict):
         default=None, ge=1, le=MAX_REQUESTS,
         description="open-loop arrivals: at most this many requests outstanding; the others wait at the client and "
         "are sent when one ends (vLLM bench's --max-concurrency: latencies count from the send)")
+    sessions: SessionsConfig | None = Field(
+        default=None, description="multi-turn sessions: num_requests counts sessions, the arrival their starts")
 
     @model_validator(mode="before")
     @classmethod
     def _expand_preset(cls, value: Any) -> Any:
         return with_preset(value)
+
+    @model_validator(mode="after")
+    def _sessions_fit(self) -> WorkloadConfig:
+        if self.sessions is None:
+            return self
+        clashes = [name for name, given in (
+            ("trace", self.trace is not None), ("classes", self.classes is not None),
+            ("prefix", self.prefix is not None), ("max_concurrency", self.max_concurrency is not None),
+            ("arrival.kind: closed_loop", self.arrival is not None and self.arrival.kind == "closed_loop"))
+            if given]
+        if clashes:
+            raise ValueError(f"sessions start at an open-loop arrival process and carry their own prompts; they do "
+                             f"not combine with {', '.join(clashes)} yet")
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadConfig:

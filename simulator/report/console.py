@@ -34,6 +34,10 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"{'latency (ms)':<14}" + "".join(f"{h:>{width}}" for h in ("mean", "p50", "p90", "p99")),
     ]
     lines += [f"{label:<14}" + "".join(f"{cell:>{width}}" for cell in cells) for label, cells in rows]
+    if "sessions" in s:
+        lines.append(f"sessions:   {s['sessions']:,}; TTFT first turns mean {_fmt(s['mean_ttft_first_turn_ms'], 2)} "
+                     f"p99 {_fmt(s['p99_ttft_first_turn_ms'], 2)} ms, later turns mean "
+                     f"{_fmt(s['mean_ttft_later_turns_ms'], 2)} p99 {_fmt(s['p99_ttft_later_turns_ms'], 2)} ms")
     lines += [
         "",
         f"throughput: {_fmt(s['request_throughput'], 2)} req/s, {_fmt(s['output_throughput'])} output tok/s, "

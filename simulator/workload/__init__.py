@@ -10,6 +10,7 @@ from simulator.config.schema import PrefixConfig, RequestClass, WorkloadConfig
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.lengths import sample_lengths
+from simulator.workload.sessions import generate_sessions
 from simulator.workload.trace import Trace, read_trace, write_trace
 
 
@@ -22,6 +23,8 @@ class Workload(NamedTuple):
     prefixes: np.ndarray | None = None
     skipped: int = 0  # malformed trace rows skipped
     classes: np.ndarray | None = None  # index into WorkloadConfig.classes per request
+    sessions: np.ndarray | None = None  # multi-turn: each request's session (simulator.workload.sessions)
+    turns: np.ndarray | None = None  # and its turn in it, from 0 (later turns' arrival_s are NaN until sent)
 
 
 def assign_prefixes(config: PrefixConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -55,6 +58,8 @@ def assign_classes(classes: list[RequestClass], workload: Workload, seed: np.ran
 def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> Workload:
     """The workload of an experiment; independent random streams per quantity, so changing one distribution
     leaves the others' draws unchanged."""
+    if config.sessions is not None:
+        return generate_sessions(config, seed)
     streams = seed.spawn(6)
     arrival_rng, input_rng, output_rng, prefix_rng, trace_rng = (np.random.default_rng(s) for s in streams[:5])
     if config.trace is not None:

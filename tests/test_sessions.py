@@ -1,0 +1,99 @@
+"""Multi-turn sessions (workload.sessions): each turn resends the conversation, is sent when the previous one
+ends plus a think time, hits the prefix cache for what the session left there, and every turn is accounted for."""
+
+from __future__ import annotations
+
+import pytest
+
+import simulator
+from simulator.config import load_experiment
+from simulator.errors import ConfigError
+from tests.helpers import experiment
+
+
+def _sessions(num_sessions=1, turns=3, first=100, new=20, output=10, think_ms=0.0, **changes):
+    return experiment(
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 256, "prefix_caching": True},
+        workload={"num_requests": num_sessions, "arrival": {"kind": "constant", "rate": 1.0},
+                  "input_tokens": {"kind": "fixed", "value": first},
+                  "output_tokens": {"kind": "fixed", "value": output},
+                  "sessions": {"turns": {"kind": "fixed", "value": turns}, "think_ms": think_ms,
+                               "new_input_tokens": {"kind": "fixed", "value": new}}},
+        **changes)
+
+
+def test_each_turn_resends_the_conversation_and_reuses_its_cache():
+    """Prompts of 100, 100 + 10 + 20 = 130 and 160 tokens; each turn is sent the moment the previous one ends
+    (no think time). Linear costs: prefill 2 ms + 0.1 ms per uncached token, decode steps of 5.2 ms. Turn 1 leaves
+    its first 64 tokens (one whole 64-token content unit) cached, so turn 2 prefills 130 − 64 tokens; turn 3
+    reuses turn 2's first 128."""
+    rows = simulator.run(load_experiment(_sessions())).requests.sort_values("request_id")
+    assert rows["input_tokens"].tolist() == [100, 130, 160]
+    assert rows["turn"].tolist() == [0, 1, 2] and rows["session"].nunique() == 1
+    assert rows["cached_tokens"].tolist() == [0, 64, 128]
+    assert rows["ttft_ms"].tolist() == pytest.approx([2 + 10.0, 2 + 6.6, 2 + 3.2])
+    finish = rows["finish_s"].to_numpy()
+    assert rows["arrival_s"].iloc[1:].to_numpy() == pytest.approx(finish[:-1])  # sent when the last one ended
+    assert rows["e2el_ms"].iloc[0] == pytest.approx(12 + 9 * 5.2)
+
+
+def test_think_time_separates_the_turns():
+    """Mean think time 2 s (exponential): the gaps between a turn's end and the next's send average about 2 s."""
+    rows = simulator.run(load_experiment(_sessions(num_sessions=200, turns=4, think_ms=2000))).requests
+    rows = rows.sort_values("request_id")
+    later = rows[rows["turn"] > 0]
+    previous = rows.set_index("request_id").loc[later["request_id"] - 1]
+    gaps = later["arrival_s"].to_numpy() - previous["finish_s"].to_numpy()
+    assert (gaps >= 0).all() and gaps.mean() == pytest.approx(2.0, rel=0.1)
+
+
+def test_a_rejected_turn_ends_its_session_and_every_turn_is_counted():
+    """max_model_len 150: turn 3's 160-token prompt is rejected, and turn 4 after it, with that reason."""
+    config = _sessions(num_sessions=2, turns=4)
+    config["scheduler"]["max_model_len"] = 150
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    assert len(rows) == 8 and result.summary["completed"] + result.summary["num_rejected"] == 8
+    rejected = rows[rows["status"] == "rejected"]
+    assert rejected["turn"].tolist() == [2, 3, 2, 3]
+    assert (rejected[rejected["turn"] == 3]["reject_reason"] == "turn 3 of its session was rejected").all()
+
+
+def test_session_affinity_keeps_a_conversation_in_one_prefix_cache():
+    """Two replicas, 100 sessions of 5 turns: session_affinity sends every turn to its first turn's replica, so
+    later turns find the conversation cached; round robin splits sessions across replicas and hits less."""
+    base = _sessions(num_sessions=100, turns=5, first=600, new=60, output=40, think_ms=500)
+    base["workload"]["arrival"] = {"kind": "poisson", "rate": 4.0}
+    base["kv_cache"]["num_gpu_blocks"] = 4096
+    runs = {}
+    for router in ("session_affinity", "round_robin"):
+        base["cluster"] = {"replicas": 2, "router": router}
+        runs[router] = simulator.run(load_experiment(base))
+    affine = runs["session_affinity"].requests
+    assert (affine.groupby("session")["replica"].nunique() == 1).all()
+    assert runs["round_robin"].requests.groupby("session")["replica"].nunique().max() == 2
+    hits = {router: run.summary["prefix_cache_hit_rate"] for router, run in runs.items()}
+    assert hits["session_affinity"] > 1.3 * hits["round_robin"]
+    summary = runs["session_affinity"].summary
+    assert summary["sessions"] == 100 and summary["mean_ttft_later_turns_ms"] < summary["mean_ttft_first_turn_ms"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"trace": {"path": "t.csv"}}, "do not combine with trace"),
+    ({"arrival": {"kind": "closed_loop", "users": 4}}, "arrival.kind: closed_loop"),
+    ({"max_concurrency": 4}, "max_concurrency"),
+])
+def test_sessions_that_cannot_be_combined_yet_say_so(change, message):
+    config = _sessions()
+    config["workload"].update(change)
+    if "trace" in change:
+        for key in ("arrival", "input_tokens", "output_tokens", "num_requests"):
+            config["workload"].pop(key)
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(config)
+
+
+def test_the_same_seed_gives_the_same_sessions():
+    config = load_experiment(_sessions(num_sessions=50, turns=3, think_ms=300))
+    first, second = (simulator.run(config).requests for _ in range(2))
+    assert first.equals(second)  # NaN where NaN
