@@ -1,13 +1,17 @@
-"""Arrival processes against their laws, length distributions, every trace format, and convert-trace."""
+"""Arrival processes against their laws, length distributions, every trace format, text datasets, and
+convert-trace."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
+import simulator
 from simulator.cli import main
+from simulator.config import load_experiment
 from simulator.config.schema import (
     DiurnalArrival,
     EmpiricalLength,
@@ -17,8 +21,9 @@ from simulator.config.schema import (
     PiecewiseArrival,
     TraceConfig,
 )
-from simulator.errors import LLMSimError
+from simulator.errors import ConfigError, LLMSimError
 from simulator.workload import arrival_times, read_trace, sample_lengths
+from tests.helpers import experiment
 
 
 def _rng(seed=0):
@@ -148,3 +153,79 @@ def test_convert_trace_writes_the_canonical_form_with_prefix_ids(tmp_path, capsy
     round_trip = read_trace(target)
     assert [p.ids for p in round_trip.prefixes] == [(1,), (1, 2), (3,)]
     assert "3 requests" in capsys.readouterr().err
+
+
+def _sharegpt(tmp_path):
+    records = [{"conversations": [{"from": "human", "value": "a" * (8 * (i + 1))},
+                                  {"from": "gpt", "value": "b" * (40 + i)}, {"from": "human", "value": "then?"}]}
+               for i in range(10)]
+    records.append({"conversations": [{"from": "gpt", "value": "an answer without a question"}]})
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(records))
+    return path
+
+
+def test_a_sharegpt_file_gives_its_first_exchange_in_tokens(tmp_path):
+    """Each conversation's first human turn and the answer after it, at 4 characters per token (ceil): prompts of
+    8·(i + 1) characters are 2·(i + 1) tokens, answers of 40 + i characters ceil((40 + i) / 4); the record without
+    a human turn is skipped and counted. Ten draws of ten pairs take each pair once."""
+    from simulator.config.schema import DatasetConfig
+    from simulator.workload.dataset import dataset_lengths, sample_dataset
+
+    config = DatasetConfig(path=str(_sharegpt(tmp_path)))
+    inputs, outputs, skipped = dataset_lengths(config)
+    assert inputs.tolist() == [2 * (i + 1) for i in range(10)]
+    assert outputs.tolist() == [math.ceil((40 + i) / 4) for i in range(10)] and skipped == 1
+    drawn, _, _ = sample_dataset(config, 10, np.random.default_rng(0))
+    assert sorted(drawn.tolist()) == inputs.tolist()
+    result = simulator.run(load_experiment(experiment(workload={
+        "dataset": {"path": str(config.path), "chars_per_token": 2.0}, "num_requests": 25,
+        "arrival": {"kind": "poisson", "rate": 5.0}})))
+    assert result.summary["completed"] == 25  # at 2 characters per token the prompts are 4·(i + 1) tokens
+    assert set(result.requests["input_tokens"]) <= {4 * (i + 1) for i in range(10)}
+
+
+def test_json_lines_take_text_or_counts_and_name_what_is_missing(tmp_path):
+    from simulator.config.schema import DatasetConfig
+    from simulator.workload.dataset import dataset_lengths
+
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"q": "abcdefgh", "a": 7}\n\n{"q": 12, "a": "xyz"}\n')
+    inputs, outputs, _ = dataset_lengths(DatasetConfig(path=str(path), prompt_field="q", output_field="a"))
+    assert inputs.tolist() == [2, 12] and outputs.tolist() == [7, 1]
+    with pytest.raises(LLMSimError, match="record 1: no 'prompt'"):
+        dataset_lengths(DatasetConfig(path=str(path)))
+    path.write_text('{"prompt": "x", "output": "y"}\n{"prompt": \n')
+    with pytest.raises(LLMSimError, match=r"d.jsonl:2: not JSON"):
+        dataset_lengths(DatasetConfig(path=str(path)))
+
+
+def test_a_tokenizer_file_counts_the_tokens(tmp_path):
+    """A word-level tokenizer.json (built here; nothing is downloaded): one token per word. Without the tokenizers
+    package the error says how to get it."""
+    from simulator.config.schema import DatasetConfig
+    from simulator.workload.dataset import dataset_lengths
+
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"prompt": "the cat sat on the mat", "output": "yes it did"}\n')
+    vocabulary = tmp_path / "tokenizer.json"
+    config = DatasetConfig(path=str(path), tokenizer=str(vocabulary))
+    try:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+    except ImportError:
+        with pytest.raises(LLMSimError, match="pip install 'llmsim\\[tokenizers\\]'"):
+            dataset_lengths(config)
+        return
+    words = {w: i for i, w in enumerate(["[UNK]", "the", "cat", "sat", "on", "mat", "yes", "it", "did"])}
+    tokenizer = Tokenizer(models.WordLevel(words, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(vocabulary))
+    inputs, outputs, _ = dataset_lengths(config)
+    assert (inputs.tolist(), outputs.tolist()) == ([6], [3])
+
+
+def test_a_dataset_brings_its_own_lengths(tmp_path):
+    with pytest.raises(ConfigError, match=r"a dataset gives the lengths; remove \['input_tokens'\]"):
+        load_experiment(experiment(workload={"dataset": {"path": str(_sharegpt(tmp_path))}, "num_requests": 5,
+                                             "arrival": {"kind": "poisson", "rate": 1.0},
+                                             "input_tokens": {"kind": "fixed", "value": 5}}))

@@ -652,6 +652,24 @@ class RequestClass(Strict):
     slo: SLOConfig | None = None
 
 
+class DatasetConfig(Strict):
+    """Prompts and answers as text, counted in tokens: ``sharegpt`` (a JSON list or JSON lines of
+    ``{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}, ...]}``: each conversation's first
+    human turn and the answer after it, as vLLM bench reads ShareGPT) or ``jsonl`` (one object per line with
+    ``prompt_field`` and ``output_field``, text or a token count). Tokens: a Hugging Face ``tokenizer.json`` the
+    user has (the ``tokenizers`` package: ``pip install 'llmsim[tokenizers]'``), else characters /
+    ``chars_per_token``. ``num_requests`` pairs are drawn (seeded: without replacement while there are enough)."""
+
+    path: str
+    format: Literal["auto", "sharegpt", "jsonl"] = Field(
+        default="auto", description="auto: sharegpt if the records have conversations, else jsonl")
+    tokenizer: str | None = Field(default=None, description="path to a tokenizer.json (nothing is downloaded)")
+    chars_per_token: float = Field(default=4.0, gt=0, le=100,
+                                   description="without a tokenizer: characters per token (about 4 for English)")
+    prompt_field: str = "prompt"
+    output_field: str = "output"
+
+
 class SessionsConfig(Strict):
     """Multi-turn sessions (chat, agents): ``num_requests`` sessions start at the arrival process's times; a
     session has ``turns`` turns; turn 1 sends ``input_tokens``, every later turn the conversation so far (every
@@ -685,6 +703,8 @@ class WorkloadConfig(Strict):
         "are sent when one ends (vLLM bench's --max-concurrency: latencies count from the send)")
     sessions: SessionsConfig | None = Field(
         default=None, description="multi-turn sessions: num_requests counts sessions, the arrival their starts")
+    dataset: DatasetConfig | None = Field(
+        default=None, description="prompts and answers from a text dataset (ShareGPT, JSON lines), in tokens")
 
     @model_validator(mode="before")
     @classmethod
@@ -714,6 +734,12 @@ class WorkloadConfig(Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"classes: names must be unique, got {names}")
         synthetic = {"arrival": self.arrival, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.dataset is not None:
+            given = [k for k in ("input_tokens", "output_tokens", "trace", "sessions", "classes", "prefix")
+                     if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"a dataset gives the lengths; remove {given}")
+            synthetic = {"arrival": self.arrival}
         for key in ("input_tokens", "output_tokens"):
             if classes and all(getattr(c, key) is not None for c in classes):
                 synthetic.pop(key)  # every class brings its own

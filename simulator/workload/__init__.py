@@ -9,6 +9,7 @@ import numpy as np
 from simulator.config.schema import PrefixConfig, RequestClass, WorkloadConfig
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
+from simulator.workload.dataset import sample_dataset
 from simulator.workload.lengths import sample_lengths
 from simulator.workload.sessions import generate_sessions
 from simulator.workload.trace import Trace, read_trace, write_trace
@@ -65,6 +66,10 @@ def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> W
     if config.trace is not None:
         workload = Workload(*read_trace(config.trace, config.num_requests, trace_rng))
         n = len(workload.arrival_s)
+    elif config.dataset is not None:
+        n = config.num_requests
+        inputs, outputs, skipped = sample_dataset(config.dataset, n, input_rng)
+        workload = Workload(arrival_times(config.arrival, n, arrival_rng), inputs, outputs, skipped=skipped)
     else:
         n = config.num_requests
         workload = Workload(
