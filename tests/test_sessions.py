@@ -25,13 +25,13 @@ def _sessions(num_sessions=1, turns=3, first=100, new=20, output=10, think_ms=0.
 def test_each_turn_resends_the_conversation_and_reuses_its_cache():
     """Prompts of 100, 100 + 10 + 20 = 130 and 160 tokens; each turn is sent the moment the previous one ends
     (no think time). Linear costs: prefill 2 ms + 0.1 ms per uncached token, decode steps of 5.2 ms. Turn 1 leaves
-    its first 64 tokens (one whole 64-token content unit) cached, so turn 2 prefills 130 − 64 tokens; turn 3
-    reuses turn 2's first 128."""
+    its prompt cached in whole 16-token blocks (96 tokens), so turn 2 prefills 130 − 96 tokens; turn 3 reuses
+    turn 2's first 128."""
     rows = simulator.run(load_experiment(_sessions())).requests.sort_values("request_id")
     assert rows["input_tokens"].tolist() == [100, 130, 160]
     assert rows["turn"].tolist() == [0, 1, 2] and rows["session"].nunique() == 1
-    assert rows["cached_tokens"].tolist() == [0, 64, 128]
-    assert rows["ttft_ms"].tolist() == pytest.approx([2 + 10.0, 2 + 6.6, 2 + 3.2])
+    assert rows["cached_tokens"].tolist() == [0, 96, 128]
+    assert rows["ttft_ms"].tolist() == pytest.approx([2 + 10.0, 2 + 3.4, 2 + 3.2])
     finish = rows["finish_s"].to_numpy()
     assert rows["arrival_s"].iloc[1:].to_numpy() == pytest.approx(finish[:-1])  # sent when the last one ended
     assert rows["e2el_ms"].iloc[0] == pytest.approx(12 + 9 * 5.2)
@@ -97,3 +97,12 @@ def test_the_same_seed_gives_the_same_sessions():
     config = load_experiment(_sessions(num_sessions=50, turns=3, think_ms=300))
     first, second = (simulator.run(config).requests for _ in range(2))
     assert first.equals(second)  # NaN where NaN
+
+
+def test_a_two_turn_sessions_hit_rate_by_hand():
+    """Idle cache, one session of two turns (100 then 130 prompt tokens): turn 2 finds turn 1's prompt in whole
+    16-token blocks, 96 tokens; the run's hit rate is 96 / (100 + 130) prompt tokens, and turn 2's own 96 / 130."""
+    result = simulator.run(load_experiment(_sessions(turns=2)))
+    turn2 = result.requests.sort_values("request_id").iloc[1]
+    assert turn2["cached_tokens"] / turn2["input_tokens"] == pytest.approx(96 / 130)
+    assert result.summary["prefix_cache_hit_rate"] == pytest.approx(96 / 230)

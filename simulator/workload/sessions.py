@@ -4,10 +4,10 @@ Session s starts at the s-th time of the arrival process and has ``turns`` turns
 ``P_k = Σ_{j<k} (n_j + o_j) + n_k`` prompt tokens — every earlier turn's new input ``n_j`` and output ``o_j``,
 then its own new input (``n_0`` drawn from ``input_tokens``, later ones from ``new_input_tokens``) — and answers
 ``o_k`` tokens. Only turn 0's arrival is known in advance (the others: NaN, set when they are sent). A turn's
-prompt is its session's content: its :class:`~simulator.request.Prefix` names each ``SESSION_UNIT``-token unit
-of it with the session's own chained ids (``range``, O(1) memory), so turn k + 1 shares turn k's whole prompt
-(earlier turns' outputs were never prompt tokens of a cached request: they are recomputed) and no other session
-shares anything.
+prompt is its session's content: its :class:`~simulator.request.Prefix` names each of its tokens with the
+session's own chained ids (a ``range``: O(1) memory), so turn k + 1 finds turn k's whole prompt cached, in whole
+KV blocks (earlier turns' outputs were never prompt tokens of a cached request: they are recomputed), and no other
+session shares anything.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.lengths import sample_lengths
 
-SESSION_UNIT = 64  # prompt tokens per content id of a session
 SESSION_ID_BASE = 1 << 40  # session content ids lie above any trace's hash ids and the prefix groups
-SESSION_ID_STRIDE = 1 << 24  # content ids per session (SESSION_UNIT × 2^24 tokens)
+SESSION_ID_STRIDE = 1 << 24  # content ids (tokens) per session
 
 
 def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
@@ -44,8 +43,8 @@ def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
     before_session = (spent - new - outputs)[first_of][session]
     inputs = spent - outputs - before_session  # Σ_{j<k}(n_j + o_j) + n_k within the session
     prefixes = np.empty(session.size, dtype=object)
-    prefixes[:] = [Prefix(range(SESSION_ID_BASE + s * SESSION_ID_STRIDE,
-                                SESSION_ID_BASE + s * SESSION_ID_STRIDE + p // SESSION_UNIT), SESSION_UNIT)
-                   for s, p in zip(session.tolist(), inputs.tolist(), strict=True)]
+    first_id = SESSION_ID_BASE + session * SESSION_ID_STRIDE
+    prefixes[:] = [Prefix(range(start, start + p), 1) for start, p in zip(first_id.tolist(), inputs.tolist(),
+                                                                          strict=True)]
     arrival_s = np.where(turn == 0, starts[session], np.nan)
     return Workload(arrival_s, inputs.astype(np.int64), outputs, prefixes, sessions=session, turns=turn)
