@@ -198,6 +198,7 @@ def test_json_lines_take_text_or_counts_and_name_what_is_missing(tmp_path):
     path.write_text('{"prompt": "x", "output": "y"}\n{"prompt": \n')
     with pytest.raises(LLMSimError, match=r"d.jsonl:2: not JSON"):
         dataset_lengths(DatasetConfig(path=str(path)))
+    assert dataset_lengths(DatasetConfig(path=str(path), skip_bad=True))[2] == 1  # the bad line, counted
 
 
 def test_a_tokenizer_file_counts_the_tokens(tmp_path):

@@ -668,6 +668,7 @@ class DatasetConfig(Strict):
                                    description="without a tokenizer: characters per token (about 4 for English)")
     prompt_field: str = "prompt"
     output_field: str = "output"
+    skip_bad: bool = Field(default=False, description="skip and count malformed lines and records instead of stopping")
 
 
 class SessionsConfig(Strict):

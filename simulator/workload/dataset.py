@@ -24,8 +24,9 @@ from simulator.errors import LLMSimError
 HUMAN = ("human", "user")
 
 
-def _records(path: Path) -> list:
-    """The file's records: a JSON document's list, or one JSON value per non-empty line."""
+def _records(path: Path, skip_bad: bool) -> tuple[list, int]:
+    """The file's records — a JSON document's list, or one JSON value per non-empty line — and the lines skipped
+    as not JSON (``skip_bad``; else the first such line is an error)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -36,15 +37,18 @@ def _records(path: Path) -> list:
             records = json.loads(text)
         except json.JSONDecodeError as exc:
             raise LLMSimError(f"{path}:{exc.lineno}: not JSON ({exc.msg})") from None
-        return records
-    records = []
+        return (records if isinstance(records, list) else [records]), 0
+    records, skipped = [], 0
     for line_number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise LLMSimError(f"{path}:{line_number}: not JSON ({exc.msg})") from None
-    return records
+                if not skip_bad:
+                    raise LLMSimError(f"{path}:{line_number}: not JSON ({exc.msg}; dataset.skip_bad skips such "
+                                      f"lines)") from None
+                skipped += 1
+    return records, skipped
 
 
 def _pairs(records: list, config: DatasetConfig, path: Path) -> tuple[list, int]:
@@ -55,6 +59,9 @@ def _pairs(records: list, config: DatasetConfig, path: Path) -> tuple[list, int]
     pairs, skipped = [], 0
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
+            if config.skip_bad:
+                skipped += 1
+                continue
             raise LLMSimError(f"{path}: record {number}: expected an object, got {type(record).__name__}")
         if kind == "sharegpt":
             turns = record.get("conversations") or []
@@ -65,6 +72,9 @@ def _pairs(records: list, config: DatasetConfig, path: Path) -> tuple[list, int]
             pairs.append((turns[first].get("value") or "", turns[first + 1].get("value") or ""))
         else:
             missing = [f for f in (config.prompt_field, config.output_field) if f not in record]
+            if missing and config.skip_bad:
+                skipped += 1
+                continue
             if missing:
                 raise LLMSimError(f"{path}: record {number}: no {missing[0]!r} (dataset.prompt_field / output_field)")
             pairs.append((record[config.prompt_field], record[config.output_field]))
@@ -93,7 +103,9 @@ def _counter(config: DatasetConfig):
 @cache
 def _counted(path: str, size: int, mtime: float, config_json: str) -> tuple[np.ndarray, np.ndarray, int]:
     config = DatasetConfig.model_validate_json(config_json)
-    pairs, skipped = _pairs(_records(Path(path)), config, Path(path))
+    records, bad_lines = _records(Path(path), config.skip_bad)
+    pairs, skipped = _pairs(records, config, Path(path))
+    skipped += bad_lines
     count = _counter(config)
 
     def tokens(value) -> int:
