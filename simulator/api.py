@@ -43,6 +43,9 @@ def run_description(config: ExperimentConfig) -> dict[str, Any]:
         "scheduler": config.scheduler.kind, "kv_cache": config.kv_cache.kind,
         "arrival": workload.arrival.model_dump(mode="json") if workload.arrival is not None else None,
         "trace": workload.trace.path if workload.trace is not None else None,
+        "preset": workload.preset,
+        "dataset": workload.dataset.path if workload.dataset is not None else None,
+        "sessions": workload.sessions.model_dump(mode="json") if workload.sessions is not None else None,
         "num_requests": workload.num_requests,
     }
 

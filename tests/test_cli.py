@@ -248,3 +248,8 @@ def test_summary_json_says_what_it_describes(tmp_path, capsys):
     assert about["pools"] == [{"hardware": "h100-sxm", "replicas": 1, "tensor_parallel": 2, "pipeline_parallel": 1,
                                "data_parallel": 1, "expert_parallel": 1}]
     assert summary["completed"] == 10  # the metrics stay where they were
+    assert (about["preset"], about["dataset"], about["sessions"]) == (None, None, None)
+    code, text, _ = run_cli(capsys, "run", "--json", "--set", "workload={preset: azure-conv, num_requests: 4, "
+                            "sessions: {turns: {kind: fixed, value: 2}}}")
+    about = json.loads(text)["about"]
+    assert code == 0 and about["preset"] == "azure-conv" and about["sessions"]["turns"]["value"] == 2
