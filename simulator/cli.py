@@ -385,30 +385,31 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
     slo = parse_slo(args.slo)
     config = load_experiment(args.file, args.set)
+    unit = "sessions/s" if config.workload.sessions is not None else "req/s"  # the arrival process's rate
     if args.seeds > 1:
         spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
                                               tolerance=args.tolerance)
         for seed, rate in zip(spread.seeds, spread.rates, strict=True):
-            print(f"  seed {seed}: {rate:.4g} req/s", file=sys.stderr)
-        print(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} req/s (95% confidence"
+            print(f"  seed {seed}: {rate:.4g} {unit}", file=sys.stderr)
+        print(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} {unit} (95% confidence"
               f" interval of the mean), range {min(spread.rates):.4g}–{max(spread.rates):.4g}")
         return 0 if all(result.summary is not None for result in results) else 1
     result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
     for probe in result.probes:
-        print(f"  rate {probe.rate:10.4g} req/s  {'meets' if probe.holds else 'misses'} the SLO", file=sys.stderr)
+        print(f"  rate {probe.rate:10.4g} {unit}  {'meets' if probe.holds else 'misses'} the SLO", file=sys.stderr)
     condition = (f"slo_attainment >= {args.attainment:g} with per-request limits " if args.attainment is not None
                  else "") + ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
     if result.summary is None:
         last = result.probes[-1]
         if result.idle_misses:
             seen = ", ".join(f"{k} {last.summary[k]:.4g}" for k in slo)
-            print(f"no rate meets {condition}: even at {last.rate:.4g} req/s, where requests no longer wait for "
+            print(f"no rate meets {condition}: even at {last.rate:.4g} {unit}, where requests no longer wait for "
                   f"one another, the run has {seen}; loosen the SLO or change the deployment")
         else:
-            print(f"no rate meets {condition} (down to {last.rate:.4g} req/s)")
+            print(f"no rate meets {condition} (down to {last.rate:.4g} {unit})")
         return 1
     s = result.summary
-    print(f"capacity: {result.rate:.4g} req/s meets {condition} (bisection tolerance {args.tolerance:.0%})")
+    print(f"capacity: {result.rate:.4g} {unit} meets {condition} (bisection tolerance {args.tolerance:.0%})")
     print(f"there: goodput {result.goodput:.4g} req/s, {s['output_throughput']:.4g} output tok/s, "
           f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
     print("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
