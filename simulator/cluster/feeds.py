@@ -238,6 +238,7 @@ class SessionFeed:
         now = self.env.now
         if request.status == REJECTED:
             skipped = self._request(following, now)
+            skipped.output_tokens = skipped.decode_output_tokens  # as asked, not as a disaggregated prefill's 1
             skipped.status = REJECTED
             skipped.reject_reason = f"turn {request.turn + 1} of its session was rejected"
             self.recorder.request_done(skipped)

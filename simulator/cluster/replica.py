@@ -286,8 +286,7 @@ class Replica:
                 steps = steps_done_by(a, c, num_decodes, context_sum, deadline - now, steps)
         return steps, (a, c, num_decodes, context_sum), num_decodes, True
 
-    def _settle(self, now: float, steps: int, run: tuple[float, float, int, int], tokens: int = 0,
-                is_run: bool = False) -> None:
+    def _settle(self, now: float, steps: int, run: tuple[float, float, int, int]) -> None:
         """Start the planned work at ``now``: ``steps`` steps timed by ``run`` (:meth:`_plan`; a lock-step group
         passes the group's timing)."""
         a, c, num_decodes, context_sum = run
