@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from simulator.cluster import simulate
@@ -19,6 +19,9 @@ from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
 from simulator.metrics import add_latency_columns, summarize
 from simulator.observe import Observer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def config_yaml(config: ExperimentConfig) -> str:
@@ -66,12 +69,20 @@ def summary_json(summary: dict[str, Any], config: ExperimentConfig | None = None
 @dataclass
 class Result:
     """What a run produced: the resolved config, the summary dict and the per-request table (None when the rows
-    were streamed to a file)."""
+    were streamed to a file; built, with pandas, when first asked for)."""
 
     config: ExperimentConfig
     summary: dict[str, Any]
-    requests: pd.DataFrame | None = field(repr=False)
+    table: Callable[[], pd.DataFrame | None] = field(repr=False)
     observer: Observer | None = field(default=None, repr=False)
+    _requests: Any = field(default=False, init=False, repr=False, compare=False)  # False until built
+
+    @property
+    def requests(self) -> pd.DataFrame | None:
+        """One row per request, sorted by id, with ``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met``."""
+        if self._requests is False:
+            self._requests = self.table()
+        return self._requests
 
     @property
     def timeline(self) -> pd.DataFrame | None:
@@ -142,11 +153,14 @@ def run(
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
                     "workspace_gib_per_gpu": budget.workspace_bytes / 2**30,
                     "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
-    frame = recorder.requests.frame()
-    requests = add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
     if requests_path is not None:
         _add_latency_columns_to_file(Path(requests_path), config.slo, class_slos)
-    return Result(config, summary, requests, observer)
+
+    def table():
+        frame = recorder.requests.frame()
+        return add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
+
+    return Result(config, summary, table, observer)
 
 
 def _add_latency_columns_to_file(path: Path, slo, class_slos) -> None:

@@ -48,13 +48,15 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.config.schema import MetricsConfig, SLOConfig
 from simulator.histogram import LogHistogram
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99, "p99.9": 99.9}
 

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 
 class Observer:
@@ -45,10 +48,14 @@ class Observer:
         self.transfers.append((request_id, source, start_s, end_s))
 
     def timeline(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(self.samples, columns=["time_s", "replica", "waiting", "running", "batch_tokens",
                                                   "kv_used"])
 
     def iteration_table(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(self.iterations, columns=["replica", "start_s", "end_s", "steps", "prefill_tokens",
                                                      "decode_seqs", "phase"])
 

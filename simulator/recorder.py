@@ -1,37 +1,44 @@
 """Collects what the simulation produces: one row per request, inter-token gaps, KV occupancy.
 
-Request rows are kept in compact columnar chunks (or streamed to a Parquet file, keeping only the columns the
-summary needs), so memory grows with requests in flight plus a few numbers per finished request.
+Request rows are kept in compact columnar chunks of NumPy arrays (or streamed to a Parquet file, keeping only the
+columns the summary needs), so memory grows with requests in flight plus a few numbers per finished request; Arrow
+(and, through it, pandas) is only loaded to write a file or build the table.
 Inter-token gaps go into a :class:`~simulator.histogram.LogHistogram` per decode run, not per token.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from simulator.histogram import LogHistogram
 from simulator.request import Request
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUMMARY_COLUMNS = (
     "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
     "class_id", "first_scheduled_s", "prefill_done_s", "kv_arrived_s", "decode_admitted_s", "session", "turn",
 )
-_SCHEMA = pa.schema([
-    ("request_id", pa.int64()), ("arrival_s", pa.float64()), ("first_scheduled_s", pa.float64()),
-    ("first_token_s", pa.float64()), ("finish_s", pa.float64()), ("input_tokens", pa.int64()),
-    ("output_tokens", pa.int64()), ("replica", pa.int64()), ("preemptions", pa.int64()),
-    ("preempted_s", pa.float64()), ("cached_tokens", pa.int64()), ("class_id", pa.int64()),
-    ("prefill_done_s", pa.float64()), ("kv_arrived_s", pa.float64()), ("decode_admitted_s", pa.float64()),
-    ("session", pa.int64()), ("turn", pa.int64()), ("status", pa.string()),
-    ("reject_reason", pa.string()),
-])
-_ROW = pa.struct(list(_SCHEMA))
+# every column of a request row, in order, with its type (int64, float64 or a string)
+COLUMNS = (
+    ("request_id", "int64"), ("arrival_s", "float64"), ("first_scheduled_s", "float64"),
+    ("first_token_s", "float64"), ("finish_s", "float64"), ("input_tokens", "int64"), ("output_tokens", "int64"),
+    ("replica", "int64"), ("preemptions", "int64"), ("preempted_s", "float64"), ("cached_tokens", "int64"),
+    ("class_id", "int64"), ("prefill_done_s", "float64"), ("kv_arrived_s", "float64"),
+    ("decode_admitted_s", "float64"), ("session", "int64"), ("turn", "int64"), ("status", "string"),
+    ("reject_reason", "string"),
+)
+
+
+def arrow_schema():
+    """The request table's Arrow schema."""
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.string() if kind == "string" else getattr(pa, kind)()) for name, kind in COLUMNS])
 
 
 class RequestLog:
@@ -40,12 +47,10 @@ class RequestLog:
     def __init__(self, parquet_path: str | Path | None = None, chunk_rows: int = 65536) -> None:
         self._rows: list[tuple] = []
         self._chunk_rows = chunk_rows
-        self._tables: list[pa.Table] = []
+        self._chunks: list[dict[str, np.ndarray]] = []  # kept columns, when not streamed
         self._summary: dict[str, list[np.ndarray]] = {name: [] for name in (*SUMMARY_COLUMNS, "finished")}
-        # dictionary encoding only where values repeat (status, reason): on times and ids it costs 3× the writing
-        self._writer = pq.ParquetWriter(
-            str(parquet_path), _SCHEMA, use_dictionary=["status", "reject_reason"]
-        ) if parquet_path is not None else None
+        self._path = parquet_path
+        self._writer = None  # a pyarrow ParquetWriter, opened with the first chunk written
         self.streamed = parquet_path is not None
         self.num_rows = 0
 
@@ -64,19 +69,31 @@ class RequestLog:
     def _flush(self) -> None:
         if not self._rows:
             return
-        table = pa.Table.from_struct_array(pa.array(self._rows, type=_ROW))  # rows → columns, in C
+        chunk = {name: np.array(values, dtype=object if kind == "string" else kind)
+                 for (name, kind), values in zip(COLUMNS, zip(*self._rows, strict=True), strict=True)}
         self._rows = []
         for name in SUMMARY_COLUMNS:
-            self._summary[name].append(table.column(name).to_numpy())
-        self._summary["finished"].append(pc.equal(table.column("status"), "finished").to_numpy())
-        if self._writer is not None:
-            self._writer.write_table(table)
+            self._summary[name].append(chunk[name])
+        self._summary["finished"].append(chunk["status"] == "finished")
+        if self.streamed:
+            self._write(chunk)
         else:
-            self._tables.append(table)
+            self._chunks.append(chunk)
+
+    def _write(self, chunk: dict[str, np.ndarray]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._writer is None:
+            # dictionary encoding only where values repeat (status, reason): on times and ids it costs 3× the writing
+            self._writer = pq.ParquetWriter(str(self._path), arrow_schema(), use_dictionary=["status", "reject_reason"])
+        self._writer.write_table(pa.table(chunk, schema=arrow_schema()))
 
     def close(self) -> None:
         self._flush()
-        if self._writer is not None:
+        if self.streamed:
+            if self._writer is None:  # no rows: the file still has every column
+                self._write({name: np.array([], dtype=object if kind == "string" else kind) for name, kind in COLUMNS})
             self._writer.close()
             self._writer = None
 
@@ -91,11 +108,15 @@ class RequestLog:
 
     def frame(self) -> pd.DataFrame | None:
         """All rows sorted by request id (None when they were streamed to a file)."""
+        import pandas as pd
+
         if self.streamed:
             return None
         self._flush()
-        table = pa.concat_tables(self._tables) if self._tables else _SCHEMA.empty_table()
-        return table.to_pandas().sort_values("request_id", kind="stable").reset_index(drop=True)
+        columns = {name: (np.concatenate([chunk[name] for chunk in self._chunks]) if self._chunks
+                          else np.array([], dtype=object if kind == "string" else kind)) for name, kind in COLUMNS}
+        frame = pd.DataFrame(columns)
+        return frame.sort_values("request_id", kind="stable").reset_index(drop=True)
 
 
 class Recorder:

@@ -28,10 +28,9 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pydantic import Field, model_validator
 
 from simulator.config import ExperimentConfig, load_experiment
@@ -39,6 +38,9 @@ from simulator.config.loader import apply_overrides, load_spec, resolve_base
 from simulator.config.schema import MAX_SEED, Strict
 from simulator.errors import ConfigError, LLMSimError
 from simulator.renames import renamed
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_POINTS = 100_000  # points of one sweep (grid × zip × replicates), checked before anything is expanded
 
@@ -283,6 +285,8 @@ def run_points(
             raise LLMSimError(f"--backend: must be local or ray, got {backend!r}")
     finally:
         bar.close()
+    import pandas as pd
+
     frame = pd.DataFrame(sorted(rows, key=lambda row: row["point"]))
     leading = list(dict.fromkeys(["point", *(points[0].values if points else {}), "seed", "error"]))
     frame = frame[[*leading, *sorted(c for c in frame.columns if c not in leading)]]  # the same after a resume

@@ -13,14 +13,16 @@ where the source has timestamps, as vLLM bench's gamma process with the source's
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from simulator.catalog.paths import PROJECT_ROOT
 from simulator.errors import LLMSimError
+
+if TYPE_CHECKING:
+    pass
 
 PRESETS_DIR = PROJECT_ROOT / "workloads"
 # percentiles 0…99, then every 0.1 to 99.9, then 100: the top percent, where the longest requests sit, is resolved
@@ -58,6 +60,8 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
     """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` and optionally ``arrived_at``
     (seconds; the processed-trace format of ``../shared/data/traces``); ``description`` is left for a person to
     write and ``source`` names the file."""
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:

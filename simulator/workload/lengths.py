@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from simulator.config.schema import (
     EmpiricalLength,
@@ -20,10 +20,15 @@ from simulator.config.schema import (
 )
 from simulator.errors import LLMSimError
 
+if TYPE_CHECKING:
+    pass
+
 
 @cache
 def _column(path: str, column: str) -> np.ndarray:
     """The positive integer values of one CSV column (read once per process)."""
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path, usecols=[column], encoding="utf-8-sig")
     except OSError as exc:  # missing, a folder, unreadable
