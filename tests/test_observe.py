@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import numpy as np
 import pytest
 
 import simulator
@@ -67,3 +68,58 @@ def test_run_writes_trace_and_plot_draws_every_picture(tmp_path):
     assert {p.name for p in (out / "plots").iterdir()} == {
         f"{name}.{suffix}" for name in ("latency_cdfs", "timeline", "phases") for suffix in ("png", "svg")
     }
+
+
+def test_latency_cdfs_use_log_axes_mark_percentiles_and_the_slo():
+    import pandas as pd
+
+    from simulator.report.plots import latency_cdfs
+
+    requests = pd.DataFrame({"status": ["finished"] * 100, "ttft_ms": np.arange(1, 101) * 2.0,
+                             "tpot_ms": np.full(100, 10.0), "e2el_ms": np.arange(1, 101) * 50.0})
+    figure = latency_cdfs(requests, {"ttft_ms": 150.0}, "demo")
+    ttft = figure.axes[0]
+    assert ttft.get_xscale() == "log" and figure._suptitle.get_text().startswith("demo: 100 finished")
+    labels = {line.get_label(): line.get_xdata()[0] for line in ttft.get_lines()}
+    assert labels["SLO 150 ms"] == 150.0 and labels["p99 198 ms"] == pytest.approx(np.percentile(
+        np.arange(1, 101) * 2.0, 99))
+    assert not any(label.startswith("SLO") for label in (line.get_label() for line in figure.axes[1].get_lines()))
+
+
+def test_sweep_curves_title_the_policies_drop_constants_bar_replicates_and_mark_failures():
+    """Two schedulers × two rates × two seeds, a constant num_requests column, one failed point: the legend is
+    titled 'scheduler.kind' with one line per scheduler, every point has an error bar, the failed point is an x at
+    its rate and the title counts it."""
+    import pandas as pd
+
+    from simulator.report.plots import sweep_curves
+
+    rows = []
+    for point, (kind, rate, seed) in enumerate((k, r, s) for k in ("continuous", "chunked") for r in (4, 8)
+                                               for s in (1, 2)):
+        rows.append({"point": point, "scheduler.kind": kind, "workload.arrival.rate": rate,
+                     "workload.num_requests": 500, "seed": seed, "error": "", "output_throughput": 100.0 * rate + seed,
+                     "p99_ttft_ms": 50.0 * rate + seed, "p99_tpot_ms": 10.0 + seed, "request_goodput": rate - 0.1})
+    rows.append({**rows[-1], "point": 8, "workload.arrival.rate": 16, "error": "out of memory"})
+    figure = sweep_curves(pd.DataFrame(rows))
+    legend = figure.axes[0].get_legend()
+    assert legend.get_title().get_text() == "scheduler.kind"
+    assert sorted(text.get_text() for text in legend.get_texts()) == ["chunked", "continuous"]
+    assert all(len(ax.containers) == 2 for ax in figure.axes)  # one errorbar series per scheduler
+    failed = [line for line in figure.axes[3].get_lines() if line.get_label() == "failed point"]
+    assert failed and list(failed[0].get_xdata()) == [16] and "1 failed" in figure._suptitle.get_text()
+    assert figure.axes[0].get_xscale() == "log" and figure.axes[2].get_yscale() == "log"
+
+
+def test_the_phases_chart_shows_idle_time():
+    """Replica 0 busy 6 s of a 10 s span (4 s decode, 2 s prefill), replica 1 busy 10 s: idle shares 0.4 and 0."""
+    import pandas as pd
+
+    from simulator.report.plots import phase_shares
+
+    iterations = pd.DataFrame({"replica": [0, 0, 1], "start_s": [0.0, 5.0, 0.0], "end_s": [4.0, 7.0, 10.0],
+                               "phase": ["decode", "prefill", "mixed"]})
+    figure = phase_shares(iterations)
+    bars = {container.get_label(): [patch.get_height() for patch in container]
+            for container in figure.axes[0].containers}
+    assert bars["idle"] == pytest.approx([0.4, 0.0]) and bars["decode"] == pytest.approx([0.4, 0.0])

@@ -18,73 +18,149 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 RATE = "workload.arrival.rate"
 
 
-def latency_cdfs(requests: pd.DataFrame) -> Figure:
+LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "E2E latency"))
+
+
+def _log_axis(axis) -> None:
+    """A log axis labelled in plain numbers at 1, 2 and 5 per decade, without minor labels (which run together)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.4g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def latency_cdfs(requests: pd.DataFrame, slo: dict[str, float] | None = None, name: str = "") -> Figure:
+    """CDFs of TTFT, TPOT and E2E latency on log axes (the tail spreads out), with p50 and p99 marked and the SLO
+    bound drawn where the experiment sets one (``slo``: ``{"ttft_ms": ..., ...}``)."""
     done = requests[requests["status"] == "finished"]
-    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for ax, column, label in zip(axes, ("ttft_ms", "tpot_ms", "e2el_ms"), ("TTFT", "TPOT", "E2E latency"),
-                                 strict=True):
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, (column, label) in zip(axes, LATENCIES, strict=True):
         values = np.sort(done[column].dropna().to_numpy())
+        values = values[values > 0]
         if values.size:
-            ax.plot(values, np.arange(1, values.size + 1) / values.size)
-            ax.axvline(np.percentile(values, 99), color="grey", linestyle=":", label="p99")
-        ax.set(xlabel=f"{label} (ms)", ylabel="fraction of requests", title=f"{label} CDF")
-        ax.grid(alpha=0.3)
-    axes[0].legend()
+            ax.plot(values, np.arange(1, values.size + 1) / values.size, label="CDF")
+            for q, style in ((50, "--"), (99, ":")):
+                x = np.percentile(values, q)
+                ax.axvline(x, color="grey", linestyle=style, label=f"p{q} {x:,.3g} ms")
+            ax.set_xscale("log")
+            _log_axis(ax.xaxis)
+        bound = (slo or {}).get(column)
+        if bound:
+            ax.axvline(bound, color="tab:red", label=f"SLO {bound:,.3g} ms")
+        ax.set(xlabel=f"{label} (ms, log)", ylabel="fraction of requests", title=f"{label} CDF")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize="small", loc="lower right")
+    figure.suptitle(f"{name}: {len(done):,} finished requests" if name else f"{len(done):,} finished requests")
     figure.tight_layout()
     return figure
 
 
-def timeline_figure(timeline: pd.DataFrame) -> Figure:
-    figure, axes = plt.subplots(3, 1, figsize=(11, 7), sharex=True)
+def timeline_figure(timeline: pd.DataFrame, name: str = "") -> Figure:
+    """Per replica over time: queue length, running requests, tokens in the iteration (prefill chunks and
+    decodes) and KV use."""
+    panels = [("waiting", "queue length"), ("running", "running requests"),
+              ("batch_tokens", "tokens per iteration\n(prefill + decode)"), ("kv_used", "KV blocks in use")]
+    panels = [(column, label) for column, label in panels if column in timeline]
+    figure, axes = plt.subplots(len(panels), 1, figsize=(11, 2.2 * len(panels) + 0.5), sharex=True)
     for replica, rows in timeline.groupby("replica"):
-        for ax, column in zip(axes, ("waiting", "running", "kv_used"), strict=True):
+        for ax, (column, _) in zip(axes, panels, strict=True):
             ax.step(rows["time_s"], rows[column], where="post", label=f"replica {replica}", linewidth=0.8)
-    for ax, label in zip(axes, ("queue length", "running requests", "KV blocks in use (fraction)"), strict=True):
+    for ax, (_, label) in zip(axes, panels, strict=True):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("simulated time (s)")
     if timeline["replica"].nunique() <= 8:
-        axes[0].legend(loc="upper right", fontsize="small")
+        axes[0].legend(loc="upper right", fontsize="small", title="replica")
+    figure.suptitle(f"{name}: replica state over time" if name else "replica state over time")
     figure.tight_layout()
     return figure
 
 
-def phase_shares(iterations: pd.DataFrame) -> Figure:
+def phase_shares(iterations: pd.DataFrame, name: str = "") -> Figure:
+    """Per replica, the share of the run spent in prefill, decode and mixed iterations — and idle."""
     busy = iterations.assign(seconds=iterations["end_s"] - iterations["start_s"])
-    shares = busy.pivot_table(index="replica", columns="phase", values="seconds", aggfunc="sum").fillna(0)
-    shares = shares.div(shares.sum(axis=1), axis=0)
-    figure, ax = plt.subplots(figsize=(8, 3.6))
-    shares.plot.bar(stacked=True, ax=ax)
-    ax.set(ylabel="share of busy time", title="prefill (compute-bound) vs decode (memory-bound) time")
+    seconds = busy.pivot_table(index="replica", columns="phase", values="seconds", aggfunc="sum").fillna(0)
+    span = iterations["end_s"].max() - iterations["start_s"].min()
+    seconds["idle"] = (span - seconds.sum(axis=1)).clip(lower=0)
+    shares = seconds.div(seconds.sum(axis=1), axis=0)
+    figure, ax = plt.subplots(figsize=(8, 3.8))
+    shares.plot.bar(stacked=True, ax=ax, rot=0)
+    ax.set(ylabel="share of the run", xlabel="replica",
+           title=(f"{name}: " if name else "") + "prefill (compute-bound), decode (memory-bound), idle")
+    ax.legend(title="iterations", fontsize="small")
     figure.tight_layout()
     return figure
 
 
-def sweep_curves(index: pd.DataFrame, rate: str = RATE) -> Figure:
-    ok = index[index.get("error", "") == ""] if "error" in index else index
-    swept = [c for c in ok.columns[: list(ok.columns).index("seed")] if c not in ("point", rate)]
+def sweep_curves(index: pd.DataFrame, rate: str = RATE, slo: dict[str, float] | None = None, name: str = "") -> Figure:
+    """Throughput against p99 TTFT and TPOT, p99 TTFT and goodput against the offered rate, one line per policy
+    (every swept column other than the rate and the seed; the legend is titled with their names): means over
+    replicates with a standard-deviation bar, latencies on log axes, SLO bounds drawn, and each failed point marked
+    with an x at its rate (and counted in the title)."""
+    failed = index[index["error"].fillna("") != ""] if "error" in index else index.iloc[:0]
+    ok = index.drop(failed.index)
+    swept = [c for c in index.columns[: list(index.columns).index("seed")]
+             if c not in ("point", rate) and index[c].nunique(dropna=False) > 1]  # constants are not policies
     metrics = ["output_throughput", "p99_ttft_ms", "p99_tpot_ms", "request_goodput"]
-    grouped = ok.groupby([*swept, rate] if rate in ok else [*swept, "point"], dropna=False)[metrics].mean()
-    grouped = grouped.reset_index()
-    figure, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    for key, rows in grouped.groupby(swept, dropna=False) if swept else [("all", grouped)]:
+    keys = [*swept, rate] if rate in ok else [*swept, "point"]
+    grouped = ok.groupby(keys, dropna=False)[metrics]
+    mean, spread = grouped.mean().reset_index(), grouped.std().fillna(0.0).reset_index()
+    figure, axes = plt.subplots(1, 4, figsize=(18, 4))
+    panels = [("p99_ttft_ms", "output_throughput"), ("p99_tpot_ms", "output_throughput"), (rate, "p99_ttft_ms"),
+              (rate, "request_goodput")]
+    by = mean.groupby(swept, dropna=False) if swept else [("all", mean)]
+    for key, rows in by:
         label = ", ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
-        axes[0].plot(rows["p99_ttft_ms"], rows["output_throughput"], marker="o", label=label)
-        axes[1].plot(rows["p99_tpot_ms"], rows["output_throughput"], marker="o", label=label)
-        if rate in rows:
-            axes[2].plot(rows[rate], rows["request_goodput"], marker="o", label=label)
-    axes[0].set(xlabel="p99 TTFT (ms)", ylabel="output tokens/s", title="throughput vs TTFT")
-    axes[1].set(xlabel="p99 TPOT (ms)", ylabel="output tokens/s", title="throughput vs TPOT")
-    axes[2].set(xlabel="offered rate (req/s)", ylabel="goodput (req/s)", title="goodput vs rate")
+        errors = spread.loc[rows.index]
+        for ax, (x, y) in zip(axes, panels, strict=True):
+            if x in rows:
+                ax.errorbar(rows[x], rows[y], yerr=errors[y], xerr=None if x == rate else errors[x], marker="o",
+                            capsize=3, label=label)
+    if rate in failed and len(failed):
+        for ax in axes[2:]:
+            ax.plot(failed[rate], np.zeros(len(failed)), "x", color="tab:red", markersize=9, label="failed point")
+    for column, ax in (("ttft_ms", axes[0]), ("tpot_ms", axes[1]), ("ttft_ms", axes[2])):
+        bound = (slo or {}).get(column)
+        if bound:
+            (ax.axvline if ax is not axes[2] else ax.axhline)(bound, color="tab:red", linestyle="--",
+                                                             label=f"SLO {bound:g} ms")
+    axes[0].set(xlabel="p99 TTFT (ms, log)", ylabel="output tokens/s", title="throughput vs TTFT", xscale="log")
+    axes[1].set(xlabel="p99 TPOT (ms, log)", ylabel="output tokens/s", title="throughput vs TPOT", xscale="log")
+    axes[2].set(xlabel="offered rate (req/s)", ylabel="p99 TTFT (ms, log)", title="latency vs rate", yscale="log")
+    axes[3].set(xlabel="offered rate (req/s)", ylabel="goodput (req/s)", title="goodput vs rate")
+    _log_axis(axes[0].xaxis)
+    _log_axis(axes[1].xaxis)
+    _log_axis(axes[2].yaxis)
     for ax in axes:
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize="small")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize="small", title=", ".join(swept) if swept else None)
+    if len(failed):
+        axes[3].legend(fontsize="small")
+    title = f"{name}: " if name else ""
+    runs = f"{len(ok):,} runs" + (f", {len(failed):,} failed (x)" if len(failed) else "")
+    figure.suptitle(f"{title}{runs}; bars: ±1 std over replicates")
     figure.tight_layout()
     return figure
+
+
+def _experiment(folder: Path) -> tuple[str, dict[str, float]]:
+    """The name and SLO bounds of the experiment a folder holds (its ``config.yaml``, or a sweep's first point's),
+    for titles and SLO lines; empty when there is none."""
+    import yaml
+
+    for candidate in (folder / "config.yaml", folder / "point-00000" / "config.yaml"):
+        if candidate.is_file():
+            try:
+                data = yaml.safe_load(candidate.read_text(encoding="utf-8")) or {}
+            except (yaml.YAMLError, UnicodeDecodeError):
+                return "", {}
+            slo = {k: v for k, v in (data.get("slo") or {}).items() if isinstance(v, (int, float))}
+            return str(data.get("name", "")), slo
+    return "", {}
 
 
 def plot_folder(folder: str | Path) -> list[Path]:
@@ -104,17 +180,18 @@ def plot_folder(folder: str | Path) -> list[Path]:
             raise LLMSimError(f"{folder / name}: not a complete Parquet file ({str(exc).splitlines()[0][:100]})"
                               ) from None
 
+    name, slo = _experiment(folder)
     if (folder / "requests.parquet").is_file():
         requests = read("requests.parquet")
         if "ttft_ms" not in requests:
             requests = add_latency_columns(requests, SLOConfig())
-        figures["latency_cdfs"] = latency_cdfs(requests)
+        figures["latency_cdfs"] = latency_cdfs(requests, slo, name)
     if (folder / "timeline.parquet").is_file():
-        figures["timeline"] = timeline_figure(read("timeline.parquet"))
+        figures["timeline"] = timeline_figure(read("timeline.parquet"), name)
     if (folder / "iterations.parquet").is_file():
-        figures["phases"] = phase_shares(read("iterations.parquet"))
+        figures["phases"] = phase_shares(read("iterations.parquet"), name)
     if (folder / "index.parquet").is_file():
-        figures["sweep"] = sweep_curves(read("index.parquet"))
+        figures["sweep"] = sweep_curves(read("index.parquet"), slo=slo, name=name)
     if not figures:
         raise LLMSimError(f"{folder}: nothing to plot (no requests, timeline, iterations or index parquet)")
     out = folder / "plots"
