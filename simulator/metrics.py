@@ -156,6 +156,7 @@ def summarize(
     ``metrics`` says which requests are measured (:func:`measured_mask`)."""
     latency = latency_columns(columns, slo, class_slos)
     finished = np.asarray(columns["finished"], dtype=bool)
+    failed = np.asarray(columns.get("failed", np.zeros(finished.size, dtype=bool)), dtype=bool)
     measured = measured_mask(columns["arrival_s"], metrics)
     done = finished & measured
     num_requests = int(finished.size)
@@ -171,7 +172,8 @@ def summarize(
     summary: dict[str, Any] = {
         "num_requests": num_requests,
         "completed": int(finished.sum()),
-        "num_rejected": int((~finished).sum()),
+        "num_rejected": int((~finished & ~failed).sum()),
+        "num_failed": int(failed.sum()),
         "measured_requests": num_measured,
         "duration_s": duration,
         **_backlog(columns),

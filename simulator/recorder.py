@@ -29,8 +29,8 @@ COLUMNS = (
     ("first_token_s", "float64"), ("finish_s", "float64"), ("input_tokens", "int64"), ("output_tokens", "int64"),
     ("replica", "int64"), ("preemptions", "int64"), ("preempted_s", "float64"), ("cached_tokens", "int64"),
     ("class_id", "int64"), ("prefill_done_s", "float64"), ("kv_arrived_s", "float64"),
-    ("decode_admitted_s", "float64"), ("session", "int64"), ("turn", "int64"), ("status", "string"),
-    ("reject_reason", "string"),
+    ("decode_admitted_s", "float64"), ("session", "int64"), ("turn", "int64"), ("retries", "int64"),
+    ("status", "string"), ("reject_reason", "string"),
 )
 
 
@@ -48,7 +48,7 @@ class RequestLog:
         self._rows: list[tuple] = []
         self._chunk_rows = chunk_rows
         self._chunks: list[dict[str, np.ndarray]] = []  # kept columns, when not streamed
-        self._summary: dict[str, list[np.ndarray]] = {name: [] for name in (*SUMMARY_COLUMNS, "finished")}
+        self._summary: dict[str, list[np.ndarray]] = {name: [] for name in (*SUMMARY_COLUMNS, "finished", "failed")}
         self._path = parquet_path
         self._writer = None  # a pyarrow ParquetWriter, opened with the first chunk written
         self.streamed = parquet_path is not None
@@ -60,8 +60,8 @@ class RequestLog:
             request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
             request.preempted_s, request.cached_tokens, request.class_id, request.prefill_done_s,
-            request.kv_arrived_s, request.decode_admitted_s, request.session, request.turn, request.status,
-            request.reject_reason,
+            request.kv_arrived_s, request.decode_admitted_s, request.session, request.turn, request.retries,
+            request.status, request.reject_reason,
         ))
         if len(self._rows) >= self._chunk_rows:
             self._flush()
@@ -75,6 +75,7 @@ class RequestLog:
         for name in SUMMARY_COLUMNS:
             self._summary[name].append(chunk[name])
         self._summary["finished"].append(chunk["status"] == "finished")
+        self._summary["failed"].append(chunk["status"] == "failed")
         if self.streamed:
             self._write(chunk)
         else:
@@ -98,11 +99,12 @@ class RequestLog:
             self._writer = None
 
     def summary_columns(self) -> dict[str, np.ndarray]:
-        """The columns metrics need, for every request (completion order), plus ``finished`` (bool; the others
-        were rejected)."""
+        """The columns metrics need, for every request (completion order), plus ``finished`` and ``failed`` (bool;
+        the others were rejected)."""
         self._flush()
         return {
-            name: np.concatenate(chunks) if chunks else np.array([], dtype=bool if name == "finished" else float)
+            name: np.concatenate(chunks) if chunks else np.array([], dtype=bool if name in ("finished", "failed")
+                                                                  else float)
             for name, chunks in self._summary.items()
         }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-WAITING, RUNNING, FINISHED, REJECTED = "waiting", "running", "finished", "rejected"
+WAITING, RUNNING, FINISHED, REJECTED, FAILED = "waiting", "running", "finished", "rejected", "failed"
 
 
 class Prefix(NamedTuple):
@@ -45,8 +45,8 @@ class Request:
         "first_token_s", "gap_key", "gap_run", "gen_offset", "generated", "input_tokens", "kv_arrived_s",
         "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefill_done_s", "prefilled",
         "prefix",
-        "priority", "reject_reason", "remote_kv", "replica", "request_id", "session", "status", "swapped_tokens",
-        "turn",
+        "priority", "reject_reason", "remote_kv", "replica", "request_id", "retries", "session", "status",
+        "swapped_tokens", "turn",
     )
 
     def __init__(
@@ -63,6 +63,7 @@ class Request:
         self.output_tokens = output_tokens
         self.replica = -1
         self.session, self.turn = -1, 0  # multi-turn workloads: the session and the turn in it (from 0)
+        self.retries = 0  # times sent again after its replica crashed
         self.first_scheduled_s = math.nan
         self.first_token_s = math.nan
         self.last_token_s = math.nan
@@ -84,6 +85,16 @@ class Request:
         self.gap_run = -1
         self.status = WAITING
         self.reject_reason = ""
+
+    def restart(self) -> None:
+        """Forget a lost attempt (its replica crashed) so the request runs again from the start: the client sees
+        its first token, and every later one, from the new attempt."""
+        self.retries += 1
+        self.status, self.replica = WAITING, -1
+        self.first_scheduled_s = self.first_token_s = self.last_token_s = self.finish_s = math.nan
+        self.generated = self.gen_offset = self.prefilled = self.cached_tokens = self.swapped_tokens = 0
+        self.finish_clock, self.gap_key, self.gap_run = -1, math.nan, -1
+        self.preempted_at = math.nan
 
     @property
     def prefill_tokens(self) -> int:

@@ -25,7 +25,7 @@ from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import ClosedLoopArrival
 from simulator.recorder import Recorder
-from simulator.request import REJECTED, Request
+from simulator.request import FINISHED, REJECTED, Request
 
 
 class RequestFactory:
@@ -236,11 +236,11 @@ class SessionFeed:
         if following >= len(self._sessions) or self._sessions[following] != request.session:
             return  # the session's last turn
         now = self.env.now
-        if request.status == REJECTED:
+        if request.status != FINISHED:  # rejected or failed: the session ends here
             skipped = self._request(following, now)
             skipped.output_tokens = skipped.decode_output_tokens  # as asked, not as a disaggregated prefill's 1
             skipped.status = REJECTED
-            skipped.reject_reason = f"turn {request.turn + 1} of its session was rejected"
+            skipped.reject_reason = f"turn {request.turn + 1} of its session was {request.status}"
             self.recorder.request_done(skipped)
             return
         sent_s = now + (float(self.rng.exponential(self._think_s)) if self._think_s else 0.0)

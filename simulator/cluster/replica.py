@@ -54,7 +54,8 @@ class Replica:
         "_last_decode_end", "_memory", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
         "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
         "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "group", "hands_off", "index",
-        "observer", "on_done", "recorder", "scheduler", "swap_seconds_per_token",
+        "new_scheduler", "observer", "on_done", "on_down", "recorder", "scheduler", "slowdown",
+        "swap_seconds_per_token", "up",
     )
 
     def __init__(
@@ -80,6 +81,10 @@ class Replica:
         self.fast_forward = fast_forward
         self.hands_off = False  # a disaggregated prefill replica: finished prompts keep their KV until released
         self.group = None  # the simulator.cluster.lockstep.Lockstep of an attention-DP rank: it times the steps
+        self.up = True  # False while crashed (simulator.cluster.faults)
+        self.on_down = None  # where a request sent here while down goes instead
+        self.new_scheduler = None  # builds an empty scheduler (and KV pool) for a restart after a crash
+        self.slowdown = 1.0  # a slow fault: every step takes this many times longer
         self.observer = None  # simulator.observe.Observer when the run is observed
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self._busy = False  # an iteration is running or about to start
@@ -122,6 +127,9 @@ class Replica:
     # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
         """A request arrives at this replica (rejected at once if it can never run here)."""
+        if not self.up:
+            self.on_down(request)
+            return
         request.replica = self.index
         reason = self.scheduler.rejection_reason(request)
         if reason:
@@ -155,6 +163,36 @@ class Replica:
                 else:
                     self._busy = True
                     self._wait(0.0)
+
+    # --- faults (simulator.cluster.faults) ------------------------------------------------------------------
+    def crash(self) -> list[Request]:
+        """Stop now, losing the work in progress and the KV pool; returns the requests that were queued or running
+        here (the caller sends them elsewhere or fails them). The replica stays down until :meth:`restart`."""
+        now, scheduler = self.env.now, self.scheduler
+        if self._pending.callbacks is not None:
+            self._pending.callbacks = ()  # the work in progress never ends
+        if self._busy and self._batch is not None:
+            self._running_seconds -= self._running * max(self._start + self._duration - now, 0.0)
+        if self._memory is not None:
+            self._close_memory(now, self._memory[1])
+        lost = [*scheduler.waiting, *scheduler.prefilling.values(), *scheduler.decoding.values()]
+        self.scheduler = self.new_scheduler()
+        self._memory = (now, self.scheduler.kv.memory_state())  # an empty pool while down
+        self._batch, self._busy, self._steps, self._copied = None, False, 0, 0
+        self._gap_groups, self._last_decode_end = {}, -math.inf
+        self.up = False
+        return lost
+
+    def restart(self) -> None:
+        """Back up, empty, taking work again."""
+        self.up = True
+
+    def set_slowdown(self, factor: float) -> None:
+        """Run every step ``factor`` times slower from the next iteration boundary on (a run of decode steps in
+        progress is cut at its current step)."""
+        self.slowdown = factor
+        if self._busy and self._steps > 1:
+            self._cut_run(self.env.now)
 
     def _cut_run(self, at: float) -> None:
         """End the decode run at the first iteration boundary at or after ``at`` (if that is before its end)."""
@@ -289,6 +327,8 @@ class Replica:
     def _settle(self, now: float, steps: int, run: tuple[float, float, int, int]) -> None:
         """Start the planned work at ``now``: ``steps`` steps timed by ``run`` (:meth:`_plan`; a lock-step group
         passes the group's timing)."""
+        if self.slowdown != 1.0:
+            run = (run[0] * self.slowdown, run[1] * self.slowdown, run[2], run[3])
         a, c, num_decodes, context_sum = run
         self._start, self._steps, self._run = now, steps, run
         first_step = a + c * context_sum

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.disaggregated import PrefillToDecode
+from simulator.cluster.faults import Faults
 from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory, SessionFeed
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.lockstep import Lockstep
@@ -185,18 +186,17 @@ def _build_pool(
     if getattr(sched, "speculative", None) is not None and kv_cfg.kind != "paged":
         raise ConfigError(f"scheduler.speculative: needs kv_cache.kind: paged (drafted tokens take KV blocks), "
                           f"got {kv_cfg.kind!r}")
-    replicas = [
-        Replica(
-            env, first_index + i,
-            scheduler_cls(
-                _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched,
-                max_model_len, batched_tokens, swap_capacity,
-                seed=int(np.random.SeedSequence([config.seed, 4, first_index + i]).generate_state(1)[0]),
-            ),
-            cost, recorder, fast_forward, swap_seconds, copy_seconds,
+    def new_scheduler(index: int) -> Scheduler:
+        """An empty scheduler and KV pool for replica ``index`` (also what a crashed replica restarts with)."""
+        return scheduler_cls(
+            _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched, max_model_len, batched_tokens,
+            swap_capacity, seed=int(np.random.SeedSequence([config.seed, 4, index]).generate_state(1)[0]),
         )
-        for i in range(pool.schedulers)
-    ]
+
+    replicas = [Replica(env, first_index + i, new_scheduler(first_index + i), cost, recorder, fast_forward,
+                        swap_seconds, copy_seconds) for i in range(pool.schedulers)]
+    for replica in replicas:
+        replica.new_scheduler = lambda index=replica.index: new_scheduler(index)
     if pool.data_parallel > 1:  # the attention-DP ranks of each replica step together
         for first in range(0, len(replicas), pool.data_parallel):
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)
@@ -250,6 +250,8 @@ def simulate(
         replica.observer = observer
     entry = pools[0].replicas if cluster.kind == "disaggregated" else replicas
     router = _router(config, cluster.router, entry, 1)
+    if cluster.faults:
+        Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries)
     enter = None
     if cluster.kind == "disaggregated":
         decode = pools[1]

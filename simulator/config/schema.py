@@ -137,6 +137,18 @@ class TransferConfig(Strict):
         return renamed(value, "cluster.transfer", {"bandwidth_gbps": "bandwidth_gb_per_s"})
 
 
+class FaultConfig(Strict):
+    """A replica fault at ``at_s``: ``crash`` (the replica stops and loses its KV; it is back, empty, after
+    ``duration_s`` — the restart with its cold start) or ``slow`` (it runs ``slowdown`` times slower for
+    ``duration_s``: thermal throttling, a noisy neighbour). ``replica`` counts replicas from 0."""
+
+    at_s: float = Field(ge=0)
+    replica: int = Field(ge=0)
+    kind: Literal["crash", "slow"]
+    duration_s: float = Field(gt=0)
+    slowdown: float = Field(default=2.0, ge=1, le=1000, description="slow: times slower")
+
+
 class ClusterConfig(Strict):
     """``colocated`` (default): replicas that each prefill and decode, behind a router — identical
     (``replicas`` × ``tensor_parallel`` × ``pipeline_parallel`` of the experiment's hardware) or heterogeneous
@@ -157,6 +169,11 @@ class ClusterConfig(Strict):
     decode: PoolConfig | None = None
     transfer: TransferConfig = TransferConfig()
     decode_router: RouterConfig = RouterConfig(kind="least_outstanding")
+    faults: list[FaultConfig] = Field(default_factory=list, description="replica crashes and slowdowns")
+    fault_retries: int = Field(
+        default=1, ge=0, le=100,
+        description="a request queued or running on a crashing replica is sent again, from the start, to another "
+        "replica up to this many times; then it fails with the reason")
     first_token_from: Literal["decode", "prefill"] = Field(
         default="decode",
         description="disaggregated: where the client's first token comes from — the decode replica once it has "
@@ -168,6 +185,16 @@ class ClusterConfig(Strict):
     @model_validator(mode="after")
     def _pools_fit_kind(self) -> ClusterConfig:
         _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
+        if self.faults:
+            pools = self.replica_pools() if self.kind == "colocated" else []
+            if self.kind != "colocated" or any(pool.data_parallel > 1 for pool in pools):
+                raise ValueError("faults: for colocated replicas without attention data parallelism (disaggregated "
+                                 "pools and DP ranks are not modelled yet)")
+            replicas = sum(pool.replicas for pool in pools)
+            wrong = [f.replica for f in self.faults if f.replica >= replicas]
+            if wrong:
+                raise ValueError(f"faults: replica {wrong[0]} does not exist (the cluster has replicas 0–"
+                                 f"{replicas - 1})")
         if self.kind == "disaggregated":
             missing = [name for name in ("prefill", "decode") if getattr(self, name) is None]
             if missing:

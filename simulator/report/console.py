@@ -25,7 +25,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
     width = max(10, *(len(cell) + 2 for _, cells in rows for cell in cells))  # columns never run together
     lines = [
         f"== {name} ==",
-        f"requests: {s['completed']:,} completed, {s['num_rejected']:,} rejected, of {s['num_requests']:,}"
+        f"requests: {s['completed']:,} completed, {s['num_rejected']:,} rejected"
+        + (f", {s['num_failed']:,} failed" if s.get("num_failed") else "") + f", of {s['num_requests']:,}"
         f"   duration {_fmt(s['duration_s'], 2)} s   GPUs {s['num_gpus']}",
         *([f"measured:   {s['measured_requests']:,} of them (warm-up and cool-down left out): latency, throughput "
            f"and SLO figures below describe these"] if s.get("measured_requests", s["num_requests"])

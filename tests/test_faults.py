@@ -1,0 +1,101 @@
+"""Faults (cluster.faults): crashed replicas lose their work and KV, their requests run again elsewhere or fail
+with the reason, slow replicas take longer per step — timed by hand with linear costs — and every request is
+accounted for."""
+
+from __future__ import annotations
+
+import pytest
+
+import simulator
+from simulator.config import load_experiment
+from simulator.errors import ConfigError
+from tests.helpers import experiment
+
+
+def _two_replicas(tmp_path, requests, faults, retries=1, replicas=2):
+    """Linear costs (prefill 2 ms + 0.1 ms per token, decode steps of 5.2 ms for one sequence), round robin."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                     + "".join(f"{t!r},{i},{o}\n" for t, i, o in requests))
+    return experiment(cluster={"replicas": replicas, "router": "round_robin", "faults": faults,
+                               "fault_retries": retries},
+                      workload={"trace": {"path": str(trace)}})
+
+
+def test_a_crash_sends_the_running_request_to_another_replica(tmp_path):
+    """A request starts on replica 0 at 0 s (100-token prompt, 101 tokens out); replica 0 crashes at 0.1 s. The
+    request starts again on replica 1: first token at 0.1 s + 12 ms, then 100 steps of 5.2 ms."""
+    config = _two_replicas(tmp_path, [(0.0, 100, 101)], [{"at_s": 0.1, "replica": 0, "kind": "crash",
+                                                          "duration_s": 5.0}])
+    row = simulator.run(load_experiment(config)).requests.iloc[0]
+    assert (row["status"], row["replica"], row["retries"]) == ("finished", 1, 1)
+    assert row["ttft_ms"] == pytest.approx(100 + 12)
+    assert row["e2el_ms"] == pytest.approx(100 + 12 + 100 * 5.2)
+
+
+def test_without_retries_the_lost_requests_fail_with_the_reason(tmp_path):
+    """Two requests on replica 0 (round robin puts the 1st and 3rd there), one on replica 1; replica 0 crashes at
+    0.05 s with no retries allowed: its two fail, the other completes; every request is counted once."""
+    config = _two_replicas(tmp_path, [(0.0, 100, 101), (0.0, 100, 101), (0.01, 100, 101)],
+                           [{"at_s": 0.05, "replica": 0, "kind": "crash", "duration_s": 1.0}], retries=0)
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    assert rows["status"].tolist() == ["failed", "finished", "failed"]
+    assert (rows[rows["status"] == "failed"]["reject_reason"] == "replica 0 crashed at 0.05 s (after 0 retries)").all()
+    s = result.summary
+    assert (s["completed"], s["num_rejected"], s["num_failed"], s["num_requests"]) == (1, 0, 2, 3)
+
+
+def test_requests_sent_while_every_replica_is_down_fail(tmp_path):
+    config = _two_replicas(tmp_path, [(0.0, 10, 2), (0.5, 10, 2)], [{"at_s": 0.1, "replica": 0, "kind": "crash",
+                                                                     "duration_s": 1.0}], replicas=1)
+    row = simulator.run(load_experiment(config)).requests.sort_values("request_id").iloc[1]
+    assert (row["status"], row["reject_reason"]) == ("failed", "no replica is up")
+
+
+def test_a_crashed_replica_is_back_after_its_restart(tmp_path):
+    """Replica 0 is down from 0.1 to 0.6 s: the request round robin sends there at 0.3 s goes to replica 1 instead,
+    the one at 0.8 s (replica 0's turn again) is served by replica 0."""
+    config = _two_replicas(tmp_path, [(0.0, 10, 2), (0.2, 10, 2), (0.3, 10, 2), (0.7, 10, 2), (0.8, 10, 2)],
+                           [{"at_s": 0.1, "replica": 0, "kind": "crash", "duration_s": 0.5}])
+    rows = simulator.run(load_experiment(config)).requests.sort_values("request_id")
+    assert rows["replica"].tolist() == [0, 1, 1, 1, 0] and (rows["status"] == "finished").all()
+
+
+def test_a_slow_replica_takes_longer_per_step(tmp_path):
+    """Slowed 2× from 0.1 s for 1 s: the decode run in progress is cut at the step then running (the 17th ends at
+    12 + 17 × 5.2 = 100.4 ms), the other 83 steps take 10.4 ms."""
+    config = _two_replicas(tmp_path, [(0.0, 100, 101)], [{"at_s": 0.1, "replica": 0, "kind": "slow",
+                                                          "duration_s": 1.0, "slowdown": 2.0}], replicas=1)
+    row = simulator.run(load_experiment(config)).requests.iloc[0]
+    assert row["e2el_ms"] == pytest.approx(12 + 17 * 5.2 + 83 * 10.4)
+
+
+@pytest.mark.parametrize("cluster, message", [
+    ({"replicas": 2, "faults": [{"at_s": 1, "replica": 2, "kind": "crash", "duration_s": 1}]},
+     "replica 2 does not exist"),
+    ({"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1},
+      "faults": [{"at_s": 1, "replica": 0, "kind": "crash", "duration_s": 1}]}, "not modelled yet"),
+])
+def test_faults_that_cannot_be_modelled_say_so(cluster, message):
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(experiment(cluster=cluster))
+
+
+def test_every_request_ends_completed_rejected_or_failed_under_repeated_faults():
+    """Three replicas, crashes (one of them while another is down) and a slowdown under Poisson load: the run's own
+    accounting check passes and the counts add up to the requests generated."""
+    config = experiment(cluster={"replicas": 3, "router": "least_outstanding", "fault_retries": 1, "faults": [
+        {"at_s": 0.5, "replica": 0, "kind": "crash", "duration_s": 1.0},
+        {"at_s": 0.8, "replica": 1, "kind": "crash", "duration_s": 0.5},
+        {"at_s": 1.2, "replica": 2, "kind": "slow", "duration_s": 1.0, "slowdown": 4.0},
+        {"at_s": 1.4, "replica": 0, "kind": "crash", "duration_s": 0.2},
+        {"at_s": 2.0, "replica": 2, "kind": "crash", "duration_s": 0.3}]},
+        workload={"num_requests": 400, "arrival": {"kind": "poisson", "rate": 100.0},
+                  "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
+                  "output_tokens": {"kind": "uniform", "min": 1, "max": 100}})
+    result = simulator.run(load_experiment(config))
+    s = result.summary
+    assert s["completed"] + s["num_rejected"] + s["num_failed"] == s["num_requests"] == 400
+    assert s["num_failed"] > 0 and (result.requests["retries"] > 0).any()
+    assert (result.requests.loc[result.requests["status"] == "failed", "reject_reason"] != "").all()
