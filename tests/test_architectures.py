@@ -471,3 +471,17 @@ def test_deepep_exchanges_attention_dp_tokens_by_iteration_kind():
     with pytest.raises(ConfigError, match="deepep needs a GPU DeepEP runs on"):
         RooflineCostModel(model, load_hardware("a100-80gb-sxm"), 1, expert_parallel=4, data_parallel=4,
                           all_to_all="deepep")
+
+
+def test_gpt_oss_attention_sinks_are_one_parameter_per_head():
+    """gpt-oss's learned sinks: 64 heads × 36 layers = 2,304 parameters, no KV; other families have none."""
+    from simulator.catalog.architecture import Attention
+
+    with_sinks = Attention(kind="full", num_heads=64, num_kv_heads=8, head_dim=64, sinks=True)
+    without = with_sinks.model_copy(update={"sinks": False})
+    assert with_sinks.params(2880) - without.params(2880) == 64
+    assert with_sinks.kv_elements_per_token() == without.kv_elements_per_token()
+    model = load_model("gpt-oss-120b")
+    assert all(group.attention.sinks for group in model.layers)
+    assert sum(group.count * group.attention.num_heads for group in model.layers) == 2304
+    assert not any(group.attention.sinks for group in load_model("llama-3-8b").layers)

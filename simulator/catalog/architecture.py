@@ -8,7 +8,8 @@ Attention kinds (per layer; ``t`` = tensor-parallel degree, ``d`` = head_dim, ``
   Weights ``D·(H + 2·G)·d`` (fused QKV) + ``H·d·D`` (O). KV elements per token: ``2·G·d``, split over ``t``
   (``ceil(G/t)`` heads per GPU: a KV head is replicated when ``t > G``).
 - ``sliding``: the same over the last ``window`` tokens only (Mistral, Gemma 2/3, gpt-oss). A sequence holds at most
-  ``window`` tokens of KV in such a layer.
+  ``window`` tokens of KV in such a layer. ``sinks`` (gpt-oss, full and sliding layers): one learned logit per head
+  in the softmax's denominator — H parameters per layer, no KV, and no cost the kernel tables can resolve.
 - ``chunked``: chunked local attention (Llama 4): a token sees the earlier tokens of its own chunk of ``window``
   tokens; KV held and attention span are at most ``window`` tokens (priced as ``sliding``: an upper bound).
 - ``linear``: Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): ``num_kv_heads`` key heads of ``head_dim``,
@@ -67,6 +68,8 @@ class Attention(_Frozen):
     qk_rope_head_dim: int = Field(default=0, ge=0)
     v_head_dim: int = Field(default=0, ge=0, description="MLA, linear: value width per head (others: head_dim)")
     output_gate: bool = Field(default=False, description="full: a sigmoid gate on the output (one more H·d proj.)")
+    sinks: bool = Field(default=False, description="full, sliding: learned attention sinks (gpt-oss): one logit "
+                        "per head added to the softmax's denominator — H parameters, no KV, no measurable kernel cost")
     conv_kernel: int = Field(default=4, ge=1, description="linear, mamba: the short convolution's width")
     state_size: int = Field(default=0, ge=0, description="mamba: N, the SSM state per head dimension")
     groups: int = Field(default=1, ge=1, description="mamba: groups sharing B and C")
@@ -102,7 +105,8 @@ class Attention(_Frozen):
             inner, bc = h * d, 2 * self.groups * self.state_size
             return D * (2 * inner + bc + h) + (inner + bc) * self.conv_kernel + 3 * h + inner + inner * D
         if self.kind != "mla":
-            return D * (h * (2 if self.output_gate else 1) + 2 * self.num_kv_heads) * d + h * d * D
+            sinks = h if self.sinks else 0
+            return D * (h * (2 if self.output_gate else 1) + 2 * self.num_kv_heads) * d + h * d * D + sinks
         query = hidden * self.q_lora_rank + self.q_lora_rank * h * d if self.q_lora_rank else hidden * h * d
         latent = hidden * (self.kv_lora_rank + self.qk_rope_head_dim)
         decompress = self.kv_lora_rank * h * (d - self.qk_rope_head_dim + self.v_head_dim)

@@ -153,6 +153,10 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
     return ["full"] * layers
 
 
+# families whose every attention layer has learned sinks (their configs do not say so: the modelling code does)
+SINK_FAMILIES = ("gpt_oss",)
+
+
 def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
     if kind in ("linear", "mamba"):
         return _state_mixer(config, kind, where)
@@ -172,7 +176,8 @@ def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
         raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
                           "head_dim is not given")
     fields.update(kind=kind, num_kv_heads=_get(config, "num_kv_heads", where, heads),
-                  head_dim=_get(config, "head_dim", where, hidden // heads))
+                  head_dim=_get(config, "head_dim", where, hidden // heads),
+                  sinks=config.get("model_type") in SINK_FAMILIES)
     if kind in ("sliding", "chunked"):
         window = _get(config, "window" if kind == "sliding" else "chunk", where)
         if window < _get(config, "max_position_embeddings", where, 2048):  # else it sees the whole context
