@@ -259,7 +259,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     data = Path(args.data)
     if not data.is_dir():
         raise LLMSimError(f"validate: data folder not found: {data}")
-    print(write_report(validate_all(data, args.engine), Path(args.plot or "validation.png")))
+    print(write_report(validate_all(data, args.engine), Path(args.plot) if args.plot else None))
     return 0
 
 
@@ -581,8 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="errors of the cost model against measurement data")
     val.add_argument("--data", default=str(Path("..") / "shared" / "data"), help="folder in ../shared/data's layout")
     val.add_argument("--engine", default="splitwise", help="engine profile for whole-iteration data")
-    val.add_argument("--plot", default=None, help="where to save the predicted-vs-measured plot "
-                     "(default validation.png; with --runs only when given)")
+    val.add_argument("--plot", default=None, help="where to save the predicted-vs-measured plot (none unless given)")
     val.add_argument("--runs", help="a file of end-to-end benchmark runs (format of ../shared/data/silicon): "
                      "simulate every row and report TTFT/TPOT errors")
     val.add_argument("--model-configs", help="folder of Hugging Face configs named <org>--<name>_config.json")

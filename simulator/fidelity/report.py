@@ -46,13 +46,8 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
     return results
 
 
-def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
-    """The error tables as text; a predicted-vs-measured log-log plot per dataset saved to ``plot_path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def write_report(results: dict[str, pd.DataFrame], plot_path: Path | None = None) -> str:
+    """The error tables as text; with ``plot_path``, a predicted-vs-measured log-log plot per dataset saved there."""
     groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
               "kernel_gemm": ["gpu", "framework", "dtype"], "kernel_nccl": ["gpu", "op", "gpus"],
               "kernel_deepep": ["gpu", "kernel"],
@@ -64,6 +59,13 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path) -> str:
         lines.append(f"== {name} ==")
         lines.append(summarize_errors(frame, groups[name]).to_string())
         lines.append("")
+    if plot_path is None:
+        return "\n".join(lines).rstrip()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4.5))
     for axis, (name, frame) in zip(np.atleast_1d(axes), results.items(), strict=True):
         axis.loglog(frame["measured_s"] * 1e3, frame["predicted_s"] * 1e3, ".", markersize=2, alpha=0.4)
