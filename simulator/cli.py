@@ -379,6 +379,25 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 1 if len(failed) else 0
 
 
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    """GuideLLM's sweep: synchronous, throughput, and rates between (simulator.rate_sweep)."""
+    from simulator.config import load_experiment
+    from simulator.rate_sweep import rate_sweep
+
+    config = load_experiment(args.file, args.set)
+    frame = rate_sweep(config, args.rates, args.rate_type, args.jobs)
+    if args.out:
+        out = _output_folder(Path(args.out))
+        frame.to_csv(out / "benchmark.csv", index=False)
+    if args.json:
+        print(frame.to_json(orient="records", indent=2))
+    else:
+        print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.out:
+        print(f"wrote {Path(args.out) / 'benchmark.csv'}", file=sys.stderr)
+    return 0
+
+
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from simulator.capacity import capacity_over_seeds, find_capacity, parse_slo
     from simulator.config import load_experiment
@@ -533,6 +552,17 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="latency CDFs, timelines, phase shares or sweep curves as PNG and SVG")
     plot.add_argument("folder", help="a run's --out folder or a sweep's --out folder")
     plot.set_defaults(func=_cmd_plot)
+
+    bench = sub.add_parser("benchmark", help="GuideLLM's sweep: synchronous, throughput, then rates between")
+    bench.add_argument("file", nargs="?", help="experiment YAML (default: the quickstart)")
+    bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field")
+    bench.add_argument("--rates", type=_positive_int, default=10,
+                       help="benchmarks in all, the two anchors included (GuideLLM's --rate for a sweep)")
+    bench.add_argument("--rate-type", default="constant", help="arrivals between the anchors: constant | poisson")
+    bench.add_argument("--jobs", type=_positive_int, default=1, help="benchmarks in parallel processes")
+    bench.add_argument("--out", help="folder for benchmark.csv")
+    bench.add_argument("--json", action="store_true", help="the rows as JSON")
+    bench.set_defaults(func=_cmd_benchmark)
 
     cap = sub.add_parser("capacity", help="the highest request rate that meets an SLO (bisection)")
     cap.add_argument("file", help="experiment YAML (its arrival rate is where the search starts)")
