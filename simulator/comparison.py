@@ -83,7 +83,7 @@ def summary_keys() -> list[str]:
     """Every key a run's summary can have (from the summary of an empty run, plus the disaggregated and the
     multi-turn ones)."""
     empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
-    empty["finished"] = np.array([], dtype=bool)
+    empty["finished"] = empty["failed"] = np.array([], dtype=bool)
     summary = summarize(empty, SLOConfig(), LogHistogram(), kv_token_seconds=[0.0], peak_kv_blocks=[0],
                         kv_num_blocks=1, kv_block_size=1, peak_running=[0], iterations=0, num_gpus=1)
     return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS]

@@ -156,7 +156,7 @@ def summarize(
     ``metrics`` says which requests are measured (:func:`measured_mask`)."""
     latency = latency_columns(columns, slo, class_slos)
     finished = np.asarray(columns["finished"], dtype=bool)
-    failed = np.asarray(columns.get("failed", np.zeros(finished.size, dtype=bool)), dtype=bool)
+    failed = np.asarray(columns["failed"], dtype=bool)
     measured = measured_mask(columns["arrival_s"], metrics)
     done = finished & measured
     num_requests = int(finished.size)

@@ -46,12 +46,14 @@ class RequestFactory:
             w.classes[index].tolist() if w.classes is not None else None,
         )
 
-    def make(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int, prefix, class_id):
+    def make(self, request_id: int, arrival_s: float, input_tokens: int, output_tokens: int, prefix, class_id,
+             sent: bool = True):
+        """The request; ``sent=False``: one recorded without reaching the cluster (not prepared for its pool)."""
         request = Request(request_id, arrival_s, input_tokens, output_tokens, prefix)
         if class_id is not None:
             request.class_id = class_id
             request.priority = self._priorities[class_id]
-        if self._enter is not None:
+        if self._enter is not None and sent:
             self._enter(request)
         return request
 
@@ -220,10 +222,10 @@ class SessionFeed:
             due = self._starts[self._next] + self._delay[firsts[self._next]]
             self._wakeup.schedule(due - now)
 
-    def _request(self, request_id: int, sent_s: float) -> Request:
+    def _request(self, request_id: int, sent_s: float, sent: bool = True) -> Request:
         inputs, outputs, prefixes, classes = self.factory.columns(np.array([request_id]))
         request = self.factory.make(request_id, sent_s, inputs[0], outputs[0], prefixes[0] if prefixes else None,
-                                    classes[0] if classes else None)
+                                    classes[0] if classes else None, sent)
         request.session, request.turn = self._sessions[request_id], self._turns[request_id]
         return request
 
@@ -237,8 +239,7 @@ class SessionFeed:
             return  # the session's last turn
         now = self.env.now
         if request.status != FINISHED:  # rejected or failed: the session ends here
-            skipped = self._request(following, now)
-            skipped.output_tokens = skipped.decode_output_tokens  # as asked, not as a disaggregated prefill's 1
+            skipped = self._request(following, now, sent=False)
             skipped.status = REJECTED
             skipped.reject_reason = f"turn {request.turn + 1} of its session was {request.status}"
             self.recorder.request_done(skipped)

@@ -183,16 +183,21 @@ def moe_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         table = pd.read_parquet(path)
         table = table[(table["distribution"] == "balanced") & table["moe_dtype"].isin(MOE_DTYPES)
                       & (table["moe_ep_size"] == 1)]
-        frame = pd.DataFrame({
-            "gpu": gpu, "framework": framework, "dtype": table["moe_dtype"].map(MOE_DTYPES).to_numpy(),
-            "tokens": table["num_tokens"].to_numpy(), "hidden": table["hidden_size"].to_numpy(),
-            "inter": table["inter_size"].to_numpy(), "topk": table["topk"].to_numpy(),
-            "experts": table["num_experts"].to_numpy(), "moe_tp": table["moe_tp_size"].to_numpy(),
-            "moe_ep": table["moe_ep_size"].to_numpy(), "measured_s": table["latency"].to_numpy() * 1e-3,
-        })
+        frame = _moe_frame(table, gpu, framework)
         peak = load_hardware(GPUS[gpu]).memory_bandwidth_gb_per_s * 1e9
         frames.append(frame[frame["measured_s"] >= _expert_bytes(frame) / peak])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MOE_COLUMNS)
+
+
+def _moe_frame(table: pd.DataFrame, gpu: str, framework: str) -> pd.DataFrame:
+    """A collector's MoE rows in :data:`MOE_COLUMNS` (latency ms -> seconds)."""
+    return pd.DataFrame({
+        "gpu": gpu, "framework": framework, "dtype": table["moe_dtype"].map(MOE_DTYPES).to_numpy(),
+        "tokens": table["num_tokens"].to_numpy(), "hidden": table["hidden_size"].to_numpy(),
+        "inter": table["inter_size"].to_numpy(), "topk": table["topk"].to_numpy(),
+        "experts": table["num_experts"].to_numpy(), "moe_tp": table["moe_tp_size"].to_numpy(),
+        "moe_ep": table["moe_ep_size"].to_numpy(), "measured_s": table["latency"].to_numpy() * 1e-3,
+    })
 
 
 def _expert_bytes(frame: pd.DataFrame) -> np.ndarray:
@@ -204,15 +209,17 @@ def _expert_bytes(frame: pd.DataFrame) -> np.ndarray:
 
 def moe_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
                       table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`moe_kernel_table` with predicted seconds and the error."""
+    """:func:`moe_kernel_table` (or ``table``) with predicted seconds and the error: balanced routing, the busiest
+    expert-parallel rank at the rows' ``load_cv`` where the table has one."""
     table = moe_kernel_table(kernels_dir) if table is None else table
+    load_cv = table["load_cv"] if "load_cv" in table else pd.Series(0.0, index=table.index)
     predicted = np.zeros(len(table))
     for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
         model = ExpertsModel(_hardware(gpu, hardware), dtype)
         predicted[table.index.get_indexer(rows.index)] = [
-            model.time(t, h, i / tp, 2, k, e, ep, "balanced") for t, h, i, k, e, tp, ep in zip(
+            model.time(t, h, i / tp, 2, k, e, ep, "balanced", cv) for t, h, i, k, e, tp, ep, cv in zip(
                 rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
-                rows["moe_ep"], strict=True)]
+                rows["moe_ep"], load_cv[rows.index], strict=True)]
     return _with_errors(table, predicted)
 
 
@@ -247,14 +254,8 @@ def moe_routing_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         cv[skewed] = [power_law_cv(t, e, k, a) for t, e, k, a in zip(
             table.loc[alphas.index, "num_tokens"], table.loc[alphas.index, "num_experts"],
             table.loc[alphas.index, "topk"], alphas, strict=True)]
-        frames.append(pd.DataFrame({
-            "gpu": gpu, "framework": framework, "dtype": table["moe_dtype"].map(MOE_DTYPES).to_numpy(),
-            "tokens": table["num_tokens"].to_numpy(), "hidden": table["hidden_size"].to_numpy(),
-            "inter": table["inter_size"].to_numpy(), "topk": table["topk"].to_numpy(),
-            "experts": table["num_experts"].to_numpy(), "moe_tp": table["moe_tp_size"].to_numpy(),
-            "moe_ep": table["moe_ep_size"].to_numpy(), "measured_s": table["latency"].to_numpy() * 1e-3,
-            "distribution": np.where(cv > 0, "power_law", "balanced"), "load_cv": cv,
-        }))
+        frames.append(_moe_frame(table, gpu, framework).assign(
+            distribution=np.where(cv > 0, "power_law", "balanced"), load_cv=cv))
     columns = [*MOE_COLUMNS, "distribution", "load_cv"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
@@ -263,15 +264,8 @@ def moe_routing_kernel_errors(kernels_dir: Path, hardware: Mapping[str, Hardware
                               skew: bool = True) -> pd.DataFrame:
     """:func:`moe_routing_kernel_table` predicted for the busiest rank (``skew=False``: as if balanced)."""
     table = moe_routing_kernel_table(kernels_dir)
-    predicted = np.zeros(len(table))
-    for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
-        model = ExpertsModel(_hardware(gpu, hardware), dtype)
-        predicted[table.index.get_indexer(rows.index)] = [
-            model.time(t, h, i / tp, 2, k, e, ep, "balanced", cv if skew else 0.0)
-            for t, h, i, k, e, tp, ep, cv in zip(
-                rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
-                rows["moe_ep"], rows["load_cv"], strict=True)]
-    return _with_errors(table, predicted)
+    predicted = moe_kernel_errors(kernels_dir, hardware, table if skew else table.assign(load_cv=0.0))
+    return predicted if skew else predicted.assign(load_cv=table["load_cv"])
 
 
 DEEPEP_SMS = 20  # DeepEP's default SM budget for its normal kernels (its Buffer.num_sms)
