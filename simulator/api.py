@@ -17,7 +17,7 @@ import yaml
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
-from simulator.metrics import add_latency_columns, summarize
+from simulator.metrics import Scaling, add_latency_columns, summarize
 from simulator.observe import Observer
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class Result:
     summary: dict[str, Any]
     table: Callable[[], pd.DataFrame | None] = field(repr=False)
     observer: Observer | None = field(default=None, repr=False)
+    scaling_events: list[tuple] | None = field(default=None, repr=False)  # cluster.autoscaler's
     _requests: Any = field(default=False, init=False, repr=False, compare=False)  # False until built
 
     @property
@@ -95,9 +96,20 @@ class Result:
         """One row per iteration or closed-form decode run (``run(..., observe=True)``)."""
         return self.observer.iteration_table() if self.observer is not None else None
 
+    @property
+    def scaling(self) -> pd.DataFrame | None:
+        """An autoscaled run's replica changes: time_s, event (start, ready, cancel, drain, off), replica, ready and
+        provisioned replicas after it (None without ``cluster.autoscaler``)."""
+        if self.scaling_events is None:
+            return None
+        import pandas as pd
+
+        return pd.DataFrame(self.scaling_events, columns=["time_s", "event", "replica", "ready", "provisioned"])
+
     def save(self, directory: str | Path) -> Path:
         """Write ``summary.json``, ``config.yaml`` (the resolved config), unless streamed already
-        ``requests.parquet``, and for an observed run ``timeline.parquet`` and ``iterations.parquet``."""
+        ``requests.parquet``, for an observed run ``timeline.parquet`` and ``iterations.parquet``, for an
+        autoscaled one ``scaling.parquet``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(summary_json(self.summary, self.config) + "\n")
@@ -106,6 +118,8 @@ class Result:
         if self.observer is not None:
             self.timeline.to_parquet(out / "timeline.parquet", index=False)
             self.iterations.to_parquet(out / "iterations.parquet", index=False)
+        if self.scaling_events is not None:
+            self.scaling.to_parquet(out / "scaling.parquet", index=False)
         (out / "config.yaml").write_text(config_yaml(self.config))
         return out
 
@@ -148,6 +162,8 @@ def run(
         copied_tokens=recorder.copied_tokens, trace_rows_skipped=output.trace_rows_skipped,
         class_names=[c.name for c in classes], class_slos=class_slos,
         kv_blocks_per_replica=output.kv_blocks_per_replica, metrics=config.metrics,
+        scaling=Scaling(output.scaling_events, output.gpus_per_replica)
+        if output.scaling_events is not None else None,
     )
     budget = output.kv_budget  # the memory plan of one GPU (the decode pool's when disaggregated)
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
@@ -160,7 +176,7 @@ def run(
         frame = recorder.requests.frame()
         return add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
 
-    return Result(config, summary, table, observer)
+    return Result(config, summary, table, observer, output.scaling_events)
 
 
 def _add_latency_columns_to_file(path: Path, slo, class_slos) -> None:

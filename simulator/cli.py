@@ -89,6 +89,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(format_summary(config.name, result.summary, config.slo.model_dump(exclude_none=True) != {}, offered))
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
+        extra += ", scaling.parquet" if result.scaling_events is not None else ""
         print(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}", file=sys.stderr)
     if args.trace:
         from simulator.observe import write_chrome_trace

@@ -42,6 +42,13 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - per class (``workload.classes``): ``<class>.<metric>`` for completed, rejections, SLO attainment (against the
   class's own SLO when it has one, which also counts in the overall attainment), goodput, output tokens/s and
   mean/p99 TTFT, TPOT, E2EL; rates divide by the whole run's duration_s
+- gpu_hours = GPUs holding the model × time from 0 to the last request's end / 3600 (with an autoscaler: the GPUs
+  of the provisioned replicas — starting, ready or draining — integrated over that time)
+- autoscaling only (``cluster.autoscaler``; these keys appear only then): mean_replicas (ready replicas, time
+  average over 0 … end), peak_replicas, scale_ups (replicas started), scale_downs (cancelled or drained),
+  cold_start_requests (requests first scheduled on a replica after it came up by scaling), slo_attainment_while_scaling
+  (of the measured requests that arrived while a started replica was not ready yet; NaN when none did); mean_running
+  and mean_kv_usage then average over the replicas' powered time instead of all replicas × duration_s
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 """
@@ -151,9 +158,10 @@ def summarize(
     kv_breakdown_seconds: list[list[float]] | None = None, prefix_hit_tokens: int = 0, copied_tokens: int = 0,
     trace_rows_skipped: int = 0, class_names: list[str] | None = None, kv_blocks_per_replica: list[int] | None = None,
     class_slos: list[SLOConfig | None] | None = None, metrics: MetricsConfig | None = None,
+    scaling: Scaling | None = None,
 ) -> dict[str, Any]:
     """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s);
-    ``metrics`` says which requests are measured (:func:`measured_mask`)."""
+    ``metrics`` says which requests are measured (:func:`measured_mask`); ``scaling``: an autoscaled run's events."""
     latency = latency_columns(columns, slo, class_slos)
     finished = np.asarray(columns["finished"], dtype=bool)
     failed = np.asarray(columns["failed"], dtype=bool)
@@ -190,6 +198,15 @@ def summarize(
     summary.update({f"{label}_itl_ms": itl_s.percentile(q) * 1000 for label, q in PERCENTILES.items()})
     capacity = kv_num_blocks * kv_block_size
     blocks = kv_blocks_per_replica or [kv_num_blocks] * len(peak_kv_blocks)
+    end = _run_end(columns)
+    if scaling is None:  # every replica powered for duration_s
+        replica_seconds, token_seconds = len(peak_running) * duration, sum(blocks) * kv_block_size * duration
+        summary["gpu_hours"] = num_gpus * end / 3600
+    else:
+        powered = scaling.powered_seconds(len(peak_kv_blocks), end)
+        replica_seconds = sum(powered)
+        token_seconds = sum(n * seconds for n, seconds in zip(blocks, powered, strict=True)) * kv_block_size
+        summary.update(scaling.summary(columns, latency["slo_met"] & measured, measured, end))
     queue = (columns["first_scheduled_s"] - columns["arrival_s"])[done] * 1000
     transfer = (columns["kv_arrived_s"] - columns["prefill_done_s"])[done] * 1000
     decode_queue = (columns["decode_admitted_s"] - columns["kv_arrived_s"])[done] * 1000
@@ -210,9 +227,9 @@ def summarize(
         "kv_num_blocks": kv_num_blocks,
         "kv_capacity_tokens": capacity,
         "peak_kv_usage": max(peak / n for peak, n in zip(peak_kv_blocks, blocks, strict=True)),
-        "mean_kv_usage": sum(kv_token_seconds) / (sum(blocks) * kv_block_size * duration) if duration else 0.0,
+        "mean_kv_usage": sum(kv_token_seconds) / token_seconds if token_seconds else 0.0,
         **_memory_shares(kv_breakdown_seconds or []),
-        "mean_running": sum(running_seconds or [0.0]) / (len(peak_running) * duration) if duration else 0.0,
+        "mean_running": sum(running_seconds or [0.0]) / replica_seconds if replica_seconds else 0.0,
         "peak_running": max(peak_running),
         "prefix_cache_hit_rate": prefix_hit_tokens / (prefix_hit_tokens + prefill_tokens) if prefill_tokens else 0.0,
         "copied_tokens": copied_tokens,
@@ -224,6 +241,86 @@ def summarize(
         summary.update(_class_summary(name, (np.asarray(columns["class_id"]) == k) & measured, columns, latency,
                                       duration))
     return summary
+
+
+def _run_end(columns: dict[str, np.ndarray]) -> float:
+    """When the run's last request ended (finished, rejected or failed), from time 0."""
+    ends = np.concatenate([columns["finish_s"], columns["arrival_s"]])
+    ends = ends[np.isfinite(ends)]
+    return float(ends.max()) if ends.size else 0.0
+
+
+class Scaling:
+    """An autoscaled run's events ``(time_s, event, replica, ready, provisioned)`` (see
+    :mod:`simulator.cluster.autoscaler`; the first, ``init``, gives the starting count) and its GPUs per replica."""
+
+    def __init__(self, events: list[tuple], gpus_per_replica: int) -> None:
+        self.events, self.gpus_per_replica = events, gpus_per_replica
+        self.initial = events[0][3]
+
+    def _steps(self, end: float, column: int) -> float:
+        """∫ over [0, end] of the count in ``column`` (3: ready, 4: provisioned), a step function."""
+        total, last_t, count = 0.0, 0.0, 0
+        for event in self.events:
+            t = min(event[0], end)
+            total += count * (t - last_t)
+            last_t, count = t, event[column]
+        return total + count * max(end - last_t, 0.0)
+
+    def powered_seconds(self, num_replicas: int, end: float) -> list[float]:
+        """Per replica, the time within [0, end] from each ``ready`` (or 0, for the first ``initial``) to its
+        ``off``."""
+        since = [0.0 if r < self.initial else None for r in range(num_replicas)]
+        seconds = [0.0] * num_replicas
+        for t, event, replica, _, _ in self.events:
+            if event == "ready":
+                since[replica] = t
+            elif event == "off" and since[replica] is not None:
+                seconds[replica] += min(t, end) - min(since[replica], end)
+                since[replica] = None
+        for r, start in enumerate(since):
+            if start is not None:
+                seconds[r] += max(end - start, 0.0)
+        return seconds
+
+    def summary(self, columns: dict[str, np.ndarray], met: np.ndarray, measured: np.ndarray,
+                end: float) -> dict[str, Any]:
+        """The autoscaling keys (AUTOSCALER_METRICS and gpu_hours) over [0, end]."""
+        events = self.events
+        cold = np.zeros(np.asarray(columns["arrival_s"]).size, dtype=bool)
+        scheduled, replica = columns["first_scheduled_s"], columns["replica"]
+        exposed = np.zeros_like(cold)  # arrived while a started replica was not ready
+        arrival = columns["arrival_s"]
+        open_ready: dict[int, float] = {}
+        open_start: dict[int, float] = {}
+        for t, event, index, _, _ in events:
+            if event == "ready":
+                open_ready[index] = t
+            elif event == "off" and index in open_ready:
+                start = open_ready.pop(index)
+                cold |= (replica == index) & (scheduled >= start) & (scheduled < t)
+            if event == "start":
+                open_start[index] = t
+            elif event in ("ready", "cancel") and index in open_start:
+                exposed |= (arrival >= open_start.pop(index)) & (arrival < t)
+        for index, start in open_ready.items():
+            cold |= (replica == index) & (scheduled >= start)
+        for start in open_start.values():
+            exposed |= arrival >= start
+        exposed &= measured
+        return {
+            "gpu_hours": self.gpus_per_replica * self._steps(end, 4) / 3600,
+            "mean_replicas": self._steps(end, 3) / end if end else float(self.initial),
+            "peak_replicas": max(event[3] for event in events),
+            "scale_ups": sum(event[1] == "start" for event in events),
+            "scale_downs": sum(event[1] in ("cancel", "drain") for event in events),
+            "cold_start_requests": int(cold.sum()),
+            "slo_attainment_while_scaling": float(met[exposed].mean()) if exposed.any() else float("nan"),
+        }
+
+
+AUTOSCALER_METRICS = ("mean_replicas", "peak_replicas", "scale_ups", "scale_downs", "cold_start_requests",
+                      "slo_attainment_while_scaling")
 
 
 def measured_mask(arrival_s: np.ndarray, metrics: MetricsConfig | None) -> np.ndarray:

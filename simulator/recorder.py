@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 SUMMARY_COLUMNS = (
     "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
     "class_id", "first_scheduled_s", "prefill_done_s", "kv_arrived_s", "decode_admitted_s", "session", "turn",
+    "replica",
 )
 # every column of a request row, in order, with its type (int64, float64 or a string)
 COLUMNS = (

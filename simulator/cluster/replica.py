@@ -169,23 +169,40 @@ class Replica:
         """Stop now, losing the work in progress and the KV pool; returns the requests that were queued or running
         here (the caller sends them elsewhere or fails them). The replica stays down until :meth:`restart`."""
         now, scheduler = self.env.now, self.scheduler
-        if self._pending.callbacks is not None:
-            self._pending.callbacks = ()  # the work in progress never ends
         if self._busy and self._batch is not None:
             self._running_seconds -= self._running * max(self._start + self._duration - now, 0.0)
-        if self._memory is not None:
-            self._close_memory(now, self._memory[1])
         lost = [*scheduler.waiting, *scheduler.prefilling.values(), *scheduler.decoding.values()]
+        self._stop(now)
         self.scheduler = self.new_scheduler()
         self._memory = (now, self.scheduler.kv.memory_state())  # an empty pool while down
-        self._batch, self._busy, self._steps, self._copied = None, False, 0, 0
-        self._gap_groups, self._last_decode_end = {}, -math.inf
-        self.up = False
         return lost
 
     def restart(self) -> None:
         """Back up, empty, taking work again."""
         self.up = True
+
+    # --- autoscaling (simulator.cluster.autoscaler) --------------------------------------------------------------
+    def power_off(self) -> None:
+        """Released by the autoscaler (drained: nothing waiting or running): down, its memory no longer
+        integrated (a released replica holds no GPUs)."""
+        self._stop(self.env.now)
+        self._memory = None
+
+    def power_on(self) -> None:
+        """Provisioned anew (weights loaded): up with an empty scheduler, KV pool and prefix cache."""
+        self.scheduler = self.new_scheduler()
+        self._memory = (self.env.now, self.scheduler.kv.memory_state())
+        self.up = True
+
+    def _stop(self, now: float) -> None:
+        """Down now: the work in progress never ends, the memory integral is closed, the iteration state cleared."""
+        if self._pending.callbacks is not None:
+            self._pending.callbacks = ()
+        if self._memory is not None:
+            self._close_memory(now, self._memory[1])
+        self._batch, self._busy, self._steps, self._copied = None, False, 0, 0
+        self._gap_groups, self._last_decode_end = {}, -math.inf
+        self.up = False
 
     def set_slowdown(self, factor: float) -> None:
         """Run every step ``factor`` times slower from the next iteration boundary on (a run of decode steps in

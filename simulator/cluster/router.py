@@ -2,7 +2,9 @@
 
 A router sees the replicas it feeds (``outstanding``: requests waiting or running there; ``kv_load``: the fraction
 of its KV pool in use, as of its last iteration boundary — what a real router scrapes is stale too) and returns an
-index. Ties go to the lowest index, so routing is deterministic; random choices use the experiment's seed.
+index into ``replicas``, a list that an autoscaler edits in place (replicas join at the end and leave from
+anywhere; affinity routers therefore remember replicas, not positions). Ties go to the lowest index, so routing is
+deterministic; random choices use the experiment's seed.
 A user's router is a subclass named by dotted path or ``file.py:Class`` in ``cluster.router.kind``.
 """
 
@@ -33,13 +35,25 @@ ROUTERS: Registry[Router] = Registry("cluster.router")
 class Router(ABC):
     def __init__(self, replicas: Sequence[ReplicaView], config: RouterConfig, rng: np.random.Generator) -> None:
         self.replicas = replicas
-        self.num_replicas = len(replicas)
         self.config = config
         self.rng = rng
+
+    @property
+    def num_replicas(self) -> int:
+        return len(self.replicas)
 
     @abstractmethod
     def route(self, request: Request) -> int:
         """Index of the replica that takes ``request``."""
+
+    def position(self, replica: ReplicaView | None) -> int | None:
+        """Where ``replica`` is in ``replicas`` now (None: not given, or no longer there)."""
+        if replica is None:
+            return None
+        try:
+            return self.replicas.index(replica)
+        except ValueError:
+            return None
 
     def least_outstanding(self) -> int:
         counts = [replica.outstanding for replica in self.replicas]
@@ -55,8 +69,8 @@ class RoundRobinRouter(Router):
         self._next = 0
 
     def route(self, request: Request) -> int:
-        index = self._next
-        self._next = (index + 1) % self.num_replicas
+        index = self._next % self.num_replicas
+        self._next = index + 1
         return index
 
 
@@ -105,15 +119,16 @@ class SessionAffinityRouter(Router):
 
     def __init__(self, *args) -> None:
         super().__init__(*args)
-        self._home: dict[int, int] = {}
+        self._home: dict[int, ReplicaView] = {}
 
     def route(self, request: Request) -> int:
         if request.session < 0:
             return self.least_outstanding()
-        home = self._home.get(request.session)
-        if home is None:
-            home = self._home[request.session] = self.least_outstanding()
-        return home
+        position = self.position(self._home.get(request.session))
+        if position is None:  # a new session, or its replica left
+            position = self.least_outstanding()
+            self._home[request.session] = self.replicas[position]
+        return position
 
 
 @ROUTERS.register("prefix_affinity")
@@ -124,17 +139,18 @@ class PrefixAffinityRouter(Router):
 
     def __init__(self, *args) -> None:
         super().__init__(*args)
-        self._home: dict[int, int] = {}
+        self._home: dict[int, ReplicaView] = {}
 
     def route(self, request: Request) -> int:
         if request.prefix is None or not request.prefix.ids:
             return self.least_outstanding()
         group = request.prefix.ids[0]
-        home = self._home.get(group)
+        home = self.position(self._home.get(group))
         if home is not None:
             mean = sum(replica.outstanding for replica in self.replicas) / self.num_replicas
             if self.replicas[home].outstanding <= self.config.load_cap * mean + 1:
                 return home
         index = self.least_outstanding()
-        self._home.setdefault(group, index)
+        if home is None:  # a new group, or its replica left
+            self._home[group] = self.replicas[index]
         return index

@@ -13,6 +13,7 @@ import simpy
 from pydantic import ValidationError
 
 from simulator.catalog import load_hardware, load_model
+from simulator.cluster.autoscaler import Autoscaler, cold_start_s
 from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.faults import Faults
 from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory, SessionFeed
@@ -43,6 +44,8 @@ class SimulationOutput:
     prefix_hit_tokens: int  # prompt tokens served from prefix caches
     trace_rows_skipped: int  # malformed trace rows skipped (workload.trace.skip_bad)
     kv_blocks_per_replica: list[int]  # pool size of each replica (pools may differ)
+    scaling_events: list[tuple] | None = None  # cluster.autoscaler: (time_s, event, replica, ready, provisioned)
+    gpus_per_replica: int = 0  # with an autoscaler
 
 
 def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
@@ -235,6 +238,9 @@ def simulate(
     model = load_model(config.model)
     cluster = config.cluster
     pool_configs = cluster.replica_pools()
+    scaler = cluster.autoscaler
+    if scaler is not None:  # every replica it may provision, built up front (the ones beyond the start are off)
+        pool_configs = [pool_configs[0].model_copy(update={"replicas": scaler.max_replicas})]
     workload = generate_requests(config.workload, np.random.SeedSequence(config.seed))
 
     env = simpy.Environment()
@@ -271,6 +277,14 @@ def simulate(
     if engine.frontend_ms_per_request or engine.frontend_us_per_prompt_token:
         entry = [FrontEnd(env, replica, engine.frontend_ms_per_request / 1000,
                           engine.frontend_us_per_prompt_token * 1e-6) for replica in entry]
+    autoscaler, gpus_per_replica = None, 0
+    if scaler is not None:
+        pool = pools[0]
+        gpus_per_replica = pool.gpus // len(pool.replicas)
+        cold = cold_start_s(scaler, load_hardware(config.hardware), pool.budget.weight_bytes, gpus_per_replica)
+        autoscaler = Autoscaler(env, replicas, entry, scaler, cluster.replicas, cold, recorder,
+                                len(workload.arrival_s), router)
+        entry = autoscaler.entries
     arrival = config.workload.arrival
     if config.workload.sessions is not None:
         SessionFeed(env, factory, delay_s, router, entry, recorder, config.workload.sessions.think_ms,
@@ -292,4 +306,5 @@ def simulate(
         [replica.scheduler.kv.used_blocks for replica in replicas],
         sum(getattr(replica.scheduler.kv, "hit_tokens", 0) for replica in replicas), workload.skipped,
         [replica.scheduler.kv.num_blocks for replica in replicas],
+        autoscaler.events if autoscaler is not None else None, gpus_per_replica,
     )

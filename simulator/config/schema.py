@@ -149,6 +149,58 @@ class FaultConfig(Strict):
     slowdown: float = Field(default=2.0, ge=1, le=1000, description="slow: times slower")
 
 
+class AutoscalerConfig(Strict):
+    """Replicas added and removed while the cluster serves (colocated, identical replicas; ``cluster.replicas`` is
+    the starting count). Every ``interval_s`` the policy turns a metric into a demand D in replicas:
+
+    - ``queue_length``: requests waiting, summed over the ready replicas, / ``target`` (per replica) — the KEDA /
+      Prometheus recipe on vLLM's ``num_requests_waiting``;
+    - ``kv_utilization``: the ready replicas' KV-pool fractions in use, summed, / ``target`` (vLLM's
+      ``gpu_cache_usage_perc``);
+    - ``concurrency``: requests waiting or running, summed, / ``target`` — Knative's concurrency target;
+    - ``rate``: requests arrived per second over the window / ``target`` (requests/s one replica serves);
+    - ``rate_predictive``: the same rate extrapolated by a least-squares line through the window's per-interval
+      rates to when a replica started now would be ready (provisioning plus weight loading).
+
+    The metric is averaged over the ticks of the last ``window_s`` (0: the tick's own sample). Kubernetes' HPA rule
+    then: desired = ceil(D), unless D is within ``tolerance`` of the current count (ready plus starting — a replica
+    still starting counts as carrying nothing, as HPA counts unready pods); clamped to [min, max]. Scaling up is
+    immediate; scaling down follows the highest desired count of the last ``cooldown_s`` (HPA's stabilisation
+    window), cancels starting replicas first (newest first), then drains ready ones (fewest outstanding first):
+    a draining replica takes no new requests and is released when its last one ends. A new replica is ready after
+    ``scale_up_delay_s`` (node, container and engine start) plus its weight bytes over the load bandwidth:
+    ``storage`` (the replica's weights over ``load_gb_per_s``, a node's read bandwidth — required), ``host``
+    (each GPU's shard over its host link, from page cache) or ``peer`` (each GPU's shard over its inter-node
+    link, from a running replica); ``load_gb_per_s`` overrides the spec-sheet figure."""
+
+    kind: Literal["queue_length", "kv_utilization", "concurrency", "rate", "rate_predictive"]
+    min_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    max_replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    target: float = Field(gt=0, description="the metric per replica the policy holds (waiting requests, KV "
+                          "fraction, outstanding requests or requests/s)")
+    interval_s: float = Field(default=15.0, gt=0, description="between decisions (HPA's sync period)")
+    window_s: float = Field(default=0.0, ge=0, description="the metric is averaged over the ticks of this window "
+                            "(Knative's stable window is 60 s); rate policies: at least one interval")
+    tolerance: float = Field(default=0.1, ge=0, lt=1, description="no change while D is within this fraction of "
+                             "the current count (HPA: 0.1)")
+    scale_up_delay_s: float = Field(default=30.0, ge=0, description="provisioning before the weights load")
+    cooldown_s: float = Field(default=300.0, ge=0, description="scale-down stabilisation window (HPA: 300 s)")
+    load_from: Literal["storage", "host", "peer"] = "host"
+    load_gb_per_s: float | None = Field(default=None, gt=0, description="weight-load bandwidth, GB/s")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscalerConfig:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"autoscaler: min_replicas {self.min_replicas} exceeds max_replicas {self.max_replicas}")
+        if self.kind == "kv_utilization" and self.target > 1:
+            raise ValueError(f"autoscaler.target: {self.target} is a KV fraction for kind kv_utilization (0 < "
+                             "target <= 1)")
+        if self.load_from == "storage" and self.load_gb_per_s is None:
+            raise ValueError("autoscaler.load_gb_per_s: load_from storage needs the storage read bandwidth (GB/s "
+                             "per node; no spec sheet states it)")
+        return self
+
+
 class ClusterConfig(Strict):
     """``colocated`` (default): replicas that each prefill and decode, behind a router — identical
     (``replicas`` × ``tensor_parallel`` × ``pipeline_parallel`` of the experiment's hardware) or heterogeneous
@@ -174,6 +226,7 @@ class ClusterConfig(Strict):
         default=1, ge=0, le=100,
         description="a request queued or running on a crashing replica is sent again, from the start, to another "
         "replica up to this many times; then it fails with the reason")
+    autoscaler: AutoscalerConfig | None = None
     first_token_from: Literal["decode", "prefill"] = Field(
         default="decode",
         description="disaggregated: where the client's first token comes from — the decode replica once it has "
@@ -195,6 +248,8 @@ class ClusterConfig(Strict):
             if wrong:
                 raise ValueError(f"faults: replica {wrong[0]} does not exist (the cluster has replicas 0–"
                                  f"{replicas - 1})")
+        if self.autoscaler is not None:
+            self._check_autoscaler(self.autoscaler)
         if self.kind == "disaggregated":
             missing = [name for name in ("prefill", "decode") if getattr(self, name) is None]
             if missing:
@@ -204,6 +259,15 @@ class ClusterConfig(Strict):
         elif self.prefill is not None or self.decode is not None:
             raise ValueError("prefill and decode pools need kind: disaggregated")
         return self
+
+    def _check_autoscaler(self, scaler: AutoscalerConfig) -> None:
+        if self.kind != "colocated" or self.pools is not None or self.data_parallel > 1 or self.faults:
+            raise ValueError("autoscaler: for a colocated cluster of identical replicas without attention data "
+                             "parallelism or faults (pools, disaggregated pools, DP ranks and faults under "
+                             "autoscaling are not modelled yet)")
+        if not scaler.min_replicas <= self.replicas <= scaler.max_replicas:
+            raise ValueError(f"replicas: {self.replicas} (the starting count) is outside the autoscaler's "
+                             f"[min_replicas, max_replicas] = [{scaler.min_replicas}, {scaler.max_replicas}]")
 
     def replica_pools(self) -> list[PoolConfig]:
         """The pools in replica-index order (disaggregated: prefill first, then decode)."""

@@ -39,6 +39,13 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         lines.append(f"sessions:   {s['sessions']:,}; TTFT first turns mean {_fmt(s['mean_ttft_first_turn_ms'], 2)} "
                      f"p99 {_fmt(s['p99_ttft_first_turn_ms'], 2)} ms, later turns mean "
                      f"{_fmt(s['mean_ttft_later_turns_ms'], 2)} p99 {_fmt(s['p99_ttft_later_turns_ms'], 2)} ms")
+    if "mean_replicas" in s:
+        while_scaling = (f"; SLO attainment while scaling up {_fmt(100 * s['slo_attainment_while_scaling'])}%"
+                         if slo_given else "")
+        lines.append(f"replicas:   mean {_fmt(s['mean_replicas'], 2)}, peak {s['peak_replicas']} (autoscaled; GPUs "
+                     f"above is the most it may hold); {s['scale_ups']} started, {s['scale_downs']} released; "
+                     f"{s['cold_start_requests']:,} requests on cold-started replicas; {_fmt(s['gpu_hours'], 3)} "
+                     f"GPU-hours{while_scaling}")
     lines += [
         "",
         f"throughput: {_fmt(s['request_throughput'], 2)} req/s, {_fmt(s['output_throughput'])} output tok/s, "

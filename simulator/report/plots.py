@@ -59,13 +59,34 @@ def latency_cdfs(requests: pd.DataFrame, slo: dict[str, float] | None = None, na
     return figure
 
 
-def timeline_figure(timeline: pd.DataFrame, name: str = "") -> Figure:
+def _replica_counts(ax, scaling: pd.DataFrame, end_s: float) -> None:
+    """An autoscaled run's ready and provisioned replicas as steps from its ``init`` row (time 0) to ``end_s``."""
+    times = [*scaling["time_s"], max(end_s, float(scaling["time_s"].iloc[-1]))]
+    for column, label in (("provisioned", "provisioned (holding GPUs)"), ("ready", "ready (taking requests)")):
+        ax.step(times, [*scaling[column], scaling[column].iloc[-1]], where="post", label=label, linewidth=1.2)
+    ax.set_ylabel("replicas")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper right", fontsize="small")
+
+
+def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.DataFrame | None = None) -> Figure:
     """Per replica over time: queue length, running requests, tokens in the iteration (prefill chunks and
-    decodes) and KV use."""
+    decodes) and KV use; with an autoscaled run's ``scaling`` events, the replica count above them (alone when
+    the run kept no timeline)."""
     panels = [("waiting", "queue length"), ("running", "running requests"),
               ("batch_tokens", "tokens per iteration\n(prefill + decode)"), ("kv_used", "KV blocks in use")]
-    panels = [(column, label) for column, label in panels if column in timeline]
-    figure, axes = plt.subplots(len(panels), 1, figsize=(11, 2.2 * len(panels) + 0.5), sharex=True)
+    panels = [(column, label) for column, label in panels if timeline is not None and column in timeline]
+    rows_needed = len(panels) + (scaling is not None and not scaling.empty)
+    figure, axes = plt.subplots(rows_needed, 1, figsize=(11, 2.2 * rows_needed + 0.5), sharex=True, squeeze=False)
+    axes = list(axes[:, 0])
+    if scaling is not None and not scaling.empty:
+        end = float(timeline["time_s"].max()) if timeline is not None else float(scaling["time_s"].max())
+        _replica_counts(axes.pop(0), scaling, end)
+    if not panels:
+        figure.axes[0].set_xlabel("simulated time (s)")
+        figure.suptitle(f"{name}: replicas over time" if name else "replicas over time")
+        figure.tight_layout()
+        return figure
     for replica, rows in timeline.groupby("replica"):
         for ax, (column, _) in zip(axes, panels, strict=True):
             ax.step(rows["time_s"], rows[column], where="post", label=f"replica {replica}", linewidth=0.8)
@@ -164,7 +185,7 @@ def _experiment(folder: Path) -> tuple[str, dict[str, float]]:
 
 
 def plot_folder(folder: str | Path) -> list[Path]:
-    """Every picture the folder's files allow (a run's ``requests/timeline/iterations.parquet`` or a sweep's
+    """Every picture the folder's files allow (a run's ``requests/timeline/iterations/scaling.parquet`` or a sweep's
     ``index.parquet``), saved as PNG and SVG under ``folder/plots``; returns the files written."""
     from simulator.config.schema import SLOConfig
     from simulator.errors import LLMSimError
@@ -186,8 +207,10 @@ def plot_folder(folder: str | Path) -> list[Path]:
         if "ttft_ms" not in requests:
             requests = add_latency_columns(requests, SLOConfig())
         figures["latency_cdfs"] = latency_cdfs(requests, slo, name)
-    if (folder / "timeline.parquet").is_file():
-        figures["timeline"] = timeline_figure(read("timeline.parquet"), name)
+    scaling = read("scaling.parquet") if (folder / "scaling.parquet").is_file() else None
+    if (folder / "timeline.parquet").is_file() or scaling is not None:
+        timeline = read("timeline.parquet") if (folder / "timeline.parquet").is_file() else None
+        figures["timeline"] = timeline_figure(timeline, name, scaling)
     if (folder / "iterations.parquet").is_file():
         figures["phases"] = phase_shares(read("iterations.parquet"), name)
     if (folder / "index.parquet").is_file():
