@@ -169,6 +169,11 @@ def run(
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
                     "workspace_gib_per_gpu": budget.workspace_bytes / 2**30,
                     "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
+    if config.lora is not None:
+        totals = recorder.adapter_totals
+        summary.update({"lora_gib_per_gpu": budget.adapter_bytes / 2**30, "adapter_loads": totals["loads"],
+                        "adapter_storage_reads": totals["storage_reads"],
+                        "adapter_load_time_s": float(totals["load_s"])})
     if requests_path is not None:
         _add_latency_columns_to_file(Path(requests_path), config.slo, class_slos)
 

@@ -49,6 +49,9 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   cold_start_requests (requests first scheduled on a replica after it came up by scaling), slo_attainment_while_scaling
   (of the measured requests that arrived while a started replica was not ready yet; NaN when none did); mean_running
   and mean_kv_usage then average over the replicas' powered time instead of all replicas × duration_s
+- LoRA only (``lora``; added by ``simulator.run``): lora_gib_per_gpu (the max_loras GPU slots, reserved before the
+  KV pool), adapter_loads (adapters loaded into a GPU slot), adapter_storage_reads (of them, first read from
+  storage), adapter_load_time_s (seconds the loads added to iterations, summed over replicas)
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 """
@@ -319,6 +322,7 @@ class Scaling:
         }
 
 
+LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")
 AUTOSCALER_METRICS = ("mean_replicas", "peak_replicas", "scale_ups", "scale_downs", "cold_start_requests",
                       "slo_attainment_while_scaling")
 

@@ -8,6 +8,7 @@ Inter-token gaps go into a :class:`~simulator.histogram.LogHistogram` per decode
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ COLUMNS = (
     ("replica", "int64"), ("preemptions", "int64"), ("preempted_s", "float64"), ("cached_tokens", "int64"),
     ("class_id", "int64"), ("prefill_done_s", "float64"), ("kv_arrived_s", "float64"),
     ("decode_admitted_s", "float64"), ("session", "int64"), ("turn", "int64"), ("retries", "int64"),
-    ("status", "string"), ("reject_reason", "string"),
+    ("adapter", "int64"), ("status", "string"), ("reject_reason", "string"),
 )
 
 
@@ -62,7 +63,7 @@ class RequestLog:
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
             request.preempted_s, request.cached_tokens, request.class_id, request.prefill_done_s,
             request.kv_arrived_s, request.decode_admitted_s, request.session, request.turn, request.retries,
-            request.status, request.reject_reason,
+            request.adapter, request.status, request.reject_reason,
         ))
         if len(self._rows) >= self._chunk_rows:
             self._flush()
@@ -135,6 +136,7 @@ class Recorder:
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
         self.on_complete = None  # called with each finished or rejected request
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
+        self.adapter_totals: Counter = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
         self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
         self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots)
         # the per-replica numbers above are filled in by the replicas when the simulation ends

@@ -40,7 +40,7 @@ class Request:
     """
 
     __slots__ = (
-        "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens",
+        "adapter", "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens",
         "finish_clock", "finish_s", "first_scheduled_s",
         "first_token_s", "gap_key", "gap_run", "gen_offset", "generated", "input_tokens", "kv_arrived_s",
         "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefill_done_s", "prefilled",
@@ -63,6 +63,7 @@ class Request:
         self.output_tokens = output_tokens
         self.replica = -1
         self.session, self.turn = -1, 0  # multi-turn workloads: the session and the turn in it (from 0)
+        self.adapter = -1  # the LoRA adapter it names (lora), -1: the base model
         self.retries = 0  # times sent again after its replica crashed
         self.first_scheduled_s = math.nan
         self.first_token_s = math.nan

@@ -29,13 +29,16 @@ from simulator.request import FINISHED, REJECTED, Request
 
 
 class RequestFactory:
-    """Builds request ``i`` of a workload (lengths, prefix, class and priority), prepared for the entry pool."""
+    """Builds request ``i`` of a workload (lengths, prefix, class, priority and adapter), prepared for the entry
+    pool."""
 
-    def __init__(self, workload, priorities: list[int], enter=None) -> None:
+    def __init__(self, workload, priorities: list[int], enter=None, adapters: np.ndarray | None = None) -> None:
+        """``adapters``: each request's LoRA adapter (−1: none), or None without ``lora``."""
         self.workload = workload
         self.total = len(workload.input_tokens)
         self._priorities = priorities
         self._enter = enter  # disaggregated: turns the request into a one-token prefill request
+        self._adapters = adapters.tolist() if adapters is not None else None
 
     def columns(self, index: np.ndarray) -> tuple[list, ...]:
         """Python lists of (inputs, outputs, prefixes or None, classes or None) for these request indices."""
@@ -53,6 +56,8 @@ class RequestFactory:
         if class_id is not None:
             request.class_id = class_id
             request.priority = self._priorities[class_id]
+        if self._adapters is not None:
+            request.adapter = self._adapters[request_id]
         if self._enter is not None and sent:
             self._enter(request)
         return request

@@ -29,6 +29,7 @@ import simpy
 
 from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
+from simulator.cost.lora import LoRACost
 from simulator.recorder import Recorder
 from simulator.request import REJECTED, Request
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
@@ -54,7 +55,7 @@ class Replica:
         "_last_decode_end", "_memory", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
         "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
         "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "group", "hands_off", "index",
-        "new_scheduler", "observer", "on_done", "on_down", "recorder", "scheduler", "slowdown",
+        "lora_cost", "new_scheduler", "observer", "on_done", "on_down", "recorder", "scheduler", "slowdown",
         "swap_seconds_per_token", "up",
     )
 
@@ -87,6 +88,7 @@ class Replica:
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
         self.observer = None  # simulator.observe.Observer when the run is observed
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
+        self.lora_cost: LoRACost | None = None  # LoRA adapters: their GEMMs (the scheduler's lora: their slots)
         self._busy = False  # an iteration is running or about to start
         self._pending = Wakeup(env, self._on_timeout)  # the wakeup that ends the current work
         self._batch: Batch | None = None
@@ -123,6 +125,11 @@ class Replica:
             completed = k if decode_run_time(a, c, size, context_sum0, k) <= elapsed else k - 1
             free = kv.free_blocks_after_growth(completed)
         return 1 - free / kv.num_blocks
+
+    def has_adapter(self, adapter: int) -> bool:
+        """Whether LoRA adapter ``adapter`` is in one of this replica's GPU slots."""
+        lora = self.scheduler.lora
+        return lora is not None and adapter in lora.gpu
 
     # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
@@ -329,11 +336,15 @@ class Replica:
                 duration += spec.num_speculative_tokens * ratio * (a + c * context_sum)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             duration += copy_tokens * self.copy_seconds_per_token
+            if self.lora_cost is not None:  # the adapters' GEMMs, and the loads of those that joined (blocking)
+                duration += self.lora_cost.time(tokens, len(scheduler.lora.running)) + scheduler.lora.take_pending()
             self.recorder.copied_tokens += copy_tokens
             return 1, (duration, 0.0, num_decodes, context_sum), tokens, False
         if num_decodes > self._peak_batch_tokens:
             self._peak_batch_tokens = num_decodes
         a, c = self.cost.decode_step_coefficients(num_decodes)
+        if self.lora_cost is not None:  # no adapter joins a decode-only batch: nothing to load
+            a += self.lora_cost.time(num_decodes, len(scheduler.lora.running))
         steps = scheduler.stable_steps(batch)
         if scheduler.queue_delay_s is not None and steps > 1:
             deadline = scheduler.queue_deadline()

@@ -24,6 +24,7 @@ from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
 from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model, load_engine
+from simulator.cost.lora import LoRACost
 from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
@@ -31,7 +32,9 @@ from simulator.kv.span_reserve import SpanReserve, span_reserve
 from simulator.observe import Observer
 from simulator.recorder import Recorder
 from simulator.schedulers import SCHEDULERS, Scheduler
+from simulator.schedulers.lora import AdapterSlots
 from simulator.workload import generate_requests
+from simulator.workload.adapters import assign_adapters
 
 
 @dataclass
@@ -168,6 +171,11 @@ def _build_pool(
         config = config.model_copy(update={"scheduler": sched})
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache
+    lora_cost = None
+    if config.lora is not None:
+        engine = load_engine(config.engine)
+        lora_cost = LoRACost(model, hardware, pool.tensor_parallel, config.lora.rank, config.lora.target_modules,
+                             config.dtype, engine.compute_efficiency, engine.memory_efficiency)
     budget = kv_budget(
         model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
@@ -175,6 +183,7 @@ def _build_pool(
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
         free_memory_fraction=kv_cfg.free_memory_fraction,
+        adapter_bytes=lora_cost.bytes_per_gpu * config.lora.max_loras if lora_cost is not None else 0.0,
     )
     shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
@@ -191,15 +200,21 @@ def _build_pool(
                           f"got {kv_cfg.kind!r}")
     def new_scheduler(index: int) -> Scheduler:
         """An empty scheduler and KV pool for replica ``index`` (also what a crashed replica restarts with)."""
-        return scheduler_cls(
+        scheduler = scheduler_cls(
             _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched, max_model_len, batched_tokens,
             swap_capacity, seed=int(np.random.SeedSequence([config.seed, 4, index]).generate_state(1)[0]),
         )
+        if lora_cost is not None:
+            scheduler.lora = AdapterSlots(config.lora, lora_cost.bytes_per_gpu, pool.tensor_parallel
+                                          * pool.pipeline_parallel, hardware.host_link_gb_per_s * 1e9,
+                                          recorder.adapter_totals)
+        return scheduler
 
     replicas = [Replica(env, first_index + i, new_scheduler(first_index + i), cost, recorder, fast_forward,
                         swap_seconds, copy_seconds) for i in range(pool.schedulers)]
     for replica in replicas:
         replica.new_scheduler = lambda index=replica.index: new_scheduler(index)
+        replica.lora_cost = lora_cost
     if pool.data_parallel > 1:  # the attention-DP ranks of each replica step together
         for first in range(0, len(replicas), pool.data_parallel):
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)
@@ -269,7 +284,11 @@ def simulate(
         )
         handoff.observer = observer
         enter = handoff.enter
-    factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter)
+    adapters = None
+    if config.lora is not None:
+        adapters = assign_adapters(config.lora, len(workload.arrival_s), workload.sessions,
+                                   np.random.default_rng(np.random.SeedSequence([config.seed, 6])))
+    factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter, adapters)
     delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (
         workload.input_tokens
     )

@@ -62,7 +62,8 @@ class RouterConfig(Strict):
     kind: str = "round_robin"
     load_cap: float = Field(
         default=2.0, ge=1,
-        description="prefix_affinity: leave a prefix's replica when it has more than load_cap × the mean outstanding",
+        description="prefix_affinity, adapter_affinity: leave a prefix's (adapter's) replica when it has more than "
+        "load_cap × the mean outstanding",
     )
 
     @model_validator(mode="before")
@@ -851,6 +852,40 @@ class WorkloadConfig(Strict):
 
 
 # --- experiment ----------------------------------------------------------------------------------------------
+class LoRAConfig(Strict):
+    """LoRA adapters sharing the base model (vLLM's ``--enable-lora``). ``adapters`` fine-tunes of rank ``rank``;
+    a request names adapter i (1-based rank in popularity) with probability ∝ i^−``popularity`` (Zipf; 0 =
+    uniform), or none with probability 1 − ``fraction``; a session keeps its first turn's adapter. Each replica has
+    ``max_loras`` GPU slots (vLLM's ``--max-loras``: the most distinct adapters in a batch), reserved from the KV
+    memory at ``rank``; a waiting request whose adapter would exceed them is passed over (later requests may go
+    first, as vLLM's scheduler skips it). An adapter entering the batch that is not in a GPU slot is loaded in that
+    iteration (the batch waits): its bytes over the host link, and first from storage at ``storage_gb_per_s`` if
+    it is not among the ``max_cpu_loras`` most recently used in host memory (default: all adapters are). Every
+    iteration with adapters pays their shrink and expand GEMMs on every LoRA-targeted projection
+    (:mod:`simulator.cost.lora`)."""
+
+    adapters: int = Field(ge=1, le=1_000_000)
+    rank: int = Field(default=16, ge=0, le=1024, description="max_lora_rank (0: adapters without weights)")
+    popularity: float = Field(default=1.0, ge=0, le=10, description="Zipf exponent over adapters; 0 = uniform")
+    fraction: float = Field(default=1.0, ge=0, le=1, description="share of requests (sessions) with an adapter")
+    max_loras: int = Field(default=1, ge=1, le=1024, description="GPU slots = most adapters in one batch")
+    max_cpu_loras: int | None = Field(default=None, ge=1, description="adapters cached in host memory (LRU)")
+    storage_gb_per_s: float | None = Field(default=None, gt=0, description="adapter reads from storage, GB/s")
+    target_modules: Literal["all", "attention"] = Field(
+        default="all", description="all linear projections (attention and dense/shared FFN) or attention only")
+
+    @model_validator(mode="after")
+    def _tiers(self) -> LoRAConfig:
+        if self.max_cpu_loras is not None:
+            if self.max_cpu_loras < self.max_loras:
+                raise ValueError(f"lora.max_cpu_loras: {self.max_cpu_loras} is below max_loras {self.max_loras} "
+                                 "(vLLM requires max_cpu_loras >= max_loras)")
+            if self.max_cpu_loras < self.adapters and self.storage_gb_per_s is None:
+                raise ValueError(f"lora.storage_gb_per_s: {self.adapters} adapters with max_cpu_loras "
+                                 f"{self.max_cpu_loras} are read from storage: give its bandwidth (GB/s)")
+        return self
+
+
 class ExperimentConfig(Strict):
     name: str = "experiment"
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
@@ -875,3 +910,18 @@ class ExperimentConfig(Strict):
     workload: WorkloadConfig
     slo: SLOConfig = SLOConfig()
     metrics: MetricsConfig = MetricsConfig()
+    lora: LoRAConfig | None = None
+
+    @model_validator(mode="after")
+    def _lora_fits_the_deployment(self) -> ExperimentConfig:
+        if self.lora is None:
+            return self
+        if self.scheduler.kind not in ("continuous", "chunked"):
+            raise ValueError(f"lora: needs scheduler.kind continuous or chunked (got {self.scheduler.kind!r}): "
+                             "max_loras is an admission rule of iteration-level batching")
+        cluster = self.cluster
+        pools = cluster.replica_pools() if cluster.kind == "colocated" else []
+        if cluster.kind != "colocated" or any(pool.data_parallel > 1 for pool in pools):
+            raise ValueError("lora: for colocated replicas without attention data parallelism (disaggregated pools "
+                             "and DP ranks with adapters are not modelled yet)")
+        return self

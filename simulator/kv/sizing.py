@@ -3,8 +3,9 @@
     KV bytes per token  = Σ over layer groups of layers × KV elements per token × bytes per element
                           (2 × kv_heads × head_dim for multi-head/grouped-query attention; MLA's latent
                           kv_lora_rank + qk_rope_head_dim; :mod:`simulator.catalog.architecture`)
-    KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − activation workspace, or with
-                          free_memory_fraction f: f × (memory − weights/(t·p) − workspace), TensorRT-LLM's way
+    KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − LoRA slots − activation workspace, or
+                          with free_memory_fraction f: f × (memory − weights/(t·p) − LoRA slots − workspace),
+                          TensorRT-LLM's way (LoRA slots: max_loras adapters, :mod:`simulator.cost.lora`)
     weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2;
                           the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
@@ -64,6 +65,7 @@ class KVBudget:
     block_size: int
     num_blocks: int
     spans: tuple[tuple[int, float], ...] = ()  # bounded-span groups: (span, bytes per token / kv_bytes_per_token)
+    adapter_bytes: float = 0.0  # LoRA slots (max_loras adapters at max_lora_rank), reserved before the KV pool
 
     @property
     def capacity_tokens(self) -> int:
@@ -74,16 +76,18 @@ def kv_budget(
     model: ModelSpec, hardware: HardwareSpec, *, tensor_parallel: int, weight_dtype: str, kv_dtype_name: str,
     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
-    expert_shards: int | None = None, free_memory_fraction: float | None = None,
+    expert_shards: int | None = None, free_memory_fraction: float | None = None, adapter_bytes: float = 0.0,
 ) -> KVBudget:
     """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
-    spread over, default t); refuses (LLMSimError) a configuration with no room for one full request."""
+    spread over, default t; ``adapter_bytes``: LoRA slots per GPU, taken like weights); refuses (LLMSimError) a
+    configuration with no room for one full request."""
     t, p = tensor_parallel, pipeline_parallel
     w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * gpu_memory_utilization
     parts = model.part_bytes(bytes_per_element(weight_dtype), w)
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts / ((expert_shards or t) * p)
+    lora = f" + LoRA slots {adapter_bytes / GIB:.2f} GiB" if adapter_bytes else ""
     widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
     workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
                  + max_num_seqs * model.vocab_size / t * 4)
@@ -100,24 +104,24 @@ def kv_budget(
     longest = max_model_len + span_reserve(spans, max_model_len)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
-        if weights + workspace > usable:  # a fixed pool still needs the weights to fit beside it
+        if weights + adapter_bytes + workspace > usable:  # a fixed pool still needs the weights to fit beside it
             raise LLMSimError(
-                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB + workspace "
+                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora} + workspace "
                 f"{workspace / GIB:.2f} GiB exceed the {usable / GIB:.2f} GiB usable per GPU (kv_cache.num_gpu_blocks "
                 "fixes the KV pool, not the weights); use more tensor_parallel or a larger GPU"
             )
     else:
-        pool = usable - weights - workspace
+        pool = usable - weights - adapter_bytes - workspace
         if free_memory_fraction is not None:  # a share of what the weights and workspace leave
-            pool = (hardware.memory_bytes - weights - workspace) * free_memory_fraction
+            pool = (hardware.memory_bytes - weights - adapter_bytes - workspace) * free_memory_fraction
         num_blocks = max(0, math.floor(pool / (block_size * per_token)))
         needed_blocks = math.ceil(longest / block_size)
         if num_blocks < needed_blocks:
             missing = (needed_blocks * block_size * per_token - pool) / GIB
             raise LLMSimError(
-                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB + workspace "
+                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora} + workspace "
                 f"{workspace / GIB:.2f} GiB leave {max(pool, 0) / GIB:.2f} GiB of the {usable / GIB:.2f} GiB usable "
                 f"per GPU for KV cache, {missing:.2f} GiB short of one {max_model_len}-token request; use more "
                 "tensor_parallel, a larger GPU, a higher gpu_memory_utilization or a smaller max_model_len"
             )
-    return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks, spans)
+    return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks, spans, adapter_bytes)

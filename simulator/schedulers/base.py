@@ -38,6 +38,7 @@ from simulator.config.schema import SchedulerBase
 from simulator.kv.base import KVAllocator
 from simulator.registry import Registry
 from simulator.request import FINISHED, REJECTED, RUNNING, WAITING, Request
+from simulator.schedulers.lora import AdapterSlots
 
 
 class Batch:
@@ -99,6 +100,7 @@ class Scheduler(ABC):
         self.swapped_tokens = 0  # KV tokens in host memory
         self.watermark_blocks = int(getattr(config, "watermark", 0.0) * kv.num_blocks)
         self.on_remote_admit: Callable[[Request], None] | None = None  # disaggregated: a prefill replica's KV taken
+        self.lora: AdapterSlots | None = None  # LoRA adapters (simulator.schedulers.lora), set by the replica's pool
 
     # --- arrivals ------------------------------------------------------------------------------------------------
     def rejection_reason(self, request: Request) -> str:
@@ -255,6 +257,9 @@ class Scheduler(ABC):
                 self.kv.free(request.request_id)
             request.status = FINISHED
             request.finish_s = now
+        if self.lora is not None:
+            for request in finished:
+                self.lora.leave(request.adapter)
 
     # --- helpers for policies ------------------------------------------------------------------------------------
     @property
@@ -284,6 +289,8 @@ class Scheduler(ABC):
         self.waiting.popleft()
         self.kv.allocate(request.request_id, request.swapped_tokens, final_tokens=request.total_tokens)
         request.status = RUNNING
+        if self.lora is not None:
+            self.lora.join(request.adapter)
         batch.swap_ins.append(request)
         if request.remote_kv:  # transferred from a prefill replica already: admitted at no link cost here
             request.decode_admitted_s = now
@@ -305,6 +312,18 @@ class Scheduler(ABC):
             return self._fits_beside_speculation(kv.blocks_for(tokens))
         return kv.can_allocate(tokens, reserve_growth, final_tokens=request.total_tokens, prefix=request.prefix)
 
+    def pass_over_lora_blocked(self, passed: list[Request]) -> bool:
+        """vLLM's max_loras rule at the head of the queue: while the head's adapter would exceed the GPU slots, move
+        it to ``passed`` (to go back in front, in order, by :meth:`restore_passed`); False when the queue empties."""
+        lora, waiting = self.lora, self.waiting
+        while waiting and not lora.admissible(waiting[0].adapter):
+            passed.append(waiting.popleft())
+        return bool(waiting)
+
+    def restore_passed(self, passed: list[Request]) -> None:
+        """Put the passed-over requests back at the front of the queue, in their order."""
+        self.waiting.extendleft(reversed(passed))
+
     def cached_tokens(self, request: Request) -> int:
         """Leading prompt tokens the prefix cache holds now (their prefill is skipped)."""
         return self.kv.cached_prefix_tokens(request.prefix, request.prefill_tokens) if request.prefix else 0
@@ -318,6 +337,8 @@ class Scheduler(ABC):
         )
         request.cached_tokens = cached
         request.status = RUNNING
+        if self.lora is not None:
+            self.lora.join(request.adapter)
         if request.first_scheduled_s != request.first_scheduled_s:  # NaN: first time scheduled
             request.first_scheduled_s = now
         self.prefilling[request.request_id] = request
@@ -414,6 +435,8 @@ class Scheduler(ABC):
             del self.prefilling[victim.request_id]
             victim.prefilled = 0
         self.kv.free(victim.request_id)
+        if self.lora is not None:
+            self.lora.leave(victim.adapter)
         victim.status = WAITING
         victim.preemptions += 1
         victim.preempted_at = now

@@ -3,11 +3,11 @@
 Each iteration has a budget of ``max_num_batched_tokens``. Every decoding request gets its one token first; the rest
 of the budget goes to prompt chunks of at most ``long_prefill_token_threshold`` tokens (vLLM's name for this cap):
 first the prompts already being prefilled (in admission order), then new requests from the queue (FCFS, within
-``max_num_seqs``), so several prompts may share an iteration and a long prompt spreads over several. A prompt's KV
-is allocated chunk by chunk, keeping room for the decodes' next token; if nothing can make progress for lack of
-memory, the running request that arrived last is preempted (recompute). An iteration with prompt chunks is never
-repeated unchanged; a decode-only batch is stable until a completion (which frees budget, slots and memory) or a
-memory shortfall.
+``max_num_seqs``; with LoRA, requests whose adapter would exceed ``max_loras`` are passed over), so several
+prompts may share an iteration and a long prompt spreads over several. A prompt's KV is allocated chunk by chunk,
+keeping room for the decodes' next token; if nothing can make progress for lack of memory, the running request
+that arrived last is preempted (recompute). An iteration with prompt chunks is never repeated unchanged; a
+decode-only batch is stable until a completion (which frees budget, slots and memory) or a memory shortfall.
 """
 
 from __future__ import annotations
@@ -32,21 +32,28 @@ class ChunkedScheduler(Scheduler):
             kv.append(request.request_id, n)
             batch.prefills.append((request, n, request.prefilled))
             budget -= n
-        # as vLLM v1: no new admissions in an iteration that had to preempt (they would be the next victims)
-        while not batch.preempted and self.waiting and self.num_running + len(batch.swap_ins) < self.max_num_seqs:
-            request = self.waiting[0]
-            if request.swapped_tokens:
-                if not self.can_swap_in(request):
+        passed = [] if self.lora is not None else None  # requests whose adapter must wait for a GPU slot
+        try:
+            # as vLLM v1: no new admissions in an iteration that had to preempt (they would be the next victims)
+            while not batch.preempted and self.waiting and self.num_running + len(batch.swap_ins) < self.max_num_seqs:
+                if passed is not None and not self.pass_over_lora_blocked(passed):
                     return
-                self.swap_in(request, batch, now)
-                continue
-            hit = self.cached_tokens(request)
-            n = min(chunk, request.prefill_tokens - hit, budget)
-            if n <= 0 or not self.fits(request, hit + n, reserve):
-                return
-            cached = self.admit(request, now, hit + n)
-            batch.prefills.append((request, hit + n - cached, cached))
-            budget -= hit + n - cached
+                request = self.waiting[0]
+                if request.swapped_tokens:
+                    if not self.can_swap_in(request):
+                        return
+                    self.swap_in(request, batch, now)
+                    continue
+                hit = self.cached_tokens(request)
+                n = min(chunk, request.prefill_tokens - hit, budget)
+                if n <= 0 or not self.fits(request, hit + n, reserve):
+                    return
+                cached = self.admit(request, now, hit + n)
+                batch.prefills.append((request, hit + n - cached, cached))
+                budget -= hit + n - cached
+        finally:
+            if passed:
+                self.restore_passed(passed)
 
     def schedule(self, now: float) -> Batch:
         batch = Batch()

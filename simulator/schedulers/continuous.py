@@ -1,6 +1,7 @@
 """Continuous (iteration-level) batching with whole-prompt prefill: Orca and vLLM v0 without chunked prefill.
 
-Admission is FCFS without overtaking: requests join while the running requests stay within ``max_num_seqs``, the
+Admission is FCFS without overtaking (except, with LoRA, past requests whose adapter would exceed ``max_loras``,
+as vLLM passes them over): requests join while the running requests stay within ``max_num_seqs``, the
 iteration's tokens fit ``max_num_batched_tokens`` and the KV allocator has room for each whole prompt.
 
 - ``prefill_priority: true`` (prefill-first, vLLM v0): if requests can be admitted, the iteration prefills exactly
@@ -40,17 +41,22 @@ class ContinuousScheduler(Scheduler):
         return tokens - cached <= budget and self.fits(request, tokens, reserve_growth)
 
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
-        while self.waiting and self._admissible(
-            self.waiting[0], budget, self.num_running + len(batch.swap_ins), reserve_growth
-        ):
-            request = self.waiting[0]
-            if request.swapped_tokens:
-                self.swap_in(request, batch, now)
-                continue
-            tokens = request.prefill_tokens
-            cached = self.admit(request, now, tokens)
-            batch.prefills.append((request, tokens - cached, cached))
-            budget -= tokens - cached
+        passed = [] if self.lora is not None else None  # requests whose adapter must wait for a GPU slot
+        try:
+            while self.waiting and (passed is None or self.pass_over_lora_blocked(passed)) and self._admissible(
+                self.waiting[0], budget, self.num_running + len(batch.swap_ins), reserve_growth
+            ):
+                request = self.waiting[0]
+                if request.swapped_tokens:
+                    self.swap_in(request, batch, now)
+                    continue
+                tokens = request.prefill_tokens
+                cached = self.admit(request, now, tokens)
+                batch.prefills.append((request, tokens - cached, cached))
+                budget -= tokens - cached
+        finally:
+            if passed:
+                self.restore_passed(passed)
 
     def _grow_or_preempt(self, batch: Batch, now: float) -> None:
         while self.decoding and not self.decodes_can_grow():
@@ -74,5 +80,7 @@ class ContinuousScheduler(Scheduler):
     def wants_boundary(self) -> bool:
         if not self.waiting:
             return False
+        if self.lora is not None:  # the head may wait for an adapter slot while a newcomer behind it could go
+            return self.num_running < self.max_num_seqs
         budget = self.max_num_batched_tokens - (0 if self.prefill_priority else self.decode_budget_tokens)
         return self._admissible(self.waiting[0], budget, self.num_running, reserve_growth=bool(self.decoding))
