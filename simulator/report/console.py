@@ -50,8 +50,12 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         "",
         f"throughput: {_fmt(s['request_throughput'], 2)} req/s, {_fmt(s['output_throughput'])} output tok/s, "
         f"{_fmt(s['total_token_throughput'])} total tok/s",
-        f"memory:     per GPU, weights {_fmt(s['weights_gib_per_gpu'], 2)} GiB, activation workspace "
-        f"{_fmt(s['workspace_gib_per_gpu'], 2)} GiB, KV pool {_fmt(s['kv_pool_gib_per_gpu'], 2)} GiB",
+        f"memory:     per GPU, weights {_fmt(s['weights_gib_per_gpu'], 2)} GiB, "
+        + (f"LoRA slots {_fmt(s['lora_gib_per_gpu'], 2)} GiB, " if "lora_gib_per_gpu" in s else "")
+        + f"activation workspace {_fmt(s['workspace_gib_per_gpu'], 2)} GiB, KV pool "
+        f"{_fmt(s['kv_pool_gib_per_gpu'], 2)} GiB",
+        *([f"LoRA:       {s['adapter_loads']:,} adapter loads into GPU slots ({s['adapter_storage_reads']:,} from "
+           f"storage), {_fmt(s['adapter_load_time_s'], 3)} s of iterations"] if "adapter_loads" in s else []),
         f"KV cache:   {s['kv_capacity_tokens']:,} tokens ({s['kv_num_blocks']:,} blocks) per replica; "
         f"peak {_fmt(100 * s['peak_kv_usage'])}%, mean {_fmt(100 * s['mean_kv_usage'])}%; "
         f"peak batch {s['peak_running']}, mean {_fmt(s['mean_running'])}; preemptions {s['num_preemptions']:,}",
