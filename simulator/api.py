@@ -169,6 +169,8 @@ def run(
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
                     "workspace_gib_per_gpu": budget.workspace_bytes / 2**30,
                     "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
+    if config.cluster.faults or config.cluster.mtbf_h is not None:
+        summary["replica_crashes"] = len(recorder.crashes)
     if config.lora is not None:
         totals = recorder.adapter_totals
         summary.update({"lora_gib_per_gpu": budget.adapter_bytes / 2**30, "adapter_loads": totals["loads"],

@@ -49,6 +49,9 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   cold_start_requests (requests first scheduled on a replica after it came up by scaling), slo_attainment_while_scaling
   (of the measured requests that arrived while a started replica was not ready yet; NaN when none did); mean_running
   and mean_kv_usage then average over the replicas' powered time instead of all replicas × duration_s
+- faults only (when a crash sent requests again; these keys appear only then): retried_requests (of all
+  requests), mean/p99_ttft_retried_ms (over the measured ones that completed; TTFT from their first sending);
+  replica_crashes (with faults or mtbf_h configured; added by ``simulator.run``)
 - LoRA only (``lora``; added by ``simulator.run``): lora_gib_per_gpu (the max_loras GPU slots, reserved before the
   KV pool), adapter_loads (adapters loaded into a GPU slot), adapter_storage_reads (of them, first read from
   storage), adapter_load_time_s (seconds the loads added to iterations, summed over replicas)
@@ -154,6 +157,17 @@ def _session_stats(columns: dict[str, np.ndarray], ttft_ms: np.ndarray, done: np
     return stats
 
 
+def _retry_stats(columns: dict[str, np.ndarray], ttft_ms: np.ndarray, done: np.ndarray) -> dict[str, Any]:
+    """Faults: the requests sent again after a crash, and the TTFT of those that completed."""
+    retried = np.asarray(columns["retries"]) > 0
+    if not retried.any():
+        return {}
+    values = ttft_ms[done & retried]
+    return {"retried_requests": int(retried.sum()),
+            "mean_ttft_retried_ms": float(values.mean()) if values.size else float("nan"),
+            "p99_ttft_retried_ms": float(np.percentile(values, 99)) if values.size else float("nan")}
+
+
 def summarize(
     columns: dict[str, np.ndarray], slo: SLOConfig, itl_s: LogHistogram, *, kv_token_seconds: list[float],
     peak_kv_blocks: list[int], kv_num_blocks: int, kv_block_size: int, peak_running: list[int], iterations: int,
@@ -197,6 +211,7 @@ def summarize(
     for name in ("ttft", "tpot", "e2el"):
         summary.update(_stats(name, latency[f"{name}_ms"][done]))
     summary.update(_session_stats(columns, latency["ttft_ms"], done))
+    summary.update(_retry_stats(columns, latency["ttft_ms"], done))
     summary["mean_itl_ms"] = itl_s.mean * 1000
     summary.update({f"{label}_itl_ms": itl_s.percentile(q) * 1000 for label, q in PERCENTILES.items()})
     capacity = kv_num_blocks * kv_block_size
@@ -322,6 +337,7 @@ class Scaling:
         }
 
 
+FAULT_METRICS = ("retried_requests", "mean_ttft_retried_ms", "p99_ttft_retried_ms", "replica_crashes")
 LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")
 AUTOSCALER_METRICS = ("mean_replicas", "peak_replicas", "scale_ups", "scale_downs", "cold_start_requests",
                       "slo_attainment_while_scaling")

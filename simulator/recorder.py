@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SUMMARY_COLUMNS = (
     "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
     "class_id", "first_scheduled_s", "prefill_done_s", "kv_arrived_s", "decode_admitted_s", "session", "turn",
-    "replica",
+    "replica", "retries",
 )
 # every column of a request row, in order, with its type (int64, float64 or a string)
 COLUMNS = (
@@ -136,6 +136,7 @@ class Recorder:
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
         self.on_complete = None  # called with each finished or rejected request
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
+        self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
         self.adapter_totals: Counter = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
         self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
         self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots)

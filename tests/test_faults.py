@@ -99,3 +99,56 @@ def test_every_request_ends_completed_rejected_or_failed_under_repeated_faults()
     assert s["completed"] + s["num_rejected"] + s["num_failed"] == s["num_requests"] == 400
     assert s["num_failed"] > 0 and (result.requests["retries"] > 0).any()
     assert (result.requests.loc[result.requests["status"] == "failed", "reject_reason"] != "").all()
+
+
+def test_replicas_fill_nodes_in_index_order():
+    """8 GPUs per H100 node: TP 1 puts 8 replicas on a node, TP 4 two, TP 16 spans two nodes; each pool starts a
+    fresh node."""
+    from simulator.cluster.simulation import replica_nodes
+    from simulator.config.schema import PoolConfig
+
+    config = load_experiment(experiment())
+    pools = [PoolConfig(replicas=10, tensor_parallel=1), PoolConfig(replicas=3, tensor_parallel=4),
+             PoolConfig(replicas=2, tensor_parallel=16)]
+    nodes = replica_nodes(config, pools)
+    assert nodes[:10] == [frozenset({0})] * 8 + [frozenset({1})] * 2
+    assert nodes[10:13] == [frozenset({2}), frozenset({2}), frozenset({3})]
+    assert nodes[13:] == [frozenset({4, 5}), frozenset({6, 7})]
+
+
+def test_a_node_crash_takes_down_every_replica_on_it(tmp_path):
+    """TP 4 on H100 nodes: replicas 0–1 on node 0, 2–3 on node 1. Node 1 crashes with four requests running, one
+    per replica: the two on replicas 2 and 3 run again on replicas 0 and 1 (never on a replica of the crashed
+    node), the others finish where they started."""
+    config = _two_replicas(tmp_path, [(0.0, 100, 101)] * 4, [{"at_s": 0.1, "node": 1, "kind": "crash",
+                                                               "duration_s": 5.0}], replicas=4)
+    config["cluster"]["tensor_parallel"] = 4
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    assert rows["retries"].tolist() == [0, 0, 1, 1]
+    assert set(rows["replica"][rows["retries"] > 0]) <= {0, 1}
+    assert (result.summary["replica_crashes"], result.summary["retried_requests"]) == (2, 2)
+
+
+def test_a_node_that_does_not_exist_is_refused(tmp_path):
+    config = _two_replicas(tmp_path, [(0.0, 10, 2)], [{"at_s": 0.1, "node": 1, "kind": "crash", "duration_s": 1}])
+    with pytest.raises(ConfigError, match="node 1 does not exist"):
+        simulator.run(load_experiment(config))
+
+
+def test_random_failures_follow_the_renewal_rate():
+    """mtbf_h per GPU: 4 replicas of 2 GPUs with mtbf 4 s per GPU are up 2 s on average between failures and down
+    0.5 s after each, so over the run each fails about every 2.5 s: the crashes counted come within 25% of
+    4 × run length / 2.5 s (a Poisson count of ~100 has a 10% standard deviation), and every request is
+    accounted for."""
+    config = experiment(cluster={"replicas": 4, "tensor_parallel": 2, "mtbf_h": 4 / 3600, "repair_s": 0.5,
+                                 "fault_retries": 3, "router": "least_outstanding"},
+                        workload={"num_requests": 3000, "arrival": {"kind": "poisson", "rate": 50.0},
+                                  "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
+                                  "output_tokens": {"kind": "uniform", "min": 1, "max": 100}})
+    result = simulator.run(load_experiment(config))
+    s, rows = result.summary, result.requests
+    end = rows["finish_s"].max()
+    assert s["replica_crashes"] == pytest.approx(4 * end / 2.5, rel=0.25)
+    assert s["completed"] + s["num_rejected"] + s["num_failed"] == 3000
+    assert s["retried_requests"] == (rows["retries"] > 0).sum() > 0

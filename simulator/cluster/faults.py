@@ -1,18 +1,21 @@
-"""Faults (``cluster.faults``): replicas that crash or slow down while the cluster serves.
+"""Faults (``cluster.faults``, ``cluster.mtbf_h``): replicas that crash or slow down while the cluster serves.
 
-A ``crash`` at ``at_s`` stops its replica: the iteration in progress is lost, and so is its KV pool. Every request
-queued or running there is sent again from the start (:meth:`~simulator.request.Request.restart`) to a replica
-that is up — the router's choice, or if that one is down too the least loaded one up — at most
-``cluster.fault_retries`` times; after that, or when no replica is up, it fails with the reason (status
-``failed``). The replica is back, empty, ``duration_s`` later (its restart and cold start). A request the router
-sends to a replica that is down goes to the least loaded replica up (a router's health check), without counting
-a retry. A ``slow`` fault makes its replica run
-``slowdown`` times slower for ``duration_s`` (from the next iteration boundary). Every request ends completed,
-rejected or failed.
+A ``crash`` at ``at_s`` stops its replica (a ``node`` fault: every replica with a GPU on that node): the iteration
+in progress is lost, and so is its KV pool. Every request queued or running there is sent again from the start
+(:meth:`~simulator.request.Request.restart`) to a replica that is up — the router's choice, or if that one is down
+too the least loaded one up — at most ``cluster.fault_retries`` times; after that, or when no replica is up, it
+fails with the reason (status ``failed``). The replica is back, empty, ``duration_s`` later (its restart and cold
+start). A request the router sends to a replica that is down goes to the least loaded replica up (a router's
+health check), without counting a retry. A ``slow`` fault makes its replica run ``slowdown`` times slower for
+``duration_s`` (from the next iteration boundary). With ``mtbf_h``, every replica also crashes at random: the gaps
+between its failures are exponential with mean ``mtbf_h`` hours / its GPUs (any GPU's failure stops the
+replica), counted from when it is up, and it is back ``repair_s`` later; failures stop once every request has
+ended. Every request ends completed, rejected or failed.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import simpy
 
 from simulator.cluster.replica import Replica
@@ -27,29 +30,70 @@ class Faults:
     """Schedules the faults of a colocated cluster and re-places the requests they displace."""
 
     def __init__(self, env: simpy.Environment, replicas: list[Replica], router: Router, recorder: Recorder,
-                 faults: list[FaultConfig], retries: int) -> None:
+                 faults: list[FaultConfig], retries: int, nodes: list[frozenset[int]]) -> None:
+        """``nodes``: the nodes each replica's GPUs are on."""
         self.env, self.replicas, self.router, self.recorder, self.retries = env, replicas, router, recorder, retries
+        self.nodes = nodes
+        self._mean_up_s: list[float] = []  # random failures (random_failures): mean up time per replica
+        self._repair_s, self._rng, self._total = 0.0, None, 0
         for replica in replicas:
             replica.on_down = self._redirect
         for fault in sorted(faults, key=lambda f: f.at_s):
             Wakeup(env, lambda _event, fault=fault: self._begin(fault)).schedule(fault.at_s)
 
-    def _begin(self, fault: FaultConfig) -> None:
-        replica = self.replicas[fault.replica]
-        if fault.kind == "slow":
-            replica.set_slowdown(fault.slowdown)
-            Wakeup(self.env, lambda _event: replica.set_slowdown(1.0)).schedule(fault.duration_s)
+    def random_failures(self, mean_up_s: list[float], repair_s: float, rng: np.random.Generator,
+                        total_requests: int) -> None:
+        """Crash replica i after exponential gaps of mean ``mean_up_s[i]`` of up time, back ``repair_s`` later,
+        until ``total_requests`` have ended."""
+        self._mean_up_s, self._repair_s, self._rng, self._total = mean_up_s, repair_s, rng, total_requests
+        for index in range(len(self.replicas)):
+            self._next_failure(index)
+
+    def _next_failure(self, index: int) -> None:
+        if self.recorder.requests.num_rows >= self._total:
             return
-        if not replica.up:
-            return  # already down
-        reason = f"replica {fault.replica} crashed at {self.env.now:.6g} s"
-        for request in replica.crash():
+        gap = self._rng.exponential(self._mean_up_s[index])
+        Wakeup(self.env, lambda _event: self._random_crash(index)).schedule(gap)
+
+    def _random_crash(self, index: int) -> None:
+        if self.recorder.requests.num_rows >= self._total:
+            return  # every request has ended
+        if self.replicas[index].up:
+            self._crash([index], self._repair_s, f"replica {index} failed at {self.env.now:.6g} s (mtbf)")
+        Wakeup(self.env, lambda _event: self._next_failure(index)).schedule(self._repair_s)
+
+    def targets(self, fault: FaultConfig) -> list[int]:
+        """The replicas a fault hits."""
+        if fault.replica is not None:
+            return [fault.replica]
+        return [index for index, nodes in enumerate(self.nodes) if fault.node in nodes]
+
+    def _begin(self, fault: FaultConfig) -> None:
+        targets = self.targets(fault)
+        if fault.kind == "slow":
+            for index in targets:
+                replica = self.replicas[index]
+                replica.set_slowdown(fault.slowdown)
+                Wakeup(self.env, lambda _event, replica=replica: replica.set_slowdown(1.0)).schedule(fault.duration_s)
+            return
+        where = f"replica {fault.replica}" if fault.replica is not None else f"node {fault.node}"
+        up = [index for index in targets if self.replicas[index].up]  # a replica already down stays as it is
+        self._crash(up, fault.duration_s, f"{where} crashed at {self.env.now:.6g} s")
+
+    def _crash(self, indices: list[int], down_s: float, reason: str) -> None:
+        """Crash these replicas together, then send their requests elsewhere (never to one of them)."""
+        lost = []
+        for index in indices:
+            replica = self.replicas[index]
+            self.recorder.crashes.append((self.env.now, index))
+            lost += replica.crash()
+            Wakeup(self.env, lambda _event, replica=replica: replica.restart()).schedule(down_s)
+        for request in lost:
             if request.retries >= self.retries:
                 self._fail(request, f"{reason} (after {request.retries} retries)")
             else:
                 request.restart()
                 self._place(request, reason)
-        Wakeup(self.env, lambda _event: replica.restart()).schedule(fault.duration_s)
 
     def _place(self, request: Request, reason: str) -> None:
         """Send a displaced request to the router's replica if it is up, else to the least loaded replica up; fail

@@ -144,6 +144,25 @@ def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, exper
                               f"{model.name}")
 
 
+def replica_nodes(config: ExperimentConfig, pools: list[PoolConfig]) -> list[frozenset[int]]:
+    """The nodes each replica's GPUs are on: replicas fill nodes of their hardware's ``gpus_per_node`` in index
+    order (as many whole replicas as fit a node; one larger than a node spans ceil(GPUs / node) nodes), each pool
+    starting on a fresh node."""
+    nodes, first = [], 0
+    for pool in pools:
+        per_node = load_hardware(pool.hardware or config.hardware).node.gpus_per_node
+        gpus = pool.tensor_parallel * pool.pipeline_parallel * pool.data_parallel
+        if gpus <= per_node:
+            fit = per_node // gpus
+            nodes += [frozenset({first + j // fit}) for j in range(pool.replicas)]
+            first += -(-pool.replicas // fit)
+        else:
+            span = -(-gpus // per_node)
+            nodes += [frozenset(range(first + j * span, first + (j + 1) * span)) for j in range(pool.replicas)]
+            first += pool.replicas * span
+    return nodes
+
+
 def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):
     """One replica's KV allocator; with bounded-span layers wrapped in their per-sequence reserve."""
     if not budget.spans:
@@ -271,8 +290,18 @@ def simulate(
         replica.observer = observer
     entry = pools[0].replicas if cluster.kind == "disaggregated" else replicas
     router = _router(config, cluster.router, entry, 1)
-    if cluster.faults:
-        Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries)
+    if cluster.faults or cluster.mtbf_h is not None:
+        nodes = replica_nodes(config, pool_configs)
+        last = max(max(n) for n in nodes)
+        wrong = [f.node for f in cluster.faults if f.node is not None and f.node > last]
+        if wrong:
+            raise ConfigError(f"cluster.faults: node {wrong[0]} does not exist (the replicas are on nodes 0–{last})")
+        faults = Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries, nodes)
+        if cluster.mtbf_h is not None:
+            gpus = [p.tensor_parallel * p.pipeline_parallel for p in pool_configs for _ in range(p.replicas)]
+            faults.random_failures([cluster.mtbf_h * 3600 / g for g in gpus], cluster.repair_s,
+                                   np.random.default_rng(np.random.SeedSequence([config.seed, 7])),
+                                   len(workload.arrival_s))
     enter = None
     if cluster.kind == "disaggregated":
         decode = pools[1]

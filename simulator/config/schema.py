@@ -139,15 +139,23 @@ class TransferConfig(Strict):
 
 
 class FaultConfig(Strict):
-    """A replica fault at ``at_s``: ``crash`` (the replica stops and loses its KV; it is back, empty, after
-    ``duration_s`` — the restart with its cold start) or ``slow`` (it runs ``slowdown`` times slower for
-    ``duration_s``: thermal throttling, a noisy neighbour). ``replica`` counts replicas from 0."""
+    """A fault at ``at_s`` of one ``replica`` (counted from 0) or of every replica with a GPU on ``node`` (replicas
+    fill nodes in index order, ``hardware.node.gpus_per_node`` GPUs each): ``crash`` (the replica stops and loses
+    its KV; it is back, empty, after ``duration_s`` — the restart with its cold start) or ``slow`` (it runs
+    ``slowdown`` times slower for ``duration_s``: thermal throttling, a noisy neighbour)."""
 
     at_s: float = Field(ge=0)
-    replica: int = Field(ge=0)
+    replica: int | None = Field(default=None, ge=0)
+    node: int | None = Field(default=None, ge=0)
     kind: Literal["crash", "slow"]
     duration_s: float = Field(gt=0)
     slowdown: float = Field(default=2.0, ge=1, le=1000, description="slow: times slower")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> FaultConfig:
+        if (self.replica is None) == (self.node is None):
+            raise ValueError("a fault names exactly one of replica or node")
+        return self
 
 
 class AutoscalerConfig(Strict):
@@ -227,6 +235,10 @@ class ClusterConfig(Strict):
         default=1, ge=0, le=100,
         description="a request queued or running on a crashing replica is sent again, from the start, to another "
         "replica up to this many times; then it fails with the reason")
+    mtbf_h: float | None = Field(
+        default=None, gt=0, description="random crashes: mean hours between failures of one GPU (a replica of g "
+        "GPUs fails at g / mtbf_h per hour; exponential gaps, the experiment's seed)")
+    repair_s: float = Field(default=600.0, gt=0, description="mtbf_h: a failed replica is back after this long")
     autoscaler: AutoscalerConfig | None = None
     first_token_from: Literal["decode", "prefill"] = Field(
         default="decode",
@@ -239,13 +251,13 @@ class ClusterConfig(Strict):
     @model_validator(mode="after")
     def _pools_fit_kind(self) -> ClusterConfig:
         _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
-        if self.faults:
+        if self.faults or self.mtbf_h is not None:
             pools = self.replica_pools() if self.kind == "colocated" else []
             if self.kind != "colocated" or any(pool.data_parallel > 1 for pool in pools):
                 raise ValueError("faults: for colocated replicas without attention data parallelism (disaggregated "
                                  "pools and DP ranks are not modelled yet)")
             replicas = sum(pool.replicas for pool in pools)
-            wrong = [f.replica for f in self.faults if f.replica >= replicas]
+            wrong = [f.replica for f in self.faults if f.replica is not None and f.replica >= replicas]
             if wrong:
                 raise ValueError(f"faults: replica {wrong[0]} does not exist (the cluster has replicas 0–"
                                  f"{replicas - 1})")
@@ -262,7 +274,9 @@ class ClusterConfig(Strict):
         return self
 
     def _check_autoscaler(self, scaler: AutoscalerConfig) -> None:
-        if self.kind != "colocated" or self.pools is not None or self.data_parallel > 1 or self.faults:
+        if self.kind != "colocated" or self.pools is not None or self.data_parallel > 1 or self.faults or (
+            self.mtbf_h is not None
+        ):
             raise ValueError("autoscaler: for a colocated cluster of identical replicas without attention data "
                              "parallelism or faults (pools, disaggregated pools, DP ranks and faults under "
                              "autoscaling are not modelled yet)")
