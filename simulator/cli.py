@@ -71,6 +71,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = load_experiment(args.file, overrides)
     if args.trace:
         _check_output_file(Path(args.trace), "--trace")
+    if args.report:
+        _check_output_file(Path(args.report), "--report")
     staging = _staging_folder(Path(args.out)) if args.out else None
     try:
         result = run(config, requests_path=staging / "requests.parquet" if staging else None,  # streamed
@@ -96,6 +98,40 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         print(f"wrote {write_chrome_trace(result.observer, args.trace)} (open in https://ui.perfetto.dev)",
               file=sys.stderr)
+    if args.report:
+        print(f"wrote {_run_report(result, config, args)}", file=sys.stderr)
+    return 0
+
+
+def _run_report(result, config, args: argparse.Namespace) -> Path:
+    """The run's HTML report (its tables from memory, or the streamed request file)."""
+    import json
+
+    from simulator.api import config_yaml, summary_json
+    from simulator.report.html import run_page, write_page
+
+    frames = {"requests": result.requests}
+    if frames["requests"] is None:  # streamed to --out, latency columns added there
+        import pandas as pd
+
+        frames["requests"] = pd.read_parquet(Path(args.out) / "requests.parquet")
+    if result.observer is not None:
+        frames["timeline"], frames["iterations"] = result.timeline, result.iterations
+    if result.scaling_events is not None:
+        frames["scaling"] = result.scaling
+    summary = json.loads(summary_json(result.summary, config))
+    return write_page(run_page(summary, config_yaml(config), frames), args.report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from simulator.report.html import folder_page, write_page
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise LLMSimError(f"report: {folder}: not a folder (give a run's or a sweep's --out folder)")
+    output = Path(args.output) if args.output else folder / "report.html"
+    _check_output_file(output, "--output")
+    print(f"wrote {write_page(folder_page(folder), output)}", file=sys.stderr)
     return 0
 
 
@@ -260,8 +296,23 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     data = Path(args.data)
     if not data.is_dir():
         raise LLMSimError(f"validate: data folder not found: {data}")
-    print(write_report(validate_all(data, args.engine), Path(args.plot) if args.plot else None))
+    if args.report:
+        _check_output_file(Path(args.report), "--report")
+    results = validate_all(data, args.engine)
+    text = write_report(results, Path(args.plot) if args.plot else None)
+    print(text)
+    if args.report:
+        from simulator.fidelity.report import kernels_figure
+
+        _validation_report(args.report, f"llmsim validate --data {data}", text, kernels_figure(results))
     return 0
+
+
+def _validation_report(path: str, title: str, text: str, figure) -> None:
+    from simulator.report.html import text_page, write_page
+
+    page = text_page(title, text, figure, "predicted against measured (log-log)")
+    print(f"wrote {write_page(page, path)}", file=sys.stderr)
 
 
 def _validate_runs(args: argparse.Namespace) -> int:
@@ -270,12 +321,19 @@ def _validate_runs(args: argparse.Namespace) -> int:
     model_dir = Path(args.model_configs) if args.model_configs else None
     if model_dir is not None and not model_dir.is_dir():
         raise LLMSimError(f"validate: --model-configs: folder not found: {model_dir}")
+    if args.report:
+        _check_output_file(Path(args.report), "--report")
     frame = validate_runs(args.runs, model_dir, args.jobs)
     if args.output:
         frame.to_csv(args.output, index=False)
-    print(runs_report(frame, Path(args.plot) if args.plot else None))
+    text = runs_report(frame, Path(args.plot) if args.plot else None)
+    print(text)
     if args.output:
         print(f"rows: {args.output}")
+    if args.report:
+        from simulator.fidelity.silicon import runs_figure
+
+        _validation_report(args.report, f"llmsim validate --runs {args.runs}", text, runs_figure(frame))
     return 0
 
 
@@ -367,11 +425,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     points = load_sweep(args.file, args.set)
     _output_folder(Path(args.out))
+    if args.report:
+        _check_output_file(Path(args.report), "--report")
     progress = not args.no_progress and sys.stderr.isatty()
     frame = run_points(points, args.out, jobs=args.jobs, backend=args.backend, address=args.address,
                        progress=progress)
     failed = frame[frame["error"] != ""]
     print(f"{len(frame)} points, {len(failed)} failed; index: {Path(args.out) / 'index.parquet'}", file=sys.stderr)
+    if args.report:
+        from simulator.report.html import folder_page, write_page
+
+        print(f"wrote {write_page(folder_page(args.out), args.report)}", file=sys.stderr)
     for _, row in failed.iterrows():
         print(f"point {row['point']}: {row['error']}", file=sys.stderr)
     metrics = ["output_throughput", "mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "slo_attainment"]
@@ -405,34 +469,58 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
     slo = parse_slo(args.slo)
     config = load_experiment(args.file, args.set)
+    if args.report:
+        _check_output_file(Path(args.report), "--report")
     unit = "sessions/s" if config.workload.sessions is not None else "req/s"  # the arrival process's rate
+    said: list[str] = []
+
+    def say(text: str, progress: bool = False) -> None:
+        """Print a line (progress lines to stderr) and keep it for the report."""
+        said.append(text)
+        print(text, file=sys.stderr if progress else sys.stdout)
+
     if args.seeds > 1:
         spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
                                               tolerance=args.tolerance)
         for seed, rate in zip(spread.seeds, spread.rates, strict=True):
-            print(f"  seed {seed}: {rate:.4g} {unit}", file=sys.stderr)
-        print(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} {unit} (95% confidence"
-              f" interval of the mean), range {min(spread.rates):.4g}–{max(spread.rates):.4g}")
-        return 0 if all(result.summary is not None for result in results) else 1
-    result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
+            say(f"  seed {seed}: {rate:.4g} {unit}", progress=True)
+        say(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} {unit} (95% confidence "
+            f"interval of the mean), range {min(spread.rates):.4g}–{max(spread.rates):.4g}")
+        probes = [probe for result in results for probe in result.probes]
+        code = 0 if all(result.summary is not None for result in results) else 1
+    else:
+        result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
+        probes = result.probes
+        code = _say_capacity(result, slo, args, unit, say)
+    if args.report:
+        from simulator.report.html import text_page, write_page
+        from simulator.report.plots import capacity_probes
+
+        page = text_page(f"llmsim capacity: {config.name}", "\n".join(said), capacity_probes(probes, slo, unit),
+                         "every probe's figures against the SLO limits")
+        print(f"wrote {write_page(page, args.report)}", file=sys.stderr)
+    return code
+
+
+def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit: str, say) -> int:
     for probe in result.probes:
-        print(f"  rate {probe.rate:10.4g} {unit}  {'meets' if probe.holds else 'misses'} the SLO", file=sys.stderr)
+        say(f"  rate {probe.rate:10.4g} {unit}  {'meets' if probe.holds else 'misses'} the SLO", progress=True)
     condition = (f"slo_attainment >= {args.attainment:g} with per-request limits " if args.attainment is not None
                  else "") + ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
     if result.summary is None:
         last = result.probes[-1]
         if result.idle_misses:
             seen = ", ".join(f"{k} {last.summary[k]:.4g}" for k in slo)
-            print(f"no rate meets {condition}: even at {last.rate:.4g} {unit}, where requests no longer wait for "
-                  f"one another, the run has {seen}; loosen the SLO or change the deployment")
+            say(f"no rate meets {condition}: even at {last.rate:.4g} {unit}, where requests no longer wait for "
+                f"one another, the run has {seen}; loosen the SLO or change the deployment")
         else:
-            print(f"no rate meets {condition} (down to {last.rate:.4g} {unit})")
+            say(f"no rate meets {condition} (down to {last.rate:.4g} {unit})")
         return 1
     s = result.summary
-    print(f"capacity: {result.rate:.4g} {unit} meets {condition} (bisection tolerance {args.tolerance:.0%})")
-    print(f"there: goodput {result.goodput:.4g} req/s, {s['output_throughput']:.4g} output tok/s, "
-          f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
-    print("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
+    say(f"capacity: {result.rate:.4g} {unit} meets {condition} (bisection tolerance {args.tolerance:.0%})")
+    say(f"there: goodput {result.goodput:.4g} req/s, {s['output_throughput']:.4g} output tok/s, "
+        f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
+    say("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
     return 0
 
 
@@ -525,7 +613,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) of iterations, queues, KV use")
     run.add_argument("--timeline", action="store_true", help="with --out: also write timeline/iterations parquet")
     run.add_argument("--engine", help="engine profile (catalog name or YAML path); same as --set engine=...")
+    run.add_argument("--report", metavar="FILE", help="also write a self-contained HTML report here")
     run.set_defaults(func=_cmd_run)
+
+    rep = sub.add_parser("report", help="a self-contained HTML report of a run's or a sweep's --out folder")
+    rep.add_argument("folder", help="a run's --out folder (summary.json) or a sweep's (index.parquet)")
+    rep.add_argument("--output", metavar="FILE", help="where to write it (default: FOLDER/report.html)")
+    rep.set_defaults(func=_cmd_report)
 
     comp = sub.add_parser("compare", help="run a comparison's variants, print a table and check its findings")
     comp.add_argument("file", help="comparison YAML (see experiments/policies/)")
@@ -540,6 +634,7 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--backend", choices=["local", "ray"], default="local")
     swp.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     swp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    swp.add_argument("--report", metavar="FILE", help="also write a self-contained HTML report here")
     swp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a field of the base experiment (repeatable; the grid still applies over it)")
     swp.set_defaults(func=_cmd_sweep)
@@ -576,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a field")
     cap.add_argument("--seeds", type=_positive_int, default=1,
                      help="search with this many independent seeds; report the mean, its 95%% interval and the range")
+    cap.add_argument("--report", metavar="FILE", help="also write the search as a self-contained HTML report")
     cap.set_defaults(func=_cmd_capacity)
 
     reg = sub.add_parser("regress", help="run a suite of comparisons, check findings and compare with a baseline")
@@ -618,6 +714,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--model-configs", help="folder of Hugging Face configs named <org>--<name>_config.json")
     val.add_argument("--output", help="with --runs: write every row with predicted_ttft_ms, predicted_tpot_ms, status")
     val.add_argument("--jobs", type=_positive_int, default=1, help="with --runs: rows simulated in parallel")
+    val.add_argument("--report", metavar="FILE", help="also write the report and its plot as self-contained HTML")
     val.set_defaults(func=_cmd_validate)
 
     cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters to measurements")

@@ -46,6 +46,24 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
     return results
 
 
+def kernels_figure(results: dict[str, pd.DataFrame]):
+    """Predicted against measured time per dataset (log-log), titled with its median and p90 error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4.5))
+    for axis, (name, frame) in zip(np.atleast_1d(axes), results.items(), strict=True):
+        axis.loglog(frame["measured_s"] * 1e3, frame["predicted_s"] * 1e3, ".", markersize=2, alpha=0.4)
+        low, high = (frame[["measured_s", "predicted_s"]].to_numpy() * 1e3).min(), frame["measured_s"].max() * 1e3
+        axis.plot([low, high], [low, high], "k--", linewidth=0.8)
+        median, p90 = overall(frame)
+        axis.set(title=f"{name}: median {median:.1%}, p90 {p90:.1%}", xlabel="measured (ms)", ylabel="predicted (ms)")
+    figure.tight_layout()
+    return figure
+
+
 def write_report(results: dict[str, pd.DataFrame], plot_path: Path | None = None) -> str:
     """The error tables as text; with ``plot_path``, a predicted-vs-measured log-log plot per dataset saved there."""
     groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
@@ -61,19 +79,9 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path | None = None
         lines.append("")
     if plot_path is None:
         return "\n".join(lines).rstrip()
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4.5))
-    for axis, (name, frame) in zip(np.atleast_1d(axes), results.items(), strict=True):
-        axis.loglog(frame["measured_s"] * 1e3, frame["predicted_s"] * 1e3, ".", markersize=2, alpha=0.4)
-        low, high = (frame[["measured_s", "predicted_s"]].to_numpy() * 1e3).min(), frame["measured_s"].max() * 1e3
-        axis.plot([low, high], [low, high], "k--", linewidth=0.8)
-        median, p90 = overall(frame)
-        axis.set(title=f"{name}: median {median:.1%}, p90 {p90:.1%}", xlabel="measured (ms)", ylabel="predicted (ms)")
-    figure.tight_layout()
+    figure = kernels_figure(results)
     figure.savefig(plot_path, dpi=120)
     plt.close(figure)
     lines.append(f"plot: {plot_path}")

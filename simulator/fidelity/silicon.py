@@ -397,6 +397,16 @@ def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
 
 
 def _plot(frame: pd.DataFrame, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    figure = runs_figure(frame)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def runs_figure(frame: pd.DataFrame):
+    """Predicted against measured TTFT and TPOT of the ok rows (log-log; fit and held-out rows apart)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -416,6 +426,4 @@ def _plot(frame: pd.DataFrame, path: Path) -> Path:
         axis.set(title=f"{metric.upper()}: predicted vs measured", xlabel="measured (ms)", ylabel="predicted (ms)")
         axis.legend(title="rows")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return figure

@@ -168,7 +168,26 @@ def sweep_curves(index: pd.DataFrame, rate: str = RATE, slo: dict[str, float] | 
     return figure
 
 
-def _experiment(folder: Path) -> tuple[str, dict[str, float]]:
+def capacity_probes(probes, slo: dict[str, float], unit: str = "req/s") -> Figure:
+    """A capacity search's probes: each SLO metric against the probed rate (meets: filled, misses: open), the
+    limit as a dashed line; log axes."""
+    figure, axes = plt.subplots(1, len(slo), figsize=(5.5 * len(slo), 4), squeeze=False)
+    for ax, (metric, limit) in zip(axes[0], slo.items(), strict=True):
+        for holds, style, label in ((True, "o", "meets"), (False, "x", "misses")):
+            points = [(p.rate, p.summary.get(metric)) for p in probes if p.holds == holds and p.summary]
+            points = [(rate, value) for rate, value in points if value is not None and value > 0]
+            if points:
+                ax.plot(*zip(*points, strict=True), style, label=label)
+        ax.axhline(limit, color="k", linestyle="--", linewidth=0.8, label=f"limit {limit:g}")
+        ax.set(xscale="log", yscale="log", xlabel=f"offered rate ({unit})", ylabel=metric, title=metric)
+        _log_axis(ax.xaxis)
+        _log_axis(ax.yaxis)
+        ax.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def experiment_of(folder: Path) -> tuple[str, dict[str, float]]:
     """The name and SLO bounds of the experiment a folder holds (its ``config.yaml``, or a sweep's first point's),
     for titles and SLO lines; empty when there is none."""
     import yaml
@@ -201,7 +220,7 @@ def plot_folder(folder: str | Path) -> list[Path]:
             raise LLMSimError(f"{folder / name}: not a complete Parquet file ({str(exc).splitlines()[0][:100]})"
                               ) from None
 
-    name, slo = _experiment(folder)
+    name, slo = experiment_of(folder)
     if (folder / "requests.parquet").is_file():
         requests = read("requests.parquet")
         if "ttft_ms" not in requests:

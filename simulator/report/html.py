@@ -1,0 +1,254 @@
+"""One self-contained HTML report per result: ``llmsim report DIR`` and ``--report FILE`` on run, sweep, capacity
+and validate.
+
+The page needs no network and no files beside it: figures are inline SVG (their text stays searchable; undated
+and salted so that the same result gives the same bytes), styles inline; every number is printed with its unit
+(taken from the metric's name: ``_ms``, ``_s``, ``_gib_per_gpu``, rates, fractions shown as %) and four
+significant digits. A run's report has its setup (what ``summary.json``'s ``about`` says), memory plan, summary
+tables, plots (latency CDFs, the replica timeline or replica count, phase shares) and resolved config; a sweep's
+the table of points and the curves (with ±1 std bars over replicates); a capacity search its probes; a
+validation its report text and plot.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from simulator.errors import LLMSimError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: .5em 0; font-size: .92em; }
+th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; }
+th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: .85em; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
+figcaption { color: #555; font-size: .9em; }
+"""
+
+LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"), ("queue", "queue"),
+             ("KV transfer", "kv_transfer"), ("decode queue", "decode_queue"))
+STATS = ("mean", "std", "median", "p90", "p95", "p99", "p99.9")
+PERCENT_KEYS = ("slo_attainment", "prefix_cache_hit_rate", "peak_kv_usage", "mean_kv_usage")
+RATE_UNITS = {"request_throughput": "req/s", "request_goodput": "req/s", "output_throughput": "tok/s",
+              "total_token_throughput": "tok/s", "gpu_hours": "GPU-hours"}
+
+
+def unit_of(key: str) -> str:
+    """The unit a summary key's value is in, as its name says ('%' for fractions, shown × 100)."""
+    if key in RATE_UNITS:
+        return RATE_UNITS[key]
+    if key.endswith("_frac") or key.startswith(PERCENT_KEYS):
+        return "%"
+    for suffix, unit in (("_ms", "ms"), ("_gib_per_gpu", "GiB per GPU"), ("_tokens", "tokens"), ("_s", "s")):
+        if key.endswith(suffix):
+            return unit
+    return ""
+
+
+def number(value: Any, unit: str = "") -> str:
+    """Four significant digits (integers whole, with thousands separators); a missing value is '–'."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return html.escape(str(value))
+    if unit == "%":
+        return f"{100 * value:.4g}%"
+    if isinstance(value, int) or (float(value).is_integer() and abs(value) < 1e15):
+        text = f"{int(value):,}"
+    else:
+        text = f"{value:,.4g}" if abs(value) >= 1e-3 else f"{value:.4g}"
+    return f"{text} {unit}".strip()
+
+
+class Page:
+    """An HTML page built section by section."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.parts: list[str] = [f"<h1>{html.escape(title)}</h1>"]
+
+    def heading(self, text: str) -> None:
+        self.parts.append(f"<h2>{html.escape(text)}</h2>")
+
+    def paragraph(self, text: str) -> None:
+        self.parts.append(f"<p>{html.escape(text)}</p>")
+
+    def table(self, header: list[str], rows: list[list[Any]]) -> None:
+        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{cell if isinstance(cell, Markup) else number(cell)}</td>"
+                                        for cell in row) + "</tr>" for row in rows)
+        self.parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+    def preformatted(self, text: str) -> None:
+        self.parts.append(f"<pre>{html.escape(text)}</pre>")
+
+    def figure(self, figure: Figure, caption: str) -> None:
+        """The figure as inline SVG (then closed)."""
+        import matplotlib.pyplot as plt
+
+        buffer = io.StringIO()
+        with plt.rc_context({"svg.hashsalt": "llmsim"}):  # the same figure, the same ids: reports are reproducible
+            figure.savefig(buffer, format="svg", metadata={"Date": None})
+        plt.close(figure)
+        svg = buffer.getvalue()
+        svg = svg[svg.index("<svg"):]  # drop the XML prolog and doctype: inline SVG needs neither
+        self.parts.append(f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+    def html(self) -> str:
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{html.escape(self.title)}</title><style>{STYLE}</style></head><body>\n"
+                + "\n".join(self.parts) + "\n</body></html>\n")
+
+
+class Markup(str):
+    """Table cell text already escaped."""
+
+
+def _setup_rows(about: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for key, value in about.items():
+        if value is None:
+            continue
+        if key == "pools":
+            value = "; ".join(f"{p['replicas']} × {p['hardware']} TP {p['tensor_parallel']} PP "
+                              f"{p['pipeline_parallel']} DP {p['data_parallel']} EP {p['expert_parallel']}"
+                              for p in value)
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        rows.append([key, Markup(html.escape(str(value)))])
+    return rows
+
+
+def _summary_sections(page: Page, summary: dict[str, Any]) -> None:
+    shown: set[str] = set()
+    page.heading("Memory plan (one GPU)")
+    memory = [k for k in ("weights_gib_per_gpu", "lora_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu",
+                          "kv_num_blocks", "kv_capacity_tokens") if k in summary]
+    page.table(["", "value"], [[k, Markup(number(summary[k], unit_of(k)))] for k in memory])
+    shown.update(memory)
+    page.heading("Latency")
+    rows = []
+    for label, name in LATENCIES:
+        keys = [f"{stat}_{name}_ms" for stat in STATS]
+        if not any(k in summary for k in keys):
+            continue
+        rows.append([label, *(Markup(number(summary.get(k))) for k in keys)])
+        shown.update(keys)
+    page.table(["ms", *STATS], rows)
+    page.heading("Every figure of the summary")
+    rest = [k for k in sorted(summary) if k not in shown and not isinstance(summary[k], (dict, list))]
+    page.table(["metric", "value"], [[k, Markup(number(summary[k], unit_of(k)))] for k in rest])
+
+
+def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.DataFrame]) -> str:
+    """A run's report from its summary (``summary.json``'s content), resolved config text and tables
+    (``requests``, ``timeline``, ``iterations``, ``scaling``; any may be missing)."""
+    from simulator.report.plots import latency_cdfs, phase_shares, timeline_figure
+
+    about = summary.get("about", {})
+    name = about.get("name", "experiment")
+    page = Page(f"llmsim run: {name}")
+    page.paragraph(f"llmsim {summary.get('llmsim_version', '?')}, summary schema {summary.get('schema_version', '?')}"
+                   f"; {number(summary.get('completed'))} of {number(summary.get('num_requests'))} requests "
+                   f"completed, {number(summary.get('num_rejected'))} rejected, {number(summary.get('num_failed'))} "
+                   "failed.")
+    page.heading("Setup")
+    page.table(["", ""], _setup_rows(about))
+    metrics = {k: v for k, v in summary.items() if k not in ("about", "schema_version", "llmsim_version")}
+    _summary_sections(page, metrics)
+    slo = _slo_of(config_text)
+    page.heading("Plots")
+    if "requests" in frames and len(frames["requests"]):
+        page.figure(latency_cdfs(frames["requests"], slo, name), "latency distributions of the finished requests")
+    if "timeline" in frames or "scaling" in frames:
+        page.figure(timeline_figure(frames.get("timeline"), name, frames.get("scaling")), "replicas over time")
+    if "iterations" in frames:
+        page.figure(phase_shares(frames["iterations"], name), "where each replica's time went")
+    page.heading("Resolved config")
+    page.preformatted(config_text)
+    return page.html()
+
+
+def _slo_of(config_text: str) -> dict[str, float]:
+    import yaml
+
+    data = yaml.safe_load(config_text) or {}
+    return {k: v for k, v in (data.get("slo") or {}).items() if isinstance(v, (int, float))}
+
+
+def sweep_page(index: pd.DataFrame, name: str, slo: dict[str, float]) -> str:
+    """A sweep's report: every point's row and the curves."""
+    from simulator.report.plots import sweep_curves
+
+    page = Page(f"llmsim sweep: {name}")
+    failed = int((index["error"] != "").sum()) if "error" in index else 0
+    page.paragraph(f"{len(index)} points, {failed} failed.")
+    page.heading("Curves")
+    page.figure(sweep_curves(index, slo=slo, name=name), "throughput and latency against the swept parameters")
+    page.heading("Points")
+    columns = [c for c in index.columns if c != "error" or failed]
+    page.table(columns, [[Markup(number(v)) if not isinstance(v, str) else Markup(html.escape(v)) for v in row]
+                         for row in index[columns].itertuples(index=False)])
+    return page.html()
+
+
+def text_page(title: str, text: str, figure: Figure | None = None, caption: str = "") -> str:
+    """A report of a command's text output (capacity, validate), with its figure if any."""
+    page = Page(title)
+    page.preformatted(text)
+    if figure is not None:
+        page.figure(figure, caption)
+    return page.html()
+
+
+def folder_page(folder: str | Path) -> str:
+    """The report of a run's ``--out`` folder (``summary.json``) or a sweep's (``index.parquet``)."""
+    import pandas as pd
+
+    folder = Path(folder)
+
+    def read(name: str) -> pd.DataFrame:
+        try:
+            return pd.read_parquet(folder / name)
+        except (OSError, ValueError) as exc:
+            raise LLMSimError(f"{folder / name}: not a complete Parquet file ({str(exc).splitlines()[0][:100]})"
+                              ) from None
+
+    if (folder / "index.parquet").is_file():
+        from simulator.report.plots import experiment_of
+
+        name, slo = experiment_of(folder)
+        return sweep_page(read("index.parquet"), name or folder.name, slo)
+    if not (folder / "summary.json").is_file():
+        raise LLMSimError(f"{folder}: nothing to report (no summary.json of a run, no index.parquet of a sweep)")
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise LLMSimError(f"{folder / 'summary.json'}:{exc.lineno}: not JSON ({exc.msg})") from None
+    config_text = (folder / "config.yaml").read_text() if (folder / "config.yaml").is_file() else ""
+    frames = {name: read(f"{name}.parquet") for name in ("requests", "timeline", "iterations", "scaling")
+              if (folder / f"{name}.parquet").is_file()}
+    if "requests" in frames and "ttft_ms" not in frames["requests"]:
+        from simulator.config.schema import SLOConfig
+        from simulator.metrics import add_latency_columns
+
+        frames["requests"] = add_latency_columns(frames["requests"], SLOConfig())
+    return run_page(summary, config_text, frames)
+
+
+def write_page(text: str, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
