@@ -246,3 +246,21 @@ def test_deepep_kernels_on_sglangs_tables(shared_data):
     for kernel, rows in frame.groupby("kernel"):
         median, _ = overall(rows)
         assert median <= 0.12, (kernel, median)
+
+
+@pytest.mark.slow
+def test_eplb_rows_are_priced_as_balanced_where_eplb_can_balance(shared_data):
+    """TensorRT-LLM's wide-EP tables with EPLB: up to EP 16 (16 or more experts per rank) the rows time a balanced
+    layer — the EPLB model's median signed error is within 8% and its median error near that of the plain
+    power-law rows' best case; at EP 32–64 it is closer to the measurements than pricing them as balanced."""
+    from simulator.fidelity.kernels import moe_kernel_errors, wide_ep_kernel_table
+
+    table = wide_ep_kernel_table(shared_data / "kernels")
+    eplb = table[table["distribution"] == "power_law_eplb"]
+    modelled = moe_kernel_errors(shared_data / "kernels", table=eplb)
+    balanced = moe_kernel_errors(shared_data / "kernels", table=eplb.assign(load_cv=0.0, slots=0))
+    signed = modelled["predicted_s"] / modelled["measured_s"] - 1
+    upto16 = (modelled["moe_ep"] <= 16).to_numpy()
+    assert abs(signed[upto16].median()) <= 0.08 and modelled["error"][upto16].median() <= 0.20
+    wide = modelled["moe_ep"].between(32, 64).to_numpy()
+    assert modelled["error"][wide].median() < balanced["error"][wide].median()

@@ -25,6 +25,7 @@ from simulator.cluster.wakeup import run_all
 from simulator.config.schema import ExperimentConfig, PoolConfig
 from simulator.cost import build_cost_model, load_engine
 from simulator.cost.lora import LoRACost
+from simulator.cost.roofline import expert_slots
 from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
@@ -163,6 +164,17 @@ def replica_nodes(config: ExperimentConfig, pools: list[PoolConfig]) -> list[fro
     return nodes
 
 
+def _expert_replication(config: ExperimentConfig, model, expert_parallel: int) -> float:
+    """How much the experts' weights (routed and shared) grow with EPLB's slots: the routed experts by slots / E,
+    the shared ones not (1 without EPLB)."""
+    slots = expert_slots(model, expert_parallel, getattr(config.cost_model, "eplb_redundant_experts", None))
+    if not slots:
+        return 1.0
+    ffn = next(g.ffn for g in model.layers if g.ffn.kind == "moe")
+    routed = ffn.num_experts * ffn.intermediate_size
+    return (slots * ffn.intermediate_size + ffn.shared_intermediate_size) / (routed + ffn.shared_intermediate_size)
+
+
 def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):
     """One replica's KV allocator; with bounded-span layers wrapped in their per-sequence reserve."""
     if not budget.spans:
@@ -203,6 +215,7 @@ def _build_pool(
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
         free_memory_fraction=kv_cfg.free_memory_fraction,
         adapter_bytes=lora_cost.bytes_per_gpu * config.lora.max_loras if lora_cost is not None else 0.0,
+        expert_replication=_expert_replication(config, model, pool.expert_parallel),
     )
     shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,

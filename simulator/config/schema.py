@@ -471,6 +471,13 @@ class RooflineCostConfig(CostModelBase):
         "expert-distribution recorder or a routing trace measures it): with expert_parallel > 1 the busiest rank "
         "sets a MoE layer's time (simulator.cost.moe)",
     )
+    eplb_redundant_experts: int | None = Field(
+        default=None, ge=0, le=4096,
+        description="expert-parallel load balancing (SGLang/vLLM --enable-eplb with --ep-num-redundant-experts / "
+        "--num-redundant-experts; TensorRT-LLM num_slots − experts): the experts placed over the ranks so that "
+        "their popularity evens out, with this many replicas of the hottest; None: no EPLB. Each rank then holds "
+        "(experts + redundant) / expert_parallel experts' weights (simulator.cost.moe)",
+    )
     all_to_all: Literal["nccl", "deepep"] = Field(
         default="nccl",
         description="how attention-DP ranks exchange a MoE layer's tokens: NCCL all-to-alls, or DeepEP's kernels "

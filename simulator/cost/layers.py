@@ -114,13 +114,13 @@ class GroupCost:
     def __init__(self, group: LayerGroup, hidden: int, tensor_parallel: int, gemms: dict[str, GemmModel],
                  experts: ExpertsModel, attention: AttentionModel, activation_bytes: float,
                  elementwise_kernels: int, expert_parallel: int = 1, data_parallel: int = 1,
-                 expert_load_cv: float = 0.0) -> None:
+                 expert_load_cv: float = 0.0, expert_slots: int = 0) -> None:
         """``gemms``: the GEMM model of each part (``attention``, ``dense_ffn``, ``experts``, ``router``);
         ``experts``: the routed experts' grouped GEMMs (:mod:`simulator.cost.moe`), spread over
         ``expert_parallel`` of the replica's ``data_parallel`` × ``tensor_parallel`` GPUs (each expert's width split
         over the rest); with attention data parallelism the experts see every rank's tokens (ranks taken as equally
         loaded: ``data_parallel`` × this rank's); the busiest expert-parallel rank sets their time (uniform routing
-        over experts whose popularity varies by ``expert_load_cv``)."""
+        over experts whose popularity varies by ``expert_load_cv``, or EPLB's ``expert_slots`` when non-zero)."""
         self.experts_model = experts
         self.count = group.count
         self.hidden = hidden
@@ -141,7 +141,7 @@ class GroupCost:
         self.moe, self.has_ffn = f.kind == "moe", f.kind != "none"
         width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
         self.experts, self.topk, self.expert_parallel = f.num_experts, f.experts_per_token, expert_parallel
-        self.data_parallel, self.expert_load_cv = data_parallel, expert_load_cv
+        self.data_parallel, self.expert_load_cv, self.expert_slots = data_parallel, expert_load_cv, expert_slots
         self.up_matrices = f.matrices - 1
         self.up_width, self.down_width = self.up_matrices * width, width
         self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
@@ -182,7 +182,7 @@ class GroupCost:
             return 0.0
         return self.count * self.experts_model.time(tokens * self.data_parallel, self.hidden, self.expert_width,
                                                     self.up_matrices, self.topk, self.experts, self.expert_parallel,
-                                                    "uniform", self.expert_load_cv)
+                                                    "uniform", self.expert_load_cv, self.expert_slots)
 
     def elementwise_time(self, tokens: int) -> float:
         nbytes = tokens * (10 * self.hidden + 3 * self.activation_width) * self.w

@@ -59,14 +59,16 @@ class ExpertsModel:
         self.overhead = hardware.moe_kernels * hardware.kernel_overhead_us * 1e-6
 
     def time(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
-             expert_parallel: int = 1, distribution: str = "uniform", load_cv: float = 0.0) -> float:
+             expert_parallel: int = 1, distribution: str = "uniform", load_cv: float = 0.0, slots: int = 0) -> float:
         """Seconds of one MoE layer's routed experts on the busiest GPU; ``width`` = I/tp, ``up_matrices`` = 2 if
-        gated else 1, ``load_cv`` the experts' popularity spread (module docstring)."""
+        gated else 1, ``load_cv`` the experts' popularity spread, ``slots`` EPLB's expert slots (0: no EPLB; module
+        docstring)."""
         if tokens <= 0:
             return 0.0
         if expert_parallel > 1:
-            tokens *= busiest_rank_factor(tokens, topk, experts, expert_parallel, load_cv, distribution == "uniform")
-        local, assignments = experts / expert_parallel, tokens * topk / expert_parallel
+            tokens *= busiest_rank_factor(tokens, topk, experts, expert_parallel, load_cv, distribution == "uniform",
+                                          slots)
+        local, assignments = (slots or experts) / expert_parallel, tokens * topk / expert_parallel
         if distribution == "balanced":
             touched = min(local, assignments)
         else:
@@ -88,14 +90,17 @@ def largest_normal(n: int) -> float:
 
 
 def busiest_rank_factor(tokens: float, topk: int, experts: int, expert_parallel: int, load_cv: float = 0.0,
-                        sampled: bool = True) -> float:
+                        sampled: bool = True, slots: int = 0) -> float:
     """The busiest expert-parallel rank's assignments over the mean rank's (module docstring; ``sampled``: add the
-    binomial spread of uniform routing)."""
+    binomial spread of uniform routing; ``slots``: expert slots placed by EPLB, 0 without)."""
     ep = expert_parallel
-    spread = load_cv * load_cv * ep / experts
-    if sampled:
-        spread += (ep - 1) / (tokens * topk)
-    return min(1 + largest_normal(ep) * math.sqrt(spread), ep * min(topk, experts / ep) / topk)
+    sampling = (ep - 1) / (tokens * topk) if sampled else 0.0
+    cap = ep * min(topk, experts / ep) / topk
+    if slots:  # popularity balanced over the ranks but for the hottest slot (module docstring)
+        hottest_slot = (1 + largest_normal(experts) * load_cv) * ep / slots
+        return min(max(1 + largest_normal(ep) * math.sqrt(sampling), hottest_slot), cap)
+    spread = load_cv * load_cv * ep / experts + sampling
+    return min(1 + largest_normal(ep) * math.sqrt(spread), cap)
 
 
 DISTRIBUTIONS = ("balanced", "uniform")

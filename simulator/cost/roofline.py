@@ -39,13 +39,31 @@ from simulator.errors import ConfigError
 from simulator.kv.sizing import kv_dtype
 
 
+def expert_slots(model: ModelSpec, expert_parallel: int, redundant: int | None) -> int:
+    """EPLB's expert slots per MoE layer (the experts plus the redundant ones), 0 without EPLB; they must divide
+    over the expert-parallel ranks (TensorRT-LLM's and SGLang's rule)."""
+    if redundant is None:
+        return 0
+    experts = {g.ffn.num_experts for g in model.layers if g.ffn.kind == "moe"}
+    if not experts:
+        raise ConfigError(f"cost_model.eplb_redundant_experts: EPLB needs a mixture-of-experts model; {model.name} "
+                          "has no experts")
+    slots = max(experts) + redundant
+    if slots % expert_parallel:
+        raise ConfigError(f"cost_model.eplb_redundant_experts: {redundant} makes {slots} expert slots, which do not "
+                          f"divide over expert_parallel {expert_parallel}")
+    return slots
+
+
 @COST_MODELS.register("roofline")
 class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
         expert_parallel: int = 1, data_parallel: int = 1, expert_load_cv: float = 0.0, all_to_all: str = "nccl",
+        eplb_redundant_experts: int | None = None,
     ) -> None:
+        """``eplb_redundant_experts``: EPLB with that many redundant expert slots (None: no EPLB)."""
         self.model = model
         self.tp = tensor_parallel
         self.pp = pipeline_parallel
@@ -78,8 +96,9 @@ class RooflineCostModel(CostModel):
             raise ConfigError(f"cost_model.all_to_all: deepep needs a GPU DeepEP runs on (Hopper or later); "
                               f"{hardware.name} is {hardware.generation}")
         self.all_to_all = all_to_all
+        slots = expert_slots(model, expert_parallel, eplb_redundant_experts)
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts, self.attention, self.w,
-                                 self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv)
+                                 self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots)
                        for group in model.layers]
         self.spans = {group.span for group in self.groups}
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
@@ -98,7 +117,7 @@ class RooflineCostModel(CostModel):
         cluster = config.cluster
         return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,
                    cluster.expert_parallel, cluster.data_parallel, config.cost_model.expert_load_cv,
-                   config.cost_model.all_to_all)
+                   config.cost_model.all_to_all, config.cost_model.eplb_redundant_experts)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:

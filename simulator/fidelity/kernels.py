@@ -31,7 +31,9 @@ rows take ``1/ep`` of the EP-1 time at large T, so ``num_tokens`` counts every r
 the law's coefficient of variation, ``sqrt(m2/m1² − 1)`` with ``m_j = ∫ x^(j−α) dx`` over the interval, as
 ``expert_load_cv`` (:func:`simulator.cost.moe.busiest_rank_factor`, no sampling term: the collector fixes the total).
 SGLang's and vLLM's EP rows are left out: at EP 2 they time the same as at EP 1, and no reading of ``num_tokens``
-makes both scale.
+makes both scale. TensorRT-LLM's wide-EP rows (:func:`wide_ep_kernel_errors`: EP 2–256, power-law routing, with
+and without EPLB's expert slots) are predicted the same way, EPLB rows with ``slots``
+(:func:`simulator.cost.moe.busiest_rank_factor`).
 """
 
 from __future__ import annotations
@@ -213,13 +215,14 @@ def moe_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | 
     expert-parallel rank at the rows' ``load_cv`` where the table has one."""
     table = moe_kernel_table(kernels_dir) if table is None else table
     load_cv = table["load_cv"] if "load_cv" in table else pd.Series(0.0, index=table.index)
+    slots = table["slots"] if "slots" in table else pd.Series(0, index=table.index)
     predicted = np.zeros(len(table))
     for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
         model = ExpertsModel(_hardware(gpu, hardware), dtype)
         predicted[table.index.get_indexer(rows.index)] = [
-            model.time(t, h, i / tp, 2, k, e, ep, "balanced", cv) for t, h, i, k, e, tp, ep, cv in zip(
+            model.time(t, h, i / tp, 2, k, e, ep, "balanced", cv, n) for t, h, i, k, e, tp, ep, cv, n in zip(
                 rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
-                rows["moe_ep"], load_cv[rows.index], strict=True)]
+                rows["moe_ep"], load_cv[rows.index], slots[rows.index], strict=True)]
     return _with_errors(table, predicted)
 
 
@@ -266,6 +269,34 @@ def moe_routing_kernel_errors(kernels_dir: Path, hardware: Mapping[str, Hardware
     table = moe_routing_kernel_table(kernels_dir)
     predicted = moe_kernel_errors(kernels_dir, hardware, table if skew else table.assign(load_cv=0.0))
     return predicted if skew else predicted.assign(load_cv=table["load_cv"])
+
+
+def wide_ep_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """TensorRT-LLM's wide-EP MoE rows (``*/moe/*/*/wideep_moe_perf``: power-law routing over EP 2–256, without and
+    with EPLB over ``num_slots`` expert slots): :data:`MOE_COLUMNS` plus ``distribution`` (``power_law`` or
+    ``power_law_eplb``), ``load_cv`` (the collector's law, as for the routing rows) and ``slots`` (0 without
+    EPLB). ``num_tokens`` counts every rank's tokens, as in the collector's other EP rows."""
+    frames = []
+    for path in sorted(kernels_dir.glob("*/moe/*/*/wideep_moe_perf.parquet")):
+        gpu, framework = path.parts[-5], path.parts[-3]
+        if gpu not in GPUS:
+            continue
+        table = pd.read_parquet(path)
+        laws = table["distribution"].str.extract(r"^power_law_([0-9.]+)(_eplb)?$")
+        table, laws = table[laws[0].notna()], laws[laws[0].notna()]
+        eplb = laws[1].notna().to_numpy()
+        cv = [power_law_cv(t, e, k, float(a)) for t, e, k, a in zip(
+            table["num_tokens"], table["num_experts"], table["topk"], laws[0], strict=True)]
+        frames.append(_moe_frame(table, gpu, framework).assign(
+            distribution=np.where(eplb, "power_law_eplb", "power_law"), load_cv=cv,
+            slots=np.where(eplb, table["num_slots"].to_numpy(), 0)))
+    columns = [*MOE_COLUMNS, "distribution", "load_cv", "slots"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def wide_ep_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None) -> pd.DataFrame:
+    """:func:`wide_ep_kernel_table` predicted for the busiest rank (EPLB rows with their slots)."""
+    return moe_kernel_errors(kernels_dir, hardware, wide_ep_kernel_table(kernels_dir))
 
 
 DEEPEP_SMS = 20  # DeepEP's default SM budget for its normal kernels (its Buffer.num_sms)

@@ -21,6 +21,7 @@ from simulator.fidelity.kernels import (
     moe_kernel_errors,
     moe_routing_kernel_errors,
     nccl_kernel_errors,
+    wide_ep_kernel_errors,
 )
 from simulator.fidelity.network import network_errors
 from simulator.fidelity.operators import gemm_errors
@@ -42,6 +43,7 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
         results["kernel_attention"] = attention_kernel_errors(data_dir / "kernels")
         results["kernel_moe"] = moe_kernel_errors(data_dir / "kernels")
         results["kernel_moe_ep"] = moe_routing_kernel_errors(data_dir / "kernels")
+        results["kernel_moe_wide_ep"] = wide_ep_kernel_errors(data_dir / "kernels")
         results["kernel_mla"] = mla_kernel_errors(data_dir / "kernels")
     return results
 
@@ -71,6 +73,7 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path | None = None
               "kernel_deepep": ["gpu", "kernel"],
               "kernel_attention": ["gpu", "framework", "phase"], "kernel_moe": ["gpu", "framework", "dtype"],
               "kernel_moe_ep": ["gpu", "framework", "distribution", "moe_ep"],
+              "kernel_moe_wide_ep": ["gpu", "distribution", "moe_ep"],
               "kernel_mla": ["gpu", "framework", "phase"]}
     lines = []
     for name, frame in results.items():

@@ -77,16 +77,18 @@ def kv_budget(
     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
     expert_shards: int | None = None, free_memory_fraction: float | None = None, adapter_bytes: float = 0.0,
+    expert_replication: float = 1.0,
 ) -> KVBudget:
     """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
-    spread over, default t; ``adapter_bytes``: LoRA slots per GPU, taken like weights); refuses (LLMSimError) a
-    configuration with no room for one full request."""
+    spread over, default t; ``adapter_bytes``: LoRA slots per GPU, taken like weights; ``expert_replication``:
+    EPLB's expert slots over the experts, whose weights grow by it); refuses (LLMSimError) a configuration with no
+    room for one full request."""
     t, p = tensor_parallel, pipeline_parallel
     w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * gpu_memory_utilization
     parts = model.part_bytes(bytes_per_element(weight_dtype), w)
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
-    weights = sum(parts.values()) / (t * p) + experts / ((expert_shards or t) * p)
+    weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
     lora = f" + LoRA slots {adapter_bytes / GIB:.2f} GiB" if adapter_bytes else ""
     widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
     workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
