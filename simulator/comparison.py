@@ -40,6 +40,7 @@ from simulator.metrics import (
     DISAGGREGATED_METRICS,
     FAULT_METRICS,
     LORA_METRICS,
+    MEMORY_PLAN_METRICS,
     SESSION_METRICS,
     summarize,
 )
@@ -89,12 +90,13 @@ class ComparisonConfig(Strict):
 
 def summary_keys() -> list[str]:
     """Every key a run's summary can have (from the summary of an empty run, plus the disaggregated and the
-    multi-turn, autoscaling, LoRA and fault ones)."""
+    multi-turn, autoscaling, LoRA and fault ones, and the memory plan)."""
     empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
     empty["finished"] = empty["failed"] = np.array([], dtype=bool)
     summary = summarize(empty, SLOConfig(), LogHistogram(), kv_token_seconds=[0.0], peak_kv_blocks=[0],
                         kv_num_blocks=1, kv_block_size=1, peak_running=[0], iterations=0, num_gpus=1)
-    return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS, *AUTOSCALER_METRICS, *LORA_METRICS, *FAULT_METRICS]
+    return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS, *AUTOSCALER_METRICS, *LORA_METRICS, *FAULT_METRICS,
+            *MEMORY_PLAN_METRICS]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

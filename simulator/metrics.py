@@ -337,6 +337,7 @@ class Scaling:
         }
 
 
+MEMORY_PLAN_METRICS = ("weights_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu")  # by simulator.run
 FAULT_METRICS = ("retried_requests", "mean_ttft_retried_ms", "p99_ttft_retried_ms", "replica_crashes")
 LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")
 AUTOSCALER_METRICS = ("mean_replicas", "peak_replicas", "scale_ups", "scale_downs", "cold_start_requests",

@@ -516,7 +516,8 @@ def test_slots_that_do_not_divide_over_the_ranks_are_refused():
               "cluster": {"data_parallel": 8, "expert_parallel": 8},
               "cost_model": {"kind": "roofline", "eplb_redundant_experts": 30},
               "workload": {"num_requests": 1, "arrival": {"kind": "poisson", "rate": 1.0},
-                           "input_tokens": {"kind": "fixed", "value": 8}, "output_tokens": {"kind": "fixed", "value": 2}}}
+                           "input_tokens": {"kind": "fixed", "value": 8},
+                           "output_tokens": {"kind": "fixed", "value": 2}}}
     with pytest.raises(ConfigError, match="286 expert slots, which do not divide over expert_parallel 8"):
         simulator.run(load_experiment(config))
 

@@ -23,7 +23,12 @@ share, ``expert_load_cv``: 0 = equally popular) and, under ``uniform`` routing, 
 binomial over ``T·k`` assignments), so its relative spread is ``s = sqrt(cv²·ep/E + (ep − 1)/(T·k))`` (the second
 term 0 under ``balanced``). The busiest of ``ep`` ranks carries ``1 + z_ep·s`` times the mean, ``z_ep`` the expected
 largest of ``ep`` standard normals (Blom: ``Φ⁻¹((ep − 0.375)/(ep + 0.25))``), at most ``ep·min(k, E/ep)/k`` (every
-token's assignments on that rank). It is priced as the mean rank with that many times the tokens. On the
+token's assignments on that rank). It is priced as the mean rank with that many times the tokens. With EPLB over
+``S`` expert slots (the experts and their redundant replicas, ``cost_model.eplb_redundant_experts``) the experts are
+placed so that the popularity evens out over the ranks except for the hottest slot: the busiest rank carries
+``max(1 + z_ep·sqrt((ep − 1)/(T·k)), (1 + z_E·cv)·ep/S)`` times the mean — the sampling spread, or the hottest
+expert (``1 + z_E·cv`` times the mean expert, split over S/E replicas) once a rank holds too few slots to hide it —
+and each rank holds ``S/ep`` slots' weights (touched as ``E`` experts are without EPLB, with ``k/S`` per slot). On the
 TensorRT-LLM MoE tables' power-law rows (their collector samples each expert's load from a power law and times the
 busiest rank), the closed form's factor is within 10% of sampling the collector's law up to EP 16.
 
@@ -68,11 +73,12 @@ class ExpertsModel:
         if expert_parallel > 1:
             tokens *= busiest_rank_factor(tokens, topk, experts, expert_parallel, load_cv, distribution == "uniform",
                                           slots)
-        local, assignments = (slots or experts) / expert_parallel, tokens * topk / expert_parallel
+        placed = slots or experts  # EPLB: a replicated expert's tokens split over its slots
+        local, assignments = placed / expert_parallel, tokens * topk / expert_parallel
         if distribution == "balanced":
             touched = min(local, assignments)
         else:
-            touched = local * (1 - (1 - topk / experts) ** tokens)
+            touched = local * (1 - (1 - topk / placed) ** tokens)
         rows = math.ceil(assignments / touched / self.tile_m) * self.tile_m
         padded = math.ceil(width / self.tile_n) * self.tile_n
         matrices = up_matrices + 1
