@@ -19,6 +19,7 @@ from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
 from simulator.metrics import Scaling, add_latency_columns, summarize
 from simulator.observe import Observer
+from simulator.token_log import TokenLog
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,6 +77,7 @@ class Result:
     table: Callable[[], pd.DataFrame | None] = field(repr=False)
     observer: Observer | None = field(default=None, repr=False)
     scaling_events: list[tuple] | None = field(default=None, repr=False)  # cluster.autoscaler's
+    token_log: TokenLog | None = field(default=None, repr=False)  # run(..., tokens=True)
     _requests: Any = field(default=False, init=False, repr=False, compare=False)  # False until built
 
     @property
@@ -95,6 +97,15 @@ class Result:
     def iterations(self) -> pd.DataFrame | None:
         """One row per iteration or closed-form decode run (``run(..., observe=True)``)."""
         return self.observer.iteration_table() if self.observer is not None else None
+
+    def tokens(self, requests: pd.DataFrame | None = None) -> pd.DataFrame | None:
+        """Every output token (``run(..., tokens=True)``): request_id, token (0 = first), time_s, replica — None
+        otherwise. ``requests``: the request table when it was streamed to a file (its first_scheduled_s tells a
+        lost attempt's tokens apart)."""
+        if self.token_log is None:
+            return None
+        table = self.requests if requests is None else requests
+        return self.token_log.frame(dict(zip(table["request_id"], table["first_scheduled_s"], strict=True)))
 
     @property
     def scaling(self) -> pd.DataFrame | None:
@@ -133,18 +144,21 @@ def load(source: str | Path | dict | None = None, **overrides: Any) -> Experimen
 
 def run(
     config: ExperimentConfig | str | Path | dict | None = None, *, fast_forward: bool = True,
-    requests_path: str | Path | None = None, observe: bool = False,
+    requests_path: str | Path | None = None, observe: bool = False, tokens: bool = False,
 ) -> Result:
     """Simulate one experiment. Same config and seed, same result.
 
     ``requests_path``: stream the per-request rows to this Parquet file as requests complete (memory then stays
     bounded by the requests in flight plus a few numbers per request); ``Result.requests`` is then None.
-    ``observe``: also collect ``Result.timeline`` and ``Result.iterations`` (memory grows with events).
+    ``observe``: also collect ``Result.timeline`` and ``Result.iterations`` (memory grows with events);
+    ``tokens``: also keep every output token's time, ``Result.tokens()`` (memory grows with the requests per work).
     """
     if not isinstance(config, ExperimentConfig):
         config = load(config)
     observer = Observer() if observe else None
-    output = simulate(config, fast_forward=fast_forward, requests_path=requests_path, observer=observer)
+    token_log = TokenLog() if tokens else None
+    output = simulate(config, fast_forward=fast_forward, requests_path=requests_path, observer=observer,
+                      tokens=token_log)
     recorder = output.recorder
     recorded = recorder.requests.num_rows
     if recorded != output.num_requests:  # every generated request ends completed or rejected (with its reason)
@@ -183,7 +197,7 @@ def run(
         frame = recorder.requests.frame()
         return add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
 
-    return Result(config, summary, table, observer, output.scaling_events)
+    return Result(config, summary, table, observer, output.scaling_events, token_log)
 
 
 def _add_latency_columns_to_file(path: Path, slo, class_slos) -> None:

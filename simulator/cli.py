@@ -67,6 +67,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     if args.timeline and not args.out:
         raise LLMSimError("run: --timeline writes timeline.parquet and iterations.parquet into --out DIR; give --out")
+    if args.tokens and not args.out:
+        raise LLMSimError("run: --tokens writes tokens.parquet (one row per output token) into --out DIR; give --out")
     overrides = [*args.set, *([f"engine={args.engine}"] if args.engine else [])]
     config = load_experiment(args.file, overrides)
     if args.trace:
@@ -76,9 +78,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     staging = _staging_folder(Path(args.out)) if args.out else None
     try:
         result = run(config, requests_path=staging / "requests.parquet" if staging else None,  # streamed
-                     observe=bool(args.trace or args.timeline))
+                     observe=bool(args.trace or args.timeline), tokens=args.tokens)
         if staging is not None:
             result.save(staging)
+            if args.tokens:
+                import pandas as pd
+
+                requests = pd.read_parquet(staging / "requests.parquet", columns=["request_id", "first_scheduled_s"])
+                result.tokens(requests).to_parquet(staging / "tokens.parquet", index=False)
             _publish(staging, Path(args.out))
     finally:
         if staging is not None:
@@ -92,6 +99,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
         extra += ", scaling.parquet" if result.scaling_events is not None else ""
+        extra += ", tokens.parquet" if args.tokens else ""
         print(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}", file=sys.stderr)
     if args.trace:
         from simulator.observe import write_chrome_trace
@@ -612,6 +620,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) of iterations, queues, KV use")
     run.add_argument("--timeline", action="store_true", help="with --out: also write timeline/iterations parquet")
+    run.add_argument("--tokens", action="store_true",
+                     help="with --out: also write tokens.parquet, every output token's time (request_id, token, "
+                     "time_s, replica), from which TTFT, TPOT and ITL can be recomputed")
     run.add_argument("--engine", help="engine profile (catalog name or YAML path); same as --set engine=...")
     run.add_argument("--report", metavar="FILE", help="also write a self-contained HTML report here")
     run.set_defaults(func=_cmd_run)

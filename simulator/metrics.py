@@ -12,7 +12,8 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - E2EL  = finish_s − arrival_s
 - TPOT  = (E2EL − TTFT) / (output_tokens − 1), for requests with more than one output token
 - ITL   = every gap between consecutive output tokens of a request, pooled over all requests; the mean is exact,
-  percentiles come from a log histogram with 0.1% bins (:mod:`simulator.histogram`)
+  percentiles come from a log histogram with 0.1% bins (:mod:`simulator.histogram`); under faults it also pools
+  the gaps of attempts a crash lost (the per-token table, :mod:`simulator.token_log`, keeps the last attempt's)
 - percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50, and p90, p95, p99, p99.9 are
   given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL) is the population standard deviation, as vLLM's ``std_*``
 - total_input_tokens / total_output_tokens: the tokens of the completed (measured) requests

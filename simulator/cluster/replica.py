@@ -56,7 +56,7 @@ class Replica:
         "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
         "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "group", "hands_off", "index",
         "lora_cost", "new_scheduler", "observer", "on_done", "on_down", "recorder", "scheduler", "slowdown",
-        "swap_seconds_per_token", "up",
+        "swap_seconds_per_token", "tokens", "up",
     )
 
     def __init__(
@@ -87,6 +87,7 @@ class Replica:
         self.new_scheduler = None  # builds an empty scheduler (and KV pool) for a restart after a crash
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
         self.observer = None  # simulator.observe.Observer when the run is observed
+        self.tokens = None  # simulator.token_log.TokenLog when every token's time is kept
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self.lora_cost: LoRACost | None = None  # LoRA adapters: their GEMMs (the scheduler's lora: their slots)
         self._busy = False  # an iteration is running or about to start
@@ -379,6 +380,10 @@ class Replica:
         if self.observer is not None:
             prefill_tokens = sum(new for _, new, _ in batch.prefills)
             self.observer.iteration(self.index, self._start, now, steps, prefill_tokens, batch.num_decodes)
+        if self.tokens is not None:
+            self.tokens.record(self.index, self._start, now, self._run, steps,
+                               list(scheduler.decoding) if batch.decode else [],
+                               [r.request_id for r, new, done in batch.prefills if completes_prefill(r, new, done)])
         finished = scheduler.advance(batch, steps, now)
         if batch.extra_tokens:
             rec.itl.add(0.0, batch.extra_tokens)  # tokens accepted together arrive together

@@ -34,6 +34,7 @@ from simulator.observe import Observer
 from simulator.recorder import Recorder
 from simulator.schedulers import SCHEDULERS, Scheduler
 from simulator.schedulers.lora import AdapterSlots
+from simulator.token_log import TokenLog
 from simulator.workload import generate_requests
 from simulator.workload.adapters import assign_adapters
 
@@ -275,13 +276,16 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 def simulate(
     config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None,
-    observer: Observer | None = None,
+    observer: Observer | None = None, tokens: TokenLog | None = None,
 ) -> SimulationOutput:
     """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower).
 
     With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete; an
-    ``observer`` (:mod:`simulator.observe`) collects timelines, iterations and transfers.
-    """
+    ``observer`` (:mod:`simulator.observe`) collects timelines, iterations and transfers; ``tokens``
+    (:mod:`simulator.token_log`) every output token's time (colocated clusters without speculative decoding)."""
+    if tokens is not None and (config.cluster.kind != "colocated" or getattr(config.scheduler, "speculative", None)):
+        raise ConfigError("--tokens: the per-token table is for colocated clusters without speculative decoding "
+                          "(disaggregated first tokens and drafted tokens are not logged yet)")
     model = load_model(config.model)
     cluster = config.cluster
     pool_configs = cluster.replica_pools()
@@ -301,6 +305,7 @@ def simulate(
     replicas = [replica for pool in pools for replica in pool.replicas]
     for replica in replicas:
         replica.observer = observer
+        replica.tokens = tokens
     entry = pools[0].replicas if cluster.kind == "disaggregated" else replicas
     router = _router(config, cluster.router, entry, 1)
     if cluster.faults or cluster.mtbf_h is not None:

@@ -75,10 +75,7 @@ class ExpertsModel:
                                           slots)
         placed = slots or experts  # EPLB: a replicated expert's tokens split over its slots
         local, assignments = placed / expert_parallel, tokens * topk / expert_parallel
-        if distribution == "balanced":
-            touched = min(local, assignments)
-        else:
-            touched = local * (1 - (1 - topk / placed) ** tokens)
+        touched = min(local, assignments) if distribution == "balanced" else local * (1 - (1 - topk / placed) ** tokens)
         rows = math.ceil(assignments / touched / self.tile_m) * self.tile_m
         padded = math.ceil(width / self.tile_n) * self.tile_n
         matrices = up_matrices + 1
