@@ -144,21 +144,22 @@ def load(source: str | Path | dict | None = None, **overrides: Any) -> Experimen
 
 def run(
     config: ExperimentConfig | str | Path | dict | None = None, *, fast_forward: bool = True,
-    requests_path: str | Path | None = None, observe: bool = False, tokens: bool = False,
+    requests_path: str | Path | None = None, observe: bool = False, tokens: bool = False, progress: bool = False,
 ) -> Result:
     """Simulate one experiment. Same config and seed, same result.
 
     ``requests_path``: stream the per-request rows to this Parquet file as requests complete (memory then stays
     bounded by the requests in flight plus a few numbers per request); ``Result.requests`` is then None.
     ``observe``: also collect ``Result.timeline`` and ``Result.iterations`` (memory grows with events);
-    ``tokens``: also keep every output token's time, ``Result.tokens()`` (memory grows with the requests per work).
+    ``tokens``: also keep every output token's time, ``Result.tokens()`` (memory grows with the requests per work);
+    ``progress``: a progress bar on a terminal for runs of 100,000 requests or more.
     """
     if not isinstance(config, ExperimentConfig):
         config = load(config)
     observer = Observer() if observe else None
     token_log = TokenLog() if tokens else None
     output = simulate(config, fast_forward=fast_forward, requests_path=requests_path, observer=observer,
-                      tokens=token_log)
+                      tokens=token_log, progress=progress)
     recorder = output.recorder
     recorded = recorder.requests.num_rows
     if recorded != output.num_requests:  # every generated request ends completed or rejected (with its reason)

@@ -23,6 +23,7 @@ from typing import Any
 
 from simulator.config import ExperimentConfig
 from simulator.errors import ConfigError
+from simulator.progress import progress_bar
 
 _STATS = ("mean", "median", "p90", "p95", "p99")
 _METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -109,7 +110,17 @@ def find_capacity(
     config: ExperimentConfig, slo: dict[str, float], *, attainment: float | None = None, tolerance: float = 0.02,
     max_probes: int = 40, run: Callable[[ExperimentConfig], dict[str, Any]] | None = None,
 ) -> CapacityResult:
-    """The highest arrival rate meeting ``slo`` (see the module docstring)."""
+    """The highest arrival rate meeting ``slo`` (see the module docstring); a progress bar counts the probes on a
+    terminal."""
+    bar = progress_bar(None, "capacity", "probe")
+    try:
+        return _search(config, slo, attainment, tolerance, max_probes, run, bar)
+    finally:
+        bar.close()
+
+
+def _search(config: ExperimentConfig, slo: dict[str, float], attainment: float | None, tolerance: float,
+            max_probes: int, run: Callable[[ExperimentConfig], dict[str, Any]] | None, bar) -> CapacityResult:
     if run is None:
         from simulator.api import run as simulate
 
@@ -127,6 +138,8 @@ def find_capacity(
         else:
             holds = all(summary[key] == summary[key] and summary[key] <= limit for key, limit in slo.items())
         probes.append(Probe(rate, holds, summary))
+        bar.update(1)
+        bar.set_postfix_str(f"{rate:.4g}/s {'meets' if holds else 'misses'}")
         return probes[-1]
 
     _with_rate(config, 1.0)  # refuses workloads without a rate before anything runs

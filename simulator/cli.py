@@ -19,6 +19,7 @@ from simulator.config import DEFAULT_EXPERIMENT
 from simulator.dtypes import BYTES_PER_ELEMENT, WEIGHT_DTYPES
 from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_cache_bytes
+from simulator.progress import note
 
 
 def _check_output_file(path: Path, option: str) -> None:
@@ -78,7 +79,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     staging = _staging_folder(Path(args.out)) if args.out else None
     try:
         result = run(config, requests_path=staging / "requests.parquet" if staging else None,  # streamed
-                     observe=bool(args.trace or args.timeline), tokens=args.tokens)
+                     observe=bool(args.trace or args.timeline), tokens=args.tokens, progress=True)
         if staging is not None:
             result.save(staging)
             if args.tokens:
@@ -100,14 +101,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
         extra += ", scaling.parquet" if result.scaling_events is not None else ""
         extra += ", tokens.parquet" if args.tokens else ""
-        print(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}", file=sys.stderr)
+        note(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}")
     if args.trace:
         from simulator.observe import write_chrome_trace
 
-        print(f"wrote {write_chrome_trace(result.observer, args.trace)} (open in https://ui.perfetto.dev)",
-              file=sys.stderr)
+        note(f"wrote {write_chrome_trace(result.observer, args.trace)} (open in https://ui.perfetto.dev)")
     if args.report:
-        print(f"wrote {_run_report(result, config, args)}", file=sys.stderr)
+        note(f"wrote {_run_report(result, config, args)}")
     return 0
 
 
@@ -139,7 +139,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise LLMSimError(f"report: {folder}: not a folder (give a run's or a sweep's --out folder)")
     output = Path(args.output) if args.output else folder / "report.html"
     _check_output_file(output, "--output")
-    print(f"wrote {write_page(folder_page(folder), output)}", file=sys.stderr)
+    note(f"wrote {write_page(folder_page(folder), output)}")
     return 0
 
 
@@ -290,7 +290,7 @@ def _cmd_steptime(args: argparse.Namespace) -> int:
     table = predict_steps(read_steps(args.input), args.model, args.hardware, args.tp, args.engine, args.dtype, args.pp)
     if args.output:
         table.to_csv(args.output, index=False)
-        print(f"wrote {len(table)} rows to {args.output}", file=sys.stderr)
+        note(f"wrote {len(table)} rows to {args.output}")
     else:
         print(table.round(4).to_csv(index=False), end="")
     return 0
@@ -320,7 +320,7 @@ def _validation_report(path: str, title: str, text: str, figure) -> None:
     from simulator.report.html import text_page, write_page
 
     page = text_page(title, text, figure, "predicted against measured (log-log)")
-    print(f"wrote {write_page(page, path)}", file=sys.stderr)
+    note(f"wrote {write_page(page, path)}")
 
 
 def _validate_runs(args: argparse.Namespace) -> int:
@@ -377,7 +377,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
                                  + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
     print("\n".join(report))
-    print(f"wrote {args.output}", file=sys.stderr)
+    note(f"wrote {args.output}")
     return 0
 
 
@@ -419,7 +419,7 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     if args.update:
         broken = result.broken_findings
         write_baseline(result, baseline_path)
-        print(f"wrote {baseline_path} ({sum(len(v) for v in result.values.values())} variants)", file=sys.stderr)
+        note(f"wrote {baseline_path} ({sum(len(v) for v in result.values.values())} variants)")
         for name, finding in broken:
             print(f"BROKEN  {name}: {finding.finding.describe()}: got {finding.value:.4g}")
         return 1 if broken else 0
@@ -435,15 +435,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     _output_folder(Path(args.out))
     if args.report:
         _check_output_file(Path(args.report), "--report")
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = not args.no_progress
     frame = run_points(points, args.out, jobs=args.jobs, backend=args.backend, address=args.address,
                        progress=progress)
     failed = frame[frame["error"] != ""]
-    print(f"{len(frame)} points, {len(failed)} failed; index: {Path(args.out) / 'index.parquet'}", file=sys.stderr)
+    note(f"{len(frame)} points, {len(failed)} failed; index: {Path(args.out) / 'index.parquet'}")
     if args.report:
         from simulator.report.html import folder_page, write_page
 
-        print(f"wrote {write_page(folder_page(args.out), args.report)}", file=sys.stderr)
+        note(f"wrote {write_page(folder_page(args.out), args.report)}")
     for _, row in failed.iterrows():
         print(f"point {row['point']}: {row['error']}", file=sys.stderr)
     metrics = ["output_throughput", "mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "slo_attainment"]
@@ -467,7 +467,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     else:
         print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.out:
-        print(f"wrote {Path(args.out) / 'benchmark.csv'}", file=sys.stderr)
+        note(f"wrote {Path(args.out) / 'benchmark.csv'}")
     return 0
 
 
@@ -485,7 +485,10 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     def say(text: str, progress: bool = False) -> None:
         """Print a line (progress lines to stderr) and keep it for the report."""
         said.append(text)
-        print(text, file=sys.stderr if progress else sys.stdout)
+        if progress:
+            note(text)
+        else:
+            print(text)
 
     if args.seeds > 1:
         spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
@@ -506,7 +509,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
         page = text_page(f"llmsim capacity: {config.name}", "\n".join(said), capacity_probes(probes, slo, unit),
                          "every probe's figures against the SLO limits")
-        print(f"wrote {write_page(page, args.report)}", file=sys.stderr)
+        note(f"wrote {write_page(page, args.report)}")
     return code
 
 
@@ -544,7 +547,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         figure = pareto_figure(frame)
         for suffix in ("png", "svg"):
             figure.savefig(out / f"pareto.{suffix}", dpi=120)
-        print(f"wrote {out}/plan.csv, pareto.png, pareto.svg", file=sys.stderr)
+        note(f"wrote {out}/plan.csv, pareto.png, pareto.svg")
     return 0
 
 
@@ -552,7 +555,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from simulator.report.plots import plot_folder
 
     for path in plot_folder(args.folder):
-        print(f"wrote {path}", file=sys.stderr)
+        note(f"wrote {path}")
     return 0
 
 
@@ -570,7 +573,7 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
     _check_output_file(Path(args.output), "convert-trace OUTPUT")
     write_trace(trace, args.output)
     skipped = f", {trace.skipped} malformed rows skipped" if trace.skipped else ""
-    print(f"wrote {args.output}: {len(trace.arrival_s):,} requests{skipped}", file=sys.stderr)
+    note(f"wrote {args.output}: {len(trace.arrival_s):,} requests{skipped}")
     return 0
 
 
@@ -765,6 +768,9 @@ def build_parser() -> argparse.ArgumentParser:
     kv.add_argument("--dtype", choices=sorted(BYTES_PER_ELEMENT), default="fp16")
     kv.add_argument("--json", action="store_true", help="with --model: per layer group, parameters, bytes as JSON")
     kv.set_defaults(func=_cmd_kv_size)
+    for command in sub.choices.values():
+        command.add_argument("--quiet", action="store_true",
+                             help="no progress bars and no 'wrote …' lines on stderr (results and errors stay)")
     return parser
 
 
@@ -782,6 +788,17 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = _warning_line
     args = build_parser().parse_args(argv)
+    import simulator.progress
+
+    simulator.progress.QUIET = args.quiet
+    try:
+        return _dispatch(args)
+    finally:
+        simulator.progress.QUIET = False  # main() may be called again in the same process (tests, notebooks)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command; an error of the input or of the system is one line and exit status 2."""
     try:
         return args.func(args)
     except BrokenPipeError:  # the reader went away (llmsim run | head -1): not an error of the run

@@ -44,6 +44,7 @@ from simulator.metrics import (
     SESSION_METRICS,
     summarize,
 )
+from simulator.progress import progress_bar
 from simulator.recorder import SUMMARY_COLUMNS
 
 
@@ -155,12 +156,23 @@ def _summary_of(config: ExperimentConfig) -> dict[str, Any]:
 def run_experiments(experiments: dict[str, ExperimentConfig], jobs: int = 1) -> dict[str, dict[str, Any]]:
     """Each experiment's summary, by name; ``jobs`` > 1 runs them in parallel processes."""
     names = list(experiments)
-    if jobs > 1 and len(names) > 1:
-        from joblib import Parallel, delayed
+    bar = progress_bar(len(names), "variants", "run")
+    try:
+        if jobs > 1 and len(names) > 1:
+            from joblib import Parallel, delayed
 
-        summaries = Parallel(n_jobs=min(jobs, len(names)))(delayed(_summary_of)(experiments[n]) for n in names)
-    else:
-        summaries = [_summary_of(experiments[n]) for n in names]
+            summaries = []
+            for summary in Parallel(n_jobs=min(jobs, len(names)), return_as="generator")(
+                    delayed(_summary_of)(experiments[n]) for n in names):
+                summaries.append(summary)
+                bar.update(1)
+        else:
+            summaries = []
+            for name in names:
+                summaries.append(_summary_of(experiments[name]))
+                bar.update(1)
+    finally:
+        bar.close()
     return dict(zip(names, summaries, strict=True))
 
 

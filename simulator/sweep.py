@@ -37,6 +37,7 @@ from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.loader import apply_overrides, load_spec, resolve_base
 from simulator.config.schema import MAX_SEED, Strict
 from simulator.errors import ConfigError, LLMSimError
+from simulator.progress import progress_bar
 from simulator.renames import renamed
 
 if TYPE_CHECKING:
@@ -255,12 +256,6 @@ def _run_ray(points: list[Point], out: Path | None, address: str | None, progres
             ray.shutdown()
 
 
-class _NoProgress:
-    def update(self, n: int) -> None: ...
-
-    def close(self) -> None: ...
-
-
 def run_points(
     points: list[Point], out: str | Path | None = None, *, jobs: int = 1, backend: str = "local",
     address: str | None = None, progress: bool = False,
@@ -270,12 +265,7 @@ def run_points(
     folder = Path(out) if out is not None else None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(points), unit="point", desc="sweep")
-    else:
-        bar = _NoProgress()
+    bar = progress_bar(len(points), "sweep", "point", progress)
     try:
         if backend == "local":
             rows = _run_local(points, folder, jobs, bar)

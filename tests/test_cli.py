@@ -253,3 +253,37 @@ def test_summary_json_says_what_it_describes(tmp_path, capsys):
                             "sessions: {turns: {kind: fixed, value: 2}}}")
     about = json.loads(text)["about"]
     assert code == 0 and about["preset"] == "azure-conv" and about["sessions"]["turns"]["value"] == 2
+
+
+def test_quiet_drops_the_wrote_lines_but_keeps_results_and_errors(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "run", "--set", "workload.num_requests=20", "--out", str(tmp_path / "o"),
+                             "--quiet")
+    assert code == 0 and "TTFT" in out and err == ""
+    code, _, err = run_cli(capsys, "run", "--set", "workload.num_requests=20", "--out", str(tmp_path / "p"))
+    assert code == 0 and err.startswith("wrote ")
+    code, _, err = run_cli(capsys, "run", "--set", "workload.num_requests=0", "--quiet")
+    assert code == 2 and err.startswith("llmsim: error:")
+
+
+def test_a_long_runs_progress_bar_changes_nothing(monkeypatch):
+    """On a terminal a run of LONG_RUN requests or more ticks a bar; the ticks only read the recorder, so the
+    request table is the one without them."""
+    import io
+    import sys
+
+    import simulator
+    import simulator.cluster.simulation as simulation
+    from simulator.config import load_experiment
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(simulation, "LONG_RUN", 100)
+    config = load_experiment(None, ["workload.num_requests=400"])
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    shown = simulator.run(config, progress=True).requests
+    monkeypatch.undo()
+    assert "request" in terminal.getvalue()  # the bar was drawn
+    assert shown.equals(simulator.run(config).requests)

@@ -19,6 +19,7 @@ from simulator.cluster.faults import Faults
 from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory, SessionFeed
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.lockstep import Lockstep
+from simulator.cluster.progress_ticks import LONG_RUN, ProgressTicks
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
@@ -31,6 +32,7 @@ from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
 from simulator.kv.span_reserve import SpanReserve, span_reserve
 from simulator.observe import Observer
+from simulator.progress import NoProgress, progress_bar
 from simulator.recorder import Recorder
 from simulator.schedulers import SCHEDULERS, Scheduler
 from simulator.schedulers.lora import AdapterSlots
@@ -276,13 +278,14 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 def simulate(
     config: ExperimentConfig, *, fast_forward: bool = True, requests_path: str | Path | None = None,
-    observer: Observer | None = None, tokens: TokenLog | None = None,
+    observer: Observer | None = None, tokens: TokenLog | None = None, progress: bool = False,
 ) -> SimulationOutput:
     """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower).
 
     With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete; an
     ``observer`` (:mod:`simulator.observe`) collects timelines, iterations and transfers; ``tokens``
-    (:mod:`simulator.token_log`) every output token's time (colocated clusters without speculative decoding)."""
+    (:mod:`simulator.token_log`) every output token's time (colocated clusters without speculative decoding);
+    ``progress``: a bar on a terminal for runs of :data:`LONG_RUN` requests or more."""
     if tokens is not None and (config.cluster.kind != "colocated" or getattr(config.scheduler, "speculative", None)):
         raise ConfigError("--tokens: the per-token table is for colocated clusters without speculative decoding "
                           "(disaggregated first tokens and drafted tokens are not logged yet)")
@@ -362,8 +365,15 @@ def simulate(
         CappedArrivalFeed(env, factory, delay_s, router, entry, recorder, config.workload.max_concurrency)
     else:
         ArrivalFeed(env, factory, delay_s, router, entry)
-    with _cyclic_gc_paused():
-        run_all(env)
+    total = len(workload.arrival_s)
+    bar = progress_bar(total, "run", "request", progress and total >= LONG_RUN)
+    if not isinstance(bar, NoProgress):
+        ProgressTicks(env, recorder, total, float(np.nanmax(workload.arrival_s)) if total else 0.0, bar)
+    try:
+        with _cyclic_gc_paused():
+            run_all(env)
+    finally:
+        bar.close()
     for replica in replicas:
         replica.record_totals()
     recorder.requests.close()

@@ -42,6 +42,7 @@ import pandas as pd
 
 from simulator.config import ExperimentConfig
 from simulator.errors import LLMSimError
+from simulator.progress import progress_bar
 
 # the silicon file's system names -> hardware_profiles/
 SYSTEMS = {
@@ -321,14 +322,23 @@ def validate_runs(
     ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
     rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
     folder = Path(model_dir) if model_dir is not None else None
-    if jobs == 1 or len(rows) < 8:
-        results = [_one(line, row, str(path), folder, settings) for line, row in rows]
-    else:
-        from joblib import Parallel, delayed
+    bar = progress_bar(len(rows), "validate", "row")
+    try:
+        if jobs == 1 or len(rows) < 8:
+            results = []
+            for line, row in rows:
+                results.append(_one(line, row, str(path), folder, settings))
+                bar.update(1)
+        else:
+            from joblib import Parallel, delayed
 
-        results = Parallel(n_jobs=jobs, batch_size=4)(
-            delayed(_one)(line, row, str(path), folder, settings) for line, row in rows
-        )
+            results = []
+            for result in Parallel(n_jobs=jobs, batch_size=4, return_as="generator")(
+                    delayed(_one)(line, row, str(path), folder, settings) for line, row in rows):
+                results.append(result)
+                bar.update(1)
+    finally:
+        bar.close()
     frame = pd.DataFrame([row for _, row in rows])
     for column in frame.columns:  # numbers as numbers where a whole column parses (empty cells become NaN)
         converted = pd.to_numeric(frame[column].replace("", None), errors="coerce")
