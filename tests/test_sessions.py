@@ -106,3 +106,45 @@ def test_a_two_turn_sessions_hit_rate_by_hand():
     turn2 = result.requests.sort_values("request_id").iloc[1]
     assert turn2["cached_tokens"] / turn2["input_tokens"] == pytest.approx(96 / 130)
     assert result.summary["prefix_cache_hit_rate"] == pytest.approx(96 / 230)
+
+
+def _agent(fan_out=3, branch=10, turns=3, think_ms=250.0, **changes):
+    config = _sessions(turns=turns, think_ms=think_ms, **changes)
+    config["workload"]["sessions"].update({"fan_out": {"kind": "fixed", "value": fan_out}, "think": "fixed",
+                                           "branch_tokens": {"kind": "fixed", "value": branch}})
+    return config
+
+
+def test_a_fanned_out_turn_shares_its_context_and_the_next_turn_holds_every_answer():
+    """3 sub-requests a turn, 10 own tokens each, 10-token answers: turn 0 sends 100 + 10; its context for turn 1 is
+    100 + 3 × 10 = 130, so turn 1 sends 130 + 20 + 10 = 160 and turn 2 (130 + 20 + 30) + 20 + 10 = 210. Sibling
+    prompts agree on their shared tokens' ids and differ on their own; a turn's shared ids begin the next turn's."""
+    from simulator.workload import generate_requests
+
+    config = load_experiment(_agent())
+    rows = simulator.run(config).requests.sort_values("request_id")
+    assert rows["input_tokens"].tolist() == [110] * 3 + [160] * 3 + [210] * 3
+    assert rows["turn"].tolist() == [0] * 3 + [1] * 3 + [2] * 3
+    prefixes = generate_requests(config.workload, __import__("numpy").random.SeedSequence(config.seed)).prefixes
+    a, b, later = prefixes[3].ids, prefixes[4].ids, prefixes[6].ids
+    assert [a[i] for i in range(150)] == [b[i] for i in range(150)] and a[150] != b[150]
+    assert [a[i] for i in range(150)] == [later[i] for i in range(150)]
+
+
+def test_the_next_turn_waits_for_the_last_sub_request_plus_the_tool_time():
+    rows = simulator.run(load_experiment(_agent(turns=2))).requests.sort_values("request_id")
+    first_turn, second_turn = rows[rows["turn"] == 0], rows[rows["turn"] == 1]
+    assert (second_turn["arrival_s"] == first_turn["finish_s"].max() + 0.25).all()
+    assert (first_turn["arrival_s"] == first_turn["arrival_s"].iloc[0]).all()  # sent together
+
+
+def test_a_rejected_sub_request_ends_the_session():
+    """max_model_len 170: turn 1's 160-token prompts (+ 10 answer tokens) fit, turn 2's 210 do not — the scheduler
+    rejects its three sub-requests — and turn 3 is then rejected with the reason, never sent."""
+    config = _agent(turns=4)
+    config["scheduler"]["max_model_len"] = 170
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    assert result.summary["completed"] == 6 and result.summary["num_rejected"] == 6
+    fourth = rows[rows["turn"] == 3]
+    assert (fourth["reject_reason"] == "turn 3 of its session had a sub-request rejected").all()

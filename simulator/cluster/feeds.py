@@ -10,7 +10,8 @@
 - :class:`ClosedLoopFeed`: ``users`` clients, each sending its next request a think time after its previous one
   ended (finished or rejected); lengths are taken from the workload in send order.
 - :class:`SessionFeed`: multi-turn sessions: a session's first turn at its start, each later turn a think time
-  after the previous one finished; a rejected turn rejects the rest of its session (with the reason).
+  after the previous one finished (all of its sub-requests, when it fanned out); a rejected turn rejects the rest
+  of its session (with the reason).
 """
 
 from __future__ import annotations
@@ -196,21 +197,32 @@ class ClosedLoopFeed:
 
 class SessionFeed:
     """Multi-turn sessions (:mod:`simulator.workload.sessions`): every session's first turn at its start time (plus
-    its client-side delay), each later turn ``think_ms`` (exponential, that mean) after the previous turn finished.
-    A rejected turn rejects the next one at once, with the reason, and so on to the session's end: every generated
-    turn is accounted for."""
+    its client-side delay), each later turn a think time (``think_ms``: exponential with that mean, or fixed) after
+    the previous turn finished — after the last of its sub-requests, when it fanned out (all of a turn's
+    sub-requests are sent together). A turn with a rejected or failed sub-request ends its session: the later turns
+    are rejected at once, with the reason, and so on to the session's end: every generated turn is accounted for."""
 
     def __init__(
         self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
         replicas: list[Replica], recorder: Recorder, think_ms: float, rng: np.random.Generator,
+        fixed_think: bool = False,
     ) -> None:
         self.env, self.factory, self.router, self.replicas, self.recorder = env, factory, router, replicas, recorder
         workload = factory.workload
         self._sessions, self._turns = workload.sessions.tolist(), workload.turns.tolist()
+        # a turn's requests are consecutive: [first, end) of each request's turn
+        change = np.flatnonzero(np.diff(workload.sessions) | np.diff(workload.turns)) + 1
+        bounds = np.concatenate([[0], change, [workload.sessions.size]])
+        sizes = np.diff(bounds)
+        self._first = np.repeat(bounds[:-1], sizes).tolist()
+        self._end = np.repeat(bounds[1:], sizes).tolist()
+        self._left: dict[int, int] = {}  # first request of a turn in flight -> its requests not ended yet
+        self._broken: dict[int, str] = {}  # turns (by first request) with a rejected or failed request: its status
         self._delay = delay_s.tolist()
-        self._think_s, self.rng = think_ms / 1000, rng
+        self._think_s, self.rng, self._fixed = think_ms / 1000, rng, fixed_think
         recorder.on_complete = self._ended
-        self._firsts = np.flatnonzero(workload.turns == 0).tolist()  # in start order
+        self._firsts = np.flatnonzero(workload.turns == 0).tolist()
+        self._firsts = [i for i in self._firsts if self._first[i] == i]  # each session's first turn, in start order
         self._starts = workload.arrival_s[self._firsts].tolist()
         self._next = 0
         self._wakeup = Wakeup(env, self._start_sessions)
@@ -221,7 +233,7 @@ class SessionFeed:
         """Send every first turn due by now, then wait for the next one."""
         now, firsts = wakeup.at, self._firsts
         while self._next < len(firsts) and self._starts[self._next] + self._delay[firsts[self._next]] <= now:
-            self._send(firsts[self._next], self._starts[self._next])
+            self._send_turn(firsts[self._next], self._starts[self._next])
             self._next += 1
         if self._next < len(firsts):
             due = self._starts[self._next] + self._delay[firsts[self._next]]
@@ -234,21 +246,37 @@ class SessionFeed:
         request.session, request.turn = self._sessions[request_id], self._turns[request_id]
         return request
 
-    def _send(self, request_id: int, sent_s: float) -> None:
-        request = self._request(request_id, sent_s)
-        self.replicas[self.router.route(request)].submit(request)
+    def _send_turn(self, first: int, sent_s: float) -> None:
+        """Send every request of the turn starting at ``first``."""
+        self._left[first] = self._end[first] - first
+        for request_id in range(first, self._end[first]):
+            request = self._request(request_id, sent_s)
+            self.replicas[self.router.route(request)].submit(request)
 
     def _ended(self, request: Request) -> None:
-        following = request.request_id + 1
+        first = self._first[request.request_id]
+        if request.status != FINISHED:
+            self._broken.setdefault(first, request.status)
+        self._left[first] -= 1
+        if self._left[first]:
+            return  # a sibling still runs
+        del self._left[first]
+        following = self._end[first]
         if following >= len(self._sessions) or self._sessions[following] != request.session:
+            self._broken.pop(first, None)
             return  # the session's last turn
         now = self.env.now
-        if request.status != FINISHED:  # rejected or failed: the session ends here
-            skipped = self._request(following, now, sent=False)
-            skipped.status = REJECTED
-            skipped.reject_reason = f"turn {request.turn + 1} of its session was {request.status}"
-            self.recorder.request_done(skipped)
+        if first in self._broken:  # the session ends here: its next turn is rejected, which rejects the next, ...
+            what = "was" if self._end[first] - first == 1 else "had a sub-request"
+            reason = f"turn {request.turn + 1} of its session {what} {self._broken.pop(first)}"
+            self._left[following] = self._end[following] - following
+            for request_id in range(following, self._end[following]):
+                skipped = self._request(request_id, now, sent=False)
+                skipped.status, skipped.reject_reason = REJECTED, reason
+                self.recorder.request_done(skipped)
             return
-        sent_s = now + (float(self.rng.exponential(self._think_s)) if self._think_s else 0.0)
-        Wakeup(self.env, lambda _event: self._send(following, sent_s)).schedule(
+        think = self._think_s if self._fixed else (float(self.rng.exponential(self._think_s)) if self._think_s
+                                                   else 0.0)
+        sent_s = now + think
+        Wakeup(self.env, lambda _event: self._send_turn(following, sent_s)).schedule(
             sent_s - now + self._delay[following])

@@ -356,8 +356,9 @@ def simulate(
         entry = autoscaler.entries
     arrival = config.workload.arrival
     if config.workload.sessions is not None:
-        SessionFeed(env, factory, delay_s, router, entry, recorder, config.workload.sessions.think_ms,
-                    np.random.default_rng(np.random.SeedSequence([config.seed, 5])))
+        sessions = config.workload.sessions
+        SessionFeed(env, factory, delay_s, router, entry, recorder, sessions.think_ms,
+                    np.random.default_rng(np.random.SeedSequence([config.seed, 5])), sessions.think == "fixed")
     elif arrival is not None and arrival.kind == "closed_loop":
         ClosedLoopFeed(env, factory, delay_s, router, entry, recorder, arrival, np.random.default_rng(
             np.random.SeedSequence([config.seed, 3])))

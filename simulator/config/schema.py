@@ -791,11 +791,22 @@ class SessionsConfig(Strict):
     ``output_tokens``. Turn n + 1 is sent ``think_ms`` (exponential, that mean) after turn n ends — closed within a
     session, open across sessions. A turn's prompt is its session's content, so prefix caching serves the part of
     the conversation still cached (an earlier turn's prompt; its output is recomputed, as prompt tokens). A turn
-    that is rejected ends its session: the turns after it are rejected with that reason."""
+    that is rejected ends its session: the turns after it are rejected with that reason. Agents: a turn may fan out
+    into ``fan_out`` sub-requests sent together, each the shared context plus its own ``branch_tokens``; the next
+    turn is sent a think time after the last of them ends, and its context adds all their answers
+    (:mod:`simulator.workload.sessions`)."""
 
     turns: LengthConfig
-    think_ms: float = Field(default=0.0, ge=0, description="mean pause between a turn's end and the next's send")
+    think_ms: float = Field(default=0.0, ge=0, description="mean pause between a turn's end and the next's send "
+                            "(an agent's tool call)")
+    think: Literal["exponential", "fixed"] = Field(default="exponential", description="the pause's law")
     new_input_tokens: LengthConfig | None = None
+    fan_out: LengthConfig | None = Field(
+        default=None, description="agents: sub-requests a turn sends at once (default 1); the next turn waits for "
+        "all of them and its context holds every one's answer")
+    branch_tokens: LengthConfig | None = Field(
+        default=None, description="fan_out: each sub-request's own prompt tokens after the shared context "
+        "(default none: identical prompts, as parallel sampling)")
 
 
 class WorkloadConfig(Strict):

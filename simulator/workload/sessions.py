@@ -1,12 +1,15 @@
 """Multi-turn sessions (``workload.sessions``): every turn of every session drawn up front, in session order.
 
-Session s starts at the s-th time of the arrival process and has ``turns`` turns. Turn k (from 0) sends
-``P_k = Σ_{j<k} (n_j + o_j) + n_k`` prompt tokens — every earlier turn's new input ``n_j`` and output ``o_j``,
-then its own new input (``n_0`` drawn from ``input_tokens``, later ones from ``new_input_tokens``) — and answers
-``o_k`` tokens. Only turn 0's arrival is known in advance (the others: NaN, set when they are sent). A turn's
-prompt is its session's content: its :class:`~simulator.request.Prefix` names each of its tokens with the
-session's own chained ids (a ``range``: O(1) memory), so turn k + 1 finds turn k's whole prompt cached, in whole
-KV blocks (earlier turns' outputs were never prompt tokens of a cached request: they are recomputed), and no other
+Session s starts at the s-th time of the arrival process and has ``turns`` turns. Turn k (from 0) sends ``f_k``
+sub-requests at once (``fan_out``, default 1): sub-request i sends ``C_k + n_k + b_{k,i}`` prompt tokens — the
+context ``C_k = Σ_{j<k} (n_j + Σ_i o_{j,i})`` (every earlier turn's new input and all its sub-requests' answers),
+the turn's new input ``n_k`` (``n_0`` from ``input_tokens``, later ones from ``new_input_tokens``) and, when the
+turn fans out, its own ``b_{k,i}`` (``branch_tokens``, default 0) — and answers ``o_{k,i}`` tokens. Without
+fan-out this is ``P_k = Σ_{j<k} (n_j + o_j) + n_k``. Only turn 0's arrivals are known in advance (the others: NaN,
+set when they are sent). A prompt is its session's content: its :class:`~simulator.request.Prefix` names each
+token with the session's own chained ids (a ``range``: O(1) memory; a branch's own tokens get ids of their own
+after the shared ones), so turn k + 1 finds turn k's shared prompt cached, in whole KV blocks (answers were never
+prompt tokens of a cached request: they are recomputed), sibling sub-requests share their context, and no other
 session shares anything.
 """
 
@@ -23,28 +26,61 @@ SESSION_ID_BASE = 1 << 40  # session content ids lie above any trace's hash ids 
 SESSION_ID_STRIDE = 1 << 24  # content ids (tokens) per session
 
 
+class BranchIds:
+    """The chained ids of a sub-request's prompt: the session's shared ids, then its branch's own (a sequence of
+    two ranges, O(1) memory)."""
+
+    __slots__ = ("branch", "shared")
+
+    def __init__(self, shared: range, branch: range) -> None:
+        self.shared, self.branch = shared, branch
+
+    def __len__(self) -> int:
+        return len(self.shared) + len(self.branch)
+
+    def __getitem__(self, index: int) -> int:
+        shared = len(self.shared)
+        return self.shared[index] if index < shared else self.branch[index - shared]
+
+
+BRANCH_ID_BASE = 1 << 60  # a branch's own token ids: above every session's
+
+
 def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
     """The :class:`~simulator.workload.Workload` of ``config.num_requests`` sessions (module docstring), with each
-    request's ``sessions`` and ``turns`` index."""
+    request's ``sessions`` and ``turns`` index (sub-requests of one turn share it)."""
     from simulator.workload import Workload
 
     sessions = config.sessions
     arrival_rng, turns_rng, first_rng, new_rng, output_rng = (np.random.default_rng(s) for s in seed.spawn(5))
+    fan_rng, branch_rng = (np.random.default_rng(s) for s in seed.spawn(2))  # after the five above: new streams
     n = config.num_requests
     starts = arrival_times(config.arrival, n, arrival_rng)
     turns = sample_lengths(sessions.turns, n, turns_rng)
-    session = np.repeat(np.arange(n), turns)
-    first_of = np.concatenate([[0], np.cumsum(turns)[:-1]])
-    turn = np.arange(session.size) - first_of[session]
-    new = sample_lengths(sessions.new_input_tokens or config.input_tokens, session.size, new_rng)
-    new = np.where(turn == 0, sample_lengths(config.input_tokens, n, first_rng)[session], new)
-    outputs = sample_lengths(config.output_tokens, session.size, output_rng)
-    spent = np.cumsum(new + outputs)  # tokens of every turn up to and including this one, over all sessions
-    before_session = (spent - new - outputs)[first_of][session]
-    inputs = spent - outputs - before_session  # Σ_{j<k}(n_j + o_j) + n_k within the session
-    prefixes = np.empty(session.size, dtype=object)
+    step_session = np.repeat(np.arange(n), turns)  # one entry per (session, turn)
+    first_step = np.concatenate([[0], np.cumsum(turns)[:-1]])
+    step_turn = np.arange(step_session.size) - first_step[step_session]
+    new = sample_lengths(sessions.new_input_tokens or config.input_tokens, step_session.size, new_rng)
+    new = np.where(step_turn == 0, sample_lengths(config.input_tokens, n, first_rng)[step_session], new)
+    fan = (sample_lengths(sessions.fan_out, step_session.size, fan_rng) if sessions.fan_out is not None
+           else np.ones(step_session.size, np.int64))
+    step = np.repeat(np.arange(step_session.size), fan)  # each request's (session, turn)
+    outputs = sample_lengths(config.output_tokens, step.size, output_rng)
+    branch = np.where(fan[step] > 1, sample_lengths(sessions.branch_tokens, step.size, branch_rng), 0) if (
+        sessions.branch_tokens is not None) else np.zeros(step.size, np.int64)
+    answers = np.bincount(step, weights=outputs, minlength=step_session.size).astype(np.int64)
+    spent = np.cumsum(new + answers)  # every step's new input and answers up to and including it, all sessions
+    before_session = (spent - new - answers)[first_step][step_session]
+    shared = (spent - answers - before_session)[step]  # C_k + n_k within the session, per request
+    inputs = shared + branch
+    session = step_session[step]
     first_id = SESSION_ID_BASE + session * SESSION_ID_STRIDE
-    prefixes[:] = [Prefix(range(start, start + p), 1) for start, p in zip(first_id.tolist(), inputs.tolist(),
-                                                                          strict=True)]
+    prefixes = np.empty(step.size, dtype=object)
+    prefixes[:] = [Prefix(range(start, start + p), 1) if not b else
+                   Prefix(BranchIds(range(start, start + p), range(BRANCH_ID_BASE + i * SESSION_ID_STRIDE,
+                                                                   BRANCH_ID_BASE + i * SESSION_ID_STRIDE + b)), 1)
+                   for i, (start, p, b) in enumerate(zip(first_id.tolist(), shared.tolist(), branch.tolist(),
+                                                         strict=True))]
+    turn = step_turn[step]
     arrival_s = np.where(turn == 0, starts[session], np.nan)
     return Workload(arrival_s, inputs.astype(np.int64), outputs, prefixes, sessions=session, turns=turn)
