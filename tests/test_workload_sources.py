@@ -230,3 +230,28 @@ def test_a_dataset_brings_its_own_lengths(tmp_path):
         load_experiment(experiment(workload={"dataset": {"path": str(_sharegpt(tmp_path))}, "num_requests": 5,
                                              "arrival": {"kind": "poisson", "rate": 1.0},
                                              "input_tokens": {"kind": "fixed", "value": 5}}))
+
+
+def test_sharegpt_conversations_become_sessions(tmp_path):
+    """With workload.sessions a conversation is a session: its human turns followed by an answer are its turns (a
+    trailing question without one is not). At 1 character per token: conversation A asks 10, answers 30, asks 5,
+    answers 7 — turn 2 sends 10 + 30 + 5 = 45 — and B asks 4, answers 6; the record without a human turn is
+    skipped and counted."""
+    records = [{"conversations": [{"from": "human", "value": "q" * 10}, {"from": "gpt", "value": "a" * 30},
+                                  {"from": "human", "value": "q" * 5}, {"from": "gpt", "value": "a" * 7},
+                                  {"from": "human", "value": "unanswered"}]},
+               {"conversations": [{"from": "human", "value": "q" * 4}, {"from": "gpt", "value": "a" * 6}]},
+               {"conversations": [{"from": "gpt", "value": "an answer without a question"}]}]
+    path = tmp_path / "chats.json"
+    path.write_text(json.dumps(records))
+    config = experiment(workload={"dataset": {"path": str(path), "chars_per_token": 1.0}, "num_requests": 2,
+                                  "arrival": {"kind": "constant", "rate": 1.0}, "sessions": {"think_ms": 100}})
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    by_session = {len(group): group for _, group in rows.groupby("session")}
+    assert by_session[2]["input_tokens"].tolist() == [10, 45] and by_session[2]["output_tokens"].tolist() == [30, 7]
+    assert by_session[1]["input_tokens"].tolist() == [4] and by_session[1]["output_tokens"].tolist() == [6]
+    assert result.summary["trace_rows_skipped"] == 1 and result.summary["completed"] == 3
+    with pytest.raises(ConfigError, match=r"remove \['sessions.turns'\]"):
+        config["workload"]["sessions"]["turns"] = {"kind": "fixed", "value": 2}
+        load_experiment(config)

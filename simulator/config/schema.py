@@ -791,12 +791,15 @@ class SessionsConfig(Strict):
     ``output_tokens``. Turn n + 1 is sent ``think_ms`` (exponential, that mean) after turn n ends — closed within a
     session, open across sessions. A turn's prompt is its session's content, so prefix caching serves the part of
     the conversation still cached (an earlier turn's prompt; its output is recomputed, as prompt tokens). A turn
-    that is rejected ends its session: the turns after it are rejected with that reason. Agents: a turn may fan out
+    that is rejected ends its session: the turns after it are rejected with that reason. With a sharegpt
+    ``dataset``, each session is a conversation drawn from it: its turns are the conversation's human turns (the new
+    input) and the answers after them (the output). Agents: a turn may fan out
     into ``fan_out`` sub-requests sent together, each the shared context plus its own ``branch_tokens``; the next
     turn is sent a think time after the last of them ends, and its context adds all their answers
     (:mod:`simulator.workload.sessions`)."""
 
-    turns: LengthConfig
+    turns: LengthConfig | None = Field(default=None, description="turns per session (required unless a sharegpt "
+                                       "dataset's conversations are the sessions)")
     think_ms: float = Field(default=0.0, ge=0, description="mean pause between a turn's end and the next's send "
                             "(an agent's tool call)")
     think: Literal["exponential", "fixed"] = Field(default="exponential", description="the pause's law")
@@ -848,6 +851,11 @@ class WorkloadConfig(Strict):
         if clashes:
             raise ValueError(f"sessions start at an open-loop arrival process and carry their own prompts; they do "
                              f"not combine with {', '.join(clashes)} yet")
+        if self.dataset is None and self.sessions.turns is None:
+            raise ValueError("sessions.turns: required (unless a sharegpt dataset's conversations are the sessions)")
+        if self.dataset is not None and self.dataset.format == "jsonl":
+            raise ValueError("sessions from a dataset: its conversations are the sessions, so it must be sharegpt "
+                             "(format jsonl has single prompt/answer pairs)")
         return self
 
     @model_validator(mode="after")
@@ -860,10 +868,14 @@ class WorkloadConfig(Strict):
             raise ValueError(f"classes: names must be unique, got {names}")
         synthetic = {"arrival": self.arrival, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
         if self.dataset is not None:
-            given = [k for k in ("input_tokens", "output_tokens", "trace", "sessions", "classes", "prefix")
+            given = [k for k in ("input_tokens", "output_tokens", "trace", "classes", "prefix")
                      if getattr(self, k) is not None]
+            if self.sessions is not None:  # the conversations are the sessions: their turns and lengths
+                given += [f"sessions.{k}" for k in ("turns", "new_input_tokens", "fan_out", "branch_tokens")
+                          if getattr(self.sessions, k) is not None]
             if given:
-                raise ValueError(f"a dataset gives the lengths; remove {given}")
+                raise ValueError(f"a dataset gives the lengths{' and the turns' if self.sessions else ''}; "
+                                 f"remove {given}")
             synthetic = {"arrival": self.arrival}
         for key in ("input_tokens", "output_tokens"):
             if classes and all(getattr(c, key) is not None for c in classes):

@@ -4,6 +4,8 @@
 "value": text}, {"from": "gpt" | "assistant" | ..., "value": text}, ...]``; each record gives its first human turn
 and the turn after it (vLLM bench's reading of ShareGPT; records without such a pair are skipped and counted).
 ``jsonl``: one object per line with ``prompt_field`` and ``output_field``, each text or already a token count.
+With ``workload.sessions``, a sharegpt record is a whole conversation instead (:func:`sample_conversations`): every
+human turn followed by an answer is a turn, its new input the human text and its output the answer.
 Tokens come from a Hugging Face ``tokenizer.json`` through the ``tokenizers`` package, or are ``ceil(characters /
 chars_per_token)``; either way at least 1. Counts are kept per process, keyed by the file (path, size, mtime) and
 the counting, so sweeps over one dataset count it once.
@@ -133,3 +135,48 @@ def sample_dataset(config: DatasetConfig, n: int, rng: np.random.Generator) -> t
     inputs, outputs, skipped = dataset_lengths(config)
     index = rng.choice(inputs.size, size=n, replace=n > inputs.size)
     return inputs[index], outputs[index], skipped
+
+
+def _conversation_turns(records: list, config: DatasetConfig, path: Path) -> tuple[list, int]:
+    """Per sharegpt record, its (human text, answer text) turns in order; records with none are skipped."""
+    conversations, skipped = [], 0
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            if config.skip_bad:
+                skipped += 1
+                continue
+            raise LLMSimError(f"{path}: record {number}: expected an object, got {type(record).__name__}")
+        messages = [m for m in record.get("conversations") or [] if isinstance(m, dict)]
+        turns = [(m.get("value") or "", messages[i + 1].get("value") or "") for i, m in enumerate(messages[:-1])
+                 if m.get("from") in HUMAN and messages[i + 1].get("from") not in HUMAN]
+        if turns:
+            conversations.append(turns)
+        else:
+            skipped += 1
+    if not conversations:
+        raise LLMSimError(f"{path}: no conversation with a human turn followed by an answer ({skipped} records)")
+    return conversations, skipped
+
+
+@cache
+def _counted_conversations(path: str, size: int, mtime: float, config_json: str) -> tuple[list, int]:
+    config = DatasetConfig.model_validate_json(config_json)
+    records, bad_lines = _records(Path(path), config.skip_bad)
+    conversations, skipped = _conversation_turns(records, config, Path(path))
+    count = _counter(config)
+    lengths = [(np.array([count(h) for h, _ in turns], dtype=np.int64),
+                np.array([count(a) for _, a in turns], dtype=np.int64)) for turns in conversations]
+    return lengths, skipped + bad_lines
+
+
+def sample_conversations(config: DatasetConfig, n: int, rng: np.random.Generator) -> tuple[list, int]:
+    """``n`` conversations' (new input tokens, output tokens) per turn — a seeded draw without replacement while
+    the dataset has enough — and the records skipped."""
+    path = Path(config.path).expanduser()
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise LLMSimError(f"dataset: cannot read {path}: {exc.strerror or exc}") from None
+    conversations, skipped = _counted_conversations(str(path), stat.st_size, stat.st_mtime, config.model_dump_json())
+    index = rng.choice(len(conversations), size=n, replace=n > len(conversations))
+    return [conversations[i] for i in index.tolist()], skipped

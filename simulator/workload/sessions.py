@@ -6,7 +6,8 @@ context ``C_k = Σ_{j<k} (n_j + Σ_i o_{j,i})`` (every earlier turn's new input 
 the turn's new input ``n_k`` (``n_0`` from ``input_tokens``, later ones from ``new_input_tokens``) and, when the
 turn fans out, its own ``b_{k,i}`` (``branch_tokens``, default 0) — and answers ``o_{k,i}`` tokens. Without
 fan-out this is ``P_k = Σ_{j<k} (n_j + o_j) + n_k``. Only turn 0's arrivals are known in advance (the others: NaN,
-set when they are sent). A prompt is its session's content: its :class:`~simulator.request.Prefix` names each
+set when they are sent). With a sharegpt ``dataset``, a session is one of its conversations: its turns, new inputs
+and answers are the conversation's. A prompt is its session's content: its :class:`~simulator.request.Prefix` names each
 token with the session's own chained ids (a ``range``: O(1) memory; a branch's own tokens get ids of their own
 after the shared ones), so turn k + 1 finds turn k's shared prompt cached, in whole KV blocks (answers were never
 prompt tokens of a cached request: they are recomputed), sibling sub-requests share their context, and no other
@@ -20,6 +21,7 @@ import numpy as np
 from simulator.config.schema import WorkloadConfig
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
+from simulator.workload.dataset import sample_conversations
 from simulator.workload.lengths import sample_lengths
 
 SESSION_ID_BASE = 1 << 40  # session content ids lie above any trace's hash ids and the prefix groups
@@ -56,16 +58,25 @@ def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
     fan_rng, branch_rng = (np.random.default_rng(s) for s in seed.spawn(2))  # after the five above: new streams
     n = config.num_requests
     starts = arrival_times(config.arrival, n, arrival_rng)
-    turns = sample_lengths(sessions.turns, n, turns_rng)
+    skipped, given_outputs = 0, None
+    if config.dataset is not None:  # each session one of the dataset's conversations
+        conversations, skipped = sample_conversations(config.dataset, n, first_rng)
+        turns = np.array([len(news) for news, _ in conversations], dtype=np.int64)
+        new = np.concatenate([news for news, _ in conversations])
+        given_outputs = np.concatenate([answers for _, answers in conversations])
+    else:
+        turns = sample_lengths(sessions.turns, n, turns_rng)
     step_session = np.repeat(np.arange(n), turns)  # one entry per (session, turn)
     first_step = np.concatenate([[0], np.cumsum(turns)[:-1]])
     step_turn = np.arange(step_session.size) - first_step[step_session]
-    new = sample_lengths(sessions.new_input_tokens or config.input_tokens, step_session.size, new_rng)
-    new = np.where(step_turn == 0, sample_lengths(config.input_tokens, n, first_rng)[step_session], new)
+    if config.dataset is None:
+        new = sample_lengths(sessions.new_input_tokens or config.input_tokens, step_session.size, new_rng)
+        new = np.where(step_turn == 0, sample_lengths(config.input_tokens, n, first_rng)[step_session], new)
     fan = (sample_lengths(sessions.fan_out, step_session.size, fan_rng) if sessions.fan_out is not None
            else np.ones(step_session.size, np.int64))
     step = np.repeat(np.arange(step_session.size), fan)  # each request's (session, turn)
-    outputs = sample_lengths(config.output_tokens, step.size, output_rng)
+    outputs = given_outputs if given_outputs is not None else sample_lengths(config.output_tokens, step.size,
+                                                                              output_rng)
     branch = np.where(fan[step] > 1, sample_lengths(sessions.branch_tokens, step.size, branch_rng), 0) if (
         sessions.branch_tokens is not None) else np.zeros(step.size, np.int64)
     answers = np.bincount(step, weights=outputs, minlength=step_session.size).astype(np.int64)
@@ -83,4 +94,5 @@ def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
                                                          strict=True))]
     turn = step_turn[step]
     arrival_s = np.where(turn == 0, starts[session], np.nan)
-    return Workload(arrival_s, inputs.astype(np.int64), outputs, prefixes, sessions=session, turns=turn)
+    return Workload(arrival_s, inputs.astype(np.int64), outputs, prefixes, skipped=skipped, sessions=session,
+                    turns=turn)
