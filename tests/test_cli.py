@@ -287,3 +287,24 @@ def test_a_long_runs_progress_bar_changes_nothing(monkeypatch):
     monkeypatch.undo()
     assert "request" in terminal.getvalue()  # the bar was drawn
     assert shown.equals(simulator.run(config).requests)
+
+
+@pytest.mark.parametrize("path, kind, command", [
+    ("policies/routers.yaml", "comparison", "llmsim compare"),
+    ("sweeps/rate_by_scheduler.yaml", "sweep", "llmsim sweep"),
+    ("sweeps/deployments.yaml", "plan", "llmsim plan"),
+])
+def test_running_a_spec_of_another_kind_names_its_command(capsys, path, kind, command):
+    code, _, err = run_cli(capsys, "run", str(REPO / "experiments" / path))
+    assert code == 2 and f"a {kind} (it has" in err and err.strip().endswith(f"run it with {command}")
+
+
+def test_the_console_shows_the_queue_and_a_disaggregated_runs_transfer_and_decode_queue(tmp_path, capsys):
+    config = experiment(cluster={"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1}})
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, out, _ = run_cli(capsys, "run", str(path))
+    line = next(line for line in out.splitlines() if line.startswith("queue:"))
+    assert code == 0 and "KV transfer mean" in line and "decode queue mean" in line
+    _, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=20")
+    assert "KV transfer" not in next(line for line in out.splitlines() if line.startswith("queue:"))

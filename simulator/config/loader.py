@@ -152,6 +152,23 @@ def _apply_server_defaults(data: dict[str, Any]) -> None:
             data[section] = {**defaults, **given}
 
 
+KINDS = (  # files of another kind: their name, the top-level keys only they have, and the command that runs them
+    ("plan", ("base", "grid", "prices"), "llmsim plan"),
+    ("comparison", ("base", "variants"), "llmsim compare"),
+    ("sweep", ("base", "grid"), "llmsim sweep"),
+)
+
+
+def _other_kind(data: Mapping[str, Any], where: str) -> str:
+    """Why ``data`` is not an experiment but another kind of spec ('' when it may be one)."""
+    if "model" in data:
+        return ""
+    for name, keys, command in KINDS:
+        if all(key in data for key in keys):
+            return f"{where}: a {name} (it has {' and '.join(keys)}), not an experiment: run it with {command}"
+    return ""
+
+
 def load_experiment(
     source: str | Path | Mapping[str, Any] | None = None, overrides: Iterable[str] = (),
     *, base_dir: Path | None = None, where: str = "experiment",
@@ -165,6 +182,9 @@ def load_experiment(
         if not path.is_file():
             raise ConfigError(f"{path}: experiment file not found")
         data, base_dir, where = read_mapping(path), path.parent, str(path)
+    other = _other_kind(data, where)
+    if other:
+        raise ConfigError(other)
     data = apply_overrides(data, overrides)
     _resolve_paths(data, base_dir)
     _resolve_dtype(data, where)

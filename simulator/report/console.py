@@ -39,6 +39,12 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         lines.append(f"sessions:   {s['sessions']:,}; TTFT first turns mean {_fmt(s['mean_ttft_first_turn_ms'], 2)} "
                      f"p99 {_fmt(s['p99_ttft_first_turn_ms'], 2)} ms, later turns mean "
                      f"{_fmt(s['mean_ttft_later_turns_ms'], 2)} p99 {_fmt(s['p99_ttft_later_turns_ms'], 2)} ms")
+    queue = (f"queue:      mean {_fmt(s['mean_queue_ms'], 2)} p99 {_fmt(s['p99_queue_ms'], 2)} ms (arrival to first "
+             "scheduled)")
+    if "mean_kv_transfer_ms" in s:  # disaggregated
+        queue += (f"; KV transfer mean {_fmt(s['mean_kv_transfer_ms'], 2)} p99 {_fmt(s['p99_kv_transfer_ms'], 2)} ms; "
+                  f"decode queue mean {_fmt(s['mean_decode_queue_ms'], 2)} p99 {_fmt(s['p99_decode_queue_ms'], 2)} ms")
+    lines.append(queue)
     if "mean_replicas" in s:
         while_scaling = (f"; SLO attainment while scaling up {_fmt(100 * s['slo_attainment_while_scaling'])}%"
                          if slo_given else "")
