@@ -152,3 +152,35 @@ def test_random_failures_follow_the_renewal_rate():
     assert s["replica_crashes"] == pytest.approx(4 * end / 2.5, rel=0.25)
     assert s["completed"] + s["num_rejected"] + s["num_failed"] == 3000
     assert s["retried_requests"] == (rows["retries"] > 0).sum() > 0
+
+
+def test_an_attention_dp_replica_crashes_with_all_its_ranks(tmp_path):
+    """Two replicas of Qwen3-30B-A3B with 2 attention-DP ranks each (schedulers 0–1 and 2–3), round robin: a
+    100-token request on each rank at 0 s, 101 tokens out. Replica 1 crashes at 0.1 s: both its ranks stop and
+    their two requests start again on replica 0's ranks (the least loaded up), finishing one prefill (12 ms) and 100
+    decode steps after the crash — the two ranks step together with one sequence each (5.2 ms a step); replica 0's
+    own two requests, which share those steps, end later than they would have alone."""
+    config = _two_replicas(tmp_path, [(0.0, 100, 101)] * 4, [{"at_s": 0.1, "replica": 1, "kind": "crash",
+                                                               "duration_s": 5.0}])
+    config.update(model="qwen3-30b-a3b")
+    config["cluster"].update(replicas=2, data_parallel=2)
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    assert rows["retries"].tolist() == [0, 0, 1, 1]
+    assert set(rows.loc[rows["retries"] > 0, "replica"]) <= {0, 1}
+    assert (result.summary["replica_crashes"], result.summary["completed"]) == (1, 4)
+    retried, own = rows[rows["retries"] > 0], rows[rows["retries"] == 0]
+    assert (retried["finish_s"] > 0.1 + 0.012 + 100 * 0.0052 - 1e-9).all()
+    assert (own["e2el_ms"] > 12 + 100 * 5.2 + 1).all()  # the retried prompts' prefill and batches of two
+
+
+def test_random_failures_take_down_whole_attention_dp_replicas():
+    config = experiment(model="qwen3-30b-a3b", cluster={"replicas": 2, "data_parallel": 2, "mtbf_h": 4 / 3600,
+                                                        "repair_s": 0.5, "fault_retries": 3,
+                                                        "router": "least_outstanding"},
+                        workload={"num_requests": 600, "arrival": {"kind": "poisson", "rate": 50.0},
+                                  "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
+                                  "output_tokens": {"kind": "uniform", "min": 1, "max": 100}})
+    result = simulator.run(load_experiment(config))
+    s = result.summary
+    assert s["replica_crashes"] > 0 and s["completed"] + s["num_rejected"] + s["num_failed"] == 600

@@ -1,7 +1,8 @@
 """Faults (``cluster.faults``, ``cluster.mtbf_h``): replicas that crash or slow down while the cluster serves.
 
-A ``crash`` at ``at_s`` stops its replica (a ``node`` fault: every replica with a GPU on that node): the iteration
-in progress is lost, and so is its KV pool. Every request queued or running there is sent again from the start
+A ``crash`` at ``at_s`` stops its replica (a ``node`` fault: every replica with a GPU on that node; an
+attention-DP replica: all its ranks, whose lock step stops): the iteration in progress is lost, and so is its KV
+pool. Every request queued or running there is sent again from the start
 (:meth:`~simulator.request.Request.restart`) to a replica that is up — the router's choice, or if that one is down
 too the least loaded one up — at most ``cluster.fault_retries`` times; after that, or when no replica is up, it
 fails with the reason (status ``failed``). The replica is back, empty, ``duration_s`` later (its restart and cold
@@ -30,10 +31,13 @@ class Faults:
     """Schedules the faults of a colocated cluster and re-places the requests they displace."""
 
     def __init__(self, env: simpy.Environment, replicas: list[Replica], router: Router, recorder: Recorder,
-                 faults: list[FaultConfig], retries: int, nodes: list[frozenset[int]]) -> None:
-        """``nodes``: the nodes each replica's GPUs are on."""
+                 faults: list[FaultConfig], retries: int, nodes: list[frozenset[int]],
+                 ranks: list[list[int]] | None = None) -> None:
+        """``replicas``: every scheduler (an attention-DP replica has one per rank); ``ranks``: the schedulers of
+        each replica (default: one each); ``nodes``: the nodes each replica's GPUs are on."""
         self.env, self.replicas, self.router, self.recorder, self.retries = env, replicas, router, recorder, retries
         self.nodes = nodes
+        self.ranks = ranks or [[index] for index in range(len(replicas))]
         self._mean_up_s: list[float] = []  # random failures (random_failures): mean up time per replica
         self._repair_s, self._rng, self._total = 0.0, None, 0
         for replica in replicas:
@@ -46,10 +50,11 @@ class Faults:
         """Crash replica i after exponential gaps of mean ``mean_up_s[i]`` of up time, back ``repair_s`` later,
         until ``total_requests`` have ended."""
         self._mean_up_s, self._repair_s, self._rng, self._total = mean_up_s, repair_s, rng, total_requests
-        for index in range(len(self.replicas)):
+        for index in range(len(self.ranks)):
             self._next_failure(index)
 
     def _next_failure(self, index: int) -> None:
+        """Replica ``index``'s next random failure."""
         if self.recorder.requests.num_rows >= self._total:
             return
         gap = self._rng.exponential(self._mean_up_s[index])
@@ -58,15 +63,15 @@ class Faults:
     def _random_crash(self, index: int) -> None:
         if self.recorder.requests.num_rows >= self._total:
             return  # every request has ended
-        if self.replicas[index].up:
-            self._crash([index], self._repair_s, f"replica {index} failed at {self.env.now:.6g} s (mtbf)")
+        if self.replicas[self.ranks[index][0]].up:
+            self._crash(self.ranks[index], self._repair_s, f"replica {index} failed at {self.env.now:.6g} s (mtbf)")
         Wakeup(self.env, lambda _event: self._next_failure(index)).schedule(self._repair_s)
 
     def targets(self, fault: FaultConfig) -> list[int]:
-        """The replicas a fault hits."""
+        """The schedulers a fault hits: every rank of its replica, or of every replica on its node."""
         if fault.replica is not None:
-            return [fault.replica]
-        return [index for index, nodes in enumerate(self.nodes) if fault.node in nodes]
+            return list(self.ranks[fault.replica])
+        return [rank for index, nodes in enumerate(self.nodes) if fault.node in nodes for rank in self.ranks[index]]
 
     def _begin(self, fault: FaultConfig) -> None:
         targets = self.targets(fault)
@@ -83,9 +88,12 @@ class Faults:
     def _crash(self, indices: list[int], down_s: float, reason: str) -> None:
         """Crash these replicas together, then send their requests elsewhere (never to one of them)."""
         lost = []
+        for group in {id(g): g for g in (self.replicas[i].group for i in indices) if g is not None}.values():
+            group.stop()  # the attention-DP ranks' step in progress never ends
         for index in indices:
             replica = self.replicas[index]
-            self.recorder.crashes.append((self.env.now, index))
+            if replica.group is None or replica is replica.group.ranks[0]:
+                self.recorder.crashes.append((self.env.now, index))
             lost += replica.crash()
             Wakeup(self.env, lambda _event, replica=replica: replica.restart()).schedule(down_s)
         for request in lost:

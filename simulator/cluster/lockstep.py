@@ -61,6 +61,18 @@ class Lockstep:
             if deadlines:
                 self._cut(min(deadlines))
 
+    def stop(self) -> None:
+        """The replica crashed (:mod:`simulator.cluster.faults`): the step in progress never ends; idle until a
+        rank has work again."""
+        if self._pending.callbacks is not None:
+            self._pending.callbacks = ()
+        self.busy, self._steps, self._working = False, 0, []
+
+    def cut_now(self) -> None:
+        """End a decode run in progress at the step running now (a rank's speed changed)."""
+        if self.busy and self._steps > 1:
+            self._cut(self.env.now)
+
     def _cut(self, at: float) -> None:
         """End the group's decode run at the first step boundary at or after ``at`` (if before its end)."""
         a, c, size, context_sum0 = self._timing

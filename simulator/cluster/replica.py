@@ -216,7 +216,9 @@ class Replica:
         """Run every step ``factor`` times slower from the next iteration boundary on (a run of decode steps in
         progress is cut at its current step)."""
         self.slowdown = factor
-        if self._busy and self._steps > 1:
+        if self.group is not None:  # an attention-DP rank: its group's run is cut (every rank slows together)
+            self.group.cut_now()
+        elif self._busy and self._steps > 1:
             self._cut_run(self.env.now)
 
     def _cut_run(self, at: float) -> None:

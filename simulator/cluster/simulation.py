@@ -317,9 +317,14 @@ def simulate(
         wrong = [f.node for f in cluster.faults if f.node is not None and f.node > last]
         if wrong:
             raise ConfigError(f"cluster.faults: node {wrong[0]} does not exist (the replicas are on nodes 0–{last})")
-        faults = Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries, nodes)
+        ranks, first_rank = [], 0  # each replica's schedulers (its attention-DP ranks)
+        for pool_config in pool_configs:
+            for _ in range(pool_config.replicas):
+                ranks.append(list(range(first_rank, first_rank + pool_config.data_parallel)))
+                first_rank += pool_config.data_parallel
+        faults = Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries, nodes, ranks)
         if cluster.mtbf_h is not None:
-            gpus = [p.tensor_parallel * p.pipeline_parallel for p in pool_configs for _ in range(p.replicas)]
+            gpus = [p.gpus // p.replicas for p in pool_configs for _ in range(p.replicas)]
             faults.random_failures([cluster.mtbf_h * 3600 / g for g in gpus], cluster.repair_s,
                                    np.random.default_rng(np.random.SeedSequence([config.seed, 7])),
                                    len(workload.arrival_s))

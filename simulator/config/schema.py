@@ -253,9 +253,8 @@ class ClusterConfig(Strict):
         _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
         if self.faults or self.mtbf_h is not None:
             pools = self.replica_pools() if self.kind == "colocated" else []
-            if self.kind != "colocated" or any(pool.data_parallel > 1 for pool in pools):
-                raise ValueError("faults: for colocated replicas without attention data parallelism (disaggregated "
-                                 "pools and DP ranks are not modelled yet)")
+            if self.kind != "colocated":
+                raise ValueError("faults: for colocated replicas (disaggregated pools are not modelled yet)")
             replicas = sum(pool.replicas for pool in pools)
             wrong = [f.replica for f in self.faults if f.replica is not None and f.replica >= replicas]
             if wrong:
