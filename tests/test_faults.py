@@ -184,3 +184,20 @@ def test_random_failures_take_down_whole_attention_dp_replicas():
     result = simulator.run(load_experiment(config))
     s = result.summary
     assert s["replica_crashes"] > 0 and s["completed"] + s["num_rejected"] + s["num_failed"] == 600
+
+
+def test_before_the_health_check_the_router_keeps_sending_to_a_crashed_replica(tmp_path):
+    """Replica 0 crashes at 0.1 s; the router learns it at 1.1 s (health_check_s 1). least_outstanding sees the
+    empty crashed replica as the least loaded, so a request at 0.2 s goes there, waits out its 0.5 s connection
+    timeout, is sent again at 0.7 s — there again — and at 1.2 s, the health check done, goes to replica 1: TTFT
+    1.0 s + its 12 ms prefill, two retries. With one retry allowed it fails at 1.2 s with the reason."""
+    faults = [{"at_s": 0.1, "replica": 0, "kind": "crash", "duration_s": 5.0}]
+    config = _two_replicas(tmp_path, [(0.0, 10, 2), (0.2, 100, 2)], faults, retries=3)  # a trace starts at 0
+    config["cluster"].update(router="least_outstanding", health_check_s=1.0, connect_timeout_s=0.5)
+    row = simulator.run(load_experiment(config)).requests.sort_values("request_id").iloc[1]
+    assert (row["status"], row["replica"], row["retries"]) == ("finished", 1, 2)
+    assert row["ttft_ms"] == pytest.approx(1000 + 12)
+    config["cluster"]["fault_retries"] = 1
+    row = simulator.run(load_experiment(config)).requests.sort_values("request_id").iloc[1]
+    assert row["status"] == "failed" and row["finish_s"] == pytest.approx(1.2)
+    assert row["reject_reason"].startswith("sent to replica 0 while it was down, before its health check failed")

@@ -6,8 +6,10 @@ pool. Every request queued or running there is sent again from the start
 (:meth:`~simulator.request.Request.restart`) to a replica that is up — the router's choice, or if that one is down
 too the least loaded one up — at most ``cluster.fault_retries`` times; after that, or when no replica is up, it
 fails with the reason (status ``failed``). The replica is back, empty, ``duration_s`` later (its restart and cold
-start). A request the router sends to a replica that is down goes to the least loaded replica up (a router's
-health check), without counting a retry. A ``slow`` fault makes its replica run ``slowdown`` times slower for
+start). A request the router sends to a replica that is down goes to the least loaded replica up, without counting
+a retry — once the router's health check knows: for ``cluster.health_check_s`` after the crash it does not, and
+such a request waits ``cluster.connect_timeout_s`` for its connection to fail, then is sent again as a retry (or
+fails). A ``slow`` fault makes its replica run ``slowdown`` times slower for
 ``duration_s`` (from the next iteration boundary). With ``mtbf_h``, every replica also crashes at random: the gaps
 between its failures are exponential with mean ``mtbf_h`` hours / its GPUs (any GPU's failure stops the
 replica), counted from when it is up, and it is back ``repair_s`` later; failures stop once every request has
@@ -32,16 +34,20 @@ class Faults:
 
     def __init__(self, env: simpy.Environment, replicas: list[Replica], router: Router, recorder: Recorder,
                  faults: list[FaultConfig], retries: int, nodes: list[frozenset[int]],
-                 ranks: list[list[int]] | None = None) -> None:
+                 ranks: list[list[int]] | None = None, health_check_s: float = 0.0,
+                 connect_timeout_s: float = 0.0) -> None:
         """``replicas``: every scheduler (an attention-DP replica has one per rank); ``ranks``: the schedulers of
-        each replica (default: one each); ``nodes``: the nodes each replica's GPUs are on."""
+        each replica (default: one each); ``nodes``: the nodes each replica's GPUs are on; ``health_check_s``: how
+        long after a crash the router still sends requests there, each failing after ``connect_timeout_s``."""
         self.env, self.replicas, self.router, self.recorder, self.retries = env, replicas, router, recorder, retries
         self.nodes = nodes
         self.ranks = ranks or [[index] for index in range(len(replicas))]
+        self.health_check_s, self.connect_timeout_s = health_check_s, connect_timeout_s
+        self._down_since: dict[int, float] = {}  # crashed scheduler -> when
         self._mean_up_s: list[float] = []  # random failures (random_failures): mean up time per replica
         self._repair_s, self._rng, self._total = 0.0, None, 0
         for replica in replicas:
-            replica.on_down = self._redirect
+            replica.on_down = lambda request, replica=replica: self._sent_to_down(request, replica)
         for fault in sorted(faults, key=lambda f: f.at_s):
             Wakeup(env, lambda _event, fault=fault: self._begin(fault)).schedule(fault.at_s)
 
@@ -95,7 +101,8 @@ class Faults:
             if replica.group is None or replica is replica.group.ranks[0]:
                 self.recorder.crashes.append((self.env.now, index))
             lost += replica.crash()
-            Wakeup(self.env, lambda _event, replica=replica: replica.restart()).schedule(down_s)
+            self._down_since[index] = self.env.now
+            Wakeup(self.env, lambda _event, replica=replica: self._back(replica)).schedule(down_s)
         for request in lost:
             if request.retries >= self.retries:
                 self._fail(request, f"{reason} (after {request.retries} retries)")
@@ -103,14 +110,36 @@ class Faults:
                 request.restart()
                 self._place(request, reason)
 
+    def _back(self, replica: Replica) -> None:
+        self._down_since.pop(replica.index, None)
+        replica.restart()
+
     def _place(self, request: Request, reason: str) -> None:
-        """Send a displaced request to the router's replica if it is up, else to the least loaded replica up; fail
-        it when none is."""
+        """Send a displaced request to the router's replica if it is up, else as any request sent to a replica
+        that is down."""
         chosen = self.replicas[self.router.route(request)]
         if chosen.up:
             chosen.submit(request)
         else:
-            self._redirect(request, reason)
+            self._sent_to_down(request, chosen, reason)
+
+    def _sent_to_down(self, request: Request, replica: Replica, reason: str = "") -> None:
+        """A request sent to a crashed replica: within ``health_check_s`` of the crash the router does not know,
+        so the request waits ``connect_timeout_s`` for a connection that fails, then is sent again (a retry) or
+        fails; after it, the router's health check sends it to the least loaded replica up at once."""
+        since = self._down_since.get(replica.index)
+        if since is not None and self.env.now < since + self.health_check_s:
+            Wakeup(self.env, lambda _event: self._timed_out(request, replica)).schedule(self.connect_timeout_s)
+            return
+        self._redirect(request, reason)
+
+    def _timed_out(self, request: Request, replica: Replica) -> None:
+        reason = f"sent to replica {replica.index} while it was down, before its health check failed"
+        if request.retries >= self.retries:
+            self._fail(request, f"{reason} (after {request.retries} retries)")
+        else:
+            request.restart()
+            self._place(request, reason)
 
     def _redirect(self, request: Request, reason: str = "") -> None:
         """A request routed to a replica that is down: the least loaded replica up takes it, else it fails."""

@@ -322,7 +322,8 @@ def simulate(
             for _ in range(pool_config.replicas):
                 ranks.append(list(range(first_rank, first_rank + pool_config.data_parallel)))
                 first_rank += pool_config.data_parallel
-        faults = Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries, nodes, ranks)
+        faults = Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries, nodes, ranks,
+                        cluster.health_check_s, cluster.connect_timeout_s)
         if cluster.mtbf_h is not None:
             gpus = [p.gpus // p.replicas for p in pool_configs for _ in range(p.replicas)]
             faults.random_failures([cluster.mtbf_h * 3600 / g for g in gpus], cluster.repair_s,

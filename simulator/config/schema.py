@@ -235,6 +235,12 @@ class ClusterConfig(Strict):
         default=1, ge=0, le=100,
         description="a request queued or running on a crashing replica is sent again, from the start, to another "
         "replica up to this many times; then it fails with the reason")
+    health_check_s: float = Field(
+        default=0.0, ge=0, description="faults: how long the router keeps sending requests to a crashed replica "
+        "before its health check marks it down (a probe's period × failure threshold)")
+    connect_timeout_s: float = Field(
+        default=0.0, ge=0, description="faults: how long a request sent to a crashed replica before the health "
+        "check waits for its connection to fail; then it is retried (fault_retries) or fails")
     mtbf_h: float | None = Field(
         default=None, gt=0, description="random crashes: mean hours between failures of one GPU (a replica of g "
         "GPUs fails at g / mtbf_h per hour; exponential gaps, the experiment's seed)")
