@@ -192,3 +192,19 @@ def test_every_request_is_served_by_a_replica_that_was_ready(kind, initial, extr
 def test_autoscalers_that_cannot_work_say_why(cluster, message):
     with pytest.raises(ConfigError, match=message):
         load_experiment(experiment(cluster=cluster))
+
+
+def test_a_front_ends_late_delivery_to_a_released_replica_goes_to_a_ready_one(tmp_path):
+    """A serial front end (an engine profile's frontend_ms_per_request) still holds requests for a replica the
+    autoscaler drains and releases; when they come out they go to a ready replica instead, and every request
+    ends."""
+    engine = tmp_path / "slow_frontend.yaml"
+    engine.write_text("name: slow-frontend\ndescription: a serial front end of 200 ms per request\n"
+                      "frontend_ms_per_request: 200\n")
+    workload = {"num_requests": 200, "arrival": {"kind": "piecewise", "rates": [[0, 60.0], [2, 2.0]]},
+                "input_tokens": {"kind": "fixed", "value": 50}, "output_tokens": {"kind": "fixed", "value": 5}}
+    config = _scaled({"kind": "rate", "target": 10, "max_replicas": 4, "interval_s": 0.5, "cooldown_s": 0.0,
+                      "scale_up_delay_s": 0.1, "load_gb_per_s": 1000}, replicas=4, workload=workload)
+    config["engine"] = str(engine)
+    result = simulator.run(load_experiment(config))
+    assert result.summary["completed"] == 200 and result.summary["scale_downs"] > 0

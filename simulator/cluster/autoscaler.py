@@ -90,6 +90,8 @@ class Autoscaler:
             replica.up = False
         for replica in replicas:
             replica.on_done = lambda request, replica=replica: self._done(replica, request)
+            replica.on_down = self._reroute  # a front end's late delivery to a replica released meanwhile
+        self.router = router
         if config.kind in RATE_KINDS:
             route = router.route
 
@@ -182,6 +184,11 @@ class Autoscaler:
         index = replica.index
         if self.state[index] == DRAINING and not replica.outstanding:
             Wakeup(self.env, lambda _event: self._release(index)).schedule(0.0)  # after its iteration's bookkeeping
+
+    def _reroute(self, request) -> None:
+        """A request that reached a released replica (it was on its way through a front end): the router's choice
+        among the ready ones takes it."""
+        self.entries[self.router.route(request)].submit(request)
 
     def _release(self, index: int) -> None:
         replica = self.replicas[index]
