@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 
 QUIET = False  # ``--quiet``: no bars and no informational lines (simulator.cli sets it)
@@ -21,8 +22,9 @@ class NoProgress:
 
 
 def progress_bar(total: int | None, desc: str, unit: str, shown: bool = True):
-    """A tqdm bar on stderr when it is a terminal (and ``shown``, and not ``QUIET``), else :class:`NoProgress`."""
-    if QUIET or not shown or not sys.stderr.isatty():
+    """A tqdm bar on stderr when it is a terminal (and ``shown``, and not ``QUIET``, and this is not a parallel
+    worker, whose bars would interleave with the parent's), else :class:`NoProgress`."""
+    if QUIET or not shown or not sys.stderr.isatty() or multiprocessing.parent_process() is not None:
         return NoProgress()
     from tqdm import tqdm
 
