@@ -5,6 +5,8 @@ accounted for."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import simulator
 from simulator.config import load_experiment
@@ -74,6 +76,9 @@ def test_a_slow_replica_takes_longer_per_step(tmp_path):
 @pytest.mark.parametrize("cluster, message", [
     ({"replicas": 2, "faults": [{"at_s": 1, "replica": 2, "kind": "crash", "duration_s": 1}]},
      "replica 2 does not exist"),
+    ({"replicas": 2, "faults": [{"at_s": 1, "replica": 0, "kind": "crash", "duration_s": 2},
+                                {"at_s": 2.5, "replica": 0, "kind": "crash", "duration_s": 1}]},
+     "the crash of replica 0 at 2.5 s overlaps the one at 1 s"),
     ({"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1},
       "faults": [{"at_s": 1, "replica": 0, "kind": "crash", "duration_s": 1}]}, "not modelled yet"),
 ])
@@ -89,7 +94,7 @@ def test_every_request_ends_completed_rejected_or_failed_under_repeated_faults()
         {"at_s": 0.5, "replica": 0, "kind": "crash", "duration_s": 1.0},
         {"at_s": 0.8, "replica": 1, "kind": "crash", "duration_s": 0.5},
         {"at_s": 1.2, "replica": 2, "kind": "slow", "duration_s": 1.0, "slowdown": 4.0},
-        {"at_s": 1.4, "replica": 0, "kind": "crash", "duration_s": 0.2},
+        {"at_s": 1.6, "replica": 0, "kind": "crash", "duration_s": 0.2},
         {"at_s": 2.0, "replica": 2, "kind": "crash", "duration_s": 0.3}]},
         workload={"num_requests": 400, "arrival": {"kind": "poisson", "rate": 100.0},
                   "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
@@ -201,3 +206,30 @@ def test_before_the_health_check_the_router_keeps_sending_to_a_crashed_replica(t
     row = simulator.run(load_experiment(config)).requests.sort_values("request_id").iloc[1]
     assert row["status"] == "failed" and row["finish_s"] == pytest.approx(1.2)
     assert row["reject_reason"].startswith("sent to replica 0 while it was down, before its health check failed")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedule=st.lists(st.tuples(st.floats(0.0, 3.0), st.integers(0, 2), st.sampled_from(["crash", "slow"]),
+                                   st.floats(0.05, 1.5)), min_size=1, max_size=6),
+       retries=st.integers(0, 2), health=st.sampled_from([0.0, 0.2]), seed=st.integers(0, 20))
+def test_any_fault_schedule_accounts_for_every_request_once_and_frees_the_kv(schedule, retries, health, seed):
+    """Random crash / slow schedules over three replicas: each generated request has exactly one row, completed +
+    rejected + failed is every request, and at the end no replica holds KV blocks (a crash frees its pool)."""
+    from simulator.cluster.simulation import simulate
+
+    faults, busy = [], {}  # overlapping faults of one kind on one replica are refused: keep the first of each
+    for at, replica, kind, duration in sorted(schedule):
+        if at >= busy.get((replica, kind), -1.0):
+            faults.append({"at_s": at, "replica": replica, "kind": kind, "duration_s": duration})
+            busy[(replica, kind)] = at + duration
+    config = load_experiment(experiment(seed=seed, cluster={
+        "replicas": 3, "router": "power_of_two", "faults": faults, "fault_retries": retries, "health_check_s": health,
+        "connect_timeout_s": 0.05}, workload={"num_requests": 150, "arrival": {"kind": "poisson", "rate": 60.0},
+                                            "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
+                                            "output_tokens": {"kind": "uniform", "min": 1, "max": 80}}))
+    output = simulate(config)
+    assert output.final_kv_used_blocks == [0, 0, 0]
+    result = simulator.run(config)
+    rows, s = result.requests, result.summary
+    assert rows["request_id"].is_unique and len(rows) == 150
+    assert s["completed"] + s["num_rejected"] + s["num_failed"] == 150

@@ -210,6 +210,21 @@ class AutoscalerConfig(Strict):
         return self
 
 
+def _refuse_overlaps(faults: list[FaultConfig]) -> None:
+    """Two faults of one kind on one target (a replica, or a node) whose intervals overlap are a mistake."""
+    by_target: dict[tuple, list[FaultConfig]] = {}
+    for fault in faults:
+        key = (fault.kind, "replica", fault.replica) if fault.replica is not None else (fault.kind, "node", fault.node)
+        by_target.setdefault(key, []).append(fault)
+    for (kind, what, which), group in by_target.items():
+        group.sort(key=lambda f: f.at_s)
+        for before, after in itertools.pairwise(group):
+            if after.at_s < before.at_s + before.duration_s:
+                raise ValueError(f"faults: the {kind} of {what} {which} at {after.at_s:g} s overlaps the one at "
+                                 f"{before.at_s:g} s (until {before.at_s + before.duration_s:g} s); give one fault "
+                                 "per interval")
+
+
 class ClusterConfig(Strict):
     """``colocated`` (default): replicas that each prefill and decode, behind a router — identical
     (``replicas`` × ``tensor_parallel`` × ``pipeline_parallel`` of the experiment's hardware) or heterogeneous
@@ -262,6 +277,7 @@ class ClusterConfig(Strict):
             if self.kind != "colocated":
                 raise ValueError("faults: for colocated replicas (disaggregated pools are not modelled yet)")
             replicas = sum(pool.replicas for pool in pools)
+            _refuse_overlaps(self.faults)
             wrong = [f.replica for f in self.faults if f.replica is not None and f.replica >= replicas]
             if wrong:
                 raise ValueError(f"faults: replica {wrong[0]} does not exist (the cluster has replicas 0–"
