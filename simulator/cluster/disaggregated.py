@@ -28,7 +28,7 @@ from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import TransferConfig
 from simulator.recorder import Recorder
-from simulator.request import FINISHED, REJECTED, WAITING, Request
+from simulator.request import FAILED, FINISHED, REJECTED, WAITING, Request
 
 
 class PrefillToDecode:
@@ -44,6 +44,7 @@ class PrefillToDecode:
         self.decode_replicas = decode_replicas
         self._prefill_replicas = {replica.index: replica for replica in prefill_replicas}
         self._holder: dict[int, Replica] = {}  # request id -> the prefill replica that still holds its KV
+        self._held: dict[int, Request] = {}  # request id -> the request of each entry of _holder
         for replica in prefill_replicas:
             replica.on_done, replica.hands_off = self, True
         for replica in decode_replicas:
@@ -55,6 +56,35 @@ class PrefillToDecode:
         self.recorder = recorder
         self._link_free_at: dict[int, float] = {}  # prefill replica -> when its link is idle
         self.observer = None  # simulator.observe.Observer when the run is observed
+
+    # --- faults (simulator.cluster.faults) -------------------------------------------------------------------
+    def lost_with(self, prefill: Replica) -> list[Request]:
+        """A prefill replica crashed: the requests whose KV it held (in transfer, or queued at a decode replica)
+        lost it; returns them (taken out of any decode queue; a transfer in flight arrives to nothing)."""
+        lost = [request for request_id, holder in list(self._holder.items()) if holder is prefill
+                for request in [self._held.pop(request_id)]]
+        for request in lost:
+            del self._holder[request.request_id]
+            if request.kv_arrived_s == request.kv_arrived_s:  # arrived: waiting at its decode replica
+                waiting = self.decode_replicas[request.replica - self.decode_replicas[0].index].scheduler.waiting
+                if request in waiting:
+                    waiting.remove(request)
+        return lost
+
+    def drop(self, request: Request) -> None:
+        """A request queued at a crashed decode replica still held on its prefill replica: free that KV there."""
+        holder = self._holder.pop(request.request_id, None)
+        if holder is not None:
+            self._held.pop(request.request_id, None)
+            holder.release_kv(request)
+
+    def again(self, request: Request) -> Request:
+        """A request sent again after a crash: from the start, as a fresh one-token request for the prefill pool."""
+        request.output_tokens = request.decode_output_tokens
+        request.restart()
+        request.prefill_done_s = request.kv_arrived_s = request.decode_admitted_s = math.nan
+        request.remote_kv = False
+        return self.enter(request)
 
     def enter(self, request: Request) -> Request:
         """Make an arriving request a one-token request for its prefill replica."""
@@ -73,6 +103,7 @@ class PrefillToDecode:
         now = self.env.now
         request.prefill_done_s = request.first_token_s
         self._holder[request.request_id] = self._prefill_replicas[request.replica]
+        self._held[request.request_id] = request
         seconds = self.transfer.latency_ms / 1000 + request.input_tokens * self.kv_bytes_per_token / (
             self.transfer.bandwidth_gb_per_s * 1e9
         )
@@ -83,20 +114,24 @@ class PrefillToDecode:
         self._link_free_at[request.replica] = start + seconds
         if self.observer is not None:
             self.observer.transfer(request.request_id, request.replica, start, start + seconds)
-        Wakeup(self.env, lambda _event: self._arrive(request)).schedule(start + seconds - now)
+        attempt = request.retries
+        Wakeup(self.env, lambda _event: self._arrive(request, attempt)).schedule(start + seconds - now)
 
-    def _arrive(self, request: Request) -> None:
+    def _arrive(self, request: Request, attempt: int) -> None:
+        if request.retries != attempt or request.request_id not in self._holder:
+            return  # its prefill replica crashed meanwhile: it was sent again or failed (simulator.cluster.faults)
         request.kv_arrived_s = self.env.now
         request.status, request.finish_s = WAITING, math.nan
         request.swapped_tokens = request.input_tokens  # KV of the prompt; the first token is not written back yet
         request.remote_kv = True
         self.decode_replicas[self.router.route(request)].submit(request)
-        if request.status == REJECTED:
+        if request.status in (REJECTED, FAILED):  # refused, or no decode replica up (simulator.cluster.faults)
             self._release(request)
 
     def _release(self, request: Request) -> None:
         """The decode side took (or refused) ``request``: its prefill replica frees the KV; a taken request's first
         token reaches the client now when the decode replica streams it."""
+        self._held.pop(request.request_id, None)
         self._holder.pop(request.request_id).release_kv(request)
-        if self.first_token_from_decode and request.status != REJECTED:
+        if self.first_token_from_decode and request.status not in (REJECTED, FAILED):
             request.first_token_s = request.last_token_s = self.env.now

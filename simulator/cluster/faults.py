@@ -13,7 +13,10 @@ fails). A ``slow`` fault makes its replica run ``slowdown`` times slower for
 ``duration_s`` (from the next iteration boundary). With ``mtbf_h``, every replica also crashes at random: the gaps
 between its failures are exponential with mean ``mtbf_h`` hours / its GPUs (any GPU's failure stops the
 replica), counted from when it is up, and it is back ``repair_s`` later; failures stop once every request has
-ended. Every request ends completed, rejected or failed.
+ended. Disaggregated: a request sent to a crashed replica goes to another of its pool; a crashed prefill replica
+also loses the KV it held for the decode pool (:meth:`PrefillToDecode.lost_with`), a crashed decode replica what it
+had queued or decoded, and those requests start again from their prefill. Every request ends completed, rejected or
+failed.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class Faults:
         self.ranks = ranks or [[index] for index in range(len(replicas))]
         self.health_check_s, self.connect_timeout_s = health_check_s, connect_timeout_s
         self._down_since: dict[int, float] = {}  # crashed scheduler -> when
+        self.handoff = None  # disaggregated: the PrefillToDecode whose prefill replicas hold KV for decode
+        self._pool_of = {id(replica): replicas for replica in replicas}  # where a redirected request may go
         self._mean_up_s: list[float] = []  # random failures (random_failures): mean up time per replica
         self._repair_s, self._rng, self._total = 0.0, None, 0
         for replica in replicas:
@@ -101,13 +106,22 @@ class Faults:
             if replica.group is None or replica is replica.group.ranks[0]:
                 self.recorder.crashes.append((self.env.now, index))
             lost += replica.crash()
+            if self.handoff is not None:
+                if replica.hands_off:  # a prefill replica: the KV it held for the decode pool is gone too
+                    lost += self.handoff.lost_with(replica)
+                else:  # a decode replica: what it had queued no longer needs its prefill replica's KV
+                    for request in lost:
+                        self.handoff.drop(request)
             self._down_since[index] = self.env.now
             Wakeup(self.env, lambda _event, replica=replica: self._back(replica)).schedule(down_s)
         for request in lost:
             if request.retries >= self.retries:
                 self._fail(request, f"{reason} (after {request.retries} retries)")
             else:
-                request.restart()
+                if self.handoff is not None:
+                    self.handoff.again(request)  # from its prefill, as a new one-token request
+                else:
+                    request.restart()
                 self._place(request, reason)
 
     def _back(self, replica: Replica) -> None:
@@ -131,7 +145,7 @@ class Faults:
         if since is not None and self.env.now < since + self.health_check_s:
             Wakeup(self.env, lambda _event: self._timed_out(request, replica)).schedule(self.connect_timeout_s)
             return
-        self._redirect(request, reason)
+        self._redirect(request, reason, self._pool_of[id(replica)])
 
     def _timed_out(self, request: Request, replica: Replica) -> None:
         reason = f"sent to replica {replica.index} while it was down, before its health check failed"
@@ -141,14 +155,23 @@ class Faults:
             request.restart()
             self._place(request, reason)
 
-    def _redirect(self, request: Request, reason: str = "") -> None:
-        """A request routed to a replica that is down: the least loaded replica up takes it, else it fails."""
-        up = [replica for replica in self.replicas if replica.up]
+    def _redirect(self, request: Request, reason: str = "", pool: list[Replica] | None = None) -> None:
+        """A request routed to a replica that is down: the least loaded replica up of the same pool (of the
+        router's replicas by default) takes it, else it fails."""
+        up = [replica for replica in (pool or self.router.replicas) if replica.up]
         if not up:
             self._fail(request, reason or "no replica is up")
             return
         min(up, key=lambda replica: (replica.outstanding, replica.index)).submit(request)
 
+    def pools(self, pools: list[list[Replica]]) -> None:
+        """Disaggregated: requests sent to a crashed replica go to another replica of its own pool."""
+        for pool in pools:
+            for replica in pool:
+                self._pool_of[id(replica)] = pool
+
     def _fail(self, request: Request, reason: str) -> None:
+        if self.handoff is not None:
+            request.output_tokens = request.decode_output_tokens  # the row states what the client asked for
         request.status, request.reject_reason, request.finish_s = FAILED, reason, self.env.now
         self.recorder.request_done(request)

@@ -180,8 +180,10 @@ class Replica:
         if self._busy and self._batch is not None:
             self._running_seconds -= self._running * max(self._start + self._duration - now, 0.0)
         lost = [*scheduler.waiting, *scheduler.prefilling.values(), *scheduler.decoding.values()]
+        if self._busy and self._batch is not None:
+            lost += self._batch.swap_ins  # their KV was coming back (or in from a prefill replica) this iteration
         self._stop(now)
-        self.scheduler = self.new_scheduler()
+        self._fresh_scheduler()
         self._memory = (now, self.scheduler.kv.memory_state())  # an empty pool while down
         return lost
 
@@ -198,9 +200,15 @@ class Replica:
 
     def power_on(self) -> None:
         """Provisioned anew (weights loaded): up with an empty scheduler, KV pool and prefix cache."""
-        self.scheduler = self.new_scheduler()
+        self._fresh_scheduler()
         self._memory = (self.env.now, self.scheduler.kv.memory_state())
         self.up = True
+
+    def _fresh_scheduler(self) -> None:
+        """An empty scheduler and KV pool in place of the old, keeping the hook the pool's hand-off set on it."""
+        hook = self.scheduler.on_remote_admit
+        self.scheduler = self.new_scheduler()
+        self.scheduler.on_remote_admit = hook
 
     def _stop(self, now: float) -> None:
         """Down now: the work in progress never ends, the memory integral is closed, the iteration state cleared."""

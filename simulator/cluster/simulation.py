@@ -311,6 +311,17 @@ def simulate(
         replica.tokens = tokens
     entry = pools[0].replicas if cluster.kind == "disaggregated" else replicas
     router = _router(config, cluster.router, entry, 1)
+    enter, handoff = None, None
+    if cluster.kind == "disaggregated":
+        decode = pools[1]
+        decode_router = _router(config, cluster.decode_router, decode.replicas, 2, "cluster.decode_router")
+        handoff = PrefillToDecode(
+            env, pools[0].replicas, decode.replicas, decode_router, cluster.transfer,
+            model.kv_bytes_per_token(bytes_per_element(kv_dtype(config.kv_cache.dtype, config.dtype))),
+            model.num_layers, recorder, cluster.first_token_from,
+        )
+        handoff.observer = observer
+        enter = handoff.enter
     if cluster.faults or cluster.mtbf_h is not None:
         nodes = replica_nodes(config, pool_configs)
         last = max(max(n) for n in nodes)
@@ -324,22 +335,14 @@ def simulate(
                 first_rank += pool_config.data_parallel
         faults = Faults(env, replicas, router, recorder, cluster.faults, cluster.fault_retries, nodes, ranks,
                         cluster.health_check_s, cluster.connect_timeout_s)
+        if handoff is not None:  # a crashed replica's requests start again in the prefill pool
+            faults.handoff = handoff
+            faults.pools([pool.replicas for pool in pools])
         if cluster.mtbf_h is not None:
             gpus = [p.gpus // p.replicas for p in pool_configs for _ in range(p.replicas)]
             faults.random_failures([cluster.mtbf_h * 3600 / g for g in gpus], cluster.repair_s,
                                    np.random.default_rng(np.random.SeedSequence([config.seed, 7])),
                                    len(workload.arrival_s))
-    enter = None
-    if cluster.kind == "disaggregated":
-        decode = pools[1]
-        decode_router = _router(config, cluster.decode_router, decode.replicas, 2, "cluster.decode_router")
-        handoff = PrefillToDecode(
-            env, pools[0].replicas, decode.replicas, decode_router, cluster.transfer,
-            model.kv_bytes_per_token(bytes_per_element(kv_dtype(config.kv_cache.dtype, config.dtype))),
-            model.num_layers, recorder, cluster.first_token_from,
-        )
-        handoff.observer = observer
-        enter = handoff.enter
     adapters = None
     if config.lora is not None:
         adapters = assign_adapters(config.lora, len(workload.arrival_s), workload.sessions,

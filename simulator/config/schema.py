@@ -139,8 +139,9 @@ class TransferConfig(Strict):
 
 
 class FaultConfig(Strict):
-    """A fault at ``at_s`` of one ``replica`` (counted from 0) or of every replica with a GPU on ``node`` (replicas
-    fill nodes in index order, ``hardware.node.gpus_per_node`` GPUs each): ``crash`` (the replica stops and loses
+    """A fault at ``at_s`` of one ``replica`` (counted from 0; disaggregated: the prefill pool's first, then the
+    decode pool's) or of every replica with a GPU on ``node`` (replicas fill nodes in index order,
+    ``hardware.node.gpus_per_node`` GPUs each): ``crash`` (the replica stops and loses
     its KV; it is back, empty, after ``duration_s`` — the restart with its cold start) or ``slow`` (it runs
     ``slowdown`` times slower for ``duration_s``: thermal throttling, a noisy neighbour)."""
 
@@ -273,13 +274,12 @@ class ClusterConfig(Strict):
     def _pools_fit_kind(self) -> ClusterConfig:
         _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
         if self.faults or self.mtbf_h is not None:
-            pools = self.replica_pools() if self.kind == "colocated" else []
-            if self.kind != "colocated":
-                raise ValueError("faults: for colocated replicas (disaggregated pools are not modelled yet)")
+            pools = self.replica_pools() if self.kind == "colocated" or (
+                self.prefill is not None and self.decode is not None) else []
             replicas = sum(pool.replicas for pool in pools)
             _refuse_overlaps(self.faults)
             wrong = [f.replica for f in self.faults if f.replica is not None and f.replica >= replicas]
-            if wrong:
+            if wrong and pools:  # (a disaggregated cluster without its pools is refused below)
                 raise ValueError(f"faults: replica {wrong[0]} does not exist (the cluster has replicas 0–"
                                  f"{replicas - 1})")
         if self.autoscaler is not None:
