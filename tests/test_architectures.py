@@ -552,3 +552,24 @@ def test_eplb_busiest_rank_matches_sampled_routing_over_balanced_placements():
     assert busiest_rank_factor(4096, 8, 256, 16, 1.0, slots=256) == busiest_rank_factor(4096, 8, 256, 16, 0.0)
     assert busiest_rank_factor(4096, 8, 256, 256, 1.0, slots=256) == pytest.approx(
         busiest_rank_factor(4096, 8, 256, 256, 1.0, sampled=False), rel=0.02)  # one expert per rank: nothing to move
+
+
+def test_two_batch_overlap_hides_half_the_shorter_of_compute_and_exchange():
+    """DeepSeek-V3 on 8 H200s, DP 8 + EP 8 with DeepEP: two micro-batches pipeline compute C and exchange X, so the
+    body takes max(C, X) + min(C, X)/2 — between the longer stage alone and the two in series — and without
+    attention data parallelism there is nothing to overlap (the all-reduces stay in series)."""
+    from simulator.catalog import load_hardware
+    from simulator.cost.engine import load_engine
+    from simulator.cost.roofline import RooflineCostModel
+
+    model, hardware, engine = load_model("deepseek-v3"), load_hardware("h200-sxm"), load_engine("sglang")
+    plain, overlapped = (RooflineCostModel(model, hardware, 1, "fp8_block", None, engine, 1, 8, 8, 0.0, "deepep",
+                                           None, tbo) for tbo in (False, True))
+    for tokens in (64, 1024, 8192):
+        parts = plain.body_parts(tokens)
+        compute, exchange = parts["gemm_s"] + parts["elementwise_s"], plain.exchange_time(tokens)
+        serial, piped = sum(parts.values()), sum(overlapped.body_parts(tokens).values())
+        assert piped == pytest.approx(serial - min(compute, exchange) / 2, rel=1e-12)
+        assert serial - min(compute, exchange) < piped < serial  # never more hidden than the shorter stage
+    tp = RooflineCostModel(model, hardware, 8, "fp8_block", None, engine, 1, 8, 1, 0.0, "nccl", None, True)
+    assert tp.exchange_time(1024) == 0.0

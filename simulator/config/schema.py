@@ -499,6 +499,12 @@ class RooflineCostConfig(CostModelBase):
         "their popularity evens out, with this many replicas of the hottest; None: no EPLB. Each rank then holds "
         "(experts + redundant) / expert_parallel experts' weights (simulator.cost.moe)",
     )
+    two_batch_overlap: bool = Field(
+        default=False,
+        description="SGLang's --enable-two-batch-overlap: with attention data parallelism each iteration runs as "
+        "two micro-batches, one's expert dispatch/combine overlapping the other's compute: of compute C and "
+        "exchange X the pair takes (C + X)/2 + max(C, X)/2 instead of C + X",
+    )
     all_to_all: Literal["nccl", "deepep"] = Field(
         default="nccl",
         description="how attention-DP ranks exchange a MoE layer's tokens: NCCL all-to-alls, or DeepEP's kernels "

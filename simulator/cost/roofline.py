@@ -13,6 +13,12 @@ Pipeline parallelism (``pp`` stages of ceil(layers/pp) layers) runs one batch th
 one virtual engine — so an iteration costs the same kernels plus (pp − 1) transfers of the T·D·w hidden states
 between stages, and each GPU idles (pp − 1)/pp of the time (the bubble); it buys memory, not speed.
 
+With attention data parallelism a MoE layer exchanges its tokens (:mod:`simulator.cost.expert_exchange`); with
+``two_batch_overlap`` (SGLang's two-batch overlap) the iteration runs as two micro-batches, one's dispatch and
+combine overlapping the other's compute, so of the body's compute C (GEMMs and elementwise kernels) and exchange X
+the pair takes C/2 + X/2 + max(C, X)/2 = C + X − min(C, X)/2 (attention kept outside the overlap, which keeps a
+decode step affine in S).
+
 Per iteration: embedding gather (T·D·w bytes), the final norm, the LM head GEMM on the last token of each sequence
 (m = sequences, n = vocab/t, k = D), and sampling over fp32 logits (read and write sequences × vocab × 4 bytes).
 The engine profile adds its fixed costs (:mod:`simulator.cost.engine`).
@@ -61,9 +67,12 @@ class RooflineCostModel(CostModel):
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
         expert_parallel: int = 1, data_parallel: int = 1, expert_load_cv: float = 0.0, all_to_all: str = "nccl",
-        eplb_redundant_experts: int | None = None,
+        eplb_redundant_experts: int | None = None, two_batch_overlap: bool = False,
     ) -> None:
-        """``eplb_redundant_experts``: EPLB with that many redundant expert slots (None: no EPLB)."""
+        """``eplb_redundant_experts``: EPLB with that many redundant expert slots (None: no EPLB);
+        ``two_batch_overlap``: each iteration as two micro-batches whose expert exchange overlaps the other's
+        compute."""
+        self.two_batch_overlap = two_batch_overlap
         self.model = model
         self.tp = tensor_parallel
         self.pp = pipeline_parallel
@@ -117,7 +126,8 @@ class RooflineCostModel(CostModel):
         cluster = config.cluster
         return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,
                    cluster.expert_parallel, cluster.data_parallel, config.cost_model.expert_load_cv,
-                   config.cost_model.all_to_all, config.cost_model.eplb_redundant_experts)
+                   config.cost_model.all_to_all, config.cost_model.eplb_redundant_experts,
+                   config.cost_model.two_batch_overlap)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
@@ -139,17 +149,17 @@ class RooflineCostModel(CostModel):
         parallelism a MoE layer instead all-reduces its attention output and sends each token to its k experts and
         back over the replica's dp × t GPUs, T / t tokens from each (:mod:`simulator.cost.expert_exchange`:
         NCCL all-to-alls, or DeepEP's kernels — low-latency ones when ``decode_only``)."""
+        all_reduce = self.all_reduce_time(num_tokens * self.model.hidden_size * self.w)
+        reduces = sum(group.count * (1 if group.moe and self.dp > 1 else 2) for group in self.groups)
+        return reduces * all_reduce + self.exchange_time(num_tokens, decode_only)
+
+    def exchange_time(self, num_tokens: int, decode_only: bool = False) -> float:
+        """The MoE layers' dispatch and combine under attention data parallelism (0 without it)."""
+        if self.dp <= 1:
+            return 0.0
         D, w = self.model.hidden_size, self.w
-        all_reduce = self.all_reduce_time(num_tokens * D * w)
-        time = 0.0
-        for group in self.groups:
-            if group.moe and self.dp > 1:
-                exchange = exchange_time(self.network, self.all_to_all, self.tp * self.dp, num_tokens / self.tp,
-                                         group.topk, D, w, decode_only)
-                time += group.count * (all_reduce + exchange)
-            else:
-                time += group.count * 2 * all_reduce
-        return time
+        return sum(group.count * exchange_time(self.network, self.all_to_all, self.tp * self.dp, num_tokens / self.tp,
+                                               group.topk, D, w, decode_only) for group in self.groups if group.moe)
 
     def stage_transfer_time(self, nbytes: float) -> float:
         """Hidden states from one pipeline stage to the next: a send/recv within the node, or over the stage's
@@ -164,7 +174,7 @@ class RooflineCostModel(CostModel):
         an iteration without prompt chunks, which DeepEP serves with its low-latency kernels)."""
         m, T, g = self.model, num_tokens, self.gemm
         D = m.hidden_size
-        return {
+        parts = {
             "gemm_s": sum(group.gemm_time(T) for group in self.groups),
             "elementwise_s": sum(group.elementwise_time(T) for group in self.groups)
             + g.memory_kernel(T * D * self.w)
@@ -172,6 +182,10 @@ class RooflineCostModel(CostModel):
             "communication_s": self.layer_communication_time(T, decode_only)
             + ((self.pp - 1) * self.stage_transfer_time(T * D * self.w) if self.pp > 1 else 0.0),
         }
+        if self.two_batch_overlap and self.dp > 1:  # half of the shorter of compute and exchange is hidden
+            hidden = min(parts["gemm_s"] + parts["elementwise_s"], self.exchange_time(T, decode_only)) / 2
+            parts["communication_s"] -= hidden
+        return parts
 
     def per_sequence_parts(self, num_sequences: int, num_prompts: int = 0) -> dict[str, float]:
         """Seconds of the LM head on each sequence's last token, sampling, and the engine's fixed costs
