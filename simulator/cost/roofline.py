@@ -110,6 +110,8 @@ class RooflineCostModel(CostModel):
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots)
                        for group in model.layers]
         self.spans = {group.span for group in self.groups}
+        # all-reduces per iteration: two per layer, one per MoE layer under attention DP (its exchange replaces one)
+        self._all_reduces = sum(group.count * (1 if group.moe and data_parallel > 1 else 2) for group in self.groups)
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
         self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
         self.decode_attention_fixed = sum(g.decode_fixed for g in self.groups)
@@ -150,8 +152,9 @@ class RooflineCostModel(CostModel):
         back over the replica's dp × t GPUs, T / t tokens from each (:mod:`simulator.cost.expert_exchange`:
         NCCL all-to-alls, or DeepEP's kernels — low-latency ones when ``decode_only``)."""
         all_reduce = self.all_reduce_time(num_tokens * self.model.hidden_size * self.w)
-        reduces = sum(group.count * (1 if group.moe and self.dp > 1 else 2) for group in self.groups)
-        return reduces * all_reduce + self.exchange_time(num_tokens, decode_only)
+        if self.dp <= 1:
+            return self._all_reduces * all_reduce
+        return self._all_reduces * all_reduce + self.exchange_time(num_tokens, decode_only)
 
     def exchange_time(self, num_tokens: int, decode_only: bool = False) -> float:
         """The MoE layers' dispatch and combine under attention data parallelism (0 without it)."""
