@@ -25,6 +25,26 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def parquet_metadata(config: ExperimentConfig) -> dict[bytes, bytes]:
+    """What every Parquet file of a run carries in its metadata, under the key ``llmsim``: the JSON of
+    ``schema_version``, ``llmsim_version`` and ``about`` (as summary.json states them)."""
+    from simulator import __version__
+
+    about = {"schema_version": SUMMARY_SCHEMA_VERSION, "llmsim_version": __version__,
+             "about": run_description(config)}
+    return {b"llmsim": json.dumps(about, sort_keys=True).encode()}
+
+
+def write_parquet(frame: pd.DataFrame, path: str | Path, config: ExperimentConfig) -> None:
+    """``frame`` as Parquet with the run's metadata (:func:`parquet_metadata`) beside pandas'."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **parquet_metadata(config)})
+    pq.write_table(table, str(path))
+
+
 def config_yaml(config: ExperimentConfig) -> str:
     """The resolved config as ``config.yaml`` holds it (a sweep reuses a point's results only when this matches)."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
@@ -54,13 +74,23 @@ def run_description(config: ExperimentConfig) -> dict[str, Any]:
     }
 
 
+SIGNIFICANT_DIGITS = 6  # of the numbers summary.json states (the in-memory summary keeps every digit)
+
+
+def _meaningful(value: Any) -> Any:
+    """A float to SIGNIFICANT_DIGITS digits (700.0000000000001 is 700.0), NaN and infinities as None."""
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT_DIGITS}g}") if math.isfinite(value) else None
+    return value
+
+
 def summary_json(summary: dict[str, Any], config: ExperimentConfig | None = None) -> str:
-    """The summary as strict JSON: a metric without a value (NaN, e.g. no request completed) is ``null``; with the
-    config, prefixed by ``schema_version``, ``llmsim_version`` and ``about`` (:func:`run_description`)."""
+    """The summary as strict JSON, numbers to SIGNIFICANT_DIGITS significant digits: a metric without a value
+    (NaN, e.g. no request completed) is ``null``; with the config, prefixed by ``schema_version``,
+    ``llmsim_version`` and ``about`` (:func:`run_description`)."""
     from simulator import __version__
 
-    clean = {key: None if isinstance(value, float) and not math.isfinite(value) else value
-             for key, value in summary.items()}
+    clean = {key: _meaningful(value) for key, value in summary.items()}
     if config is not None:
         clean = {"schema_version": SUMMARY_SCHEMA_VERSION, "llmsim_version": __version__,
                  "about": run_description(config), **clean}
@@ -125,12 +155,12 @@ class Result:
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(summary_json(self.summary, self.config) + "\n")
         if self.requests is not None:
-            self.requests.to_parquet(out / "requests.parquet", index=False)
+            write_parquet(self.requests, out / "requests.parquet", self.config)
         if self.observer is not None:
-            self.timeline.to_parquet(out / "timeline.parquet", index=False)
-            self.iterations.to_parquet(out / "iterations.parquet", index=False)
+            write_parquet(self.timeline, out / "timeline.parquet", self.config)
+            write_parquet(self.iterations, out / "iterations.parquet", self.config)
         if self.scaling_events is not None:
-            self.scaling.to_parquet(out / "scaling.parquet", index=False)
+            write_parquet(self.scaling, out / "scaling.parquet", self.config)
         (out / "config.yaml").write_text(config_yaml(self.config))
         return out
 
@@ -192,7 +222,7 @@ def run(
                         "adapter_storage_reads": totals["storage_reads"],
                         "adapter_load_time_s": float(totals["load_s"])})
     if requests_path is not None:
-        _add_latency_columns_to_file(Path(requests_path), config.slo, class_slos)
+        _add_latency_columns_to_file(Path(requests_path), config.slo, class_slos, parquet_metadata(config))
 
     def table():
         frame = recorder.requests.frame()
@@ -201,9 +231,10 @@ def run(
     return Result(config, summary, table, observer, output.scaling_events, token_log)
 
 
-def _add_latency_columns_to_file(path: Path, slo, class_slos) -> None:
+def _add_latency_columns_to_file(path: Path, slo, class_slos, metadata: dict[bytes, bytes]) -> None:
     """Rewrite a streamed request table with the latency columns the in-memory table has (``ttft_ms``,
-    ``tpot_ms``, ``e2el_ms``, ``slo_met``), a row group at a time so memory stays bounded."""
+    ``tpot_ms``, ``e2el_ms``, ``slo_met``) and the run's ``metadata``, a row group at a time so memory stays
+    bounded."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -214,12 +245,15 @@ def _add_latency_columns_to_file(path: Path, slo, class_slos) -> None:
         for index in range(source.num_row_groups):
             frame = add_latency_columns(source.read_row_group(index).to_pandas(), slo, class_slos)
             table = pa.Table.from_pandas(frame, preserve_index=False)
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
             if writer is None:
                 writer = pq.ParquetWriter(str(temporary), table.schema, use_dictionary=["status", "reject_reason"])
             writer.write_table(table)
         if writer is None:  # no rows: the empty table with every column
-            empty = add_latency_columns(source.read().to_pandas(), slo, class_slos)
-            pq.write_table(pa.Table.from_pandas(empty, preserve_index=False), str(temporary))
+            empty = pa.Table.from_pandas(add_latency_columns(source.read().to_pandas(), slo, class_slos),
+                                         preserve_index=False)
+            pq.write_table(empty.replace_schema_metadata({**(empty.schema.metadata or {}), **metadata}),
+                           str(temporary))
     finally:
         if writer is not None:
             writer.close()

@@ -62,7 +62,7 @@ def _publish(staging: Path, out: Path) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from simulator.api import run, summary_json
+    from simulator.api import run, summary_json, write_parquet
     from simulator.config import load_experiment
     from simulator.report import format_summary
 
@@ -86,7 +86,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 import pandas as pd
 
                 requests = pd.read_parquet(staging / "requests.parquet", columns=["request_id", "first_scheduled_s"])
-                result.tokens(requests).to_parquet(staging / "tokens.parquet", index=False)
+                write_parquet(result.tokens(requests), staging / "tokens.parquet", config)
             _publish(staging, Path(args.out))
     finally:
         if staging is not None:

@@ -308,3 +308,22 @@ def test_the_console_shows_the_queue_and_a_disaggregated_runs_transfer_and_decod
     assert code == 0 and "KV transfer mean" in line and "decode queue mean" in line
     _, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=20")
     assert "KV transfer" not in next(line for line in out.splitlines() if line.startswith("queue:"))
+
+
+def test_outputs_state_six_significant_digits_and_carry_the_run_in_their_metadata(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    import simulator
+    from simulator.api import summary_json
+
+    out = tmp_path / "o"
+    code, _, _ = run_cli(capsys, "run", "--set", "workload.num_requests=30", "--out", str(out), "--timeline",
+                         "--tokens")
+    assert code == 0
+    written = json.loads((out / "summary.json").read_text())
+    exact = simulator.run(simulator.load(None, workload__num_requests=30)).summary
+    assert written["mean_ttft_ms"] == float(f"{exact['mean_ttft_ms']:.6g}") != exact["mean_ttft_ms"]
+    assert json.loads(summary_json({"x": 700.0000000000001}))["x"] == 700.0
+    for name in ("requests", "timeline", "iterations", "tokens"):
+        meta = json.loads(pq.read_schema(out / f"{name}.parquet").metadata[b"llmsim"])
+        assert meta["about"]["name"] == "quickstart" and meta["schema_version"] == written["schema_version"]
