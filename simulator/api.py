@@ -70,7 +70,7 @@ def run_description(config: ExperimentConfig) -> dict[str, Any]:
         "preset": workload.preset,
         "dataset": workload.dataset.path if workload.dataset is not None else None,
         "sessions": workload.sessions.model_dump(mode="json") if workload.sessions is not None else None,
-        "num_requests": workload.num_requests,
+        "num_requests": workload.num_requests, "duration_s": workload.duration_s,
     }
 
 

@@ -483,11 +483,12 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     said: list[str] = []
 
     def say(text: str, progress: bool = False) -> None:
-        """Print a line (progress lines to stderr) and keep it for the report."""
+        """Print a line (progress lines to stderr; none with --json, which prints the result as JSON) and keep it
+        for the report."""
         said.append(text)
         if progress:
             note(text)
-        else:
+        elif not args.json:
             print(text)
 
     if args.seeds > 1:
@@ -503,6 +504,12 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
         probes = result.probes
         code = _say_capacity(result, slo, args, unit, say)
+    if args.json:
+        found = ({"rate": spread.mean, "half_width_95": spread.half_width, "seeds": spread.seeds,
+                  "rates": spread.rates} if args.seeds > 1 else {"rate": result.rate})
+        print(json.dumps({"unit": unit, "slo": slo, "attainment": args.attainment, **found,
+                          "probes": [{"rate": p.rate, "meets": p.holds, **{k: p.summary.get(k) for k in slo}}
+                                     for p in probes]}, indent=2))
     if args.report:
         from simulator.report.html import text_page, write_page
         from simulator.report.plots import capacity_probes
@@ -686,6 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--seeds", type=_positive_int, default=1,
                      help="search with this many independent seeds; report the mean, its 95%% interval and the range")
     cap.add_argument("--report", metavar="FILE", help="also write the search as a self-contained HTML report")
+    cap.add_argument("--json", action="store_true", help="print the capacity and every probe as JSON")
     cap.set_defaults(func=_cmd_capacity)
 
     reg = sub.add_parser("regress", help="run a suite of comparisons, check findings and compare with a baseline")

@@ -327,3 +327,15 @@ def test_outputs_state_six_significant_digits_and_carry_the_run_in_their_metadat
     for name in ("requests", "timeline", "iterations", "tokens"):
         meta = json.loads(pq.read_schema(out / f"{name}.parquet").metadata[b"llmsim"])
         assert meta["about"]["name"] == "quickstart" and meta["schema_version"] == written["schema_version"]
+
+
+def test_capacity_json_states_the_rate_and_every_probe(capsys):
+    args = ["capacity", str(REPO / "experiments" / "quickstart.yaml"), "--slo", "p99_ttft_ms=300", "--tolerance",
+            "0.2", "--set", "workload.num_requests=200"]
+    code, out, _ = run_cli(capsys, *args)
+    rate = float(next(line for line in out.splitlines() if line.startswith("capacity:")).split()[1])
+    code, out, _ = run_cli(capsys, *args, "--json")
+    found = json.loads(out)
+    assert code == 0 and found["rate"] == pytest.approx(rate, rel=1e-3) and found["unit"] == "req/s"
+    assert any(p["rate"] == found["rate"] and p["meets"] for p in found["probes"])
+    assert all((p["p99_ttft_ms"] <= 300) == p["meets"] for p in found["probes"])

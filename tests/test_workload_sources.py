@@ -255,3 +255,40 @@ def test_sharegpt_conversations_become_sessions(tmp_path):
     with pytest.raises(ConfigError, match=r"remove \['sessions.turns'\]"):
         config["workload"]["sessions"]["turns"] = {"kind": "fixed", "value": 2}
         load_experiment(config)
+
+
+def test_a_duration_bounds_the_arrivals_instead_of_a_count():
+    """Constant arrivals at 4 req/s for 2.5 s are the 11 at 0, 0.25, …, 2.5 s; Poisson at 10 req/s for 50 s gives
+    about 500 (a Poisson count: within 4 standard deviations, ±89), none later than 50 s, the same on a rerun;
+    num_requests then caps them."""
+    from simulator.workload import generate_requests
+
+    def arrivals(**workload):
+        config = load_experiment(experiment(workload={"input_tokens": {"kind": "fixed", "value": 10},
+                                                      "output_tokens": {"kind": "fixed", "value": 2}, **workload}))
+        return generate_requests(config.workload, np.random.SeedSequence(config.seed)).arrival_s
+
+    constant = arrivals(arrival={"kind": "constant", "rate": 4.0}, duration_s=2.5)
+    assert constant.tolist() == pytest.approx([0.25 * i for i in range(11)])
+    poisson = arrivals(arrival={"kind": "poisson", "rate": 10.0}, duration_s=50.0)
+    assert abs(len(poisson) - 500) <= 4 * math.sqrt(500) and poisson.max() <= 50.0
+    assert np.array_equal(poisson, arrivals(arrival={"kind": "poisson", "rate": 10.0}, duration_s=50.0))
+    capped = arrivals(arrival={"kind": "poisson", "rate": 10.0}, duration_s=50.0, num_requests=100)
+    assert len(capped) == 100 and capped.max() <= 50.0
+    result = simulator.run(load_experiment(experiment(workload={
+        "arrival": {"kind": "constant", "rate": 4.0}, "duration_s": 2.5, "input_tokens": {"kind": "fixed",
+                                                                                           "value": 10},
+        "output_tokens": {"kind": "fixed", "value": 2}})))
+    assert result.summary["num_requests"] == 11
+
+
+@pytest.mark.parametrize("workload, message", [
+    ({"arrival": {"kind": "closed_loop", "users": 2}, "duration_s": 5}, "arrival.kind: closed_loop"),
+    ({"arrival": {"kind": "poisson", "rate": 1.0}, "duration_s": 5, "num_requests": 2,
+      "sessions": {"turns": {"kind": "fixed", "value": 2}}}, "sessions"),
+])
+def test_a_duration_only_bounds_open_loop_arrivals(workload, message):
+    config = experiment(workload={"input_tokens": {"kind": "fixed", "value": 10},
+                                  "output_tokens": {"kind": "fixed", "value": 2}, **workload})
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(config)

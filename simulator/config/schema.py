@@ -846,6 +846,9 @@ class WorkloadConfig(Strict):
     preset: str | None = Field(
         default=None, description="a named workload (llmsim workloads): its fields, then this section's over them")
     num_requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    duration_s: float | None = Field(
+        default=None, gt=0, le=1e9, description="open-loop arrivals: every request the arrival process sends "
+        "within this many seconds (GuideLLM's --max-seconds); num_requests, if given, caps them")
     prefix: PrefixConfig | None = None
     arrival: ArrivalConfig | None = None
     input_tokens: LengthConfig | None = None
@@ -886,6 +889,18 @@ class WorkloadConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _duration_fits(self) -> WorkloadConfig:
+        if self.duration_s is None:
+            return self
+        clashes = [name for name, given in (
+            ("trace (its start_s / end_s cut it)", self.trace is not None), ("sessions", self.sessions is not None),
+            ("arrival.kind: closed_loop", self.arrival is not None and self.arrival.kind == "closed_loop"))
+            if given]
+        if clashes:
+            raise ValueError(f"duration_s bounds an open-loop arrival process; not with {', '.join(clashes)}")
+        return self
+
+    @model_validator(mode="after")
     def _one_source(self) -> WorkloadConfig:
         if self.max_concurrency is not None and self.arrival is not None and self.arrival.kind == "closed_loop":
             raise ValueError("max_concurrency caps open-loop arrivals; a closed loop's users already are the cap")
@@ -915,8 +930,8 @@ class WorkloadConfig(Strict):
                 raise ValueError(f"a trace workload takes arrivals and lengths from the trace; remove {given}")
         else:
             missing = [k for k, v in synthetic.items() if v is None]
-            if self.num_requests is None:
-                missing.insert(0, "num_requests")
+            if self.num_requests is None and self.duration_s is None:
+                missing.insert(0, "num_requests (or duration_s)")
             if missing:
                 raise ValueError(f"a synthetic workload needs {missing} (or give trace: {{path: ...}})")
         return self

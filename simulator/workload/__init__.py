@@ -6,7 +6,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.config.schema import PrefixConfig, RequestClass, WorkloadConfig
+from simulator.config.schema import ArrivalConfig, PrefixConfig, RequestClass, WorkloadConfig
+from simulator.errors import LLMSimError
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.dataset import sample_dataset
@@ -56,6 +57,23 @@ def assign_classes(classes: list[RequestClass], workload: Workload, seed: np.ran
     return workload._replace(input_tokens=inputs, output_tokens=outputs, classes=index)
 
 
+def arrivals_within(config: ArrivalConfig, duration_s: float, cap: int | None,
+                    seed: np.random.SeedSequence) -> np.ndarray:
+    """Every arrival of the (open-loop) process within ``duration_s`` seconds, at most ``cap``: drawn for a count
+    doubled until the process passes the duration (each draw from the same seed, so the result is determined)."""
+    n = 64 if cap is None else min(64, cap)
+    while True:
+        times = arrival_times(config, n, np.random.default_rng(seed))
+        if times[-1] > duration_s or (cap is not None and n >= cap):
+            break
+        n = n * 2 if cap is None else min(n * 2, cap)
+    kept = times[: int(np.searchsorted(times, duration_s, side="right"))]
+    if not kept.size:
+        raise LLMSimError(f"workload.duration_s: {duration_s:g} s holds no arrival (the first comes at "
+                          f"{times[0]:.6g} s)")
+    return kept
+
+
 def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> Workload:
     """The workload of an experiment; independent random streams per quantity, so changing one distribution
     leaves the others' draws unchanged."""
@@ -66,17 +84,22 @@ def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> W
     if config.trace is not None:
         workload = Workload(*read_trace(config.trace, config.num_requests, trace_rng))
         n = len(workload.arrival_s)
-    elif config.dataset is not None:
-        n = config.num_requests
-        inputs, outputs, skipped = sample_dataset(config.dataset, n, input_rng)
-        workload = Workload(arrival_times(config.arrival, n, arrival_rng), inputs, outputs, skipped=skipped)
     else:
-        n = config.num_requests
-        workload = Workload(
-            arrival_times(config.arrival, n, arrival_rng),
-            sample_lengths(config.input_tokens, n, input_rng) if config.input_tokens else np.ones(n, np.int64),
-            sample_lengths(config.output_tokens, n, output_rng) if config.output_tokens else np.ones(n, np.int64),
-        )
+        if config.duration_s is not None:
+            arrivals = arrivals_within(config.arrival, config.duration_s, config.num_requests, streams[0])
+        else:
+            arrivals = arrival_times(config.arrival, config.num_requests, arrival_rng)
+        n = len(arrivals)
+        if config.dataset is not None:
+            inputs, outputs, skipped = sample_dataset(config.dataset, n, input_rng)
+            workload = Workload(arrivals, inputs, outputs, skipped=skipped)
+        else:
+            workload = Workload(
+                arrivals,
+                sample_lengths(config.input_tokens, n, input_rng) if config.input_tokens else np.ones(n, np.int64),
+                sample_lengths(config.output_tokens, n, output_rng) if config.output_tokens
+                else np.ones(n, np.int64),
+            )
     if config.classes:
         workload = assign_classes(config.classes, workload, streams[5])
     if config.prefix is None:
