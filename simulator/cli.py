@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -507,9 +508,12 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     if args.json:
         found = ({"rate": spread.mean, "half_width_95": spread.half_width, "seeds": spread.seeds,
                   "rates": spread.rates} if args.seeds > 1 else {"rate": result.rate})
+        def finite(value):
+            return value if not isinstance(value, float) or math.isfinite(value) else None  # strict JSON: null
+
         print(json.dumps({"unit": unit, "slo": slo, "attainment": args.attainment, **found,
-                          "probes": [{"rate": p.rate, "meets": p.holds, **{k: p.summary.get(k) for k in slo}}
-                                     for p in probes]}, indent=2))
+                          "probes": [{"rate": p.rate, "meets": p.holds, **{k: finite(p.summary.get(k)) for k in slo}}
+                                     for p in probes]}, indent=2, allow_nan=False))
     if args.report:
         from simulator.report.html import text_page, write_page
         from simulator.report.plots import capacity_probes
