@@ -126,8 +126,7 @@ class Autoscaler:
         window = max(config.window_s, config.interval_s) if config.kind in RATE_KINDS else config.window_s
         while len(self._samples) > 1 and self._samples[0][0] <= now - window + 1e-9 * config.interval_s:
             self._samples.popleft()
-        starting = sum(state == STARTING for state in self.state)
-        current = len(self.active) + starting
+        current = len(self.active) + len(self._starts)  # ready plus starting
         demand = demand_in_replicas(config, list(self._samples), now, self.cold_start)
         desired = desired_count(config, demand, current)
         self._desired.append((now, desired))

@@ -173,16 +173,21 @@ def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSp
     return _with_errors(table, predicted)
 
 
+def _moe_tables(kernels_dir: Path, name: str, frameworks: tuple[str, ...] | None = None):
+    """(gpu, framework, table) of every ``<gpu>/moe/<framework>/<version>/<name>.parquet`` of a known GPU (and,
+    given ``frameworks``, of those frameworks), in path order."""
+    for path in sorted(kernels_dir.glob(f"*/moe/*/*/{name}.parquet")):
+        gpu, framework = path.parts[-5], path.parts[-3]
+        if gpu in GPUS and (frameworks is None or framework in frameworks):
+            yield gpu, framework, pd.read_parquet(path)
+
+
 def moe_kernel_table(kernels_dir: Path) -> pd.DataFrame:
     """One row per measured fused-MoE layer with balanced routing and no expert parallelism: gpu, framework, dtype,
     tokens, hidden, inter, topk, experts, moe_tp, moe_ep, measured seconds (rows faster than reading their experts at
     the HBM peak are dropped, see the module docstring)."""
     frames = []
-    for path in sorted(kernels_dir.glob("*/moe/*/*/moe_perf.parquet")):
-        gpu, framework = path.parts[-5], path.parts[-3]
-        if gpu not in GPUS:
-            continue
-        table = pd.read_parquet(path)
+    for gpu, framework, table in _moe_tables(kernels_dir, "moe_perf"):
         table = table[(table["distribution"] == "balanced") & table["moe_dtype"].isin(MOE_DTYPES)
                       & (table["moe_ep_size"] == 1)]
         frame = _moe_frame(table, gpu, framework)
@@ -244,11 +249,7 @@ def moe_routing_kernel_table(kernels_dir: Path) -> pd.DataFrame:
     """One row per measured fused-MoE layer with expert parallelism (balanced or power-law routing):
     :data:`MOE_COLUMNS` plus ``distribution`` and ``load_cv`` (the collector's law; 0 when balanced)."""
     frames = []
-    for path in sorted(kernels_dir.glob("*/moe/*/*/moe_perf.parquet")):
-        gpu, framework = path.parts[-5], path.parts[-3]
-        if gpu not in GPUS or framework not in ROUTING_FRAMEWORKS:
-            continue
-        table = pd.read_parquet(path)
+    for gpu, framework, table in _moe_tables(kernels_dir, "moe_perf", ROUTING_FRAMEWORKS):
         table = table[table["moe_dtype"].isin(MOE_DTYPES) & (table["moe_ep_size"] > 1)]
         alphas = table["distribution"].str.extract(r"^power_law_([0-9.]+)$", expand=False).astype(float)
         table, alphas = table[alphas.notna() | (table["distribution"] == "balanced")], alphas.dropna()
@@ -277,11 +278,7 @@ def wide_ep_kernel_table(kernels_dir: Path) -> pd.DataFrame:
     ``power_law_eplb``), ``load_cv`` (the collector's law, as for the routing rows) and ``slots`` (0 without
     EPLB). ``num_tokens`` counts every rank's tokens, as in the collector's other EP rows."""
     frames = []
-    for path in sorted(kernels_dir.glob("*/moe/*/*/wideep_moe_perf.parquet")):
-        gpu, framework = path.parts[-5], path.parts[-3]
-        if gpu not in GPUS:
-            continue
-        table = pd.read_parquet(path)
+    for gpu, framework, table in _moe_tables(kernels_dir, "wideep_moe_perf"):
         laws = table["distribution"].str.extract(r"^power_law_([0-9.]+)(_eplb)?$")
         table, laws = table[laws[0].notna()], laws[laws[0].notna()]
         eplb = laws[1].notna().to_numpy()

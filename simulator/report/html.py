@@ -183,8 +183,9 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
 def _slo_of(config_text: str) -> dict[str, float]:
     import yaml
 
-    data = yaml.safe_load(config_text) or {}
-    return {k: v for k, v in (data.get("slo") or {}).items() if isinstance(v, (int, float))}
+    from simulator.report.plots import slo_bounds
+
+    return slo_bounds(yaml.safe_load(config_text) or {})
 
 
 def sweep_page(index: pd.DataFrame, name: str, slo: dict[str, float]) -> str:

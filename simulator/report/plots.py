@@ -187,6 +187,11 @@ def capacity_probes(probes, slo: dict[str, float], unit: str = "req/s") -> Figur
     return figure
 
 
+def slo_bounds(config: dict) -> dict[str, float]:
+    """The SLO bounds a resolved config (as a mapping) states, for SLO lines."""
+    return {k: v for k, v in (config.get("slo") or {}).items() if isinstance(v, (int, float))}
+
+
 def experiment_of(folder: Path) -> tuple[str, dict[str, float]]:
     """The name and SLO bounds of the experiment a folder holds (its ``config.yaml``, or a sweep's first point's),
     for titles and SLO lines; empty when there is none."""
@@ -198,8 +203,7 @@ def experiment_of(folder: Path) -> tuple[str, dict[str, float]]:
                 data = yaml.safe_load(candidate.read_text(encoding="utf-8")) or {}
             except (yaml.YAMLError, UnicodeDecodeError):
                 return "", {}
-            slo = {k: v for k, v in (data.get("slo") or {}).items() if isinstance(v, (int, float))}
-            return str(data.get("name", "")), slo
+            return str(data.get("name", "")), slo_bounds(data)
     return "", {}
 
 

@@ -53,18 +53,28 @@ def _records(path: Path, skip_bad: bool) -> tuple[list, int]:
     return records, skipped
 
 
+def _objects(records: list, config: DatasetConfig, path: Path) -> tuple[list[tuple[int, dict]], int]:
+    """The records that are objects, with their numbers from 1, and how many are not (skipped with ``skip_bad``,
+    else the first is an error)."""
+    objects, skipped = [], 0
+    for number, record in enumerate(records, start=1):
+        if isinstance(record, dict):
+            objects.append((number, record))
+        elif config.skip_bad:
+            skipped += 1
+        else:
+            raise LLMSimError(f"{path}: record {number}: expected an object, got {type(record).__name__}")
+    return objects, skipped
+
+
 def _pairs(records: list, config: DatasetConfig, path: Path) -> tuple[list, int]:
     """(prompt, answer) pairs of texts or counts, and how many records gave none."""
     kind = config.format
     if kind == "auto":
         kind = "sharegpt" if records and isinstance(records[0], dict) and "conversations" in records[0] else "jsonl"
-    pairs, skipped = [], 0
-    for number, record in enumerate(records, start=1):
-        if not isinstance(record, dict):
-            if config.skip_bad:
-                skipped += 1
-                continue
-            raise LLMSimError(f"{path}: record {number}: expected an object, got {type(record).__name__}")
+    pairs = []
+    objects, skipped = _objects(records, config, path)
+    for number, record in objects:
         if kind == "sharegpt":
             turns = record.get("conversations") or []
             first = next((i for i, t in enumerate(turns) if isinstance(t, dict) and t.get("from") in HUMAN), None)
@@ -102,12 +112,8 @@ def _counter(config: DatasetConfig):
     return lambda text: max(1, len(tokenizer.encode(text, add_special_tokens=False).ids))
 
 
-@cache
-def _counted(path: str, size: int, mtime: float, config_json: str) -> tuple[np.ndarray, np.ndarray, int]:
-    config = DatasetConfig.model_validate_json(config_json)
-    records, bad_lines = _records(Path(path), config.skip_bad)
-    pairs, skipped = _pairs(records, config, Path(path))
-    skipped += bad_lines
+def _tokens(config: DatasetConfig, path: str):
+    """Text or a token count -> tokens (at least 1); anything else is an error naming the file."""
     count = _counter(config)
 
     def tokens(value) -> int:
@@ -115,19 +121,34 @@ def _counted(path: str, size: int, mtime: float, config_json: str) -> tuple[np.n
             raise LLMSimError(f"{path}: a prompt or answer must be text or a token count, got {value!r}")
         return max(1, value) if isinstance(value, int) else count(value)
 
+    return tokens
+
+
+@cache
+def _counted(path: str, size: int, mtime: float, config_json: str) -> tuple[np.ndarray, np.ndarray, int]:
+    config = DatasetConfig.model_validate_json(config_json)
+    records, bad_lines = _records(Path(path), config.skip_bad)
+    pairs, skipped = _pairs(records, config, Path(path))
+    skipped += bad_lines
+    tokens = _tokens(config, path)
     inputs = np.array([tokens(p) for p, _ in pairs], dtype=np.int64)
     outputs = np.array([tokens(a) for _, a in pairs], dtype=np.int64)
     return inputs, outputs, skipped
 
 
-def dataset_lengths(config: DatasetConfig) -> tuple[np.ndarray, np.ndarray, int]:
-    """(input tokens, output tokens, records skipped) of every pair in the dataset."""
+def _cache_key(config: DatasetConfig) -> tuple[str, int, float, str]:
+    """What the per-process counts are kept under: the file (path, size, mtime) and the counting."""
     path = Path(config.path).expanduser()
     try:
         stat = path.stat()
     except OSError as exc:
         raise LLMSimError(f"dataset: cannot read {path}: {exc.strerror or exc}") from None
-    return _counted(str(path), stat.st_size, stat.st_mtime, config.model_dump_json())
+    return str(path), stat.st_size, stat.st_mtime, config.model_dump_json()
+
+
+def dataset_lengths(config: DatasetConfig) -> tuple[np.ndarray, np.ndarray, int]:
+    """(input tokens, output tokens, records skipped) of every pair in the dataset."""
+    return _counted(*_cache_key(config))
 
 
 def sample_dataset(config: DatasetConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
@@ -139,13 +160,9 @@ def sample_dataset(config: DatasetConfig, n: int, rng: np.random.Generator) -> t
 
 def _conversation_turns(records: list, config: DatasetConfig, path: Path) -> tuple[list, int]:
     """Per sharegpt record, its (human text, answer text) turns in order; records with none are skipped."""
-    conversations, skipped = [], 0
-    for number, record in enumerate(records, start=1):
-        if not isinstance(record, dict):
-            if config.skip_bad:
-                skipped += 1
-                continue
-            raise LLMSimError(f"{path}: record {number}: expected an object, got {type(record).__name__}")
+    conversations = []
+    objects, skipped = _objects(records, config, path)
+    for _, record in objects:
         messages = [m for m in record.get("conversations") or [] if isinstance(m, dict)]
         turns = [(m.get("value") or "", messages[i + 1].get("value") or "") for i, m in enumerate(messages[:-1])
                  if m.get("from") in HUMAN and messages[i + 1].get("from") not in HUMAN]
@@ -163,20 +180,15 @@ def _counted_conversations(path: str, size: int, mtime: float, config_json: str)
     config = DatasetConfig.model_validate_json(config_json)
     records, bad_lines = _records(Path(path), config.skip_bad)
     conversations, skipped = _conversation_turns(records, config, Path(path))
-    count = _counter(config)
-    lengths = [(np.array([count(h) for h, _ in turns], dtype=np.int64),
-                np.array([count(a) for _, a in turns], dtype=np.int64)) for turns in conversations]
+    tokens = _tokens(config, path)
+    lengths = [(np.array([tokens(h) for h, _ in turns], dtype=np.int64),
+                np.array([tokens(a) for _, a in turns], dtype=np.int64)) for turns in conversations]
     return lengths, skipped + bad_lines
 
 
 def sample_conversations(config: DatasetConfig, n: int, rng: np.random.Generator) -> tuple[list, int]:
     """``n`` conversations' (new input tokens, output tokens) per turn — a seeded draw without replacement while
     the dataset has enough — and the records skipped."""
-    path = Path(config.path).expanduser()
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise LLMSimError(f"dataset: cannot read {path}: {exc.strerror or exc}") from None
-    conversations, skipped = _counted_conversations(str(path), stat.st_size, stat.st_mtime, config.model_dump_json())
+    conversations, skipped = _counted_conversations(*_cache_key(config))
     index = rng.choice(len(conversations), size=n, replace=n > len(conversations))
     return [conversations[i] for i in index.tolist()], skipped
