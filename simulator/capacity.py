@@ -2,7 +2,8 @@
 
 An SLO is a set of bounds ``{metric: limit}`` on percentile metrics, written ``p99_ttft_ms`` or ``ttft_p99_ms``
 (TTFT, TPOT, ITL, E2EL; mean, median, p90, p95, p99). Without ``attainment`` every bound must hold for the run's
-percentile; with ``attainment`` = a, the bounds become per-request limits (``slo.ttft_ms`` … set from them) and
+percentile; with ``attainment`` = a, the bounds become per-request limits (``slo.ttft_ms``, ``slo.tpot_ms``,
+``slo.e2el_ms`` set from them, and an ITL bound as ``slo.max_itl_ms``: every gap of the request) and
 ``slo_attainment`` ≥ a must hold.
 
 Search: from the experiment's rate, double (or halve) until the SLO fails (holds), then bisect until
@@ -95,14 +96,9 @@ def _with_rate(config: ExperimentConfig, rate: float) -> ExperimentConfig:
 
 
 def _slo_config(config: ExperimentConfig, slo: dict[str, float]) -> ExperimentConfig:
-    """Per-request limits from the bounds (for attainment): ttft/tpot/e2e; ITL has no per-request limit."""
-    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
-    limits = {}
-    for key, limit in slo.items():
-        metric = key.split("_")[1]
-        if metric not in names:
-            raise ConfigError(f"--slo {key}: with --attainment only ttft, tpot and e2el have per-request limits")
-        limits[names[metric]] = limit
+    """Per-request limits from the bounds (for attainment): TTFT, TPOT, E2EL, and ITL as the longest gap."""
+    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "max_itl_ms", "e2el": "e2el_ms"}
+    limits = {names[key.split("_")[1]]: limit for key, limit in slo.items()}
     return config.model_copy(update={"slo": config.slo.model_copy(update=limits)})
 
 

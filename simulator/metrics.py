@@ -11,18 +11,21 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - TTFT  = first_token_s − arrival_s  (arrival = when the client sent it, so network latency counts)
 - E2EL  = finish_s − arrival_s
 - TPOT  = (E2EL − TTFT) / (output_tokens − 1), for requests with more than one output token
+- max ITL = a request's longest gap between consecutive output tokens (its worst stall while streaming; NaN with
+  one output token), exact (:mod:`simulator.cluster.longest_gap`)
 - ITL   = every gap between consecutive output tokens of a request, pooled over all requests; the mean is exact,
   percentiles come from a log histogram with 0.1% bins (:mod:`simulator.histogram`); under faults it also pools
   the gaps of attempts a crash lost (the per-token table, :mod:`simulator.token_log`, keeps the last attempt's)
 - percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50, and p90, p95, p99, p99.9 are
-  given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL) is the population standard deviation, as vLLM's ``std_*``
+  given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL, max ITL) is the population standard deviation, as vLLM's ``std_*``
 - total_input_tokens / total_output_tokens: the tokens of the completed (measured) requests
 - memory plan of one GPU (:mod:`simulator.kv.sizing`; the decode pool's when disaggregated): weights_gib_per_gpu,
   workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``
 - duration_s = last finish − first arrival (of the measured requests); throughputs divide completed requests /
   output tokens / input+output tokens of completed requests by it
-- a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT) and
-  E2EL ≤ slo.e2el_ms, for each bound given; rejected requests never meet it
+- a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT), its max
+  ITL ≤ slo.max_itl_ms (if it has one) and E2EL ≤ slo.e2el_ms, for each bound given; rejected requests never
+  meet it
 - slo_attainment = measured requests meeting the SLO / measured requests (rejected included)
 - request_goodput = requests meeting the SLO / duration_s
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
@@ -75,38 +78,39 @@ if TYPE_CHECKING:
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99, "p99.9": 99.9}
 
 
-def _meets(slo: SLOConfig, ttft: np.ndarray, tpot: np.ndarray, e2el: np.ndarray) -> np.ndarray:
-    met = np.ones(ttft.shape, dtype=bool)
+def _meets(slo: SLOConfig, latency: dict[str, np.ndarray]) -> np.ndarray:
+    """Which requests keep every bound of ``slo`` (TPOT and max ITL only bind requests that have one)."""
+    met = np.ones(latency["ttft_ms"].shape, dtype=bool)
     with np.errstate(invalid="ignore"):
-        if slo.ttft_ms is not None:
-            met &= ttft <= slo.ttft_ms
-        if slo.tpot_ms is not None:
-            met &= np.isnan(tpot) | (tpot <= slo.tpot_ms)
-        if slo.e2el_ms is not None:
-            met &= e2el <= slo.e2el_ms
+        for name in ("ttft_ms", "tpot_ms", "max_itl_ms", "e2el_ms"):
+            bound, values = getattr(slo, name), latency[name]
+            if bound is not None:
+                met &= values <= bound if name in ("ttft_ms", "e2el_ms") else np.isnan(values) | (values <= bound)
     return met
 
 
 def latency_columns(
     columns: dict[str, np.ndarray], slo: SLOConfig, class_slos: list[SLOConfig | None] | None = None
 ) -> dict[str, np.ndarray]:
-    """``ttft_ms``, ``tpot_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times and
-    ``finished`` (bool); a request of class k is held to ``class_slos[k]`` when given, else to ``slo``."""
+    """``ttft_ms``, ``tpot_ms``, ``max_itl_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times,
+    ``max_itl_s`` and ``finished`` (bool); a request of class k is held to ``class_slos[k]`` when given, else to
+    ``slo``."""
     arrival, first, finish = columns["arrival_s"], columns["first_token_s"], columns["finish_s"]
     output = np.asarray(columns["output_tokens"], dtype=float)
     ttft, e2el = (first - arrival) * 1000, (finish - arrival) * 1000
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
-    met = np.asarray(columns["finished"], dtype=bool) & _meets(slo, ttft, tpot, e2el)
+    max_itl = columns["max_itl_s"] * 1000 if "max_itl_s" in columns else np.full(ttft.shape, np.nan)  # older tables
+    latency = {"ttft_ms": ttft, "tpot_ms": tpot, "max_itl_ms": max_itl, "e2el_ms": e2el}
+    met = np.asarray(columns["finished"], dtype=bool) & _meets(slo, latency)
     if class_slos and any(s is not None for s in class_slos):
         class_id = np.asarray(columns["class_id"])
         for k, class_slo in enumerate(class_slos):
             if class_slo is not None:
                 members = class_id == k
                 met[members] = columns["finished"][members] & _meets(
-                    class_slo, ttft[members], tpot[members], e2el[members]
-                )
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "e2el_ms": e2el, "slo_met": met}
+                    class_slo, {name: values[members] for name, values in latency.items()})
+    return {**latency, "slo_met": met}
 
 
 def add_latency_columns(
@@ -209,7 +213,7 @@ def summarize(
         "total_input_tokens": int(columns["input_tokens"][done].sum()),
         "total_output_tokens": int(output_tokens),
     }
-    for name in ("ttft", "tpot", "e2el"):
+    for name in ("ttft", "tpot", "max_itl", "e2el"):
         summary.update(_stats(name, latency[f"{name}_ms"][done]))
     summary.update(_session_stats(columns, latency["ttft_ms"], done))
     summary.update(_retry_stats(columns, latency["ttft_ms"], done))

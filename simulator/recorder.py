@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SUMMARY_COLUMNS = (
     "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
     "class_id", "first_scheduled_s", "prefill_done_s", "kv_arrived_s", "decode_admitted_s", "session", "turn",
-    "replica", "retries",
+    "replica", "retries", "max_itl_s",
 )
 # every column of a request row, in order, with its type (int64, float64 or a string)
 COLUMNS = (
@@ -31,8 +31,8 @@ COLUMNS = (
     ("first_token_s", "float64"), ("finish_s", "float64"), ("input_tokens", "int64"), ("output_tokens", "int64"),
     ("replica", "int64"), ("preemptions", "int64"), ("preempted_s", "float64"), ("cached_tokens", "int64"),
     ("class_id", "int64"), ("prefill_done_s", "float64"), ("kv_arrived_s", "float64"),
-    ("decode_admitted_s", "float64"), ("session", "int64"), ("turn", "int64"), ("retries", "int64"),
-    ("adapter", "int64"), ("status", "string"), ("reject_reason", "string"),
+    ("decode_admitted_s", "float64"), ("max_itl_s", "float64"), ("session", "int64"), ("turn", "int64"),
+    ("retries", "int64"), ("adapter", "int64"), ("status", "string"), ("reject_reason", "string"),
 )
 
 
@@ -62,8 +62,8 @@ class RequestLog:
             request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
             request.preempted_s, request.cached_tokens, request.class_id, request.prefill_done_s,
-            request.kv_arrived_s, request.decode_admitted_s, request.session, request.turn, request.retries,
-            request.adapter, request.status, request.reject_reason,
+            request.kv_arrived_s, request.decode_admitted_s, request.max_itl_s, request.session, request.turn,
+            request.retries, request.adapter, request.status, request.reject_reason,
         ))
         if len(self._rows) >= self._chunk_rows:
             self._flush()
@@ -74,6 +74,8 @@ class RequestLog:
         chunk = {name: np.array(values, dtype=object if kind == "string" else kind)
                  for (name, kind), values in zip(COLUMNS, zip(*self._rows, strict=True), strict=True)}
         self._rows = []
+        # a longest gap needs two tokens of a completed request (a request's 0.0 until it has one)
+        chunk["max_itl_s"][(chunk["status"] != "finished") | (chunk["output_tokens"] < 2)] = np.nan
         for name in SUMMARY_COLUMNS:
             self._summary[name].append(chunk[name])
         self._summary["finished"].append(chunk["status"] == "finished")

@@ -43,8 +43,8 @@ class Request:
         "adapter", "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens",
         "finish_clock", "finish_s", "first_scheduled_s",
         "first_token_s", "gap_key", "gap_run", "gen_offset", "generated", "input_tokens", "kv_arrived_s",
-        "last_token_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefill_done_s", "prefilled",
-        "prefix",
+        "last_token_s", "max_itl_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefill_done_s",
+        "prefilled", "prefix",
         "priority", "reject_reason", "remote_kv", "replica", "request_id", "retries", "session", "status",
         "swapped_tokens", "turn",
     )
@@ -84,6 +84,7 @@ class Request:
         self.decode_output_tokens = output_tokens  # disaggregated: the real output while the prefill stage runs
         self.gap_key = math.nan  # replica bookkeeping of inter-token gaps: the group it joined, and when
         self.gap_run = -1
+        self.max_itl_s = 0.0  # its longest gap between two output tokens so far (simulator.cluster.longest_gap)
         self.status = WAITING
         self.reject_reason = ""
 
@@ -94,7 +95,7 @@ class Request:
         self.status, self.replica = WAITING, -1
         self.first_scheduled_s = self.first_token_s = self.last_token_s = self.finish_s = math.nan
         self.generated = self.gen_offset = self.prefilled = self.cached_tokens = self.swapped_tokens = 0
-        self.finish_clock, self.gap_key, self.gap_run = -1, math.nan, -1
+        self.finish_clock, self.gap_key, self.gap_run, self.max_itl_s = -1, math.nan, -1, 0.0
         self.preempted_at = math.nan
 
     @property

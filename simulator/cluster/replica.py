@@ -19,20 +19,25 @@ integrated exactly (constant during a run).
 Inter-token gaps: decoding requests are grouped by the time of their last token (the end of the last decode run, or
 the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
 (which includes any prefill stall); the remaining steps give ``d_1 … d_{k−1}`` to every request of the batch.
+Each request's longest gap is kept the same way, per run (:mod:`simulator.cluster.longest_gap`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import simpy
 
+from simulator.cluster.longest_gap import SuffixMax
 from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.cost.lora import LoRACost
 from simulator.recorder import Recorder
 from simulator.request import REJECTED, Request
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
+
+NO_RUN = -math.inf  # the end of the last decode run, before any
 
 
 def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapsed: float, limit: int) -> int:
@@ -51,8 +56,9 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_iterations", "_kv_token_seconds",
-        "_last_decode_end", "_memory", "_memory_seconds", "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
+        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_iterations",
+        "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
+        "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
         "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
         "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "group", "hands_off", "index",
         "lora_cost", "new_scheduler", "observer", "on_done", "on_down", "recorder", "scheduler", "slowdown",
@@ -98,8 +104,10 @@ class Replica:
         self._duration = 0.0  # and their seconds
         self._run: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)  # decode run: a, c, batch size, context sum
         self._gap_groups: dict[float, int] = {}  # last-token time -> decoding requests
-        self._last_decode_end = -math.inf
+        self._last_decode_end = NO_RUN
         self._decode_runs = 0  # decode runs finished so far
+        self._longest = SuffixMax()  # per decode run, the longest gap of the requests that decoded in the run before
+        self._joiners: list[Request] = []  # requests that start decoding at the next decode run
         # this replica's totals, kept here (cheaper than the recorder's per-replica lists) until record_totals
         self._iterations = 0
         self._kv_token_seconds = 0.0  # ∫ resident KV tokens dt
@@ -217,7 +225,7 @@ class Replica:
         if self._memory is not None:
             self._close_memory(now, self._memory[1])
         self._batch, self._busy, self._steps, self._copied = None, False, 0, 0
-        self._gap_groups, self._last_decode_end = {}, -math.inf
+        self._gap_groups, self._last_decode_end, self._joiners = {}, NO_RUN, []
         self.up = False
 
     def set_slowdown(self, factor: float) -> None:
@@ -384,8 +392,19 @@ class Replica:
         a, c, size, context_sum0 = self._run
         base, slope = a + c * context_sum0, c * size
         resident = kv.used_tokens + size
-        if batch.decode and steps > 1:
-            rec.itl.add_run(base, slope, steps - 1, size)
+        if batch.decode:  # its gaps: each one's first step (from its last token), then d_1 … d_{k−1}, d_{k−1} longest
+            if steps > 1:
+                rec.itl.add_run(base, slope, steps - 1, size)
+            start, last_step = self._start, base + slope * (steps - 1)  # one step: d_0, below every first gap
+            for request in self._joiners:
+                gap = start - request.gap_key + base
+                if last_step > gap:
+                    gap = last_step
+                if gap > request.max_itl_s:
+                    request.max_itl_s = gap
+            # the first step's gap of the requests that decoded in the run before (none after a stop)
+            first = start - self._last_decode_end + base if self._last_decode_end != NO_RUN else NO_RUN
+            self._longest.push(self._decode_runs, first if first > last_step else last_step)
         starting = self._note_prompts(batch, now) if batch.prefills or batch.swap_ins or batch.swap_tokens else ()
         if self.observer is not None:
             prefill_tokens = sum(new for _, new, _ in batch.prefills)
@@ -395,6 +414,8 @@ class Replica:
                                list(scheduler.decoding) if batch.decode else [],
                                [r.request_id for r, new, done in batch.prefills if completes_prefill(r, new, done)])
         finished = scheduler.advance(batch, steps, now)
+        if finished:
+            self._stopped_decoding(finished)
         if batch.extra_tokens:
             rec.itl.add(0.0, batch.extra_tokens)  # tokens accepted together arrive together
         self._close_memory(now, kv.memory_state() if batch.decode else self._memory[1])  # prompts allocated already
@@ -421,10 +442,23 @@ class Replica:
             self._decode_runs += 1
             running = len(scheduler.decoding) - len(starting)
             groups = self._gap_groups = {now: running} if running else {}
+            self._joiners = []
         # newly decoding requests join the group of their last token (a swapped-in one: from before the swap)
         for request in starting:
             request.gap_key, request.gap_run = request.last_token_s, self._decode_runs
             groups[request.gap_key] = groups.get(request.gap_key, 0) + 1
+        self._joiners += starting
+
+    def _stopped_decoding(self, requests: Iterable[Request]) -> None:
+        """``requests`` decode here no more (finished or preempted): fold in, for those that decoded, the longest gap
+        of the decode runs after the one they joined at (simulator.cluster.longest_gap)."""
+        since = self._longest.since
+        for request in requests:
+            if request.gap_run >= 0:
+                gap = since(request.gap_run + 1)
+                if gap > request.max_itl_s:
+                    request.max_itl_s = gap
+                request.gap_run = -1
 
     def _observe_start(self, batch: Batch, now: float) -> None:
         scheduler, observer = self.scheduler, self.observer
@@ -446,14 +480,22 @@ class Replica:
                 continue
             if request.generated > 0:  # re-prefill after preemption: a gap between two output tokens
                 rec.itl.add(now - request.last_token_s)
+                if now - request.last_token_s > request.max_itl_s:
+                    request.max_itl_s = now - request.last_token_s
             if request.generated + 1 < request.output_tokens:
                 starting.append(request)
         return starting
 
     def _forget(self, victim: Request) -> None:
         """A preempted request leaves its gap group: the one it joined, or the last decode run's if it ran since."""
-        last_token = victim.gap_key if victim.gap_run == self._decode_runs else self._last_decode_end
+        joining = victim.gap_run == self._decode_runs
+        last_token = victim.gap_key if joining else self._last_decode_end
         victim.last_token_s = last_token
+        if joining:
+            self._joiners.remove(victim)
+            victim.gap_run = -1
+        else:
+            self._stopped_decoding((victim,))
         remaining = self._gap_groups[last_token] - 1
         if remaining:
             self._gap_groups[last_token] = remaining

@@ -749,12 +749,14 @@ class PrefixConfig(Strict):
 
 # --- SLO -----------------------------------------------------------------------------------------------------
 class SLOConfig(Strict):
-    """A request attains the SLO when every given bound holds (TTFT, TPOT, E2E latency; None = unbounded). The
-    names are the metrics' (``ttft_ms``, ``tpot_ms``, ``e2el_ms``); ``e2e_ms``, the old spelling of ``e2el_ms``,
-    is still read, with a FutureWarning naming the new one."""
+    """A request attains the SLO when every given bound holds (TTFT, TPOT, the longest gap between two of its
+    output tokens, E2E latency; None = unbounded). The names are the metrics' (``ttft_ms``, ``tpot_ms``,
+    ``max_itl_ms``, ``e2el_ms``); ``e2e_ms``, the old spelling of ``e2el_ms``, is still read, with a FutureWarning
+    naming the new one."""
 
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)
+    max_itl_ms: float | None = Field(default=None, gt=0, description="every inter-token gap of a request at most")
     e2el_ms: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="before")

@@ -21,7 +21,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
     100%); ``offered_rate``: the arrival rate asked for (requests/s), to warn when the server did not keep up."""
     s = summary
     rows = [(label, [_fmt(s[f"{stat}_{key}_ms"], 2) for stat in ("mean", "median", "p90", "p99")])
-            for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2el"))]
+            for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("longest ITL", "max_itl"),
+                               ("E2E", "e2el")) if f"mean_{key}_ms" in s]
     width = max(10, *(len(cell) + 2 for _, cells in rows for cell in cells))  # columns never run together
     lines = [
         f"== {name} ==",
@@ -70,7 +71,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"free {_fmt(100 * s['kv_free_frac'])}%; waste {_fmt(100 * s['kv_waste_frac'])}% of the memory in use"
         + (f"; prefix-cache hit rate {_fmt(100 * s['prefix_cache_hit_rate'])}%" if s["prefix_cache_hit_rate"] else ""),
         f"SLO:        attainment {_fmt(100 * s['slo_attainment'])}%, goodput {_fmt(s['request_goodput'], 2)} req/s"
-        if slo_given else "SLO:        none set (slo: {ttft_ms, tpot_ms, e2el_ms} gives attainment and goodput)",
+        if slo_given
+        else "SLO:        none set (slo: {ttft_ms, tpot_ms, max_itl_ms, e2el_ms} gives attainment and goodput)",
     ]
     mid, end = s["backlog_mid_arrivals"], s["backlog_end_of_arrivals"]
     if end > OVERLOAD_GROWTH * mid + 10:
