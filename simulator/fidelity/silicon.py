@@ -3,9 +3,9 @@ at a fixed concurrency with fixed input and output lengths, with the measured TT
 
 Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``batch_size`` closed-loop clients
 against a server of ``batch_size`` running requests at most (the recipe's ``max_batch_size``), clients that start
-together and send their next request after a client turnaround (exponential, mean 2 ms), every request ``isl``
-prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline parallelism,
-weights in the row's precision, the row's framework as the engine profile (with that framework's server defaults for
+together and send their next request after a client turnaround (exponential, mean 20 ms: fitted, below), every
+request ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline
+parallelism, weights in the row's precision, the row's framework as the engine profile (with that framework's server defaults for
 batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
 benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones (``RunSettings.ramp`` instead
 spreads the clients' start over one cycle, :attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N
@@ -17,7 +17,16 @@ generator) sets a per-iteration token budget from the row (:func:`recipe_token_b
 other candidate. ``RunSettings.token_budgets`` picks one per backend, chosen on the fit rows (median TTFT error,
 fit rows / held out): vLLM the recipe (38.7% / 29.7%, against 64.7% / 74.2% with its 8192 default), SGLang and
 TensorRT-LLM their server defaults (SGLang 10.3% / 15.8% against 12.6% / 17.3%; TensorRT-LLM 50.3% / 49.2% against
-61.1% / 63.3%, where 41 rows then fail). TPOT moves by under a point either way.
+61.1% / 63.3%, where 41 rows then fail; with the 20 ms turnaround: vLLM 30.5% / 28.6% against 51.3% / 52.4%, SGLang
+11.9% / 16.1% against 13.1% / 17.3%, TensorRT-LLM 44.2% / 44.3% against 55.1% / 55.3%). TPOT moves by under a point
+either way.
+
+The client turnaround stands for everything that keeps real closed-loop clients from moving in lock step (the
+client's own time between a response and its next request, network, the server's front end); with none, clients
+that finish together prefill together for ever. It is one number for every backend (the clients are the same
+benchmark's), fitted on the fit rows: their median TTFT error is 42.0% at 2 ms, 40.6% at 5, 39.2% at 10, flat at
+36.8–38.1% from 15 to 30 ms, 39.1% at 40 and 42.5% at 80; 20 ms is the middle of the flat part (held out: 38.1% at
+2 ms, 36.7% at 20). TPOT moves by under 0.3 points.
 
 A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`).
 A row the simulator cannot represent gets ``status = unsupported: <reason>`` (attention data parallelism of a dense
@@ -67,7 +76,7 @@ class RunSettings:
     warmup: int = 2  # requests excluded at the start, × N (the recipe's warm-up)
     measured: int = 6  # requests measured, × N
     min_measured: int = 48  # at least this many measured requests
-    client_jitter_ms: float = 2.0  # mean of an exponential delay before each client's next request
+    client_jitter_ms: float = 20.0  # mean of an exponential delay before each client's next request (fitted)
     ramp: bool = False  # spread the clients' first requests over one request's duration
     engines: tuple[tuple[str, str], ...] = ()  # backend -> engine profile (name or path) instead of the backend's
     # backend -> "recipe" (the benchmark recipe's token budget, :func:`recipe_token_budget`) or "server" (the
