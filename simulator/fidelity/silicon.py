@@ -5,8 +5,8 @@ Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``ba
 against a server of ``batch_size`` running requests at most (the recipe's ``max_batch_size``), clients that start
 together and send their next request after a client turnaround (exponential, mean 20 ms: fitted, below), every
 request ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline
-parallelism, weights in the row's precision, the row's framework as the engine profile (with that framework's server defaults for
-batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
+parallelism, weights in the row's precision, the row's framework as the engine profile (with that framework's server
+defaults for batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
 benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones (``RunSettings.ramp`` instead
 spreads the clients' start over one cycle, :attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N
 requests, measures the next ``measured`` × N and stops the statistics before the last N (whose clients have no
