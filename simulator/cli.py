@@ -227,10 +227,13 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
 
 def _cmd_workloads(args: argparse.Namespace) -> int:
     """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML."""
-    from simulator.catalog.workloads import fit_preset, load_preset, preset_names, preset_yaml
+    from simulator.catalog.workloads import fit_preset, load_preset, max_entropy_preset, preset_names, preset_yaml
 
     if args.fit:
         print(preset_yaml(fit_preset(args.fit, args.name)), end="")
+        return 0
+    if args.max_entropy:
+        print(preset_yaml(max_entropy_preset(args.name, dict(args.max_entropy))), end="")
         return 0
     presets = [load_preset(name) for name in preset_names()]
     if args.json:
@@ -239,7 +242,7 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
     print(f"{'preset':22} {'input p50/mean/p99':>22} {'output p50/mean/p99':>22} {'rate/s':>7}  source")
     for preset in presets:
         stats = preset["statistics"]
-        cells = ["/".join(f"{stats[part][k]:,.0f}" for k in ("p50", "mean", "p99"))
+        cells = ["/".join(f"{stats[part][k]:,.0f}" if k in stats[part] else "-" for k in ("p50", "mean", "p99"))
                  for part in ("input_tokens", "output_tokens")]
         rate = f"{stats['rate_per_s']:7.2f}" if "rate_per_s" in stats else f"{'-':>7}"
         print(f"{preset['name']:22} {cells[0]:>22} {cells[1]:>22} {rate}  {preset['source'].split(' (')[0]}")
@@ -603,6 +606,22 @@ def _open_fraction(text: str) -> float:
     return value
 
 
+def _mean_and_bounds(text: str) -> tuple[str, tuple[float, int, int]]:
+    """``input_tokens=MEAN:MIN:MAX`` (or ``output_tokens=…``): a published mean and the bounds of a length."""
+    part, _, spec = text.partition("=")
+    fields = spec.split(":")
+    if part not in ("input_tokens", "output_tokens") or len(fields) != 3:
+        raise argparse.ArgumentTypeError(f"expected input_tokens=MEAN:MIN:MAX or output_tokens=MEAN:MIN:MAX, got "
+                                         f"{text!r}")
+    try:
+        mean, low, high = float(fields[0]), int(fields[1]), int(fields[2])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: MEAN is a number, MIN and MAX whole tokens") from None
+    if not 1 <= low < mean < high:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= MIN < MEAN < MAX")
+    return part, (mean, low, high)
+
+
 def _share(text: str) -> float:
     """A share of requests: more than 0, at most 1."""
     value = float(text)
@@ -767,6 +786,9 @@ def build_parser() -> argparse.ArgumentParser:
     presets.add_argument("--json", action="store_true", help="one JSON object per preset")
     presets.add_argument("--fit", metavar="CSV", help="print a preset fitted to a processed trace (arrived_at, "
                          "num_prefill_tokens, num_decode_tokens) instead")
+    presets.add_argument("--max-entropy", action="append", type=_mean_and_bounds, metavar="PART=MEAN:MIN:MAX",
+                         help="print a preset from a published mean and bounds of input_tokens and/or "
+                         "output_tokens (the maximum-entropy law for them) instead; repeatable")
     presets.add_argument("--name", default="my-workload", help="the fitted preset's name")
     presets.set_defaults(func=_cmd_workloads)
 

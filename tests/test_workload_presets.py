@@ -86,3 +86,43 @@ def test_llmsim_workloads_lists_them(capsys):
     assert set(SOURCES) <= set(listed) and "rate_per_s" in listed["azure-conv"]["statistics"]
     assert main(["workloads"]) == 0
     assert "azure-conv" in capsys.readouterr().out
+
+
+MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
+
+
+@pytest.mark.parametrize("name", MAX_ENTROPY)
+def test_a_max_entropy_preset_keeps_its_published_means_and_bounds_and_regenerates(name):
+    """200,000 draws: the mean within 1% of the published one, every draw within the bounds; the file is what its
+    statistics give (``fitted_by``'s command)."""
+    from simulator.catalog.workloads import max_entropy_preset
+
+    preset = load_preset(name)
+    for part, stats in preset["statistics"].items():
+        drawn = sample_lengths(QuantileLength(**preset["workload"][part]), 200_000, np.random.default_rng(5))
+        assert drawn.mean() == pytest.approx(stats["mean"], rel=0.01), part
+        assert stats["min"] <= drawn.min() and drawn.max() <= stats["max"], part
+    published = {part: (s["mean"], s["min"], s["max"]) for part, s in preset["statistics"].items()}
+    again = max_entropy_preset(name, published)
+    assert again["workload"] == preset["workload"]
+
+
+def test_the_max_entropy_law_by_hand():
+    """Its mean at the middle of the bounds: uniform (the median at the middle); far bounds: the exponential of that
+    mean above the low bound (median low + (mean − low)·ln 2); a mean above the middle leans the other way."""
+    from simulator.catalog.workloads import max_entropy_lengths
+
+    median = lambda q: q["values"][q["probabilities"].index(0.5)]  # noqa: E731
+    assert median(max_entropy_lengths(514, 4, 1024)) == 514
+    assert median(max_entropy_lengths(202, 4, 10**7)) == round(4 + 198 * np.log(2))
+    high = max_entropy_lengths(900, 4, 1024)
+    assert median(high) > 900 and high["values"][-1] == 1024 and high["values"][0] == 4
+
+
+def test_max_entropy_on_the_command_line(capsys):
+    assert main(["workloads", "--max-entropy", "input_tokens=300:10:2000", "--name", "mine"]) == 0
+    out = capsys.readouterr().out
+    assert "name: mine" in out and "--max-entropy input_tokens=300:10:2000" in out
+    with pytest.raises(SystemExit) as exit_:
+        main(["workloads", "--max-entropy", "input_tokens=5000:10:2000"])
+    assert exit_.value.code == 2 and "need 1 <= MIN < MEAN < MAX" in capsys.readouterr().err

@@ -8,10 +8,16 @@ fitted as their percentiles 0…99, 99.1…99.9 and 100 (:class:`simulator.confi
 independently for input and output: the statistics give the source's rank correlation between them); arrivals,
 where the source has timestamps, as vLLM bench's gamma process with the source's mean rate and ``burstiness`` =
 1 / CV² of its gaps.
+
+A source that publishes only a mean and the bounds of its lengths (a paper's or a blog's "average 202 tokens") gets
+the maximum-entropy law for those facts (:func:`max_entropy_preset`): on ``[low, high]`` with mean ``m``, the
+truncated exponential ``p(x) ∝ exp(−λ·(x − low))`` whose mean is ``m`` (λ < 0 when ``m`` lies above the middle) —
+the least-informed shape that agrees with what is stated, not a fit to the dataset's own shape.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +95,53 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
     return {"name": name, "description": "", "source": str(path),
             "fitted_by": f"llmsim workloads --fit {path} --name {name} (statistics and workload)",
             "statistics": statistics, "workload": workload}
+
+
+def _truncated_exponential_rate(mean: float, low: float, high: float) -> float:
+    """λ with ``low + 1/λ − L/(e^{λL} − 1) = mean`` (L = high − low): the mean falls from (low + high)/2 at λ = 0
+    towards ``low`` as λ grows (and rises towards ``high`` as λ falls below 0); found by bisection on λ·L."""
+    span = high - low
+
+    def mean_at(scaled: float) -> float:  # the mean for λ = scaled / span, as a fraction of the span
+        if abs(scaled) < 1e-9:
+            return 0.5
+        tail = 0.0 if scaled > 50 else 1.0 if scaled < -50 else -1 / math.expm1(scaled)
+        return 1 / scaled + tail
+
+    target = (mean - low) / span
+    hi = 2 / min(target, 1 - target) + 10  # a bracket: the mean is ≈ 1/(λL) for large λL, 1 + 1/(λL) for large −λL
+    lo = -hi
+    for _ in range(200):
+        middle = (lo + hi) / 2
+        lo, hi = (middle, hi) if mean_at(middle) > target else (lo, middle)
+    return (lo + hi) / 2 / span
+
+
+def max_entropy_lengths(mean: float, low: int, high: int) -> dict[str, Any]:
+    """The quantile length section of the maximum-entropy law on ``[low, high]`` with ``mean`` (module docstring),
+    at :data:`PERCENTILES`."""
+    if not low < mean < high:
+        raise LLMSimError(f"max-entropy lengths: the mean {mean} must lie strictly between low {low} and high {high}")
+    rate = _truncated_exponential_rate(mean, low, high)
+    p = PERCENTILES / 100
+    if abs(rate) * (high - low) < 1e-9:
+        values = low + p * (high - low)
+    else:
+        with np.errstate(divide="ignore"):  # p = 1 at a far bound: log1p(-1), the bound itself
+            values = np.clip(low - np.log1p(-p * -np.expm1(-rate * (high - low))) / rate, low, high)
+    return {"kind": "quantiles", "values": [int(v) for v in np.rint(values)],
+            "probabilities": [round(float(q) / 100, 4) for q in PERCENTILES]}
+
+
+def max_entropy_preset(name: str, lengths: dict[str, tuple[float, int, int]]) -> dict[str, Any]:
+    """A preset from published means and bounds: ``lengths`` maps ``input_tokens`` / ``output_tokens`` to
+    ``(mean, low, high)``; ``description`` and ``source`` are left for a person to write."""
+    spec = " ".join(f"--max-entropy {part}={mean:g}:{low}:{high}" for part, (mean, low, high) in lengths.items())
+    return {"name": name, "description": "", "source": "",
+            "fitted_by": f"llmsim workloads {spec} --name {name} (workload)",
+            "statistics": {part: {"mean": mean, "min": low, "max": high}
+                           for part, (mean, low, high) in lengths.items()},
+            "workload": {part: max_entropy_lengths(mean, low, high) for part, (mean, low, high) in lengths.items()}}
 
 
 def preset_yaml(preset: dict[str, Any]) -> str:
