@@ -395,7 +395,7 @@ class Replica:
         if batch.decode:  # its gaps: each one's first step (from its last token), then d_1 … d_{k−1}, d_{k−1} longest
             if steps > 1:
                 rec.itl.add_run(base, slope, steps - 1, size)
-            start, last_step = self._start, base + slope * (steps - 1)  # one step: d_0, below every first gap
+            start, last_step = self._start, base + slope * (steps - 1)  # one step: d_0, no first gap is shorter
             for request in self._joiners:
                 gap = start - request.gap_key + base
                 if last_step > gap:
