@@ -84,6 +84,11 @@ def test_latency_cdfs_use_log_axes_mark_percentiles_and_the_slo():
     assert labels["SLO 150 ms"] == 150.0 and labels["p99 198 ms"] == pytest.approx(np.percentile(
         np.arange(1, 101) * 2.0, 99))
     assert not any(label.startswith("SLO") for label in (line.get_label() for line in figure.axes[1].get_lines()))
+    assert [ax.get_title() for ax in figure.axes] == ["TTFT CDF", "TPOT CDF", "E2E latency CDF"]  # no max_itl_ms
+    requests["max_itl_ms"] = np.arange(1, 101) * 3.0
+    figure = latency_cdfs(requests, {"max_itl_ms": 100.0}, "demo")
+    assert [ax.get_title() for ax in figure.axes][2] == "longest ITL CDF"
+    assert "SLO 100 ms" in {line.get_label() for line in figure.axes[2].get_lines()}
 
 
 def test_sweep_curves_title_the_policies_drop_constants_bar_replicates_and_mark_failures():

@@ -23,7 +23,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 RATE = "workload.arrival.rate"
 
 
-LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "E2E latency"))
+LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("max_itl_ms", "longest ITL"), ("e2el_ms", "E2E latency"))
 
 
 def _log_axis(axis) -> None:
@@ -34,11 +34,13 @@ def _log_axis(axis) -> None:
 
 
 def latency_cdfs(requests: pd.DataFrame, slo: dict[str, float] | None = None, name: str = "") -> Figure:
-    """CDFs of TTFT, TPOT and E2E latency on log axes (the tail spreads out), with p50 and p99 marked and the SLO
-    bound drawn where the experiment sets one (``slo``: ``{"ttft_ms": ..., ...}``)."""
+    """CDFs of TTFT, TPOT, each request's longest inter-token gap and E2E latency (those the table has) on log axes
+    (the tail spreads out), with p50 and p99 marked and the SLO bound drawn where the experiment sets one (``slo``:
+    ``{"ttft_ms": ..., ...}``)."""
     done = requests[requests["status"] == "finished"]
-    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for ax, (column, label) in zip(axes, LATENCIES, strict=True):
+    panels = [(column, label) for column, label in LATENCIES if column in done]
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 3.8), squeeze=False)
+    for ax, (column, label) in zip(axes[0], panels, strict=True):
         values = np.sort(done[column].dropna().to_numpy())
         values = values[values > 0]
         if values.size:
