@@ -106,3 +106,23 @@ def test_an_itl_bound_under_attainment_limits_every_gap_of_a_request():
 
     config = _slo_config(load_experiment(experiment()), {"p99_itl_ms": 80.0, "p99_ttft_ms": 500.0})
     assert (config.slo.max_itl_ms, config.slo.ttft_ms, config.slo.tpot_ms) == (80.0, 500.0, None)
+
+
+@pytest.mark.parametrize("sections", [
+    {"cluster": {"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 2},
+                 "first_token_from": "prefill"}},
+    {"cluster": {"kind": "disaggregated", "prefill": {"replicas": 2}, "decode": {"replicas": 1},
+                 "first_token_from": "decode"}},
+    {"scheduler": {"kind": "continuous", "max_num_seqs": 16, "max_model_len": 2048,
+                   "speculative": {"num_speculative_tokens": 2, "acceptance_rate": 0.6, "draft_cost_ratio": 0.2}}},
+    {"cluster": {"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 2}, "fault_retries": 2,
+                 "faults": [{"at_s": 0.8, "replica": 1, "kind": "crash", "duration_s": 0.4}]}},
+])
+def test_the_longest_gap_lies_between_the_mean_gap_and_the_whole_decode(sections):
+    """Where no per-token table is kept (disaggregated pools, speculative decoding, crashes of decode replicas):
+    a request's longest gap is at least its mean gap (TPOT) and at most all its gaps together (E2EL − TTFT)."""
+    requests = simulator.run(load_experiment(experiment(**sections))).requests
+    done = requests[(requests["status"] == "finished") & (requests["output_tokens"] > 1)]
+    assert len(done) > 10
+    assert (done["max_itl_ms"] >= done["tpot_ms"] * (1 - 1e-9)).all()
+    assert (done["max_itl_ms"] <= (done["e2el_ms"] - done["ttft_ms"]) * (1 + 1e-9)).all()
