@@ -1,10 +1,10 @@
 """Capacity: the highest request rate at which an SLO holds, by bisection on the arrival rate.
 
 An SLO is a set of bounds ``{metric: limit}`` on percentile metrics, written ``p99_ttft_ms`` or ``ttft_p99_ms``
-(TTFT, TPOT, ITL, E2EL; mean, median, p90, p95, p99). Without ``attainment`` every bound must hold for the run's
-percentile; with ``attainment`` = a, the bounds become per-request limits (``slo.ttft_ms``, ``slo.tpot_ms``,
-``slo.e2el_ms`` set from them, and an ITL bound as ``slo.max_itl_ms``: every gap of the request) and
-``slo_attainment`` ≥ a must hold.
+(TTFT, TPOT, ITL, a request's longest gap ``max_itl``, E2EL; mean, median, p90, p95, p99). Without ``attainment``
+every bound must hold for the run's percentile; with ``attainment`` = a, the bounds become per-request limits
+(``slo.ttft_ms``, ``slo.tpot_ms``, ``slo.e2el_ms`` set from them, and an ITL or longest-gap bound as
+``slo.max_itl_ms``: every gap of the request) and ``slo_attainment`` ≥ a must hold.
 
 Search: from the experiment's rate, double (or halve) until the SLO fails (holds), then bisect until
 (high − low) / high ≤ ``tolerance``. The SLO is assumed to hold below the capacity and fail above it; each probe
@@ -27,12 +27,13 @@ from simulator.errors import ConfigError
 from simulator.progress import progress_bar
 
 _STATS = ("mean", "median", "p90", "p95", "p99")
-_METRICS = ("ttft", "tpot", "itl", "e2el")
+_METRICS = ("ttft", "tpot", "itl", "max_itl", "e2el")
 
 
 def normalise_slo_key(key: str) -> str:
     """``ttft_p99_ms`` or ``p99_ttft_ms`` → ``p99_ttft_ms``; anything else is an error listing the forms."""
-    match = re.fullmatch(r"(?:(\w+?)_(ttft|tpot|itl|e2el)|(ttft|tpot|itl|e2el)_(\w+?))_ms", key)
+    metrics = "|".join(sorted(_METRICS, key=len, reverse=True))  # max_itl before itl
+    match = re.fullmatch(rf"(?:(\w+?)_({metrics})|({metrics})_(\w+?))_ms", key)
     if match:
         stat, metric = (match[1], match[2]) if match[1] else (match[4], match[3])
         if stat in _STATS:
@@ -97,8 +98,8 @@ def _with_rate(config: ExperimentConfig, rate: float) -> ExperimentConfig:
 
 def _slo_config(config: ExperimentConfig, slo: dict[str, float]) -> ExperimentConfig:
     """Per-request limits from the bounds (for attainment): TTFT, TPOT, E2EL, and ITL as the longest gap."""
-    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "max_itl_ms", "e2el": "e2el_ms"}
-    limits = {names[key.split("_")[1]]: limit for key, limit in slo.items()}
+    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "max_itl_ms", "max_itl": "max_itl_ms", "e2el": "e2el_ms"}
+    limits = {names[key.split("_", 1)[1][:-3]]: limit for key, limit in slo.items()}
     return config.model_copy(update={"slo": config.slo.model_copy(update=limits)})
 
 
