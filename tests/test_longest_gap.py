@@ -109,7 +109,7 @@ def test_an_itl_bound_under_attainment_limits_every_gap_of_a_request():
     assert _slo_config(load_experiment(experiment()), {"p99_max_itl_ms": 90.0}).slo.max_itl_ms == 90.0
 
 
-def test_capacity_bounds_a_percentile_of_the_longest_gaps(tmp_path):
+def test_capacity_bounds_a_percentile_of_the_longest_gaps():
     """``--slo p99_max_itl_ms=X`` (or ``max_itl_p99_ms``) bounds the summary's percentile of the requests' longest
     gaps. Prefill-first batching stalls decodes by whole prompts (2 + 0.1 ms per token, up to 300 tokens), which
     batch up as load rises: the idle server's p99 longest gap is ~47 ms and 10 req/s reach ~100 ms, so a 60 ms bound
