@@ -45,7 +45,7 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   copied when contiguous slabs were moved (``reserve: grow``)
 - per class (``workload.classes``): ``<class>.<metric>`` for completed, rejections, SLO attainment (against the
   class's own SLO when it has one, which also counts in the overall attainment), goodput, output tokens/s and
-  mean/p99 TTFT, TPOT, E2EL; rates divide by the whole run's duration_s
+  mean/p99 TTFT, TPOT, E2EL and p99 of the longest gaps; rates divide by the whole run's duration_s
 - gpu_hours = GPUs holding the model × time from 0 to the last request's end / 3600 (with an autoscaler: the GPUs
   of the provisioned replicas — starting, ready or draining — integrated over that time)
 - autoscaling only (``cluster.autoscaler``; these keys appear only then): mean_replicas (ready replicas, time
@@ -369,7 +369,7 @@ SESSION_METRICS = ("sessions", "mean_ttft_first_turn_ms", "p99_ttft_first_turn_m
                    "p99_ttft_later_turns_ms")
 CLASS_METRICS = (
     "num_requests", "completed", "num_rejected", "slo_attainment", "request_goodput", "output_throughput",
-    "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_e2el_ms", "p99_e2el_ms",
+    "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "p99_max_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
 )
 
 
@@ -395,6 +395,7 @@ def _class_summary(
         "output_throughput": rate(float(columns["output_tokens"][done].sum())),
         "mean_ttft_ms": pick(latency["ttft_ms"], np.mean), "p99_ttft_ms": pick(latency["ttft_ms"], _p99),
         "mean_tpot_ms": pick(latency["tpot_ms"], np.mean), "p99_tpot_ms": pick(latency["tpot_ms"], _p99),
+        "p99_max_itl_ms": pick(latency["max_itl_ms"], _p99),
         "mean_e2el_ms": pick(latency["e2el_ms"], np.mean), "p99_e2el_ms": pick(latency["e2el_ms"], _p99),
     }
     return {f"{name}.{key}": value for key, value in values.items()}
