@@ -287,7 +287,8 @@ def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touche
     """Mixtral-8x7B (46.7 B parameters, top-2 of 8 experts) at TP 2: T tokens touch U = 8·(1 − (6/8)^T) experts in
     expectation, each on T·2/U rows (whole row tiles per expert); the fused up (2·7168 wide) and down (7168 -> 4096)
     projections read the U experts' weights and the rows' activations, their compute and memory times combine by
-    the fitted MoE knee, plus the MoE layer's kernels; the router is a 16-bit (T × 4096)·(4096 × 8) GEMM."""
+    the fitted MoE knee, plus a fixed cost per touched expert and the MoE layer's kernels; the router is a 16-bit
+    (T × 4096)·(4096 × 8) GEMM."""
     model = load_model("mixtral-8x7b")
     assert model.num_params / 1e9 == pytest.approx(46.7, rel=0.01)
     hw = load_hardware("h100-sxm")
@@ -303,7 +304,8 @@ def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touche
         rows = math.ceil(tokens * 2 / touched / tile) * tile
         compute = 2 * touched * rows * 4096 * 3 * padded / flops
         memory = (touched * 3 * 4096 * width * 2 + tokens * 2 * (2 * 4096 + 3 * width) * 2) / bandwidth
-        return (compute**p + memory**p) ** (1 / p) + hw.moe_kernels * hw.kernel_overhead_us * 1e-6
+        return ((compute**p + memory**p) ** (1 / p) + touched * hw.moe_expert_overhead_us * 1e-6
+                + hw.moe_kernels * hw.kernel_overhead_us * 1e-6)
 
     def attention_gemms(tokens):
         return cost.gemm.time(tokens, (16 + 2 * 4) * 128, 4096) + cost.gemm.time(tokens, 4096, 16 * 128)

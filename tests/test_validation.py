@@ -148,7 +148,9 @@ def test_routing_tables_take_the_collectors_power_law(tmp_path):
     errors = moe_routing_kernel_errors(tmp_path)
     assert len(errors) == 8 and errors["error"].max() < 1e-9
     flat = moe_routing_kernel_errors(tmp_path, skew=False).query("distribution == 'power_law' and tokens == 1024")
-    assert (flat["error"] > 0.10).all()  # the busiest rank of 1024 tokens' power law is what the rows time
+    # the busiest rank of 1024 tokens' power law is what the rows time: without it, far from the 1e-9 read-back (the
+    # more so the more ranks: EP 8's busiest rank carries more above the mean than EP 2's)
+    assert (flat["error"] > 0.02).all() and flat.set_index("moe_ep")["error"].is_monotonic_increasing
 
 
 @pytest.mark.slow

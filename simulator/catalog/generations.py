@@ -29,8 +29,8 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
         "attention_efficiency": 0.51, "attention_io_efficiency": 0.29, "decode_attention_efficiency": 0.11,
         "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 14.0,
-        "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.6,
-        "moe_bandwidth_efficiency": 1.0, "moe_kernels": 6,
+        "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.62,
+        "moe_bandwidth_efficiency": 1.04, "moe_expert_overhead_us": 0.2, "moe_kernels": 6,
         "link_efficiency": 0.7, "collective_latency_us": 20.0, "collective_step_latency_us": 4.0,
         "collectives": {
             "all_gather": {"latency_us": 10.8, "step_latency_us": 1.1, "efficiency": 0.46},
@@ -44,8 +44,8 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "flops_efficiency_by_dtype": {"fp8": 0.55, "fp8_block": 0.59},
         "attention_efficiency": 0.54, "attention_io_efficiency": 0.25, "decode_attention_efficiency": 0.11,
         "decode_attention_ns_per_head": 20.6, "attention_overhead_us": 12.6,
-        "moe_tile_m": 32, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.44,
-        "moe_bandwidth_efficiency": 1.06, "moe_kernels": 6,
+        "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.38,
+        "moe_bandwidth_efficiency": 1.06, "moe_expert_overhead_us": 0.3, "moe_kernels": 6,
         "link_efficiency": 0.64, "collective_latency_us": 5.5, "collective_step_latency_us": 0.87,
         "collectives": {
             "all_gather": {"latency_us": 5.2, "step_latency_us": 1.05, "efficiency": 0.55},

@@ -78,7 +78,8 @@ FITTED_FIELDS = (
     "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "collectives", "attention_efficiency", "attention_io_efficiency",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us", "moe_tile_m",
-    "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_kernels", "deepep",
+    "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_expert_overhead_us",
+    "moe_kernels", "deepep",
 )
 
 
@@ -121,6 +122,8 @@ class HardwareSpec(BaseModel):
                                        "a dense GEMM of the same format")
     moe_bandwidth_efficiency: float = Field(gt=0, le=1.2, description="grouped expert GEMMs: their weight streaming "
                                             "relative to a dense GEMM's")
+    moe_expert_overhead_us: float = Field(ge=0, description="grouped expert GEMMs: a fixed cost per expert the batch "
+                                          "touches (its tiles' prologue and epilogue, scale loads, scheduling)")
     moe_kernels: int = Field(ge=0, description="kernels one fused-MoE layer launches (routing, sorting, GEMMs, ...)")
     link_efficiency: float = Field(gt=0, le=1, description="ring all-reduce: fraction of link GB/s")
     p2p_efficiency: float = Field(default=0.9, gt=0, le=1, description="send/recv: fraction of link GB/s")

@@ -12,7 +12,8 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - attention: ``attention_efficiency``, ``attention_io_efficiency``, ``decode_attention_efficiency``,
   ``decode_attention_ns_per_head``, ``attention_overhead_us``;
 - fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
-  ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency`` (``moe_kernels`` is a count, see :mod:`simulator.cost.moe`);
+  ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency``, ``moe_expert_overhead_us`` (``moe_kernels`` is a count, see
+  :mod:`simulator.cost.moe`);
 - DeepEP's dispatch and combine kernels (``deepep``: latency and link efficiency of each, by least squares,
   :func:`simulator.fidelity.kernels.fit_deepep`), where the GPU has DeepEP tables.
 
@@ -83,6 +84,7 @@ MOE_GRID: dict[str, list[float]] = {
     "moe_knee": [1.5, 2.0, 3.0, 4.0, 6.0, 8.0],
     "moe_gemm_efficiency": _steps(0.20, 1.50, 0.02),
     "moe_bandwidth_efficiency": _steps(0.40, 1.20, 0.02),
+    "moe_expert_overhead_us": _steps(0.0, 3.0, 0.1),
 }
 
 
