@@ -44,7 +44,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "flops_efficiency_by_dtype": {"fp8": 0.55, "fp8_block": 0.59},
         "attention_efficiency": 0.54, "attention_io_efficiency": 0.25, "decode_attention_efficiency": 0.11,
         "decode_attention_ns_per_head": 20.6, "attention_overhead_us": 12.6,
-        "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.38,
+        "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.4,
         "moe_bandwidth_efficiency": 1.06, "moe_expert_overhead_us": 0.3, "moe_kernels": 6,
         "link_efficiency": 0.64, "collective_latency_us": 5.5, "collective_step_latency_us": 0.87,
         "collectives": {

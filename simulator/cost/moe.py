@@ -47,9 +47,9 @@ hottest of two experts a rank about 25% less.
 (``../shared/data/kernels/<gpu>/moe``, :mod:`simulator.fidelity.kernel_fit`); ``moe_kernels`` is counted, not fitted:
 6 (top-k routing, alignment, the two grouped GEMMs, the activation, the combine). Fitting it too gives 12 on H100:
 the eager tables' launch gaps, which a CUDA-graph engine does not pay. The per-expert cost (0.3 µs on Hopper, 0.2
-on Ampere) took the pooled tables' median error from 17.1% to 15.6% on H100 and 8.8% to 7.7% on A100 and removed
+on Ampere) took the pooled tables' median error from 17.1% to 15.2% on H100 and 8.8% to 7.7% on A100 and removed
 most of its trend with the expert's width at decode sizes (H100 MXFP4, 16–512 tokens: −27% for slices of at most
-256 columns and +23% above 1,024, against −14% and −5% with it).
+256 columns and +23% above 1,024 without it, −14% and −6% with it).
 """
 
 from __future__ import annotations
