@@ -37,10 +37,10 @@ holds too few slots to hide it — and each rank holds ``S/ep`` slots' weights (
 EPLB, with ``k/S`` per slot). On TensorRT-LLM's MoE tables (their collector samples each expert's load from a
 bounded power law and times the busiest rank) the lognormal law brought the power-law rows from 26.4% to 22.2% median
 error over EP 2–256 (EP 256: 46.6% → 33.7%) and the EPLB rows from 22.9% to 19.8% (21.2% and 16.0% with the
-per-expert cost below), where the normal law ``1 + z·s`` ran low as the ranks hold fewer experts; the collector's law is heavier still at EP 64–256 (with α = 1.5 its
-expected busiest rank exceeds the cap of one assignment per token, which real routing cannot). Against sampled
-routing the law holds within 10% for lognormal popularities; lighter-tailed ones (gamma of the same spread) load the
-hottest of two experts a rank about 25% less.
+per-expert cost below), where the normal law ``1 + z·s`` ran low as the ranks hold fewer experts; the collector's
+law is heavier still at EP 64–256 (with α = 1.5 its expected busiest rank exceeds the cap of one assignment per
+token, which real routing cannot). Against sampled routing the law holds within 10% for lognormal popularities;
+lighter-tailed ones (gamma of the same spread) load the hottest of two experts a rank about 25% less.
 
 ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``, ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency`` and
 ``moe_expert_overhead_us`` are fitted per GPU generation on the frameworks' MoE tables
