@@ -105,8 +105,8 @@ def test_moe_tables_are_read_with_balanced_routing_and_impossible_rows_dropped(t
 def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
     """The fused-MoE layers of the three frameworks (no expert parallelism): median within 21% for every framework's
     bf16 and block-fp8 kernels, the formats the served MoE checkpoints use most (today 8–21%: SGLang's bf16 layers
-    went from 17% to 21% with the per-expert fixed cost, which brought ten of the thirteen H100 framework × format
-    tables closer, the pooled median from 17.1% to 15.2%)."""
+    went from 17% to 21% with the per-expert fixed cost, which brought eleven of the thirteen H100 framework ×
+    format tables closer, the pooled median from 17.1% to 15.2%)."""
     from simulator.fidelity.kernels import moe_kernel_errors
 
     frame = moe_kernel_errors(shared_data / "kernels")
