@@ -4,6 +4,7 @@ accounted for."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -212,7 +213,8 @@ def test_before_the_health_check_the_router_keeps_sending_to_a_crashed_replica(t
        retries=st.integers(0, 2), health=st.sampled_from([0.0, 0.2]), seed=st.integers(0, 20))
 def test_any_fault_schedule_accounts_for_every_request_once_and_frees_the_kv(schedule, retries, health, seed):
     """Random crash / slow schedules over three replicas: each generated request has exactly one row, completed +
-    rejected + failed is every request, and at the end no replica holds KV blocks (a crash frees its pool)."""
+    rejected + failed is every request, at the end no replica holds KV blocks (a crash frees its pool), and every
+    completed request's longest gap is the largest gap between its logged tokens (runs cut by slowdowns included)."""
     from simulator.cluster.simulation import simulate
 
     faults, busy = [], {}  # overlapping faults of one kind on one replica are refused: keep the first of each
@@ -227,10 +229,14 @@ def test_any_fault_schedule_accounts_for_every_request_once_and_frees_the_kv(sch
                                             "output_tokens": {"kind": "uniform", "min": 1, "max": 80}}))
     output = simulate(config)
     assert output.final_kv_used_blocks == [0, 0, 0]
-    result = simulator.run(config)
+    result = simulator.run(config, tokens=True)
     rows, s = result.requests, result.summary
     assert rows["request_id"].is_unique and len(rows) == 150
     assert s["completed"] + s["num_rejected"] + s["num_failed"] == 150
+    rows = rows.set_index("request_id")
+    several = rows.index[(rows["status"] == "finished") & (rows["output_tokens"] > 1)]
+    gaps = result.tokens().groupby("request_id")["time_s"].apply(lambda t: t.diff().max() * 1000)
+    assert np.allclose(rows.loc[several, "max_itl_ms"], gaps[several], rtol=1e-9, atol=1e-9)
 
 
 def _disaggregated(tmp_path, requests, faults, retries=1, prefill=2, decode=1):
@@ -295,3 +301,6 @@ def test_disaggregated_crashes_account_for_every_request_and_free_every_kv(sched
     assert s["completed"] + s["num_rejected"] + s["num_failed"] == 120
     done = rows[rows["status"] == "finished"]
     assert (done["kv_arrived_s"] >= done["prefill_done_s"]).all() or (done["output_tokens"] == 1).any()
+    several = done[done["output_tokens"] > 1]  # a longest gap between the mean gap and the whole decode
+    assert (several["max_itl_ms"] >= several["tpot_ms"] * (1 - 1e-9)).all()
+    assert (several["max_itl_ms"] <= (several["e2el_ms"] - several["ttft_ms"]) * (1 + 1e-9)).all()
