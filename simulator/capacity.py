@@ -99,7 +99,8 @@ def _with_rate(config: ExperimentConfig, rate: float) -> ExperimentConfig:
 def _slo_config(config: ExperimentConfig, slo: dict[str, float]) -> ExperimentConfig:
     """Per-request limits from the bounds (for attainment): TTFT, TPOT, E2EL, and ITL as the longest gap."""
     names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "max_itl_ms", "max_itl": "max_itl_ms", "e2el": "e2el_ms"}
-    limits = {names[key.split("_", 1)[1][:-3]]: limit for key, limit in slo.items()}
+    # keys come normalised, <stat>_<metric>_ms (normalise_slo_key)
+    limits = {names[key.split("_", 1)[1].removesuffix("_ms")]: limit for key, limit in slo.items()}
     return config.model_copy(update={"slo": config.slo.model_copy(update=limits)})
 
 

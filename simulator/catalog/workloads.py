@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 PRESETS_DIR = PROJECT_ROOT / "workloads"
 # percentiles 0…99, then every 0.1 to 99.9, then 100: the top percent, where the longest requests sit, is resolved
 PERCENTILES = np.concatenate([np.arange(100), np.arange(991, 1000) / 10, [100]])
+PROBABILITIES = tuple(round(float(p) / 100, 4) for p in PERCENTILES)  # as a quantile length section states them
 COLUMNS = {"arrival": "arrived_at", "input": "num_prefill_tokens", "output": "num_decode_tokens"}
 
 
@@ -80,10 +81,9 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
     statistics: dict[str, Any] = {"requests": len(frame), "input_tokens": _stats(inputs),
                                   "output_tokens": _stats(outputs),
                                   "input_output_rank_correlation": round(float(ranks), 3)}
-    probabilities = [round(float(p) / 100, 4) for p in PERCENTILES]
     workload: dict[str, Any] = {
         part: {"kind": "quantiles", "values": [int(v) for v in np.rint(np.percentile(values, PERCENTILES))],
-               "probabilities": probabilities}
+               "probabilities": list(PROBABILITIES)}
         for part, values in (("input_tokens", inputs), ("output_tokens", outputs))}
     if COLUMNS["arrival"] in frame.columns:
         times = np.sort(frame[COLUMNS["arrival"]].to_numpy(dtype=float))
@@ -130,7 +130,7 @@ def max_entropy_lengths(mean: float, low: int, high: int) -> dict[str, Any]:
         with np.errstate(divide="ignore"):  # p = 1 at a far bound: log1p(-1), the bound itself
             values = np.clip(low - np.log1p(-p * -np.expm1(-rate * (high - low))) / rate, low, high)
     return {"kind": "quantiles", "values": [int(v) for v in np.rint(values)],
-            "probabilities": [round(float(q) / 100, 4) for q in PERCENTILES]}
+            "probabilities": list(PROBABILITIES)}
 
 
 def max_entropy_preset(name: str, lengths: dict[str, tuple[float, int, int]]) -> dict[str, Any]:
