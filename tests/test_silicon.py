@@ -170,9 +170,10 @@ def test_every_h100_row_is_ok_or_unsupported_with_a_reason(shared_data):
     assert held["tpot_error"].median() <= 0.15
 
 
-def test_vllm_rows_run_with_the_benchmark_recipes_token_budget():
-    """aiconfigurator's benchmark rule for aggregated vLLM workers: max-num-batched-tokens = max_batch_size + isl +
-    1500 (max_batch_size = the concurrency); SGLang and TensorRT-LLM rows keep their server defaults."""
+def test_vllm_and_trtllm_rows_run_with_the_benchmark_recipes_token_budget():
+    """aiconfigurator's benchmark rule for aggregated vLLM and TensorRT-LLM workers: max-num-batched-tokens
+    (max_num_tokens) = max_batch_size + isl + 1500 (max_batch_size = the concurrency); SGLang rows keep their
+    server default; TensorRT-LLM and SGLang rows schedule asynchronously (their profiles), vLLM's do not."""
     from simulator.fidelity.silicon import recipe_token_budget
 
     assert recipe_token_budget("vllm", 1024, 8) == 8 + 1024 + 1500
@@ -180,6 +181,9 @@ def test_vllm_rows_run_with_the_benchmark_recipes_token_budget():
     vllm = row_experiment(_row(isl="1024", batch_size="16"), "x:7", None)
     assert vllm.scheduler.max_num_batched_tokens == 16 + 1024 + 1500
     trtllm = row_experiment(_row(backend="trtllm", isl="1024", batch_size="16"), "x:7", None)
-    assert trtllm.scheduler.max_num_batched_tokens == 8192  # the profile's server default
+    assert trtllm.scheduler.max_num_batched_tokens == 16 + 1024 + 1500
+    assert trtllm.scheduler.async_scheduling and not vllm.scheduler.async_scheduling
+    sglang = row_experiment(_row(backend="sglang", isl="1024", batch_size="16"), "x:7", None)
+    assert sglang.scheduler.max_num_batched_tokens == 8192 and sglang.scheduler.async_scheduling
     server = RunSettings(token_budgets=(("vllm", "server"),))
     assert row_experiment(_row(isl="1024"), "x:7", None, server).scheduler.max_num_batched_tokens == 8192

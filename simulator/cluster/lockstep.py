@@ -94,7 +94,16 @@ class Lockstep:
         now = wakeup.at
         for rank in self._working:
             rank._finish(rank._batch, rank._steps, now)
-        plans = [(rank, plan) for rank in self.ranks if (plan := rank._plan(now)) is not None]
+        planned = {rank.index: plan for rank in self.ranks if (plan := rank._plan(now)) is not None}
+        released = changes = False  # async scheduling: arrivals during the step, seen once the next is formed
+        for rank in self.ranks:
+            if rank._intake:
+                released, changes = True, rank.release_intake() or changes
+        if released and not planned:  # nothing to run without them: they start at once
+            planned = {rank.index: plan for rank in self.ranks if (plan := rank._plan(now)) is not None}
+        elif changes:  # they join after the first step
+            planned = {index: (1, *plan[1:]) for index, plan in planned.items()}
+        plans = [(rank, planned[rank.index]) for rank in self.ranks if rank.index in planned]
         self._working = [rank for rank, _ in plans]
         if not plans:
             self.busy, self._steps = False, 0

@@ -16,6 +16,13 @@ growth, before completions free memory) and integrated over time by the trapezoi
 (constant during a run) and for idle time, within a block's sawtooth for paged last blocks. Running sequences are
 integrated exactly (constant during a run).
 
+Async scheduling (``scheduler.async_scheduling``: vLLM's ``--async-scheduling``, TensorRT-LLM's overlap scheduler,
+SGLang's overlap schedule): the CPU forms each batch while the one before runs on the GPU, so a request that
+arrives during a step misses the batch formed already and joins the one after — one step later than without it
+(a decode run in progress is cut at the step running, the next batch runs one step, then the newcomer is
+scheduled). A request that reaches an idle replica starts at once. The CPU time this hides stays in the engine
+profile's fitted per-iteration cost.
+
 Inter-token gaps: decoding requests are grouped by the time of their last token (the end of the last decode run, or
 the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
 (which includes any prefill stall); the remaining steps give ``d_1 … d_{k−1}`` to every request of the batch.
@@ -56,13 +63,12 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_iterations",
+        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_intake", "_iterations",
         "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
-        "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running",
-        "_pending", "_run", "_running", "_running_seconds", "_start", "_state_seconds", "_steps",
-        "copy_seconds_per_token", "cost", "draft_cost", "env", "fast_forward", "group", "hands_off", "index",
-        "lora_cost", "new_scheduler", "observer", "on_done", "on_down", "recorder", "scheduler", "slowdown",
-        "swap_seconds_per_token", "tokens", "up",
+        "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running", "_pending", "_run", "_running", "_running_seconds",
+        "_start", "_state_seconds", "_steps", "async_scheduling", "copy_seconds_per_token", "cost", "draft_cost",
+        "env", "fast_forward", "group", "hands_off", "index", "lora_cost", "new_scheduler", "observer", "on_done",
+        "on_down", "recorder", "scheduler", "slowdown", "swap_seconds_per_token", "tokens", "up",
     )
 
     def __init__(
@@ -86,6 +92,8 @@ class Replica:
         self.on_done = recorder.request_done  # where finished and rejected requests go (a disaggregated prefill
         # replica hands them on to the decode pool instead)
         self.fast_forward = fast_forward
+        self.async_scheduling = False  # each batch is formed while the one before runs (module docstring)
+        self._intake: list[Request] = []  # arrivals the scheduler sees only after the next batch is formed
         self.hands_off = False  # a disaggregated prefill replica: finished prompts keep their KV until released
         self.group = None  # the simulator.cluster.lockstep.Lockstep of an attention-DP rank: it times the steps
         self.up = True  # False while crashed (simulator.cluster.faults)
@@ -119,7 +127,7 @@ class Replica:
     def outstanding(self) -> int:
         """Requests waiting or running here."""
         scheduler = self.scheduler
-        return len(scheduler.waiting) + len(scheduler.decoding) + len(scheduler.prefilling)
+        return len(self._intake) + len(scheduler.waiting) + len(scheduler.decoding) + len(scheduler.prefilling)
 
     @property
     def kv_load(self) -> float:
@@ -152,6 +160,13 @@ class Replica:
             request.status, request.reject_reason = REJECTED, reason
             self.on_done(request)
             return
+        if self.async_scheduling and (self._busy if self.group is None else self.group.busy):
+            self._intake.append(request)  # the next batch is formed already: it joins the one after
+            if self.group is not None:
+                self.group.cut_now()
+            elif self._steps > 1:
+                self._cut_run(self.env.now)
+            return
         self.scheduler.enqueue(request)
         if self.group is not None:
             self.group.kick()
@@ -163,6 +178,15 @@ class Replica:
                 self._cut_run(self.env.now)
             elif (deadline := self.scheduler.queue_deadline()) is not None:
                 self._cut_run(deadline)  # its expiry may unblock the queue behind it
+
+    def release_intake(self) -> bool:
+        """Async scheduling, at a boundary once the next batch is formed: the scheduler sees the requests that
+        arrived during the work that just ended. Whether they could change the batch at the next boundary (so a
+        decode run must stop after one step)."""
+        for request in self._intake:
+            self.scheduler.enqueue(request)
+        self._intake = []
+        return self.scheduler.wants_boundary()
 
     def release_kv(self, request: Request) -> None:
         """The decode side took ``request``'s KV: free it here and, if idle with requests waiting, start on them
@@ -187,7 +211,7 @@ class Replica:
         now, scheduler = self.env.now, self.scheduler
         if self._busy and self._batch is not None:
             self._running_seconds -= self._running * max(self._start + self._duration - now, 0.0)
-        lost = [*scheduler.waiting, *scheduler.prefilling.values(), *scheduler.decoding.values()]
+        lost = [*self._intake, *scheduler.waiting, *scheduler.prefilling.values(), *scheduler.decoding.values()]
         if self._busy and self._batch is not None:
             lost += self._batch.swap_ins  # their KV was coming back (or in from a prefill replica) this iteration
         self._stop(now)
@@ -225,7 +249,7 @@ class Replica:
         if self._memory is not None:
             self._close_memory(now, self._memory[1])
         self._batch, self._busy, self._steps, self._copied = None, False, 0, 0
-        self._gap_groups, self._last_decode_end, self._joiners = {}, NO_RUN, []
+        self._gap_groups, self._last_decode_end, self._joiners, self._intake = {}, NO_RUN, [], []
         self.up = False
 
     def set_slowdown(self, factor: float) -> None:
@@ -298,6 +322,12 @@ class Replica:
 
     def _begin(self, now: float) -> None:
         plan = self._plan(now)
+        if self._intake:
+            changes = self.release_intake()
+            if plan is None:  # nothing to run without them: they start at once
+                plan = self._plan(now)
+            elif changes and plan[0] > 1:  # they join after this work's first step
+                plan = (1, *plan[1:])
         if plan is not None:
             self._settle(now, plan[0], plan[1])
             self._wait(self._duration)

@@ -250,6 +250,7 @@ def _build_pool(
     for replica in replicas:
         replica.new_scheduler = lambda index=replica.index: new_scheduler(index)
         replica.lora_cost = lora_cost
+        replica.async_scheduling = sched.async_scheduling
     if pool.data_parallel > 1:  # the attention-DP ranks of each replica step together
         for first in range(0, len(replicas), pool.data_parallel):
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)

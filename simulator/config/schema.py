@@ -354,6 +354,11 @@ class SchedulerBase(Strict):
     preemption: Literal["recompute", "swap"] = Field(
         default="recompute", description="free a victim's KV and re-prefill later, or move it to host memory and back"
     )
+    async_scheduling: bool = Field(
+        default=False, description="form each batch while the one before runs (vLLM --async-scheduling, "
+        "TensorRT-LLM's overlap scheduler, SGLang's overlap schedule): a request arriving during a step joins one "
+        "step later",
+    )
     watermark: float = Field(
         default=0.01, ge=0, lt=1,
         description="fraction of the KV blocks that admitting a request must leave free while others run (vLLM's "

@@ -1,0 +1,81 @@
+"""Async scheduling (``scheduler.async_scheduling``: each batch is formed while the one before runs): a request
+that arrives during a step joins one step later, by hand; one that reaches an idle replica starts at once; the
+closed-form decode runs reproduce one-step-at-a-time simulation with it; every request still ends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simulator
+from simulator.config import load_experiment
+from tests.helpers import experiment
+from tests.test_lockstep import _trace, _two_ranks
+
+
+def _pair(tmp_path, async_scheduling):
+    """Linear costs (prefill 2 ms + 0.1 ms per token, decode steps 5 + 0.2 ms per sequence): A (100-token prompt,
+    50 outputs) at 0 s, B (2000-token prompt, 2 outputs) at 0.1 s, prefill-first continuous batching."""
+    return load_experiment(experiment(
+        workload=_trace(tmp_path, [(0.0, 100, 50), (0.1, 2000, 2)]),
+        scheduler={"kind": "continuous", "max_num_seqs": 16, "max_model_len": 4096,
+                   "async_scheduling": async_scheduling}))
+
+
+@pytest.mark.parametrize(("async_scheduling", "b_ttft_ms"), [(False, 0.4 + 202), (True, 0.4 + 5.2 + 202)])
+def test_an_arrival_during_a_step_joins_one_step_later(tmp_path, async_scheduling, b_ttft_ms):
+    """A reaches an idle replica and prefills at once (2 + 10 = 12 ms) either way, then decodes alone in 5.2 ms
+    steps; B arrives during step 17 (95.2 … 100.4 ms). Without async scheduling B's prefill (2 + 200 = 202 ms)
+    starts when that step ends; with it the batch of step 18 (A alone) is formed already, so B starts one step
+    later, at 105.6 ms. A ends at 469 ms either way: 12 + 17 · 5.2 + 202 + 5.4 (with B) + 31 · 5.2 without async,
+    12 + 18 · 5.2 + 202 + 5.4 + 30 · 5.2 with it."""
+    a, b = simulator.run(_pair(tmp_path, async_scheduling)).requests.sort_values("request_id").itertuples()
+    assert a.ttft_ms == pytest.approx(12.0)
+    assert b.ttft_ms == pytest.approx(b_ttft_ms)
+    assert a.e2el_ms == pytest.approx(469.0)
+
+
+def test_a_rank_with_async_scheduling_takes_the_newcomer_one_step_later(tmp_path):
+    """The lock-step case of ``test_a_rank_decoding_waits_for_another_ranks_prefill``: rank 0 decodes (first token at
+    3 ms, steps of 5.2 ms), a 1000-token prompt reaches the idle rank 1 at 50 ms, during step 10 (49.8 … 55 ms).
+    With async scheduling the step after (55 … 60.2 ms) is formed already; the prompt's 102 ms step starts at
+    60.2 ms: TTFT 10.2 + 102 ms (5 + 102 without). Rank 0 still waits for that prefill once."""
+    config = _two_ranks(tmp_path, [(0.0, 10, 21), (0.05, 1000, 2)])
+    config["scheduler"] = {**config["scheduler"], "async_scheduling": True}
+    rows = simulator.run(load_experiment(config)).requests.sort_values("request_id")
+    assert rows["ttft_ms"].iloc[1] == pytest.approx(10.2 + 102)
+    assert rows["e2el_ms"].iloc[0] == pytest.approx(3 + 20 * 5.2 + 102 - 5.2)
+
+
+@pytest.mark.parametrize("sections", [
+    {},  # continuous batching, linear costs
+    {"scheduler": {"kind": "chunked", "max_num_seqs": 16, "max_num_batched_tokens": 128, "max_model_len": 2048},
+     "cost_model": {"kind": "roofline"}},
+    {"kv_cache": {"kind": "paged", "block_size": 16, "num_gpu_blocks": 40}},  # recompute preemptions
+    {"model": "qwen3-30b-a3b", "cluster": {"data_parallel": 2, "router": "round_robin"}},  # ranks in lock step
+    {"cluster": {"replicas": 3, "router": "round_robin", "fault_retries": 2,
+                 "faults": [{"at_s": 0.6, "replica": 1, "kind": "crash", "duration_s": 0.5}]}},
+])
+def test_closed_form_runs_match_stepping_and_every_request_ends(sections):
+    sections = {**sections}
+    scheduler = sections.get("scheduler", experiment()["scheduler"])
+    sections["scheduler"] = {**scheduler, "async_scheduling": True}
+    config = load_experiment(experiment(**sections))
+    fast = simulator.run(config).requests.sort_values("request_id")
+    slow = simulator.run(config, fast_forward=False).requests.sort_values("request_id")
+    assert len(fast) == config.workload.num_requests
+    assert set(fast["status"]) <= {"finished", "failed", "rejected"}
+    for column in ("first_token_s", "finish_s"):
+        assert np.allclose(fast[column], slow[column], rtol=1e-9, equal_nan=True)
+    plain = simulator.run(load_experiment(experiment(**{**sections, "scheduler": scheduler})))
+    assert fast["ttft_ms"].mean() > plain.requests["ttft_ms"].mean()  # newcomers wait a step more
+
+
+def test_every_server_default_names_its_async_scheduling():
+    """TensorRT-LLM's PyTorch executor and SGLang overlap scheduling with the GPU by default; vLLM 0.11-0.12 does
+    not (``--async-scheduling`` became its default later)."""
+    from simulator.cost.engine import load_engine
+
+    defaults = {name: load_engine(name).server_defaults["scheduler"].get("async_scheduling", False)
+                for name in ("vllm", "sglang", "trtllm")}
+    assert defaults == {"vllm": False, "sglang": True, "trtllm": True}
