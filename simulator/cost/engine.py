@@ -7,12 +7,16 @@ or ``--engine`` on the CLI) charges, per iteration,
     per_iteration_ms + layers × per_layer_us + sequences × per_sequence_us + prompts × per_prompt_ms
 
 (``prompts``: the prompt chunks of the iteration, each of which the engine prepares — positions, masks, block
-tables — before the forward pass), and says how close the engine's kernels and collectives come to the best
-achievable on the hardware (``compute_efficiency``, ``memory_efficiency``, ``communication_efficiency``: 1 = as
-fast as the hardware profile's fitted GEMM, streaming and NCCL rates; ``attention_efficiency``: the attention
-kernels' FLOP rate as a fraction of the hardware's fitted one — 1 for the FlashAttention-2/3-class kernels the
-kernel tables measured, lower for kernels that compute the whole causal square or FlashAttention-1), and whether
-it batches the prompts of an iteration into one forward pass (``prefill_batching``).
+tables — before the forward pass). An iteration with prompt chunks runs outside CUDA graphs in engines that capture
+only decode steps (TensorRT-LLM's PyTorch executor, SGLang): the host launches each kernel, so the layers take at
+least ``kernels × eager_kernel_us`` (``simulator.cost.layers.GroupCost.launched_kernels`` counts them), which for
+short prompts of many-layer MoE models is longer than their GPU time. The profile also says how close the engine's
+kernels and collectives come to the best achievable on the hardware (``compute_efficiency``,
+``memory_efficiency``, ``communication_efficiency``: 1 = as fast as the hardware profile's fitted GEMM, streaming
+and NCCL rates; ``attention_efficiency``: the attention kernels' FLOP rate as a fraction of the hardware's fitted
+one — 1 for the FlashAttention-2/3-class kernels the kernel tables measured, lower for kernels that compute the
+whole causal square or FlashAttention-1), and whether it batches the prompts of an iteration into one forward pass
+(``prefill_batching``).
 """
 
 from __future__ import annotations
@@ -60,6 +64,11 @@ class EngineProfile(BaseModel):
         description="the framework's own one-shot all-reduce for small messages: its fixed cost; None = NCCL only",
     )
     custom_allreduce_max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
+    eager_kernel_us: float = Field(
+        default=0.0, ge=0,
+        description="host time to launch one kernel outside CUDA graphs (Python, op dispatch, launch); an "
+        "iteration with prompt chunks runs eagerly and takes at least its kernels times this",
+    )
     frontend_ms_per_request: float = Field(
         default=0.0, ge=0, description="API-server work per request (HTTP, hand-off), serial per replica"
     )
