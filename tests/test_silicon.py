@@ -44,8 +44,8 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     # served with an fp8 KV cache
     assert config.scheduler.kind == "chunked" and config.scheduler.max_num_batched_tokens == 2508
     assert config.kv_cache.dtype == "fp8" and config.scheduler.max_model_len == 1100
-    # 2 x 8 warm-up, 6 x 8 measured (at least 48), 8 tail requests
-    assert config.workload.num_requests == 16 + 48 + 8
+    # 12 x 8 requests, all measured: from the clients' simultaneous start to the last round
+    assert config.workload.num_requests == 12 * 8
 
 
 @pytest.mark.parametrize("changes, reason", [

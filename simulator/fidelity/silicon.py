@@ -7,26 +7,31 @@ together and send their next request after a client turnaround (exponential, mea
 request ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline
 parallelism, weights in the row's precision, the row's framework as the engine profile (with that framework's server
 defaults for batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
-benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones (``RunSettings.ramp`` instead
-spreads the clients' start over one cycle, :attr:`ClosedLoopArrival.ramp_s`). The simulation sends ``warmup`` × N
-requests, measures the next ``measured`` × N and stops the statistics before the last N (whose clients have no
-successor, so concurrency falls off); the predicted TTFT and TPOT are the means over the measured requests.
+benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones. aiperf lets its warm-up
+phase drain (a grace period for the warm-up responses) before the profiling phase starts its N clients, so the
+measured requests begin with every client sending at once to an idle server, and they end with the last N, as the
+concurrency falls; a warm-up leaves nothing behind in a model without cold-start effects. So the simulation
+measures every request of ``measured`` × N from a simultaneous start (``warmup`` × N requests excluded before
+them, with no drain, is the other reading; ``RunSettings.ramp`` spreads the clients' start over one cycle instead,
+:attr:`ClosedLoopArrival.ramp_s`); the predicted TTFT and TPOT are the means over the measured requests. The first
+round's TTFT — N prompts queued at once — weighs 1/``measured`` of the mean, which is what makes the measured TTFT
+grow with N faster than a steady closed loop's. How many requests each client sends is not stated for these rows;
+chosen on the fit rows' median TTFT error: 22.6% at 8·N, 18.7% at 10, 18.3% at 12, 20.4% at 15 and 22.5% at the
+recipe's 20 (held out: 23.5, 22.2, 22.3, 21.9, 23.3%); the previous reading (2·N excluded with no drain, 6·N
+measured, the last N left out) gave 27.8% (29.7% held out).
 
 Which server arguments each run used is not stated. The benchmark recipe of the file's source (aiconfigurator's
 generator) sets a per-iteration token budget from the row (:func:`recipe_token_budget`); the server default is the
-other candidate. ``RunSettings.token_budgets`` picks one per backend, chosen on the fit rows (median TTFT error,
-fit rows / held out, with each engine's async scheduling as its profile states it): vLLM the recipe (30.5% / 28.6%
-against 51.3% / 52.4% with its 8192 default), SGLang its server default (11.0% / 15.7% against 12.6% / 17.2%),
-TensorRT-LLM the recipe (38.8% / 41.8% against 42.9% / 45.5%; before its overlap scheduler was modelled the server
-default fitted better, 43.3% against 54.4%). TPOT moves by under a point, except TensorRT-LLM's, whose median falls
-from 6.8% to 5.4% with the recipe.
+other candidate. ``RunSettings.token_budgets`` picks one per backend, chosen on the fit rows (median TTFT error of
+the aggregated rows, fit / held out, with each engine's async scheduling as its profile states it): vLLM the recipe
+(17.5% / 22.0% against 61.1% / 63.3% with its 8192 default), SGLang its server default (10.9% / 15.7% against
+12.6% / 17.2%), TensorRT-LLM the recipe (19.7% / 22.6% against 40.3% / 42.0%).
 
 The client turnaround stands for everything that keeps real closed-loop clients from moving in lock step (the
 client's own time between a response and its next request, network, the server's front end); with none, clients
 that finish together prefill together for ever. It is one number for every backend (the clients are the same
-benchmark's), fitted on the fit rows: their median TTFT error is 37.9% at 5 ms, 35.8% at 10, flat at 33.2–33.7%
-from 20 to 40 ms; 20 ms is kept, where it was fitted before the engines' async scheduling was modelled (held out:
-38.1% at 5 ms, 34.2% at 20, 37.5% at 40). TPOT moves by under 0.3 points.
+benchmark's), fitted on the fit rows: their median TTFT error is 21.7% at 5 ms, 19.7% at 10, 18.3% at 20 and
+20.9% at 40 (held out: 22.8, 21.6, 22.3, 23.9%). TPOT moves by under a point.
 
 A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`).
 A row the simulator cannot represent gets ``status = unsupported: <reason>`` (attention data parallelism of a dense
@@ -73,8 +78,8 @@ class Unsupported(Exception):
 class RunSettings:
     """How long each simulated benchmark runs, in multiples of its concurrency N."""
 
-    warmup: int = 2  # requests excluded at the start, × N (the recipe's warm-up)
-    measured: int = 6  # requests measured, × N
+    warmup: int = 0  # requests excluded at the start, × N, with no drain after them (module docstring)
+    measured: int = 12  # requests measured, × N, the last N (as the concurrency falls) included (fitted)
     min_measured: int = 48  # at least this many measured requests
     client_jitter_ms: float = 20.0  # mean of an exponential delay before each client's next request (fitted)
     ramp: bool = False  # spread the clients' first requests over one request's duration
@@ -257,7 +262,7 @@ def row_experiment(
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
         "cluster": cluster,
         "workload": {
-            "num_requests": settings.warmup * users + measured + users,
+            "num_requests": settings.warmup * users + measured,
             "arrival": {"kind": "closed_loop", "users": users, "think_ms": settings.client_jitter_ms},
             "input_tokens": {"kind": "fixed", "value": isl},
             "output_tokens": {"kind": "fixed", "value": osl},
@@ -295,9 +300,7 @@ def predict_row(config: ExperimentConfig, users: int, settings: RunSettings = Ru
     from simulator.api import run
 
     requests = run(config).requests
-    start = settings.warmup * users
-    window = requests[(requests["request_id"] >= start) & (requests["request_id"] < len(requests) - users)]
-    window = window[window["status"] == "finished"]
+    window = requests[(requests["request_id"] >= settings.warmup * users) & (requests["status"] == "finished")]
     if window.empty:
         reasons = requests["reject_reason"].dropna().unique().tolist()
         raise Unsupported(f"no request completed ({'; '.join(map(str, reasons[:2])) or 'none finished'})")
