@@ -35,6 +35,18 @@ def test_an_arrival_during_a_step_joins_one_step_later(tmp_path, async_schedulin
     assert a.e2el_ms == pytest.approx(469.0)
 
 
+def test_requests_that_reach_an_idle_replica_together_share_its_first_batch(tmp_path):
+    """Two 100-token prompts at 0 s and a third at 1 ms, async scheduling on: the first two reach an idle replica at
+    the same instant and are prefilled together (2 + 0.1 · 200 = 22 ms); the third arrives while that iteration
+    runs, misses the batch formed after it (the two first tokens' decode step, 5 + 2 · 0.2 = 5.4 ms) and is
+    prefilled after that step with the decodes, prefill-first: 22 − 1 + 5.4 + (2 + 10) ms."""
+    config = load_experiment(experiment(
+        workload=_trace(tmp_path, [(0.0, 100, 5), (0.0, 100, 5), (0.001, 100, 5)]),
+        scheduler={"kind": "continuous", "max_num_seqs": 16, "max_model_len": 4096, "async_scheduling": True}))
+    ttft = simulator.run(config).requests.sort_values("request_id")["ttft_ms"].to_numpy()
+    assert ttft == pytest.approx([22.0, 22.0, 22.0 - 1.0 + 5.4 + 12.0])
+
+
 def test_a_rank_with_async_scheduling_takes_the_newcomer_one_step_later(tmp_path):
     """The lock-step case of ``test_a_rank_decoding_waits_for_another_ranks_prefill``: rank 0 decodes (first token at
     3 ms, steps of 5.2 ms), a 1000-token prompt reaches the idle rank 1 at 50 ms, during step 10 (49.8 … 55 ms).

@@ -115,6 +115,28 @@ def test_attention_dp_rows_run_their_ranks():
     assert (trt.cluster.data_parallel, trt.cluster.tensor_parallel, trt.cluster.expert_parallel) == (4, 1, 4)
 
 
+def test_the_measured_requests_start_with_every_client_at_once():
+    """aiperf's warm-up drains before it measures, so the measured phase starts with all N clients sending to an
+    idle server. SGLang, prefill-first with an 8192-token budget, clients with no turnaround: the first round's 8
+    prompts of 512 tokens are one iteration, so each of them waits for all eight (the iteration of 8 × 512 tokens,
+    by the cost model); the mean TTFT is over all 12 · 8 requests, that first round included."""
+    from simulator.api import run
+    from simulator.catalog import load_hardware, load_model
+    from simulator.cost import build_cost_model
+    from simulator.cost.base import IterationShape
+    from simulator.fidelity.silicon import predict_row
+
+    settings = RunSettings(client_jitter_ms=0.0)
+    config = row_experiment(_row(backend="sglang", batch_size="8"), "x:7", None, settings)
+    cost = build_cost_model(config, load_model(config.model), load_hardware(config.hardware))
+    together = cost.iteration_time(IterationShape(((512, 0),) * 8)) * 1000
+    requests = run(config).requests.sort_values("request_id")
+    assert len(requests) == 12 * 8
+    assert requests["ttft_ms"].iloc[:8].to_numpy() == pytest.approx([together] * 8, rel=1e-9)
+    assert predict_row(config, 8, settings)[0] == pytest.approx(requests["ttft_ms"].mean(), rel=1e-12)
+    assert requests["ttft_ms"].iloc[8:].mean() < together  # later rounds spread out, the first one does not
+
+
 def test_validate_never_stops_on_a_bad_row(tmp_path):
     path = tmp_path / "runs.csv"
     _write(path, [_row(id="a"), _row(id="b", isl="lots"), _row(id="c", system="mars")])

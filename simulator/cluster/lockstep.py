@@ -44,6 +44,11 @@ class Lockstep:
         for rank in ranks:
             rank.group = self
 
+    @property
+    def stepping(self) -> bool:
+        """A step is running (not merely about to start at this instant)."""
+        return self.busy and bool(self._working)
+
     def kick(self) -> None:
         """A rank has new work (an arrival, a timer, freed memory): start a step now if none is running, else cut
         a decode run at the next boundary if that rank's queue could change its batch."""

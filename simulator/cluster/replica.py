@@ -160,7 +160,7 @@ class Replica:
             request.status, request.reject_reason = REJECTED, reason
             self.on_done(request)
             return
-        if self.async_scheduling and (self._busy if self.group is None else self.group.busy):
+        if self.async_scheduling and (self._batch is not None if self.group is None else self.group.stepping):
             self._intake.append(request)  # the next batch is formed already: it joins the one after
             if self.group is not None:
                 self.group.cut_now()
