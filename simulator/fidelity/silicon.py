@@ -9,11 +9,12 @@ parallelism, weights in the row's precision, the row's framework as the engine p
 defaults for batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
 benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones. aiperf lets its warm-up
 phase drain (a grace period for the warm-up responses) before the profiling phase starts its N clients, so the
-measured requests begin with every client sending at once to an idle server, and they end with the last N, as the
-concurrency falls; a warm-up leaves nothing behind in a model without cold-start effects. So the simulation
-measures every request of ``measured`` × N from a simultaneous start (``warmup`` × N requests excluded before
-them, with no drain, is the other reading; ``RunSettings.ramp`` spreads the clients' start over one cycle instead,
-:attr:`ClosedLoopArrival.ramp_s`); the predicted TTFT and TPOT are the means over the measured requests. The first
+measured requests begin with every client sending at once to an idle server (each after its own turnaround draw,
+below), and they end with the last N, as the concurrency falls; a warm-up leaves nothing behind in a model without
+cold-start effects. So the simulation measures every request of ``measured`` × N from a simultaneous start
+(``warmup`` × N requests excluded before them, with no drain, is the other reading; ``RunSettings.ramp`` spreads
+the clients' start over one cycle instead, :attr:`ClosedLoopArrival.ramp_s`); the predicted TTFT and TPOT are the
+means over the measured requests. The first
 round's TTFT — N prompts queued at once — weighs 1/``measured`` of the mean, which is what makes the measured TTFT
 grow with N faster than a steady closed loop's. How many requests each client sends is not stated for these rows;
 chosen on the fit rows' median TTFT error: 22.6% at 8·N, 18.7% at 10, 18.3% at 12, 20.4% at 15 and 22.5% at the
