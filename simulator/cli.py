@@ -785,7 +785,8 @@ def build_parser() -> argparse.ArgumentParser:
     presets = sub.add_parser("workloads", help="the workload presets (workloads/*.yaml): source and statistics")
     presets.add_argument("--json", action="store_true", help="one JSON object per preset")
     presets.add_argument("--fit", metavar="CSV", help="print a preset fitted to a processed trace (arrived_at, "
-                         "num_prefill_tokens, num_decode_tokens) instead")
+                         "num_prefill_tokens, num_decode_tokens; or lengths only, also as input_length, "
+                         "output_length) instead")
     presets.add_argument("--max-entropy", action="append", type=_mean_and_bounds, metavar="PART=MEAN:MIN:MAX",
                          help="print a preset from a published mean and bounds of input_tokens and/or "
                          "output_tokens (the maximum-entropy law for them) instead; repeatable")

@@ -12,6 +12,7 @@ from simulator.catalog.workloads import fit_preset, load_preset, preset_names
 from simulator.cli import main
 from simulator.config import load_experiment
 from simulator.config.schema import QuantileLength
+from simulator.errors import LLMSimError
 from simulator.workload.lengths import sample_lengths
 from tests.helpers import experiment
 
@@ -44,6 +45,21 @@ def test_a_preset_refits_from_its_source_exactly(name, shared_data):
     fitted = fit_preset(shared_data / "traces" / SOURCES[name], name)
     preset = load_preset(name)
     assert fitted["statistics"] == preset["statistics"] and fitted["workload"] == preset["workload"]
+
+
+def test_a_preset_fits_lengths_under_their_other_names(tmp_path):
+    """``input_length`` / ``output_length`` (mooncake traces, MLPerf dataset summaries) fit as the processed-trace
+    columns do: 1…100 input and 2·(1…100) output tokens, rank correlation 1, median 50.5 and 101, no arrival."""
+    path = tmp_path / "lengths.csv"
+    path.write_text("input_length,output_length\n" + "".join(f"{i},{2 * i}\n" for i in range(1, 101)))
+    preset = fit_preset(path, "lengths")
+    stats = preset["statistics"]
+    assert (stats["input_tokens"]["p50"], stats["output_tokens"]["p50"]) == (50.5, 101.0)
+    assert stats["input_output_rank_correlation"] == 1.0 and "arrival" not in preset["workload"]
+    assert preset["workload"]["input_tokens"]["values"][-1] == 100
+    (tmp_path / "bad.csv").write_text("input_length,tokens\n1,2\n")
+    with pytest.raises(LLMSimError, match=r"bad.csv: missing column\(s\) \['num_decode_tokens'\]"):
+        fit_preset(tmp_path / "bad.csv", "bad")
 
 
 def test_the_sections_own_keys_override_the_preset():

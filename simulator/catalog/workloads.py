@@ -35,6 +35,8 @@ PRESETS_DIR = PROJECT_ROOT / "workloads"
 PERCENTILES = np.concatenate([np.arange(100), np.arange(991, 1000) / 10, [100]])
 PROBABILITIES = tuple(round(float(p) / 100, 4) for p in PERCENTILES)  # as a quantile length section states them
 COLUMNS = {"arrival": "arrived_at", "input": "num_prefill_tokens", "output": "num_decode_tokens"}
+# other names sources give the same columns (mooncake traces and MLPerf dataset summaries: input_length, ...)
+ALIASES = {"input_length": COLUMNS["input"], "output_length": COLUMNS["output"]}
 
 
 def preset_names() -> list[str]:
@@ -64,18 +66,20 @@ def _stats(values: np.ndarray) -> dict[str, float]:
 
 
 def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
-    """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` and optionally ``arrived_at``
-    (seconds; the processed-trace format of ``../shared/data/traces``); ``description`` is left for a person to
-    write and ``source`` names the file."""
+    """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` (or ``input_length``,
+    ``output_length``) and optionally ``arrived_at`` (seconds; the processed-trace format of
+    ``../shared/data/traces``); ``description`` is left for a person to write and ``source`` names the file."""
     import pandas as pd
 
     try:
         frame = pd.read_csv(path)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    frame = frame.rename(columns={k: v for k, v in ALIASES.items() if v not in frame.columns})
     missing = [c for c in (COLUMNS["input"], COLUMNS["output"]) if c not in frame.columns]
     if missing:
-        raise LLMSimError(f"{path}: missing column(s) {missing} (a preset is fitted to {list(COLUMNS.values())})")
+        raise LLMSimError(f"{path}: missing column(s) {missing} (a preset is fitted to {list(COLUMNS.values())}; "
+                          f"{', '.join(ALIASES)} are taken for the lengths too)")
     inputs, outputs = (frame[COLUMNS[k]].to_numpy(dtype=float) for k in ("input", "output"))
     ranks = np.corrcoef(pd.Series(inputs).rank(), pd.Series(outputs).rank())[0, 1]
     statistics: dict[str, Any] = {"requests": len(frame), "input_tokens": _stats(inputs),
