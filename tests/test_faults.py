@@ -210,11 +210,15 @@ def test_before_the_health_check_the_router_keeps_sending_to_a_crashed_replica(t
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schedule=st.lists(st.tuples(st.floats(0.0, 3.0), st.integers(0, 2), st.sampled_from(["crash", "slow"]),
                                    st.floats(0.05, 1.5)), min_size=1, max_size=6),
-       retries=st.integers(0, 2), health=st.sampled_from([0.0, 0.2]), seed=st.integers(0, 20))
-def test_any_fault_schedule_accounts_for_every_request_once_and_frees_the_kv(schedule, retries, health, seed):
-    """Random crash / slow schedules over three replicas: each generated request has exactly one row, completed +
-    rejected + failed is every request, at the end no replica holds KV blocks (a crash frees its pool), and every
-    completed request's longest gap is the largest gap between its logged tokens (runs cut by slowdowns included)."""
+       retries=st.integers(0, 2), health=st.sampled_from([0.0, 0.2]), seed=st.integers(0, 20),
+       asynchronous=st.booleans())
+def test_any_fault_schedule_accounts_for_every_request_once_and_frees_the_kv(schedule, retries, health, seed,
+                                                                            asynchronous):
+    """Random crash / slow schedules over three replicas, with and without async scheduling (arrivals held for the
+    batch after next, and lost with the replica when it crashes): each generated request has exactly one row,
+    completed + rejected + failed is every request, at the end no replica holds KV blocks (a crash frees its pool),
+    and every completed request's longest gap is the largest gap between its logged tokens (runs cut by slowdowns
+    included)."""
     from simulator.cluster.simulation import simulate
 
     faults, busy = [], {}  # overlapping faults of one kind on one replica are refused: keep the first of each
@@ -224,7 +228,8 @@ def test_any_fault_schedule_accounts_for_every_request_once_and_frees_the_kv(sch
             busy[(replica, kind)] = at + duration
     config = load_experiment(experiment(seed=seed, cluster={
         "replicas": 3, "router": "power_of_two", "faults": faults, "fault_retries": retries, "health_check_s": health,
-        "connect_timeout_s": 0.05}, workload={"num_requests": 150, "arrival": {"kind": "poisson", "rate": 60.0},
+        "connect_timeout_s": 0.05}, scheduler={**experiment()["scheduler"], "async_scheduling": asynchronous},
+        workload={"num_requests": 150, "arrival": {"kind": "poisson", "rate": 60.0},
                                             "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
                                             "output_tokens": {"kind": "uniform", "min": 1, "max": 80}}))
     output = simulate(config)
