@@ -10,6 +10,7 @@ from simulator.api import run
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.wakeup import run_all
+from simulator.cost import collective_time
 from simulator.cost.base import IterationShape
 from simulator.cost.engine import EngineProfile
 from simulator.cost.roofline import RooflineCostModel
@@ -65,6 +66,10 @@ def test_custom_all_reduce_takes_small_messages():
     assert cost.all_reduce_time(big) == pytest.approx(1.75 * big / (450e9 * 0.64) + (5.5 + 14 * 0.87) * 1e-6)
     # small messages: the one-shot kernel's latency wins
     assert cost.all_reduce_time(2**14) == pytest.approx(4.3e-6 + 7 * 2**14 / (450e9 * 0.64))
+    # 16 GPUs span two 8-GPU nodes: the one-shot kernel cannot read peers across nodes, so NCCL's ring runs, though
+    # the one-shot formula would be far faster
+    wide = RooflineCostModel(load_model("llama-3-70b"), hw, 16, engine=engine)
+    assert wide.all_reduce_time(2**14) == collective_time(hw, "all_reduce", 16, 2**14) > 20e-6
 
 
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
