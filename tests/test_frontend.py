@@ -70,6 +70,12 @@ def test_custom_all_reduce_takes_small_messages():
     # the one-shot formula would be far faster
     wide = RooflineCostModel(load_model("llama-3-70b"), hw, 16, engine=engine)
     assert wide.all_reduce_time(2**14) == collective_time(hw, "all_reduce", 16, 2**14) > 20e-6
+    # nor among GPUs that are not all connected: four PCIe A100s with NVLink pairs use the ring, two use the kernel
+    pcie = load_hardware("a100-80gb-pcie")
+    four = RooflineCostModel(load_model("llama-3-70b"), pcie, 4, engine=engine)
+    assert four.all_reduce_time(2**14) == collective_time(pcie, "all_reduce", 4, 2**14)
+    two = RooflineCostModel(load_model("llama-3-70b"), pcie, 2, engine=engine)
+    assert two.all_reduce_time(2**14) < collective_time(pcie, "all_reduce", 2, 2**14)
 
 
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():

@@ -141,13 +141,14 @@ class RooflineCostModel(CostModel):
         """NCCL's ring, or the framework's one-shot all-reduce when it has one and it is faster for this message:
         every GPU reads the other t − 1 buffers over its link, ``custom_allreduce_latency_us`` + (t − 1)·bytes /
         (link GB/s × link efficiency). The one-shot kernel reads its peers' memory directly, so it needs the t GPUs
-        in one NVLink domain (``node.gpus_per_node``); a group across nodes uses NCCL, as vLLM, SGLang and
-        TensorRT-LLM do."""
+        in one node and all connected to each other (an NVSwitch fabric, or just two GPUs); otherwise NCCL's ring
+        runs, as vLLM, SGLang and TensorRT-LLM fall back to it."""
         ring = collective_time(self.network, "all_reduce", self.tp, nbytes)
         engine = self.engine
         too_large = nbytes > engine.custom_allreduce_max_mib * 2**20
-        across_nodes = self.tp > self.network.node.gpus_per_node
-        if engine.custom_allreduce_latency_us is None or self.tp <= 1 or too_large or across_nodes:
+        node = self.network.node
+        connected = self.tp <= node.gpus_per_node and (node.fabric == "nvswitch" or self.tp == 2)
+        if engine.custom_allreduce_latency_us is None or self.tp <= 1 or too_large or not connected:
             return ring
         hw = self.network
         one_shot = engine.custom_allreduce_latency_us * 1e-6 + (self.tp - 1) * nbytes / (
