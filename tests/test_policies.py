@@ -100,11 +100,14 @@ def test_static_slots_stay_idle_until_the_whole_batch_finishes():
     assert requests.loc[2, "first_scheduled_s"] == pytest.approx(requests.loc[[0, 1], "finish_s"].max())
 
 
-def test_max_queue_len_rejects_arrivals_with_a_reason():
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_max_queue_len_rejects_arrivals_with_a_reason(async_scheduling):
     """One slot, at most 3 waiting: of 10 requests arriving 1 µs apart, request 0 runs, 1–3 wait, 4–9 are
-    rejected as the queue is full."""
+    rejected as the queue is full — with async scheduling too, where 1–3 wait unseen by the scheduler until the
+    next batch is formed."""
     config = experiment(
-        scheduler={"kind": "continuous", "max_num_seqs": 1, "max_queue_len": 3, "max_model_len": 2048},
+        scheduler={"kind": "continuous", "max_num_seqs": 1, "max_queue_len": 3, "max_model_len": 2048,
+                   "async_scheduling": async_scheduling},
         workload={"num_requests": 10, "arrival": {"kind": "constant", "rate": 1e6},
                   "input_tokens": {"kind": "fixed", "value": 10}, "output_tokens": {"kind": "fixed", "value": 5}},
     )

@@ -155,7 +155,7 @@ class Replica:
             self.on_down(request)
             return
         request.replica = self.index
-        reason = self.scheduler.rejection_reason(request)
+        reason = self.scheduler.rejection_reason(request, len(self._intake))
         if reason:
             request.status, request.reject_reason = REJECTED, reason
             self.on_done(request)

@@ -103,16 +103,17 @@ class Scheduler(ABC):
         self.lora: AdapterSlots | None = None  # LoRA adapters (simulator.schedulers.lora), set by the replica's pool
 
     # --- arrivals ------------------------------------------------------------------------------------------------
-    def rejection_reason(self, request: Request) -> str:
-        """Why ``request`` cannot be taken now or ever ('' if it can)."""
+    def rejection_reason(self, request: Request, arriving: int = 0) -> str:
+        """Why ``request`` cannot be taken now or ever ('' if it can); ``arriving``: requests queued at the replica
+        that this scheduler has not seen yet (async scheduling's intake), which count against ``max_queue_len``."""
         total = request.input_tokens + request.output_tokens
         if total > self.max_model_len:
             return f"prompt + output = {total} tokens exceeds max_model_len {self.max_model_len}"
         if not self.kv.can_ever_fit(request.total_tokens):
             return f"{request.total_tokens} tokens of KV never fit the cache of {self.kv.capacity_tokens} tokens"
-        limit = self.config.max_queue_len
-        if limit is not None and len(self.waiting) >= limit:
-            return f"queue full: {len(self.waiting)} requests waiting (max_queue_len {limit})"
+        limit, queued = self.config.max_queue_len, len(self.waiting) + arriving
+        if limit is not None and queued >= limit:
+            return f"queue full: {queued} requests waiting (max_queue_len {limit})"
         return ""
 
     def enqueue(self, request: Request) -> None:
