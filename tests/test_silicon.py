@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from simulator.cli import main
@@ -190,6 +192,22 @@ def test_every_h100_row_is_ok_or_unsupported_with_a_reason(shared_data):
     # TPOT of the dense rows held out of the engine fits: the README's accuracy table, with a margin
     held = dense[dense["subset"] == "holdout"]
     assert held["tpot_error"].median() <= 0.15
+    assert held["ttft_error"].median() <= 0.30  # 23.6% in the README's table
+
+
+def test_the_slice_table_gives_the_bias_beside_the_errors():
+    """Two rows of one slice predicted 20% too slow and 10% too fast: median absolute error 15%, bias (the median
+    signed error) +5%; a row that did not run counts in ``rows`` only."""
+    from simulator.fidelity.silicon import slice_table
+
+    frame = pd.DataFrame({"system": "h100_sxm", "backend": "vllm", "model_path": "m", "mode": "agg",
+                          "subset": "fit", "status": ["ok", "ok", "unsupported: x"],
+                          "silicon_ttft_ms": [100.0, 200.0, 50.0], "predicted_ttft_ms": [120.0, 180.0, np.nan],
+                          "silicon_tpot_ms": [10.0, 10.0, 5.0], "predicted_tpot_ms": [10.0, 10.0, np.nan],
+                          "ttft_error": [0.2, 0.1, np.nan], "tpot_error": [0.0, 0.0, np.nan]})
+    row = slice_table(frame).iloc[0]
+    assert (row["rows"], row["ok"]) == (3, 2)
+    assert (row["ttft_median_pct"], row["ttft_bias_pct"], row["tpot_bias_pct"]) == (15.0, 5.0, 0.0)
 
 
 def test_vllm_and_trtllm_rows_run_with_the_benchmark_recipes_token_budget():

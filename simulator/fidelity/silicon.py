@@ -371,15 +371,19 @@ SLICE = ["system", "backend", "model_path", "mode", "subset"]
 
 
 def slice_table(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    """Rows, rows ok, and median / p90 absolute percentage error of TTFT and TPOT per slice."""
+    """Rows, rows ok, and per slice the median / p90 absolute percentage error of TTFT and TPOT and their bias: the
+    median signed error, predicted / measured − 1 (positive: predicted too slow)."""
     by = by or SLICE
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[frame["status"] == "ok"].copy()
+    for metric in ("ttft", "tpot"):
+        ok[f"{metric}_signed"] = ok[f"predicted_{metric}_ms"] / pd.to_numeric(ok[f"silicon_{metric}_ms"]) - 1
     grouped = ok.groupby(by)
     table = pd.DataFrame({"rows": frame.groupby(by).size()})
     table["ok"] = grouped.size()
     for metric in ("ttft", "tpot"):
         table[f"{metric}_median_pct"] = grouped[f"{metric}_error"].median() * 100
         table[f"{metric}_p90_pct"] = grouped[f"{metric}_error"].quantile(0.9) * 100
+        table[f"{metric}_bias_pct"] = grouped[f"{metric}_signed"].median() * 100
     return table.fillna({"ok": 0}).astype({"ok": int}).round(1)
 
 
