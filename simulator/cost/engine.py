@@ -8,9 +8,9 @@ or ``--engine`` on the CLI) charges, per iteration,
 
 (``prompts``: the prompt chunks of the iteration, each of which the engine prepares — positions, masks, block
 tables — before the forward pass). An iteration with prompt chunks runs outside CUDA graphs in engines that capture
-only decode steps (TensorRT-LLM's PyTorch executor, SGLang): the host launches each kernel, so the layers take at
-least ``kernels × eager_kernel_us`` (``simulator.cost.layers.GroupCost.launched_kernels`` counts them), which for
-short prompts of many-layer MoE models is longer than their GPU time. The profile also says how close the engine's
+only decode steps (TensorRT-LLM's PyTorch executor, SGLang): the host dispatches each operation, so the layers take
+at least ``operations × eager_kernel_us`` (``simulator.cost.layers.GroupCost.host_ops`` counts them), which for
+short prompts of many-layer models is longer than their GPU time. The profile also says how close the engine's
 kernels and collectives come to the best achievable on the hardware (``compute_efficiency``,
 ``memory_efficiency``, ``communication_efficiency``: 1 = as fast as the hardware profile's fitted GEMM, streaming
 and NCCL rates; ``attention_efficiency``: the attention kernels' FLOP rate as a fraction of the hardware's fitted
@@ -66,8 +66,8 @@ class EngineProfile(BaseModel):
     custom_allreduce_max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
     eager_kernel_us: float = Field(
         default=0.0, ge=0,
-        description="host time to launch one kernel outside CUDA graphs (Python, op dispatch, launch); an "
-        "iteration with prompt chunks runs eagerly and takes at least its kernels times this",
+        description="host time to dispatch one operation outside CUDA graphs (Python, op dispatch, kernel "
+        "launch); an iteration with prompt chunks runs eagerly and takes at least its operations times this",
     )
     frontend_ms_per_request: float = Field(
         default=0.0, ge=0, description="API-server work per request (HTTP, hand-off), serial per replica"

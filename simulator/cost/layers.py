@@ -159,13 +159,15 @@ class GroupCost:
             self.decode_per_token, self.decode_per_sequence = self.count * per_token, self.count * per_sequence
         self.decode_fixed = self.count * self.kernels * attention.overhead
 
-    def launched_kernels(self, moe_kernels: int, all_reduces: int) -> int:
-        """Kernels all ``count`` layers of the group launch in one forward pass: the attention GEMMs and kernel,
-        the elementwise kernels, the FFN's GEMMs (an MoE layer: its router GEMM, the ``moe_kernels`` of the fused
-        experts and the shared expert's two GEMMs) and ``all_reduces`` collectives per layer."""
+    def host_ops(self, all_reduces: int) -> int:
+        """Operations the host dispatches for all ``count`` layers of the group in one forward pass outside CUDA
+        graphs: the attention GEMMs and kernel, the elementwise kernels, the FFN's two GEMMs or, in an MoE layer,
+        its router GEMM, the fused-MoE operation (one dispatch: its routing, permutation, grouped GEMMs and
+        combine are launched from native code) and the shared expert's two GEMMs, and ``all_reduces``
+        collectives per layer."""
         ffn = 0
         if self.moe:
-            ffn = 1 + moe_kernels + (2 if self.shared_down_width else 0)
+            ffn = 2 + (2 if self.shared_down_width else 0)
         elif self.has_ffn:
             ffn = 2
         per_layer = len(self.attention_gemms) + self.kernels + self.elementwise_kernels + ffn + all_reduces

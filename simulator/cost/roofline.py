@@ -112,11 +112,11 @@ class RooflineCostModel(CostModel):
         self.spans = {group.span for group in self.groups}
         # all-reduces per iteration: two per layer, one per MoE layer under attention DP (its exchange replaces one)
         self._all_reduces = sum(group.count * (1 if group.moe and data_parallel > 1 else 2) for group in self.groups)
-        # an iteration with prompt chunks runs outside CUDA graphs: the host launches each of its kernels
+        # an iteration with prompt chunks runs outside CUDA graphs: the host dispatches each of its operations
         reduces = (lambda group: 1 if group.moe and data_parallel > 1 else 2) if tensor_parallel > 1 else (
             lambda group: 0)
         self.eager_floor = self.engine.eager_kernel_us * 1e-6 * sum(
-            group.launched_kernels(hardware.moe_kernels, reduces(group)) for group in self.groups)
+            group.host_ops(reduces(group)) for group in self.groups)
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
         self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
         self.decode_attention_fixed = sum(g.decode_fixed for g in self.groups)
@@ -261,7 +261,7 @@ class RooflineCostModel(CostModel):
         engine = self._per_sequence_time(len(shape.prefill_chunks) + decode_rows, len(shape.prefill_chunks))
         gpu = self._body_time(shape.prefill_tokens + decode_rows, not shape.prefill_chunks) + self._attention_time(
             shape)
-        if shape.prefill_chunks and gpu < self.eager_floor:  # the layers' kernels wait for the host's launches
+        if shape.prefill_chunks and gpu < self.eager_floor:  # the layers' kernels wait for the host's dispatches
             gpu = self.eager_floor
         return gpu + engine
 
@@ -290,7 +290,7 @@ class RooflineCostModel(CostModel):
             decode_rows = one.num_decodes * one.decode_positions
             parts = self.body_parts(one.prefill_tokens + decode_rows, not one.prefill_chunks)
             parts["attention_s"] = self._attention_time(one)
-            if one.prefill_chunks:  # the host's launches the GPU waits for (see _pass_time)
+            if one.prefill_chunks:  # the host's dispatches the GPU waits for (see _pass_time)
                 parts["eager_launch_s"] = max(self.eager_floor - sum(parts.values()), 0.0)
             parts.update(self.per_sequence_parts(len(one.prefill_chunks) + decode_rows, len(one.prefill_chunks)))
             for name, seconds in parts.items():

@@ -26,13 +26,14 @@ generator) sets a per-iteration token budget from the row (:func:`recipe_token_b
 other candidate. ``RunSettings.token_budgets`` picks one per backend, chosen on the fit rows (median TTFT error of
 the aggregated rows, fit / held out, with each engine's async scheduling as its profile states it): vLLM the recipe
 (17.5% / 22.0% against 61.1% / 63.3% with its 8192 default), SGLang its server default (10.9% / 15.7% against
-12.6% / 17.2%), TensorRT-LLM the recipe (19.7% / 22.6% against 40.3% / 42.0%).
+12.6% / 17.2%), TensorRT-LLM the recipe (16.5% / 17.1% against 41.1% / 39.9%).
 
 The client turnaround stands for everything that keeps real closed-loop clients from moving in lock step (the
 client's own time between a response and its next request, network, the server's front end); with none, clients
 that finish together prefill together for ever. It is one number for every backend (the clients are the same
-benchmark's), fitted on the fit rows: their median TTFT error is 21.7% at 5 ms, 19.7% at 10, 18.3% at 20 and
-20.9% at 40 (held out: 22.8, 21.6, 22.3, 23.9%). TPOT moves by under a point.
+benchmark's), fitted on the fit rows: their median TTFT error is 16.7% at 10 ms, 16.6% at 20 and 18.6% at 40
+(held out: 18.9, 18.0, 21.0%; before TensorRT-LLM's launch cost was refitted, 21.7% at 5 ms, 19.7% at 10, 18.3%
+at 20, 20.9% at 40). TPOT moves by under a point.
 
 A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`).
 A row the simulator cannot represent gets ``status = unsupported: <reason>`` (attention data parallelism of a dense
