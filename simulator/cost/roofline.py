@@ -110,13 +110,13 @@ class RooflineCostModel(CostModel):
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots)
                        for group in model.layers]
         self.spans = {group.span for group in self.groups}
-        # all-reduces per iteration: two per layer, one per MoE layer under attention DP (its exchange replaces one)
-        self._all_reduces = sum(group.count * (1 if group.moe and data_parallel > 1 else 2) for group in self.groups)
-        # an iteration with prompt chunks runs outside CUDA graphs: the host dispatches each of its operations
-        reduces = (lambda group: 1 if group.moe and data_parallel > 1 else 2) if tensor_parallel > 1 else (
-            lambda group: 0)
+        # all-reduces per layer: two, one in an MoE layer under attention DP (its exchange replaces one)
+        reduces = [1 if group.moe and data_parallel > 1 else 2 for group in self.groups]
+        self._all_reduces = sum(group.count * n for group, n in zip(self.groups, reduces, strict=True))
+        # an iteration with prompt chunks runs outside CUDA graphs: the host dispatches each of its operations (the
+        # all-reduces only where there is a tensor-parallel group to reduce over)
         self.eager_floor = self.engine.eager_kernel_us * 1e-6 * sum(
-            group.host_ops(reduces(group)) for group in self.groups)
+            group.host_ops(n if tensor_parallel > 1 else 0) for group, n in zip(self.groups, reduces, strict=True))
         self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
         self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
         self.decode_attention_fixed = sum(g.decode_fixed for g in self.groups)
