@@ -207,8 +207,9 @@ def test_tensor_parallel_shards_work_and_adds_all_reduce():
 
 def test_engine_profiles():
     """vllm: 1.5 ms per iteration and 40 µs per sequence. splitwise: prompts prefilled one after another (b prompts =
-    b × one prompt), collectives at 0.44 of the NCCL bandwidth, 5.0 ms per pass, 5 ms per prompt and 347 µs per
-    sequence. Groups sum to the total."""
+    b × one prompt), all-reduces at 0.49 of the NCCL bandwidth with its stack's fixed cost, 40 µs + 4 µs per ring
+    step (a 2-byte all-reduce over 4 GPUs: 40 + 6 × 4 = 64 µs; the current NCCL fit, which vllm's ring uses: 7.25 +
+    6 × 1.4 = 15.65 µs), 5.0 ms per pass, 5 ms per prompt and 347 µs per sequence. Groups sum to the total."""
     model, hardware = load_model("llama-3-70b"), load_hardware("a100-80gb-sxm")
     default = RooflineCostModel(model, hardware, 4, engine=load_engine("vllm"))
     ideal = RooflineCostModel(model, hardware, 4, engine=load_engine("ideal"))
@@ -223,9 +224,12 @@ def test_engine_profiles():
     one = IterationShape(((500, 0),))
     assert splitwise.iteration_time(IterationShape(((500, 0),) * 3)) == pytest.approx(3 * splitwise.iteration_time(one))
     assert default.iteration_time(IterationShape(((500, 0),) * 3)) < 3 * default.iteration_time(one)
-    slower = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency * 0.44})
+    slower = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency * 0.49,
+                                         "collective_latency_us": 40.0, "collective_step_latency_us": 4.0})
     assert splitwise.breakdown(one)["communication_s"] == pytest.approx(
         80 * 2 * collective_time(slower, "all_reduce", 4, 500 * 8192 * 2))
+    assert collective_time(splitwise.network, "all_reduce", 4, 2) == pytest.approx(64e-6, rel=1e-3)
+    assert collective_time(ideal.network, "all_reduce", 4, 2) == pytest.approx(15.65e-6, rel=1e-3)
     with pytest.raises(LLMSimError, match="unknown engine profile 'vllm-9'"):
         load_engine("vllm-9")
 

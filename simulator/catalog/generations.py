@@ -7,9 +7,12 @@ toward guesses of an unmeasured part are never used: Blackwell predictions are i
 
 Where the numbers come from (reproduce with ``llmsim calibrate``):
 
-- ``ampere``: GEMMs from ``../shared/data/calibration/a100_ops`` (15,300 per-layer timings); collectives from
-  ``../shared/data/network`` (NCCL on A100 DGX nodes), all-gather / reduce-scatter / all-to-all and attention from
-  the A100 kernel tables (``llmsim calibrate --kernels ../shared/data/kernels --gpu a100_sxm``).
+- ``ampere``: GEMMs from ``../shared/data/calibration/a100_ops`` (15,300 per-layer timings); the collectives
+  (all-reduce, all-gather, reduce-scatter, all-to-all: NCCL 2.27 inside an 8-GPU NVSwitch node) and attention from
+  the A100 kernel tables (``llmsim calibrate --kernels ../shared/data/kernels --gpu a100_sxm``). The older NCCL
+  timings of ``../shared/data/network`` (A100 DGX nodes, 2023) keep the inter-node bandwidth and send/recv of the
+  ``a100-80gb-sxm`` profile; their small all-reduces at 4–8 GPUs take ~60 µs where NCCL 2.27 takes 14–22 µs
+  (2 GPUs: 10 µs in both), a cost of that software stack, which the Splitwise engine profile carries.
 - ``hopper``: ``llmsim calibrate --kernels ../shared/data/kernels --gpu h100_sxm``: the H100 GEMM tables of vLLM,
   SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,500 timings of each framework × dtype), NCCL 2.29 on an
   8-GPU NVSwitch node (all_reduce, all_gather, reduce_scatter, alltoall; 2–8 GPUs, 512 B – 512 MiB), and the
@@ -31,7 +34,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 14.0,
         "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.62,
         "moe_bandwidth_efficiency": 1.04, "moe_expert_overhead_us": 0.2, "moe_kernels": 6,
-        "link_efficiency": 0.7, "collective_latency_us": 20.0, "collective_step_latency_us": 4.0,
+        "link_efficiency": 0.58, "collective_latency_us": 7.25, "collective_step_latency_us": 1.4,
         "collectives": {
             "all_gather": {"latency_us": 10.8, "step_latency_us": 1.1, "efficiency": 0.46},
             "reduce_scatter": {"latency_us": 10.8, "step_latency_us": 0.8, "efficiency": 0.51},

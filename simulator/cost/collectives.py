@@ -11,10 +11,11 @@ and all-to-all (as nccl-tests and the frameworks' kernel tables count it).
     all_to_all:                    (per-op ``collectives`` fit)
     send_recv:                     bytes / (B · p2p_efficiency) + p2p_latency
 
-Fitted per GPU generation (:mod:`simulator.catalog.generations`). Ampere all-reduce and send/recv on NCCL timings of
-A100 nodes (``../shared/data/network``: 8-GPU NVSwitch DGX nodes, 1–2 nodes, and PCIe A100s with pairwise NVLink
-bridges, 2 KB – 512 MB): link_efficiency 0.7, 20 µs + 4 µs per step, 8 GB/s per GPU across nodes give all-reduce a
-median absolute error of 11%, send/recv (p2p_efficiency 0.9, 8 µs) 15%. Hopper on NCCL 2.29 inside an 8-GPU H100
+Fitted per GPU generation (:mod:`simulator.catalog.generations`). Ampere on NCCL 2.27 inside an 8-GPU A100 node
+(the kernel tables): all-reduce 7.25 µs + 1.4 µs per step at 0.58 of the link (median error 12.9%); send/recv and the
+bandwidth across nodes on the older DGX timings of ``../shared/data/network`` (8 GB/s per GPU; p2p_efficiency 0.95,
+10 µs: 2.8%), whose small all-reduces carry that stack's own fixed cost (an engine's ``collective_latency_us``, as
+the Splitwise profile's 40 µs + 4 µs per step). Hopper on NCCL 2.29 inside an 8-GPU H100
 node: the latency of a small all-reduce is 5.5 µs + 1.75 µs per extra GPU — one NVSwitch traversal, not a latency
 per ring step as on older fabrics — and large messages reach 64% of the link (2 GPUs ~71%, 8 GPUs more: NVLS
 reduces in the switch). Run ``llmsim validate``.

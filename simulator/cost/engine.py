@@ -13,9 +13,11 @@ at least ``operations × eager_kernel_us`` (``simulator.cost.layers.GroupCost.ho
 short prompts of many-layer models is longer than their GPU time. The profile also says how close the engine's
 kernels and collectives come to the best achievable on the hardware (``compute_efficiency``,
 ``memory_efficiency``, ``communication_efficiency``: 1 = as fast as the hardware profile's fitted GEMM, streaming
-and NCCL rates; ``attention_efficiency``: the attention kernels' FLOP rate as a fraction of the hardware's fitted
-one — 1 for the FlashAttention-2/3-class kernels the kernel tables measured, lower for kernels that compute the
-whole causal square or FlashAttention-1), and whether it batches the prompts of an iteration into one forward pass
+and NCCL rates; ``collective_latency_us`` / ``collective_step_latency_us``: an all-reduce's fixed cost in the
+engine's own software stack where it is not the current NCCL the hardware generation was fitted on;
+``attention_efficiency``: the attention kernels' FLOP rate as a fraction of the hardware's fitted one — 1 for
+the FlashAttention-2/3-class kernels the kernel tables measured, lower for kernels that compute the whole causal
+square or FlashAttention-1), and whether it batches the prompts of an iteration into one forward pass
 (``prefill_batching``).
 """
 
@@ -64,6 +66,14 @@ class EngineProfile(BaseModel):
         description="the framework's own one-shot all-reduce for small messages: its fixed cost; None = NCCL only",
     )
     custom_allreduce_max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
+    collective_latency_us: float | None = Field(
+        default=None, ge=0,
+        description="fixed cost of one NCCL all-reduce in this engine's software stack (an older NCCL, or eager "
+        "calls timed with their host dispatch); default: the hardware generation's fit (current NCCL)",
+    )
+    collective_step_latency_us: float | None = Field(
+        default=None, ge=0, description="and per ring step, 2(n - 1) of them; default: the hardware's",
+    )
     eager_kernel_us: float = Field(
         default=0.0, ge=0,
         description="host time to dispatch one operation outside CUDA graphs (Python, op dispatch, kernel "

@@ -85,9 +85,11 @@ class RooflineCostModel(CostModel):
         self.head_gemm = GemmModel(
             hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
         )
-        self.network = hardware.model_copy(
-            update={"link_efficiency": hardware.link_efficiency * self.engine.communication_efficiency}
-        )
+        self.network = hardware.model_copy(update={
+            "link_efficiency": hardware.link_efficiency * self.engine.communication_efficiency,
+            **{name: getattr(self.engine, name) for name in ("collective_latency_us", "collective_step_latency_us")
+               if getattr(self.engine, name) is not None},
+        })
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
         self.attention = AttentionModel(
