@@ -41,3 +41,44 @@ def test_calibrate_recovers_gemm_parameters(tmp_path):
     assert fitted.kernel_overhead_us == 4 and fitted.gemm_knee == 3.0 and fitted.gemm_tile_m == 32
     assert fitted.peak_tflops == truth.peak_tflops  # spec-sheet numbers untouched
     assert "median error 0.0%" in report[0]
+
+
+def test_set_parameter_walks_tables_and_sub_models():
+    """A dotted name reaches a collective's low-latency protocol and the all-reduce's, leaving the rest as it was."""
+    from simulator.fidelity.calibrate import set_parameter
+
+    h100 = load_hardware("h100-sxm")
+    changed = set_parameter(h100, "collectives.all_to_all.low_latency.latency_us", 7.5)
+    assert changed.collectives["all_to_all"].low_latency.latency_us == 7.5
+    assert changed.collectives["all_to_all"].latency_us == h100.collectives["all_to_all"].latency_us
+    assert changed.collectives["all_gather"] == h100.collectives["all_gather"]
+    assert h100.collectives["all_to_all"].low_latency.latency_us != 7.5  # the original is not modified
+    changed = set_parameter(h100, "all_reduce_low_latency.efficiency", 0.3)
+    assert changed.all_reduce_low_latency.efficiency == 0.3
+    assert changed.all_reduce_low_latency.latency_us == h100.all_reduce_low_latency.latency_us
+
+
+def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
+    """A custom all-reduce table timed with known one-shot and two-shot costs and a 2 MiB limit (the layout of
+    ../shared/data/kernels: message sizes in bfloat16 elements, latency in ms, a graph and an eager backend) is
+    fitted back to those values from the shipped profile's."""
+    from simulator.cost.engine import load_engine
+    from simulator.cost.roofline import engine_network, framework_all_reduce_time
+    from simulator.fidelity.kernel_fit import fit_custom_allreduce
+
+    hw = load_hardware("h100-sxm")
+    truth = load_engine("vllm").model_copy(update={"custom_allreduce_latency_us": 3.3,
+                                                   "custom_allreduce_two_shot_latency_us": 12.5,
+                                                   "custom_allreduce_max_mib": 2.0})
+    network = engine_network(hw, truth)
+    rows = [{"num_gpus": n, "message_size": size, "allreduce_dtype": "bfloat16", "backend": backend,
+             "latency": framework_all_reduce_time(network, truth, n, 2 * size) * 1e3 * (1 if backend == "vllm_graph"
+                                                                                         else 10)}
+            for n in (2, 4, 8) for size in [2**k for k in range(8, 24, 1)] for backend in ("vllm_graph", "vllm_eager")]
+    folder = tmp_path / "h100_sxm" / "comm" / "vllm" / "1.0"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(folder / "custom_allreduce_perf.parquet")
+    fitted, summary = fit_custom_allreduce(tmp_path, "vllm")
+    assert fitted == {"custom_allreduce_latency_us": 3.3, "custom_allreduce_two_shot_latency_us": 12.5,
+                      "custom_allreduce_max_mib": 2.0}
+    assert "2 0.0%/0.0%" in summary

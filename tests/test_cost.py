@@ -169,27 +169,49 @@ def test_gemm_time_by_hand():
 
 
 def test_collective_time_by_hand():
-    """Ring all-reduce 2(n−1)/n · bytes / (B · e) + latency + 2(n−1) · step; send/recv bytes / (B · 0.9) + 8 µs;
-    all-gather (n−1)/n · bytes / (B · e_ag) + latency_ag + (n−1) · step_ag. Hopper's fit (generations.py): e 0.64,
-    5.5 µs, 0.87 µs per step."""
+    """NCCL runs the faster of two protocols. Bandwidth (Simple): 2(n−1)/n · bytes / (B · e) + latency + 2(n−1) ·
+    step; low-latency (LL): the same with its own three numbers. Hopper's fit (generations.py): Simple e 0.72,
+    20.25 µs, 0.5 µs per step; LL e 0.28, 5.0 µs, 0.8 µs per step. So 4 GPUs (6 steps) cross over where
+    9.8 µs + 1.5·b / 126 GB/s = 23.25 µs + 1.5·b / 324 GB/s: b = 13.45 µs / (1.5 · (1/126 − 1/324) ns/B) ≈ 1.85 MB.
+    send/recv bytes / (B · 0.9) + 8 µs; all-gather per its own fit, (n−1)/n of the bytes."""
     h100 = load_hardware("h100-sxm")  # NVSwitch, 450 GB/s per direction, 8 GPUs per node, 50 GB/s per GPU NIC
-    e, lat, step = 0.64, 5.5e-6, 0.87e-6
-    assert (h100.link_efficiency, h100.collective_latency_us, h100.collective_step_latency_us) == (0.64, 5.5, 0.87)
+    e, lat, step = 0.72, 20.25e-6, 0.5e-6
+    e_ll, lat_ll, step_ll = 0.28, 5.0e-6, 0.8e-6
+    assert (h100.link_efficiency, h100.collective_latency_us, h100.collective_step_latency_us) == (0.72, 20.25, 0.5)
+    low = h100.all_reduce_low_latency
+    assert (low.efficiency, low.latency_us, low.step_latency_us) == (0.28, 5.0, 0.8)
+
+    def simple(n, b, bandwidth=450e9):
+        return 2 * (n - 1) / n * b / (bandwidth * e) + lat + 2 * (n - 1) * step
+
+    def ll(n, b, bandwidth=450e9):
+        return 2 * (n - 1) / n * b / (bandwidth * e_ll) + lat_ll + 2 * (n - 1) * step_ll
+
     nbytes = 64 * 2**20
-    assert collective_time(h100, "all_reduce", 4, nbytes) == pytest.approx(1.5 * nbytes / (450e9 * e) + lat + 6 * step)
+    assert collective_time(h100, "all_reduce", 4, nbytes) == pytest.approx(simple(4, nbytes))
+    assert collective_time(h100, "all_reduce", 4, 1024) == pytest.approx(ll(4, 1024))
+    crossover = 13.45e-6 / (1.5 * (1 / (450e9 * e_ll) - 1 / (450e9 * e)))
+    assert crossover == pytest.approx(1.85e6, rel=0.01)
+    assert collective_time(h100, "all_reduce", 4, 0.9 * crossover) == pytest.approx(ll(4, 0.9 * crossover))
+    assert collective_time(h100, "all_reduce", 4, 1.1 * crossover) == pytest.approx(simple(4, 1.1 * crossover))
     assert collective_time(h100, "send_recv", 2, nbytes) == pytest.approx(nbytes / (450e9 * 0.9) + 8e-6)
     # 16 GPUs span two nodes: the ring runs at 8 NICs × 50 GB/s
-    assert collective_time(h100, "all_reduce", 16, nbytes) == pytest.approx(
-        30 / 16 * nbytes / (400e9 * e) + lat + 30 * step)
+    assert collective_time(h100, "all_reduce", 16, nbytes) == pytest.approx(simple(16, nbytes, 400e9))
     ag = h100.collectives["all_gather"]
     assert collective_time(h100, "all_gather", 8, nbytes) == pytest.approx(
         7 / 8 * nbytes / (450e9 * ag.efficiency) + (ag.latency_us + 7 * ag.step_latency_us) * 1e-6)
+    agl = ag.low_latency
+    assert collective_time(h100, "all_gather", 8, 4096) == pytest.approx(
+        7 / 8 * 4096 / (450e9 * agl.efficiency) + (agl.latency_us + 7 * agl.step_latency_us) * 1e-6)
     # pairwise NVLink: a pair uses the bridge, four GPUs cross PCIe (64 GB/s per direction on H100 PCIe)
     h100_pcie = load_hardware("h100-pcie")
-    assert collective_time(h100_pcie, "all_reduce", 2, nbytes) == pytest.approx(
-        nbytes / (300e9 * e) + lat + 2 * step)
-    assert collective_time(h100_pcie, "all_reduce", 4, nbytes) == pytest.approx(
-        1.5 * nbytes / (64e9 * e) + lat + 6 * step)
+    assert collective_time(h100_pcie, "all_reduce", 2, nbytes) == pytest.approx(simple(2, nbytes, 300e9))
+    assert collective_time(h100_pcie, "all_reduce", 4, nbytes) == pytest.approx(simple(4, nbytes, 64e9))
+    # a profile without the low-latency protocol (A100 PCIe, fitted with one formula) is the one formula
+    a100_pcie = load_hardware("a100-80gb-pcie")
+    assert a100_pcie.all_reduce_low_latency is None
+    assert collective_time(a100_pcie, "all_reduce", 2, 1024) == pytest.approx(
+        1024 / (300e9 * 0.7) + (30 + 2 * 4) * 1e-6)
     assert collective_time(h100, "all_reduce", 1, nbytes) == 0.0
     with pytest.raises(ValueError, match="unknown collective"):
         collective_time(h100, "broadcast", 2, nbytes)
@@ -207,9 +229,10 @@ def test_tensor_parallel_shards_work_and_adds_all_reduce():
 
 def test_engine_profiles():
     """vllm: 1.5 ms per iteration and 40 µs per sequence. splitwise: prompts prefilled one after another (b prompts =
-    b × one prompt), all-reduces at 0.49 of the NCCL bandwidth with its stack's fixed cost, 40 µs + 4 µs per ring
-    step (a 2-byte all-reduce over 4 GPUs: 40 + 6 × 4 = 64 µs; the current NCCL fit, which vllm's ring uses: 7.25 +
-    6 × 1.4 = 15.65 µs), 5.0 ms per pass, 5 ms per prompt and 347 µs per sequence. Groups sum to the total."""
+    b × one prompt), all-reduces at 0.447 of the NCCL bandwidth with its stack's fixed cost, 40 µs + 4 µs per ring
+    step and no low-latency protocol (a 2-byte all-reduce over 4 GPUs: 40 + 6 × 4 = 64 µs; the current NCCL fit,
+    which the other engines' rings use, takes its LL protocol: 8.75 + 6 × 0.95 = 14.45 µs), 5.0 ms per pass, 5 ms
+    per prompt and 347 µs per sequence. Groups sum to the total."""
     model, hardware = load_model("llama-3-70b"), load_hardware("a100-80gb-sxm")
     default = RooflineCostModel(model, hardware, 4, engine=load_engine("vllm"))
     ideal = RooflineCostModel(model, hardware, 4, engine=load_engine("ideal"))
@@ -224,12 +247,13 @@ def test_engine_profiles():
     one = IterationShape(((500, 0),))
     assert splitwise.iteration_time(IterationShape(((500, 0),) * 3)) == pytest.approx(3 * splitwise.iteration_time(one))
     assert default.iteration_time(IterationShape(((500, 0),) * 3)) < 3 * default.iteration_time(one)
-    slower = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency * 0.49,
-                                         "collective_latency_us": 40.0, "collective_step_latency_us": 4.0})
+    slower = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency * 0.447,
+                                         "collective_latency_us": 40.0, "collective_step_latency_us": 4.0,
+                                         "all_reduce_low_latency": None})
     assert splitwise.breakdown(one)["communication_s"] == pytest.approx(
         80 * 2 * collective_time(slower, "all_reduce", 4, 500 * 8192 * 2))
     assert collective_time(splitwise.network, "all_reduce", 4, 2) == pytest.approx(64e-6, rel=1e-3)
-    assert collective_time(ideal.network, "all_reduce", 4, 2) == pytest.approx(15.65e-6, rel=1e-3)
+    assert collective_time(ideal.network, "all_reduce", 4, 2) == pytest.approx(14.45e-6, rel=1e-3)
     with pytest.raises(LLMSimError, match="unknown engine profile 'vllm-9'"):
         load_engine("vllm-9")
 

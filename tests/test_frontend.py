@@ -52,21 +52,31 @@ def test_front_end_cost_adds_to_ttft_at_low_load(tmp_path):
 
 
 def test_custom_all_reduce_takes_small_messages():
+    """By hand on an H100 node (link 450 GB/s; Hopper's link efficiency 0.72: 324 GB/s; NCCL as two protocols,
+    Simple 20.25 µs + 0.5 µs per ring step at 0.72, LL 5.0 µs + 0.8 µs at 0.28: 126 GB/s), TP 8, an engine with a
+    4.3 µs one-shot and a 9 µs two-shot kernel up to 8 MiB: one-shot 4.3 µs + 7·b / 324 GB/s, two-shot 9 µs +
+    1.75·b / 324 GB/s, NCCL min(20.25 + 7, 5.0 + 11.2 µs + 1.75·b at each bandwidth)."""
     hw = load_hardware("h100-sxm")
-    engine = EngineProfile(name="e", custom_allreduce_latency_us=4.3)
+    engine = EngineProfile(name="e", custom_allreduce_latency_us=4.3, custom_allreduce_two_shot_latency_us=9.0)
     cost = RooflineCostModel(load_model("llama-3-70b"), hw, 8, engine=engine)
-    nbytes = 2**20
-    # by hand (Hopper: link efficiency 0.64, 5.5 µs + 0.87 µs per ring step): one-shot 4.3 µs + 7 × 1 MiB /
-    # (450 GB/s × 0.64); NCCL ring 2·7/8 · 1 MiB / (288 GB/s) + 5.5 + 14 × 0.87 µs
-    one_shot = 4.3e-6 + 7 * nbytes / (450e9 * 0.64)
-    ring = 1.75 * nbytes / (450e9 * 0.64) + (5.5 + 14 * 0.87) * 1e-6
-    assert cost.all_reduce_time(nbytes) == pytest.approx(min(one_shot, ring))
+    link = 450e9 * 0.72
+
+    def ring(b):
+        return min(1.75 * b / link + 27.25e-6, 1.75 * b / (450e9 * 0.28) + 16.2e-6)
+
+    # 16 KiB: the one-shot kernel's latency wins (4.3 + 0.35 µs against 9.1 and 16.4)
+    assert cost.all_reduce_time(2**14) == pytest.approx(4.3e-6 + 7 * 2**14 / link)
+    # 1 MiB: one-shot 4.3 + 22.7 = 27.0 µs, two-shot 9 + 5.7 = 14.7 µs, NCCL 30.8 µs: the two-shot kernel
+    assert cost.all_reduce_time(2**20) == pytest.approx(9e-6 + 1.75 * 2**20 / link)
+    assert ring(2**20) > cost.all_reduce_time(2**20)
+    # without a two-shot kernel the one-shot competes with NCCL alone
+    one_shot_only = RooflineCostModel(load_model("llama-3-70b"), hw, 8,
+                                      engine=EngineProfile(name="e1", custom_allreduce_latency_us=4.3))
+    assert one_shot_only.all_reduce_time(2**20) == pytest.approx(min(4.3e-6 + 7 * 2**20 / link, ring(2**20)))
     # beyond custom_allreduce_max_mib (8 MiB) only NCCL's ring is used
     big = 64 * 2**20
-    assert cost.all_reduce_time(big) == pytest.approx(1.75 * big / (450e9 * 0.64) + (5.5 + 14 * 0.87) * 1e-6)
-    # small messages: the one-shot kernel's latency wins
-    assert cost.all_reduce_time(2**14) == pytest.approx(4.3e-6 + 7 * 2**14 / (450e9 * 0.64))
-    # 16 GPUs span two 8-GPU nodes: the one-shot kernel cannot read peers across nodes, so NCCL's ring runs, though
+    assert cost.all_reduce_time(big) == pytest.approx(ring(big)) == pytest.approx(1.75 * big / link + 27.25e-6)
+    # 16 GPUs span two 8-GPU nodes: the custom kernels cannot read peers across nodes, so NCCL's ring runs, though
     # the one-shot formula would be far faster
     wide = RooflineCostModel(load_model("llama-3-70b"), hw, 16, engine=engine)
     assert wide.all_reduce_time(2**14) == collective_time(hw, "all_reduce", 16, 2**14) > 20e-6

@@ -52,14 +52,21 @@ class NodeSpec(BaseModel):
         return renamed(value, "node", {"inter_node_gbps": "inter_node_gb_per_s"})
 
 
-class CollectiveFit(BaseModel):
-    """One NCCL collective on NVSwitch: ``latency_us`` + ``step_latency_us`` · (n − 1) + bus bytes / (link GB/s ×
-    ``efficiency``), bus bytes (n − 1)/n of the buffer (see :mod:`simulator.cost.collectives`)."""
+class ProtocolFit(BaseModel):
+    """One NCCL protocol of a collective on NVSwitch: ``latency_us`` + ``step_latency_us`` · (n − 1) + bus bytes /
+    (link GB/s × ``efficiency``), bus bytes (n − 1)/n of the buffer (see :mod:`simulator.cost.collectives`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     latency_us: float = Field(ge=0)
     step_latency_us: float = Field(ge=0)
     efficiency: float = Field(gt=0, le=1)
+
+
+class CollectiveFit(ProtocolFit):
+    """One NCCL collective: its bandwidth protocol (Simple: the fields above) and, where fitted, its low-latency
+    protocol (LL / LL128: less fixed cost, a fraction of the bandwidth); NCCL runs whichever is faster."""
+
+    low_latency: ProtocolFit | None = None
 
 
 class ExchangeFit(BaseModel):
@@ -76,10 +83,10 @@ DeepEPKernel = Literal["ll_dispatch", "ll_combine", "normal_dispatch", "normal_c
 FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
     "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
-    "collective_step_latency_us", "collectives", "attention_efficiency", "attention_io_efficiency",
-    "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us", "moe_tile_m",
-    "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_expert_overhead_us",
-    "moe_kernels", "deepep",
+    "collective_step_latency_us", "all_reduce_low_latency", "collectives", "attention_efficiency",
+    "attention_io_efficiency", "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
+    "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
+    "moe_expert_overhead_us", "moe_kernels", "deepep",
 )
 
 
@@ -125,10 +132,13 @@ class HardwareSpec(BaseModel):
     moe_expert_overhead_us: float = Field(ge=0, description="grouped expert GEMMs: a fixed cost per expert the batch "
                                           "touches (its tiles' prologue and epilogue, scale loads, scheduling)")
     moe_kernels: int = Field(ge=0, description="kernels one fused-MoE layer launches (routing, sorting, GEMMs, ...)")
-    link_efficiency: float = Field(gt=0, le=1, description="ring all-reduce: fraction of link GB/s")
+    link_efficiency: float = Field(gt=0, le=1, description="ring all-reduce (bandwidth protocol): fraction of link "
+                                   "GB/s")
     p2p_efficiency: float = Field(default=0.9, gt=0, le=1, description="send/recv: fraction of link GB/s")
-    collective_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce")
+    collective_latency_us: float = Field(ge=0, description="fixed cost of one all-reduce (bandwidth protocol)")
     collective_step_latency_us: float = Field(ge=0, description="per ring step (2(n−1) steps)")
+    all_reduce_low_latency: ProtocolFit | None = Field(
+        default=None, description="all-reduce's low-latency protocol (NCCL's LL / LL128), where fitted; steps 2(n−1)")
     p2p_latency_us: float = Field(default=8.0, ge=0, description="fixed cost of one send/recv")
     collectives: dict[Literal["all_gather", "reduce_scatter", "all_to_all"], CollectiveFit] = Field(
         description="NCCL collectives besides all-reduce (all-reduce: the fields above)")

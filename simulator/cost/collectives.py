@@ -11,14 +11,20 @@ and all-to-all (as nccl-tests and the frameworks' kernel tables count it).
     all_to_all:                    (per-op ``collectives`` fit)
     send_recv:                     bytes / (B · p2p_efficiency) + p2p_latency
 
-Fitted per GPU generation (:mod:`simulator.catalog.generations`). Ampere on NCCL 2.27 inside an 8-GPU A100 node
-(the kernel tables): all-reduce 7.25 µs + 1.4 µs per step at 0.58 of the link (median error 12.9%); send/recv and the
-bandwidth across nodes on the older DGX timings of ``../shared/data/network`` (8 GB/s per GPU; p2p_efficiency 0.95,
-10 µs: 2.8%), whose small all-reduces carry that stack's own fixed cost (an engine's ``collective_latency_us``, as
-the Splitwise profile's 40 µs + 4 µs per step). Hopper on NCCL 2.29 inside an 8-GPU H100
-node: the latency of a small all-reduce is 5.5 µs + 1.75 µs per extra GPU — one NVSwitch traversal, not a latency
-per ring step as on older fabrics — and large messages reach 64% of the link (2 GPUs ~71%, 8 GPUs more: NVLS
-reduces in the switch). Run ``llmsim validate``.
+NCCL has two kinds of protocol, and picks per message the faster: a bandwidth protocol (Simple: the formulas above)
+and a low-latency one (LL / LL128: flags stored with the data, so far less fixed cost per call but a fraction of the
+link's bandwidth). Where a generation has the low-latency protocol fitted (``all_reduce_low_latency``,
+``collectives.<op>.low_latency``: the same three parameters), a collective costs the minimum of the two; without it,
+the one formula.
+
+Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the nccl-tests timings of the kernel tables
+(NCCL 2.27 in an 8-GPU A100 node, 2.29 in an H100 node; 2–8 GPUs, 512 B – 512 MiB). Hopper's all-reduce: LL 5.0 µs
++ 0.8 µs per step at 0.28 of the link, Simple 20.25 µs + 0.5 µs per step at 0.72, crossing over near 2 MB at 4 GPUs;
+one formula for both (the earlier fit) left the 1–8 MiB messages 20–50% fast and the largest 10% slow (all-reduce
+median error 11–13% → 4.4–6.5%; every op 3.6–9.3% on both GPUs). Ampere's send/recv and the bandwidth across nodes
+come from the older DGX timings of ``../shared/data/network`` (8 GB/s per GPU; p2p_efficiency 0.95, 10 µs: 2.8%),
+whose small all-reduces carry that stack's own fixed cost (an engine's ``collective_latency_us``, as the Splitwise
+profile's 40 µs + 4 µs per step with one protocol). Run ``llmsim validate``.
 """
 
 from __future__ import annotations
@@ -52,15 +58,25 @@ def collective_time(hardware: str | HardwareSpec, op: Collective, num_gpus: int,
     if num_gpus <= 1 or nbytes <= 0:
         return 0.0
     bandwidth = ring_bandwidth(hw, num_gpus)
-    if op == "all_reduce":
-        steps = 2 * (num_gpus - 1)
-        return (
-            steps / num_gpus * nbytes / (bandwidth * hw.link_efficiency)
-            + (hw.collective_latency_us + steps * hw.collective_step_latency_us) * 1e-6
-        )
     if op == "send_recv":
         return nbytes / (bandwidth * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
-    fit = hw.collectives[op]
-    steps = num_gpus - 1
-    latency = (fit.latency_us + steps * fit.step_latency_us) * 1e-6
-    return steps / num_gpus * nbytes / (bandwidth * fit.efficiency) + latency
+    if op == "all_reduce":
+        steps = 2 * (num_gpus - 1)
+        fit, low = (hw.link_efficiency, hw.collective_latency_us, hw.collective_step_latency_us), \
+            hw.all_reduce_low_latency
+    else:
+        steps = num_gpus - 1
+        table = hw.collectives[op]
+        fit, low = (table.efficiency, table.latency_us, table.step_latency_us), table.low_latency
+    bus_bytes = steps / num_gpus * nbytes
+    time = _protocol_time(*fit, steps, bus_bytes, bandwidth)
+    if low is not None:
+        time = min(time, _protocol_time(low.efficiency, low.latency_us, low.step_latency_us, steps, bus_bytes,
+                                        bandwidth))
+    return time
+
+
+def _protocol_time(efficiency: float, latency_us: float, step_latency_us: float, steps: int, bus_bytes: float,
+                   bandwidth: float) -> float:
+    """One protocol: its fixed cost, a cost per ring step, and the bus bytes at its fraction of the link."""
+    return bus_bytes / (bandwidth * efficiency) + (latency_us + steps * step_latency_us) * 1e-6

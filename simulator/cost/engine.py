@@ -65,6 +65,11 @@ class EngineProfile(BaseModel):
         default=None, ge=0,
         description="the framework's own one-shot all-reduce for small messages: its fixed cost; None = NCCL only",
     )
+    custom_allreduce_two_shot_latency_us: float | None = Field(
+        default=None, ge=0,
+        description="its two-shot algorithm (reduce-scatter, then all-gather, through peer memory) for larger "
+        "messages: its fixed cost; None = one-shot only",
+    )
     custom_allreduce_max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
     collective_latency_us: float | None = Field(
         default=None, ge=0,

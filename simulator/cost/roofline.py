@@ -45,6 +45,44 @@ from simulator.errors import ConfigError
 from simulator.kv.sizing import kv_dtype
 
 
+def engine_network(hardware: HardwareSpec, engine: EngineProfile) -> HardwareSpec:
+    """The hardware's collectives as the engine runs them: every protocol's bandwidth times its
+    ``communication_efficiency``; an engine that states its own stack's all-reduce fixed cost
+    (``collective_latency_us``) states the whole small-message regime, so the hardware's low-latency protocol fit
+    does not apply to it."""
+    scale = engine.communication_efficiency
+    low = hardware.all_reduce_low_latency
+    update: dict = {"link_efficiency": hardware.link_efficiency * scale,
+                    "all_reduce_low_latency": low.model_copy(update={"efficiency": low.efficiency * scale})
+                    if low is not None and engine.collective_latency_us is None else None}
+    for name in ("collective_latency_us", "collective_step_latency_us"):
+        if getattr(engine, name) is not None:
+            update[name] = getattr(engine, name)
+    return hardware.model_copy(update=update)
+
+
+def framework_all_reduce_time(network: HardwareSpec, engine: EngineProfile, tp: int, nbytes: float) -> float:
+    """NCCL's ring (``network``: the hardware as the engine runs it, :func:`engine_network`), or the framework's own
+    all-reduce where it has one, takes the message and is faster. Its one-shot algorithm has every GPU read the other
+    t − 1 buffers over its link, ``custom_allreduce_latency_us`` + (t − 1)·bytes / (link GB/s × link efficiency); its
+    two-shot algorithm (where the engine has one) reduces a 1/t slice on each GPU and gathers the slices, moving
+    2(t − 1)/t of the buffer, ``custom_allreduce_two_shot_latency_us`` + 2(t − 1)/t·bytes / (link GB/s × link
+    efficiency); the faster runs. Both read their peers' memory directly, so they need the t GPUs in one node and all
+    connected to each other (an NVSwitch fabric, or just two GPUs); otherwise, or above
+    ``custom_allreduce_max_mib``, NCCL's ring runs, as vLLM, SGLang and TensorRT-LLM fall back to it."""
+    ring = collective_time(network, "all_reduce", tp, nbytes)
+    too_large = nbytes > engine.custom_allreduce_max_mib * 2**20
+    node = network.node
+    connected = tp <= node.gpus_per_node and (node.fabric == "nvswitch" or tp == 2)
+    if engine.custom_allreduce_latency_us is None or tp <= 1 or too_large or not connected:
+        return ring
+    link = ring_bandwidth(network, tp) * network.link_efficiency
+    custom = engine.custom_allreduce_latency_us * 1e-6 + (tp - 1) * nbytes / link
+    if engine.custom_allreduce_two_shot_latency_us is not None:
+        custom = min(custom, engine.custom_allreduce_two_shot_latency_us * 1e-6 + 2 * (tp - 1) / tp * nbytes / link)
+    return min(ring, custom)
+
+
 def expert_slots(model: ModelSpec, expert_parallel: int, redundant: int | None) -> int:
     """EPLB's expert slots per MoE layer (the experts plus the redundant ones), 0 without EPLB; they must divide
     over the expert-parallel ranks (TensorRT-LLM's and SGLang's rule)."""
@@ -85,11 +123,7 @@ class RooflineCostModel(CostModel):
         self.head_gemm = GemmModel(
             hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
         )
-        self.network = hardware.model_copy(update={
-            "link_efficiency": hardware.link_efficiency * self.engine.communication_efficiency,
-            **{name: getattr(self.engine, name) for name in ("collective_latency_us", "collective_step_latency_us")
-               if getattr(self.engine, name) is not None},
-        })
+        self.network = engine_network(hardware, self.engine)
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
         self.attention = AttentionModel(
@@ -140,22 +174,8 @@ class RooflineCostModel(CostModel):
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
-        """NCCL's ring, or the framework's one-shot all-reduce when it has one and it is faster for this message:
-        every GPU reads the other t − 1 buffers over its link, ``custom_allreduce_latency_us`` + (t − 1)·bytes /
-        (link GB/s × link efficiency). The one-shot kernel reads its peers' memory directly, so it needs the t GPUs
-        in one node and all connected to each other (an NVSwitch fabric, or just two GPUs); otherwise NCCL's ring
-        runs, as vLLM, SGLang and TensorRT-LLM fall back to it."""
-        ring = collective_time(self.network, "all_reduce", self.tp, nbytes)
-        engine = self.engine
-        too_large = nbytes > engine.custom_allreduce_max_mib * 2**20
-        node = self.network.node
-        connected = self.tp <= node.gpus_per_node and (node.fabric == "nvswitch" or self.tp == 2)
-        if engine.custom_allreduce_latency_us is None or self.tp <= 1 or too_large or not connected:
-            return ring
-        hw = self.network
-        one_shot = engine.custom_allreduce_latency_us * 1e-6 + (self.tp - 1) * nbytes / (
-            ring_bandwidth(hw, self.tp) * hw.link_efficiency)
-        return min(ring, one_shot)
+        """One all-reduce of ``nbytes`` over the tensor-parallel GPUs (:func:`framework_all_reduce_time`)."""
+        return framework_all_reduce_time(self.network, self.engine, self.tp, nbytes)
 
     def layer_communication_time(self, num_tokens: int, decode_only: bool = False) -> float:
         """Every layer's collectives: two all-reduces of T·D·w over the tensor-parallel GPUs; with attention data

@@ -41,18 +41,20 @@ NETWORK_GRID: dict[str, list] = {
 
 
 def set_parameter(profile: HardwareSpec, name: str, value) -> HardwareSpec:
-    """``profile`` with one fitted parameter replaced; ``inter_node_gb_per_s`` lives in ``node``, and ``a.b`` /
-    ``a.b.c`` address the per-dtype and per-collective tables (``flops_efficiency_by_dtype.fp8``,
-    ``collectives.all_gather.latency_us``)."""
+    """``profile`` with one fitted parameter replaced; ``inter_node_gb_per_s`` lives in ``node``, and a dotted name
+    walks the tables and sub-models (``flops_efficiency_by_dtype.fp8``, ``collectives.all_gather.latency_us``,
+    ``all_reduce_low_latency.efficiency``, ``collectives.all_to_all.low_latency.latency_us``)."""
     if name == "inter_node_gb_per_s":
         return profile.model_copy(update={"node": profile.node.model_copy(update={name: value})})
-    head, _, rest = name.partition(".")
-    if not rest:
-        return profile.model_copy(update={name: value})
-    table = dict(getattr(profile, head))
-    key, _, field = rest.partition(".")
-    table[key] = table[key].model_copy(update={field: value}) if field else value
-    return profile.model_copy(update={head: table})
+    return _replaced(profile, name.split("."), value)
+
+
+def _replaced(holder, path: list[str], value):
+    """A copy of ``holder`` (a pydantic model or a dict) with the entry at ``path`` replaced."""
+    key, rest = path[0], path[1:]
+    if isinstance(holder, dict):
+        return {**holder, key: _replaced(holder[key], rest, value) if rest else value}
+    return holder.model_copy(update={key: _replaced(getattr(holder, key), rest, value) if rest else value})
 
 
 def score(frame: pd.DataFrame) -> float:

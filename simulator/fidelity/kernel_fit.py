@@ -7,8 +7,9 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 
 - GEMMs: ``flops_efficiency`` (16-bit), the fp8 and fp8_block fractions of the fp8 peak, ``bandwidth_efficiency``,
   ``kernel_overhead_us``, ``quantize_overhead_us`` (knee and row tile: the same grid as the operator fit);
-- NCCL collectives on the node: all-reduce (``link_efficiency``, ``collective_latency_us``,
-  ``collective_step_latency_us``) and each of all-gather, reduce-scatter and all-to-all (``collectives``);
+- NCCL collectives on the node, each as two protocols (bandwidth and low-latency, :mod:`simulator.cost.collectives`):
+  all-reduce (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
+  ``all_reduce_low_latency``) and each of all-gather, reduce-scatter and all-to-all (``collectives``);
 - attention: ``attention_efficiency``, ``attention_io_efficiency``, ``decode_attention_efficiency``,
   ``decode_attention_ns_per_head``, ``attention_overhead_us``;
 - fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
@@ -62,13 +63,18 @@ GEMM_GRID: dict[str, list[float]] = {
     "quantize_overhead_us": _steps(0.0, 8.0, 0.5),
 }
 GEMM_SHAPES: dict[str, list[float]] = {"gemm_knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm_tile_m": [32, 64, 128]}
+_LOW_LATENCY_GRID = (("efficiency", _steps(0.02, 0.60, 0.01)), ("latency_us", _steps(0.0, 20.0, 0.25)),
+                     ("step_latency_us", _steps(0.0, 4.0, 0.05)))
 COLLECTIVE_GRID: dict[str, list[float]] = {
     "link_efficiency": _steps(0.40, 0.95, 0.01),
-    "collective_latency_us": _steps(0.0, 40.0, 0.25),
+    "collective_latency_us": _steps(0.0, 60.0, 0.25),
     "collective_step_latency_us": _steps(0.0, 6.0, 0.05),
+    **{f"all_reduce_low_latency.{field}": values for field, values in _LOW_LATENCY_GRID},
     **{f"collectives.{op}.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
-       for field, values in (("efficiency", _steps(0.30, 0.95, 0.01)), ("latency_us", _steps(0.0, 40.0, 0.25)),
+       for field, values in (("efficiency", _steps(0.30, 0.95, 0.01)), ("latency_us", _steps(0.0, 60.0, 0.25)),
                              ("step_latency_us", _steps(0.0, 6.0, 0.05)))},
+    **{f"collectives.{op}.low_latency.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
+       for field, values in _LOW_LATENCY_GRID},
 }
 ATTENTION_GRID: dict[str, list[float]] = {
     "attention_efficiency": _steps(0.30, 0.90, 0.01),
@@ -86,6 +92,44 @@ MOE_GRID: dict[str, list[float]] = {
     "moe_bandwidth_efficiency": _steps(0.40, 1.20, 0.02),
     "moe_expert_overhead_us": _steps(0.0, 3.0, 0.1),
 }
+
+
+CUSTOM_ALLREDUCE_GRID: dict[str, list[float]] = {
+    "custom_allreduce_latency_us": _steps(0.5, 10.0, 0.1),
+    "custom_allreduce_two_shot_latency_us": _steps(1.0, 30.0, 0.25),
+    "custom_allreduce_max_mib": [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
+}
+
+
+def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict[str, float], str]:
+    """A framework's own all-reduce fitted on its CUDA-graph table (``comm/<framework>/*/custom_allreduce_perf``):
+    the one-shot and two-shot fixed costs and the largest message it takes (NCCL above), by coordinate descent on
+    the mean |log(predicted / measured)|, starting from the shipped engine profile; with the fitted errors' summary.
+    The bandwidth terms are the GPU's (link GB/s × ``link_efficiency``), so only the framework's costs are fitted."""
+    from simulator.cost.engine import load_engine
+    from simulator.fidelity.kernels import custom_allreduce_kernel_errors, custom_allreduce_kernel_table
+
+    table = custom_allreduce_kernel_table(kernels_dir)
+    table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
+    engine = load_engine(framework)
+    if engine.custom_allreduce_two_shot_latency_us is None:
+        engine = engine.model_copy(update={"custom_allreduce_two_shot_latency_us": 30.0})
+
+    def evaluate(candidate) -> float:
+        return score(custom_allreduce_kernel_errors(kernels_dir, engines={framework: candidate}, table=table))
+
+    best = engine
+    best_score = evaluate(best)
+    for _ in range(3):
+        for name, values in CUSTOM_ALLREDUCE_GRID.items():
+            for value in values:
+                candidate = best.model_copy(update={name: value})
+                candidate_score = evaluate(candidate)
+                if candidate_score < best_score - 1e-12:
+                    best, best_score = candidate, candidate_score
+    errors = custom_allreduce_kernel_errors(kernels_dir, engines={framework: best}, table=table)
+    fitted = {name: getattr(best, name) for name in CUSTOM_ALLREDUCE_GRID}
+    return fitted, _summary(f"{framework} all-reduce on {gpu}", errors, ["gpus"])
 
 
 def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:

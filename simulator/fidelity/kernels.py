@@ -5,7 +5,9 @@ Covered: GEMMs (``gemm/*/gemm_perf``: bf16, fp8 and fp8_block W8A8 by m, n, k) p
 :class:`simulator.cost.gemm.GemmModel`; NCCL all-reduce, all-gather, reduce-scatter and all-to-all
 (``comm/nccl/*/nccl_perf``; ``message_size`` is in elements of ``nccl_dtype``: 2^28 half elements at TP2 take
 1.69 ms, i.e. 318 GB/s of a 450 GB/s link, where bytes would mean an implausible 159 GB/s) predicted with
-:func:`simulator.cost.collective_time`; prefill and decode attention (``attention/*/context_attention_perf``,
+:func:`simulator.cost.collective_time`; the frameworks' own all-reduce kernels
+(``comm/<framework>/*/custom_allreduce_perf``, CUDA-graph rows; ``message_size`` in bfloat16 elements) predicted as
+each framework's engine profile runs them; prefill and decode attention (``attention/*/context_attention_perf``,
 ``generation_attention_perf``, bf16 queries; a decode row's context is ``isl + step`` tokens) predicted with
 :func:`simulator.cost.attention.attention_time`. Only GEMM shapes a served model runs are kept (n, k ≥ 256).
 vLLM's fp8_block table is left out: its floor is 55–151 µs for every shape, far above the same GEMM in the other
@@ -49,10 +51,12 @@ from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
 from simulator.cost.attention import AttentionModel
 from simulator.cost.collectives import collective_time
+from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.expert_exchange import deepep_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import attention_shapes
 from simulator.cost.moe import ExpertsModel
+from simulator.cost.roofline import engine_network, framework_all_reduce_time
 from simulator.dtypes import bytes_per_element
 from simulator.fidelity.errors import ape
 
@@ -133,6 +137,43 @@ def nccl_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] |
     profiles = {gpu: _hardware(gpu, hardware) for gpu in table["gpu"].unique()}
     predicted = np.array([collective_time(profiles[gpu], op, int(n), b) for gpu, op, n, b in zip(
         table["gpu"], table["op"], table["gpus"], table["bytes"], strict=True)])
+    return _with_errors(table, predicted)
+
+
+def custom_allreduce_kernel_table(kernels_dir: Path) -> pd.DataFrame:
+    """One row per measured framework all-reduce under CUDA graphs (``comm/<framework>/*/custom_allreduce_perf``:
+    the ``*_graph`` backend where a table has eager rows too; ``message_size`` in elements of ``allreduce_dtype``,
+    bfloat16): gpu, framework, GPUs, bytes, measured seconds."""
+    frames = []
+    for path in sorted(kernels_dir.glob("*/comm/*/*/custom_allreduce_perf.parquet")):
+        gpu, framework = path.parts[-5], path.parts[-3]
+        if gpu not in GPUS:
+            continue
+        table = pd.read_parquet(path)
+        if "backend" in table:
+            table = table[table["backend"].str.endswith("graph")]
+        table = table[table["allreduce_dtype"] == "bfloat16"]
+        frames.append(pd.DataFrame({"gpu": gpu, "framework": framework, "gpus": table["num_gpus"].to_numpy(int),
+                                    "bytes": table["message_size"].to_numpy(float) * 2,
+                                    "measured_s": table["latency"].to_numpy() * 1e-3}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["gpu", "framework", "gpus", "bytes", "measured_s"])
+
+
+def custom_allreduce_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                                   engines: Mapping[str, EngineProfile] | None = None,
+                                   table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`custom_allreduce_kernel_table` predicted as each framework's engine profile runs an all-reduce
+    (:func:`simulator.cost.roofline.framework_all_reduce_time`: its one-shot and two-shot kernels, NCCL above its
+    largest message), with the error."""
+    table = custom_allreduce_kernel_table(kernels_dir) if table is None else table
+    predicted = np.zeros(len(table))
+    for (gpu, framework), rows in table.groupby(["gpu", "framework"]):
+        engine = (engines or {}).get(framework) or load_engine(framework)
+        network = engine_network(_hardware(gpu, hardware), engine)
+        predicted[table.index.get_indexer(rows.index)] = [
+            framework_all_reduce_time(network, engine, int(n), b)
+            for n, b in zip(rows["gpus"], rows["bytes"], strict=True)]
     return _with_errors(table, predicted)
 
 

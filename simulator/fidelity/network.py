@@ -43,11 +43,8 @@ def network_measurements(data_dir: Path, systems: tuple[str, ...] = tuple(NETWOR
 def network_errors(
     data_dir: Path, profiles: dict[str, HardwareSpec] | None = None, frame: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """:func:`network_measurements` with predictions from the systems' profiles (``NETWORK_SYSTEMS`` by default).
-
-    Each measured group (system, op, GPUs, GPUs per node) is linear in the message size, so the prediction is the
-    real :func:`collective_time` evaluated at two sizes and extended linearly.
-    """
+    """:func:`network_measurements` with predictions from the systems' profiles (``NETWORK_SYSTEMS`` by default):
+    :func:`collective_time` at every measured size, on a node of the measured group's GPUs per node."""
     frame = (network_measurements(data_dir) if frame is None else frame).copy()
     profiles = profiles or {s: load_hardware(name) for s, name in NETWORK_SYSTEMS.items()}
     predicted = np.empty(len(frame))
@@ -55,9 +52,8 @@ def network_errors(
         base = profiles[system]
         # the measured ring spans nodes of `per_node` GPUs each
         hardware = base.model_copy(update={"node": base.node.model_copy(update={"gpus_per_node": int(per_node)})})
-        one, two = (collective_time(hardware, op, int(gpus), size) for size in (1.0, 2.0))
-        sizes = frame.loc[index, "bytes"].to_numpy(float)
-        predicted[frame.index.get_indexer(index)] = (two - one) * sizes + (2 * one - two)
+        predicted[frame.index.get_indexer(index)] = [
+            collective_time(hardware, op, int(gpus), size) for size in frame.loc[index, "bytes"].to_numpy(float)]
     frame["predicted_s"] = predicted
     frame["error"] = ape(frame["predicted_s"], frame["measured_s"])
     return frame

@@ -15,6 +15,7 @@ from simulator.catalog import load_hardware
 from simulator.fidelity.errors import overall, summarize_errors
 from simulator.fidelity.kernels import (
     attention_kernel_errors,
+    custom_allreduce_kernel_errors,
     deepep_kernel_errors,
     gemm_kernel_errors,
     mla_kernel_errors,
@@ -39,6 +40,7 @@ def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.Data
     if (data_dir / "kernels").is_dir():
         results["kernel_gemm"] = gemm_kernel_errors(data_dir / "kernels")
         results["kernel_nccl"] = nccl_kernel_errors(data_dir / "kernels")
+        results["kernel_custom_allreduce"] = custom_allreduce_kernel_errors(data_dir / "kernels")
         results["kernel_deepep"] = deepep_kernel_errors(data_dir / "kernels")
         results["kernel_attention"] = attention_kernel_errors(data_dir / "kernels")
         results["kernel_moe"] = moe_kernel_errors(data_dir / "kernels")
@@ -70,6 +72,7 @@ def write_report(results: dict[str, pd.DataFrame], plot_path: Path | None = None
     """The error tables as text; with ``plot_path``, a predicted-vs-measured log-log plot per dataset saved there."""
     groups = {"a100_ops": ["op"], "network": ["system", "op"], "splitwise": ["phase"],
               "kernel_gemm": ["gpu", "framework", "dtype"], "kernel_nccl": ["gpu", "op", "gpus"],
+              "kernel_custom_allreduce": ["gpu", "framework", "gpus"],
               "kernel_deepep": ["gpu", "kernel"],
               "kernel_attention": ["gpu", "framework", "phase"], "kernel_moe": ["gpu", "framework", "dtype"],
               "kernel_moe_ep": ["gpu", "framework", "distribution", "moe_ep"],
