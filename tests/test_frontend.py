@@ -88,6 +88,30 @@ def test_custom_all_reduce_takes_small_messages():
     assert two.all_reduce_time(2**14) < collective_time(pcie, "all_reduce", 2, 2**14)
 
 
+def test_custom_all_reduce_kernels_follow_the_gpu_generation():
+    """An engine's all-reduce kernels are its own fields on the generation it was fitted on and on any generation not
+    listed (Blackwell); a listed generation takes its entry, and a generation that borrows another's fitted
+    parameters (Ada borrows Ampere's) takes that one's. By hand at TP 2 on a 16 KiB message: one-shot latency + 1 ×
+    16 KiB over the link."""
+    engine = EngineProfile(name="e", custom_allreduce_latency_us=3.0, custom_allreduce_two_shot_latency_us=9.0,
+                           custom_allreduce_by_generation={"ampere": {"latency_us": 5.5, "max_mib": 1.0}})
+    assert engine.custom_allreduce("hopper").latency_us == 3.0
+    assert engine.custom_allreduce("blackwell").two_shot_latency_us == 9.0
+    assert engine.custom_allreduce("ampere").latency_us == 5.5 == engine.custom_allreduce("ada").latency_us
+    assert engine.custom_allreduce("ampere").two_shot_latency_us is None
+    assert EngineProfile(name="none").custom_allreduce("hopper") is None
+    model = load_model("llama-3-8b")
+    for hardware, latency in (("a100-80gb-sxm", 5.5e-6), ("h100-sxm", 3.0e-6)):
+        hw = load_hardware(hardware)
+        cost = RooflineCostModel(model, hw, 2, engine=engine)
+        link = hw.interconnect_gb_per_s * 1e9 * hw.link_efficiency
+        assert cost.all_reduce_time(2**14) == pytest.approx(latency + 2**14 / link)
+    # above Ampere's 1 MiB limit the A100 runs NCCL's ring
+    a100 = load_hardware("a100-80gb-sxm")
+    cost = RooflineCostModel(model, a100, 2, engine=engine)
+    assert cost.all_reduce_time(2 * 2**20) == collective_time(a100, "all_reduce", 2, 2 * 2**20)
+
+
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
     hw, model = load_hardware("h100-sxm"), load_model("llama-3-8b")
     plain = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="eager"))

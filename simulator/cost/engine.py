@@ -34,6 +34,16 @@ from simulator.catalog.paths import PROJECT_ROOT
 ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
 
 
+class CustomAllReduceFit(BaseModel):
+    """A framework's own all-reduce kernels on one GPU generation (see :class:`EngineProfile`'s fields of the same
+    names)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    latency_us: float = Field(ge=0, description="one-shot kernel's fixed cost")
+    two_shot_latency_us: float | None = Field(default=None, ge=0, description="two-shot kernel's; None = none")
+    max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
+
+
 class EngineProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
@@ -71,6 +81,11 @@ class EngineProfile(BaseModel):
         "messages: its fixed cost; None = one-shot only",
     )
     custom_allreduce_max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
+    custom_allreduce_by_generation: dict[str, CustomAllReduceFit] = Field(
+        default_factory=dict,
+        description="the same kernels measured on other GPU generations (e.g. ampere); the three fields above hold "
+        "for the generation the profile was fitted on and for any generation not listed",
+    )
     collective_latency_us: float | None = Field(
         default=None, ge=0,
         description="fixed cost of one NCCL all-reduce in this engine's software stack (an older NCCL, or eager "
@@ -102,6 +117,22 @@ class EngineProfile(BaseModel):
         if self.fp8_kv_cache and weight_dtype in ("fp8", "fp8_block"):
             sections.setdefault("kv_cache", {})["dtype"] = "fp8"
         return sections
+
+    def custom_allreduce(self, generation: str) -> CustomAllReduceFit | None:
+        """The framework's all-reduce kernels on a GPU of ``generation``: its entry in
+        ``custom_allreduce_by_generation``, else the entry of the generation whose fitted parameters it borrows
+        (:data:`simulator.catalog.generations.BORROWS_FROM`), else the profile's own fields; None without them."""
+        from simulator.catalog.generations import BORROWS_FROM
+
+        table = self.custom_allreduce_by_generation
+        fit = table.get(generation) or table.get(BORROWS_FROM.get(generation, ""))
+        if fit is not None:
+            return fit
+        if self.custom_allreduce_latency_us is None:
+            return None
+        return CustomAllReduceFit(latency_us=self.custom_allreduce_latency_us,
+                                  two_shot_latency_us=self.custom_allreduce_two_shot_latency_us,
+                                  max_mib=self.custom_allreduce_max_mib)
 
     def iteration_overhead(self, num_layers: int, num_sequences: int, num_prompts: int = 0) -> float:
         """Seconds the engine adds to one iteration of ``num_sequences`` sequences, ``num_prompts`` of them

@@ -69,17 +69,18 @@ def framework_all_reduce_time(network: HardwareSpec, engine: EngineProfile, tp: 
     2(t − 1)/t of the buffer, ``custom_allreduce_two_shot_latency_us`` + 2(t − 1)/t·bytes / (link GB/s × link
     efficiency); the faster runs. Both read their peers' memory directly, so they need the t GPUs in one node and all
     connected to each other (an NVSwitch fabric, or just two GPUs); otherwise, or above
-    ``custom_allreduce_max_mib``, NCCL's ring runs, as vLLM, SGLang and TensorRT-LLM fall back to it."""
+    ``custom_allreduce_max_mib``, NCCL's ring runs, as vLLM, SGLang and TensorRT-LLM fall back to it. The kernels'
+    costs are the engine's for the GPU's generation (:meth:`EngineProfile.custom_allreduce`)."""
     ring = collective_time(network, "all_reduce", tp, nbytes)
-    too_large = nbytes > engine.custom_allreduce_max_mib * 2**20
+    kernels = engine.custom_allreduce(network.generation)
     node = network.node
     connected = tp <= node.gpus_per_node and (node.fabric == "nvswitch" or tp == 2)
-    if engine.custom_allreduce_latency_us is None or tp <= 1 or too_large or not connected:
+    if kernels is None or tp <= 1 or nbytes > kernels.max_mib * 2**20 or not connected:
         return ring
     link = ring_bandwidth(network, tp) * network.link_efficiency
-    custom = engine.custom_allreduce_latency_us * 1e-6 + (tp - 1) * nbytes / link
-    if engine.custom_allreduce_two_shot_latency_us is not None:
-        custom = min(custom, engine.custom_allreduce_two_shot_latency_us * 1e-6 + 2 * (tp - 1) / tp * nbytes / link)
+    custom = kernels.latency_us * 1e-6 + (tp - 1) * nbytes / link
+    if kernels.two_shot_latency_us is not None:
+        custom = min(custom, kernels.two_shot_latency_us * 1e-6 + 2 * (tp - 1) / tp * nbytes / link)
     return min(ring, custom)
 
 

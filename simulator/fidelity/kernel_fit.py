@@ -102,9 +102,11 @@ CUSTOM_ALLREDUCE_GRID: dict[str, list[float]] = {
 
 
 def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict[str, float], str]:
-    """A framework's own all-reduce fitted on its CUDA-graph table (``comm/<framework>/*/custom_allreduce_perf``):
-    the one-shot and two-shot fixed costs and the largest message it takes (NCCL above), by coordinate descent on
-    the mean |log(predicted / measured)|, starting from the shipped engine profile; with the fitted errors' summary.
+    """A framework's own all-reduce fitted on its CUDA-graph table (``comm/<framework>/*/custom_allreduce_perf``) of
+    one GPU: the one-shot and two-shot fixed costs and the largest message it takes (NCCL above), by coordinate
+    descent on the mean |log(predicted / measured)|, starting from the shipped engine profile's values for that
+    GPU's generation; with the fitted errors' summary (the values go in the profile's fields for Hopper, in
+    ``custom_allreduce_by_generation`` for another generation).
     The bandwidth terms are the GPU's (link GB/s × ``link_efficiency``), so only the framework's costs are fitted."""
     from simulator.cost.engine import load_engine
     from simulator.fidelity.kernels import custom_allreduce_kernel_errors, custom_allreduce_kernel_table
@@ -112,8 +114,15 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
     table = custom_allreduce_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     engine = load_engine(framework)
-    if engine.custom_allreduce_two_shot_latency_us is None:
-        engine = engine.model_copy(update={"custom_allreduce_two_shot_latency_us": 30.0})
+    generation = _hardware_generation(gpu)
+    start = engine.custom_allreduce(generation)
+    # the fitted fields hold for every generation while fitting: the table of other generations' kernels is set aside
+    engine = engine.model_copy(update={
+        "custom_allreduce_by_generation": {},
+        "custom_allreduce_latency_us": start.latency_us if start else 3.0,
+        "custom_allreduce_two_shot_latency_us": start.two_shot_latency_us if start and start.two_shot_latency_us
+        else 30.0,
+        "custom_allreduce_max_mib": start.max_mib if start else 8.0})
 
     def evaluate(candidate) -> float:
         return score(custom_allreduce_kernel_errors(kernels_dir, engines={framework: candidate}, table=table))
@@ -130,6 +139,13 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
     errors = custom_allreduce_kernel_errors(kernels_dir, engines={framework: best}, table=table)
     fitted = {name: getattr(best, name) for name in CUSTOM_ALLREDUCE_GRID}
     return fitted, _summary(f"{framework} all-reduce on {gpu}", errors, ["gpus"])
+
+
+def _hardware_generation(gpu: str) -> str:
+    from simulator.catalog import load_hardware
+    from simulator.fidelity.kernels import GPUS
+
+    return load_hardware(GPUS[gpu]).generation
 
 
 def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:
