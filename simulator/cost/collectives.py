@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Literal
 
 from simulator.catalog import HardwareSpec, resolve_hardware
+from simulator.catalog.hardware import ProtocolFit
 
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"]
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
@@ -62,21 +63,11 @@ def collective_time(hardware: str | HardwareSpec, op: Collective, num_gpus: int,
         return nbytes / (bandwidth * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
     if op == "all_reduce":
         steps = 2 * (num_gpus - 1)
-        fit, low = (hw.link_efficiency, hw.collective_latency_us, hw.collective_step_latency_us), \
-            hw.all_reduce_low_latency
+        protocols = [ProtocolFit(latency_us=hw.collective_latency_us, step_latency_us=hw.collective_step_latency_us,
+                                 efficiency=hw.link_efficiency), hw.all_reduce_low_latency]
     else:
         steps = num_gpus - 1
-        table = hw.collectives[op]
-        fit, low = (table.efficiency, table.latency_us, table.step_latency_us), table.low_latency
+        protocols = [hw.collectives[op], hw.collectives[op].low_latency]
     bus_bytes = steps / num_gpus * nbytes
-    time = _protocol_time(*fit, steps, bus_bytes, bandwidth)
-    if low is not None:
-        time = min(time, _protocol_time(low.efficiency, low.latency_us, low.step_latency_us, steps, bus_bytes,
-                                        bandwidth))
-    return time
-
-
-def _protocol_time(efficiency: float, latency_us: float, step_latency_us: float, steps: int, bus_bytes: float,
-                   bandwidth: float) -> float:
-    """One protocol: its fixed cost, a cost per ring step, and the bus bytes at its fraction of the link."""
-    return bus_bytes / (bandwidth * efficiency) + (latency_us + steps * step_latency_us) * 1e-6
+    return min(bus_bytes / (bandwidth * p.efficiency) + (p.latency_us + steps * p.step_latency_us) * 1e-6
+               for p in protocols if p is not None)

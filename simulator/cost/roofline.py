@@ -46,10 +46,10 @@ from simulator.kv.sizing import kv_dtype
 
 
 def engine_network(hardware: HardwareSpec, engine: EngineProfile) -> HardwareSpec:
-    """The hardware's collectives as the engine runs them: every protocol's bandwidth times its
-    ``communication_efficiency``; an engine that states its own stack's all-reduce fixed cost
-    (``collective_latency_us``) states the whole small-message regime, so the hardware's low-latency protocol fit
-    does not apply to it."""
+    """The hardware's all-reduce as the engine runs it: both NCCL protocols' bandwidth times the engine's
+    ``communication_efficiency`` (the other collectives as the hardware's); an engine that states its own stack's
+    all-reduce fixed cost (``collective_latency_us``) states the whole small-message regime, so the hardware's
+    low-latency protocol does not apply to it."""
     scale = engine.communication_efficiency
     low = hardware.all_reduce_low_latency
     update: dict = {"link_efficiency": hardware.link_efficiency * scale,

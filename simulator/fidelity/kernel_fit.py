@@ -33,12 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.catalog import HardwareSpec
+from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
+from simulator.cost.engine import load_engine
 from simulator.fidelity.calibrate import coordinate_descent, score
 from simulator.fidelity.kernels import (
+    GPUS,
     attention_kernel_errors,
     attention_kernel_table,
+    custom_allreduce_kernel_errors,
+    custom_allreduce_kernel_table,
     deepep_kernel_errors,
     fit_deepep,
     gemm_kernel_errors,
@@ -108,14 +112,10 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
     GPU's generation; with the fitted errors' summary (the values go in the profile's fields for Hopper, in
     ``custom_allreduce_by_generation`` for another generation).
     The bandwidth terms are the GPU's (link GB/s × ``link_efficiency``), so only the framework's costs are fitted."""
-    from simulator.cost.engine import load_engine
-    from simulator.fidelity.kernels import custom_allreduce_kernel_errors, custom_allreduce_kernel_table
-
     table = custom_allreduce_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     engine = load_engine(framework)
-    generation = _hardware_generation(gpu)
-    start = engine.custom_allreduce(generation)
+    start = engine.custom_allreduce(load_hardware(GPUS[gpu]).generation)
     # the fitted fields hold for every generation while fitting: the table of other generations' kernels is set aside
     engine = engine.model_copy(update={
         "custom_allreduce_by_generation": {},
@@ -139,13 +139,6 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
     errors = custom_allreduce_kernel_errors(kernels_dir, engines={framework: best}, table=table)
     fitted = {name: getattr(best, name) for name in CUSTOM_ALLREDUCE_GRID}
     return fitted, _summary(f"{framework} all-reduce on {gpu}", errors, ["gpus"])
-
-
-def _hardware_generation(gpu: str) -> str:
-    from simulator.catalog import load_hardware
-    from simulator.fidelity.kernels import GPUS
-
-    return load_hardware(GPUS[gpu]).generation
 
 
 def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:
