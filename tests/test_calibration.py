@@ -70,10 +70,10 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
     truth = load_engine("vllm").model_copy(update={"custom_allreduce_latency_us": 3.3,
                                                    "custom_allreduce_two_shot_latency_us": 12.5,
                                                    "custom_allreduce_max_mib": 2.0})
-    network = engine_network(hw, truth)
+    network, kernels = engine_network(hw, truth), truth.custom_allreduce("hopper")
     rows = [{"num_gpus": n, "message_size": size, "allreduce_dtype": "bfloat16", "backend": backend,
-             "latency": framework_all_reduce_time(network, truth, n, 2 * size) * 1e3 * (1 if backend == "vllm_graph"
-                                                                                         else 10)}
+             "latency": framework_all_reduce_time(network, kernels, n, 2 * size) * 1e3 * (1 if backend == "vllm_graph"
+                                                                                          else 10)}
             for n in (2, 4, 8) for size in [2**k for k in range(8, 24, 1)] for backend in ("vllm_graph", "vllm_eager")]
     folder = tmp_path / "h100_sxm" / "comm" / "vllm" / "1.0"
     folder.mkdir(parents=True)

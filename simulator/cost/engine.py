@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.catalog.generations import BORROWS_FROM
 from simulator.catalog.loading import load_catalog_entry
 from simulator.catalog.paths import PROJECT_ROOT
 
@@ -122,8 +123,6 @@ class EngineProfile(BaseModel):
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in
         ``custom_allreduce_by_generation``, else the entry of the generation whose fitted parameters it borrows
         (:data:`simulator.catalog.generations.BORROWS_FROM`), else the profile's own fields; None without them."""
-        from simulator.catalog.generations import BORROWS_FROM
-
         table = self.custom_allreduce_by_generation
         fit = table.get(generation) or table.get(BORROWS_FROM.get(generation, ""))
         if fit is not None:

@@ -35,7 +35,7 @@ from simulator.config.schema import ExperimentConfig
 from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time, ring_bandwidth
-from simulator.cost.engine import EngineProfile, load_engine
+from simulator.cost.engine import CustomAllReduceFit, EngineProfile, load_engine
 from simulator.cost.expert_exchange import exchange_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import GroupCost, span_totals
@@ -61,18 +61,18 @@ def engine_network(hardware: HardwareSpec, engine: EngineProfile) -> HardwareSpe
     return hardware.model_copy(update=update)
 
 
-def framework_all_reduce_time(network: HardwareSpec, engine: EngineProfile, tp: int, nbytes: float) -> float:
+def framework_all_reduce_time(network: HardwareSpec, kernels: CustomAllReduceFit | None, tp: int,
+                              nbytes: float) -> float:
     """NCCL's ring (``network``: the hardware as the engine runs it, :func:`engine_network`), or the framework's own
-    all-reduce where it has one, takes the message and is faster. Its one-shot algorithm has every GPU read the other
+    all-reduce (``kernels``: the engine's for the GPU's generation, :meth:`EngineProfile.custom_allreduce`; None
+    without one) where it takes the message and is faster. Its one-shot algorithm has every GPU read the other
     t − 1 buffers over its link, ``custom_allreduce_latency_us`` + (t − 1)·bytes / (link GB/s × link efficiency); its
     two-shot algorithm (where the engine has one) reduces a 1/t slice on each GPU and gathers the slices, moving
     2(t − 1)/t of the buffer, ``custom_allreduce_two_shot_latency_us`` + 2(t − 1)/t·bytes / (link GB/s × link
     efficiency); the faster runs. Both read their peers' memory directly, so they need the t GPUs in one node and all
     connected to each other (an NVSwitch fabric, or just two GPUs); otherwise, or above
-    ``custom_allreduce_max_mib``, NCCL's ring runs, as vLLM, SGLang and TensorRT-LLM fall back to it. The kernels'
-    costs are the engine's for the GPU's generation (:meth:`EngineProfile.custom_allreduce`)."""
+    ``custom_allreduce_max_mib``, NCCL's ring runs, as vLLM, SGLang and TensorRT-LLM fall back to it."""
     ring = collective_time(network, "all_reduce", tp, nbytes)
-    kernels = engine.custom_allreduce(network.generation)
     node = network.node
     connected = tp <= node.gpus_per_node and (node.fabric == "nvswitch" or tp == 2)
     if kernels is None or tp <= 1 or nbytes > kernels.max_mib * 2**20 or not connected:
@@ -125,6 +125,7 @@ class RooflineCostModel(CostModel):
             hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
         )
         self.network = engine_network(hardware, self.engine)
+        self.custom_all_reduce = self.engine.custom_allreduce(hardware.generation)
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
         self.attention = AttentionModel(
@@ -176,7 +177,7 @@ class RooflineCostModel(CostModel):
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:
         """One all-reduce of ``nbytes`` over the tensor-parallel GPUs (:func:`framework_all_reduce_time`)."""
-        return framework_all_reduce_time(self.network, self.engine, self.tp, nbytes)
+        return framework_all_reduce_time(self.network, self.custom_all_reduce, self.tp, nbytes)
 
     def layer_communication_time(self, num_tokens: int, decode_only: bool = False) -> float:
         """Every layer's collectives: two all-reduces of T·D·w over the tensor-parallel GPUs; with attention data

@@ -171,8 +171,9 @@ def custom_allreduce_kernel_errors(kernels_dir: Path, hardware: Mapping[str, Har
     for (gpu, framework), rows in table.groupby(["gpu", "framework"]):
         engine = (engines or {}).get(framework) or load_engine(framework)
         network = engine_network(_hardware(gpu, hardware), engine)
+        kernels = engine.custom_allreduce(network.generation)
         predicted[table.index.get_indexer(rows.index)] = [
-            framework_all_reduce_time(network, engine, int(n), b)
+            framework_all_reduce_time(network, kernels, int(n), b)
             for n, b in zip(rows["gpus"], rows["bytes"], strict=True)]
     return _with_errors(table, predicted)
 
