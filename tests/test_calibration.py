@@ -82,3 +82,34 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
     assert fitted == {"custom_allreduce_latency_us": 3.3, "custom_allreduce_two_shot_latency_us": 12.5,
                       "custom_allreduce_max_mib": 2.0}
     assert "2 0.0%/0.0%" in summary
+
+
+def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
+    """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
+    attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
+    window: fitted back to those values from the generation's pooled ones, with no error left."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.fidelity.kernel_fit import ATTENTION_GRID, fit_framework_attention
+
+    truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "decode_attention_efficiency": 0.2,
+                    "decode_attention_ns_per_head": 10.0, "attention_overhead_us": 8.0}
+    truth = load_hardware("h100-sxm").model_copy(update=truth_fields)
+    folder = tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0"
+    folder.mkdir(parents=True)
+    for stem, phase in (("context", "prefill"), ("generation", "decode")):
+        rows = []
+        for kv in ("bfloat16", "fp8"):
+            model = AttentionModel(truth, {"bfloat16": "bf16", "fp8": "fp8"}[kv])
+            for batch in (1, 8, 64):
+                for seq in (128, 1024, 8192):
+                    for heads, kv_heads, window in ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512)):
+                        isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
+                        latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
+                        rows.append({"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
+                                     "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
+                                     "attn_dtype": "bfloat16", "kv_cache_dtype": kv, "latency": float(latency)})
+        pd.DataFrame(rows).to_parquet(folder / f"{stem}_attention_perf.parquet")
+    fitted, summary = fit_framework_attention(tmp_path, "trtllm")
+    assert fitted == pytest.approx(truth_fields)
+    assert set(fitted) == set(ATTENTION_GRID)
+    assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary

@@ -112,6 +112,36 @@ def test_custom_all_reduce_kernels_follow_the_gpu_generation():
     assert cost.all_reduce_time(2 * 2**20) == collective_time(a100, "all_reduce", 2, 2 * 2**20)
 
 
+def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
+    """``kernels_by_generation``: a listed generation takes its entry (fields left out keep the pooled fit), a
+    generation that borrows another's fitted parameters takes that one's (Blackwell: Hopper's), any other none.
+    In the roofline they price grouped-query attention only: a decode step's attention per cached token of Llama-3
+    8B is the one of the framework's decode rate, while DeepSeek-V3's latent attention keeps the pooled fit."""
+    from simulator.cost.attention import AttentionModel
+
+    fit = {"decode_attention_efficiency": 0.3, "decode_attention_ns_per_head": 5.0}
+    engine = EngineProfile(name="e", kernels_by_generation={"hopper": fit})
+    h100, b200, a100 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("a100-80gb-sxm")
+    assert engine.kernel_hardware(h100).decode_attention_efficiency == 0.3
+    assert engine.kernel_hardware(h100).attention_efficiency == h100.attention_efficiency
+    assert engine.kernel_hardware(b200).decode_attention_ns_per_head == 5.0
+    assert engine.kernel_hardware(a100) == a100
+    own = AttentionModel(h100.model_copy(update=fit))
+    pooled = AttentionModel(h100)
+    dense = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
+    group = dense.groups[0]
+    assert group.decode_per_token == pytest.approx(group.count * own.decode_per_token(32, 256, 2 * 8 * 128))
+    assert own.decode_per_token(32, 256, 2048) != pooled.decode_per_token(32, 256, 2048)
+    latent = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=engine)
+    plain = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=EngineProfile(name="none"))
+    assert latent.decode_attention_per_token == plain.decode_attention_per_token
+    assert latent.decode_attention_per_sequence == plain.decode_attention_per_sequence
+    with pytest.raises(ValueError, match="unknown GPU generation 'hoper'"):
+        EngineProfile(name="e", kernels_by_generation={"hoper": fit})
+    with pytest.raises(ValueError, match="attention_speed"):
+        EngineProfile(name="e", kernels_by_generation={"hopper": {"attention_speed": 1.0}})
+
+
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
     hw, model = load_hardware("h100-sxm"), load_model("llama-3-8b")
     plain = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="eager"))

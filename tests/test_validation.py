@@ -56,6 +56,30 @@ def test_collective_kernel_tables(shared_data):
 
 
 @pytest.mark.slow
+def test_attention_kernel_tables(shared_data):
+    """Each framework's attention tables priced with its own kernels (its engine profile's kernels_by_generation,
+    fitted on 2,000 timings of each phase; most rows are held out) fit them at least as well as the generation's
+    pooled parameters do — the mean |log error| over prefill and decode, per GPU and framework — and within today's
+    errors (the issue's 8% / 20% is not met: TensorRT-LLM's decode kernels are 26% off at the median, see README)."""
+    import numpy as np
+
+    from simulator.fidelity.kernels import attention_kernel_errors
+
+    own = attention_kernel_errors(shared_data / "kernels")
+    pooled = attention_kernel_errors(shared_data / "kernels", engines={})
+
+    def log_error(frame):
+        return float(np.abs(np.log(frame["predicted_s"] / frame["measured_s"])).mean())
+
+    for (gpu, framework), rows in own.groupby(["gpu", "framework"]):
+        assert sum(log_error(phase) for _, phase in rows.groupby("phase")) <= sum(
+            log_error(phase) for _, phase in pooled.loc[rows.index].groupby("phase")), (gpu, framework)
+        for phase, part in rows.groupby("phase"):
+            median, p90 = overall(part)
+            assert median <= 0.28 and p90 <= 1.0, (gpu, framework, phase)
+
+
+@pytest.mark.slow
 def test_whole_iteration_errors_on_splitwise(shared_data):
     frame = splitwise_errors(shared_data, load_hardware("a100-80gb-sxm"), "splitwise")
     for phase, rows in frame.groupby("phase"):

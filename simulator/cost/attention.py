@@ -20,8 +20,11 @@ the smooth maximum (p = the hardware's ``gemm_knee``) of its compute and memory 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
 Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the frameworks' own timings
-(``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows); the three
-frameworks' kernels differ among themselves, and ``llmsim validate`` reports the error for each.
+(``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows), pooled. The three
+frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel pays a third of the others' cost per
+(sequence, KV head) and reaches a quarter of their FLOP rate), so each engine profile also carries the same five
+parameters fitted on its own framework's tables (``kernels_by_generation``, :meth:`EngineProfile.kernel_hardware`),
+which price its multi-head and grouped-query attention; ``llmsim validate`` reports the error for each framework.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ engine's own software stack where it is not the current NCCL the hardware genera
 ``attention_efficiency``: the attention kernels' FLOP rate as a fraction of the hardware's fitted one — 1 for
 the FlashAttention-2/3-class kernels the kernel tables measured, lower for kernels that compute the whole causal
 square or FlashAttention-1), and whether it batches the prompts of an iteration into one forward pass
-(``prefill_batching``).
+(``prefill_batching``). The framework's own attention kernels, fitted on its kernel tables per GPU generation,
+replace the generation's pooled attention parameters for multi-head and grouped-query attention
+(``kernels_by_generation``, :class:`KernelFit`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from simulator.catalog.generations import BORROWS_FROM
+from simulator.catalog.generations import BORROWS_FROM, generation_names
+from simulator.catalog.hardware import HardwareSpec
 from simulator.catalog.loading import load_catalog_entry
 from simulator.catalog.paths import PROJECT_ROOT
 
@@ -43,6 +46,25 @@ class CustomAllReduceFit(BaseModel):
     latency_us: float = Field(ge=0, description="one-shot kernel's fixed cost")
     two_shot_latency_us: float | None = Field(default=None, ge=0, description="two-shot kernel's; None = none")
     max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
+
+
+KERNEL_FIT_KINDS = ("full", "sliding", "chunked")  # the attention kinds a framework's own attention fit prices
+
+
+class KernelFit(BaseModel):
+    """A framework's own attention kernels on one GPU generation: the generation's fitted attention parameters as
+    this framework's kernels reach them on that generation's kernel tables (the :class:`HardwareSpec` fields of the
+    same names and meaning, :mod:`simulator.cost.attention`); a field left out keeps the generation's pooled fit.
+    They price softmax attention over K/V heads (:data:`KERNEL_FIT_KINDS`, the kernels the tables measure); MLA and
+    the recurrent kinds run other kernels and keep the pooled fit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of the 16-bit peak")
+    attention_io_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of HBM bandwidth")
+    decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of the peak")
+    decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
+                                                       "head) block")
+    attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
 
 
 class EngineProfile(BaseModel):
@@ -95,6 +117,11 @@ class EngineProfile(BaseModel):
     collective_step_latency_us: float | None = Field(
         default=None, ge=0, description="and per ring step, 2(n - 1) of them; default: the hardware's",
     )
+    kernels_by_generation: dict[str, KernelFit] = Field(
+        default_factory=dict,
+        description="the framework's attention kernels per GPU generation (e.g. hopper), fitted on its own kernel "
+        "tables; a generation not listed takes the one it borrows fitted parameters from, else the pooled fit",
+    )
     eager_kernel_us: float = Field(
         default=0.0, ge=0,
         description="host time to dispatch one operation outside CUDA graphs (Python, op dispatch, kernel "
@@ -110,6 +137,14 @@ class EngineProfile(BaseModel):
         description="experiment sections (scheduler, kv_cache) as the framework's server sets them by default",
     )
     sources: list[str] = Field(default_factory=list)
+
+    @field_validator("custom_allreduce_by_generation", "kernels_by_generation")
+    @classmethod
+    def _known_generations(cls, table: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(table) - set(generation_names()))
+        if unknown:
+            raise ValueError(f"unknown GPU generation {unknown[0]!r} (allowed: {', '.join(generation_names())})")
+        return table
 
     def server_experiment(self, weight_dtype: str) -> dict[str, Any]:
         """The experiment sections the framework's server would use for a checkpoint in ``weight_dtype``: its
@@ -132,6 +167,14 @@ class EngineProfile(BaseModel):
         return CustomAllReduceFit(latency_us=self.custom_allreduce_latency_us,
                                   two_shot_latency_us=self.custom_allreduce_two_shot_latency_us,
                                   max_mib=self.custom_allreduce_max_mib)
+
+    def kernel_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
+        """``hardware`` with this framework's own kernel parameters for its generation (``kernels_by_generation``:
+        its entry, else the entry of the generation whose fitted parameters it borrows,
+        :data:`simulator.catalog.generations.BORROWS_FROM`), unchanged without one."""
+        table = self.kernels_by_generation
+        fit = table.get(hardware.generation) or table.get(BORROWS_FROM.get(hardware.generation, ""))
+        return hardware.model_copy(update=fit.model_dump(exclude_none=True)) if fit is not None else hardware
 
     def iteration_overhead(self, num_layers: int, num_sequences: int, num_prompts: int = 0) -> float:
         """Seconds the engine adds to one iteration of ``num_sequences`` sequences, ``num_prompts`` of them

@@ -18,7 +18,9 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - DeepEP's dispatch and combine kernels (``deepep``: latency and link efficiency of each, by least squares,
   :func:`simulator.fidelity.kernels.fit_deepep`), where the GPU has DeepEP tables.
 
-The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation.
+The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Two fits per framework
+complete it, each into that framework's engine profile: its own all-reduce kernels (:func:`fit_custom_allreduce`) and
+its own attention kernels (:func:`fit_framework_attention`: the five attention parameters on its tables alone).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
 Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel); a per-framework scale
@@ -141,6 +143,28 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
     return fitted, _summary(f"{framework} all-reduce on {gpu}", errors, ["gpus"])
 
 
+def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
+                            per_group: int = 2000) -> tuple[dict[str, float], str]:
+    """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
+    decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out): the five
+    attention parameters of the pooled fit, by the same coordinate descent, starting from the generation's pooled
+    values; with the errors' summary over all of the framework's timings. The values go in the engine profile's
+    ``kernels_by_generation`` under the GPU's generation."""
+    table = attention_kernel_table(kernels_dir)
+    table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
+    report: list[str] = []
+    profile = _fit_group(load_hardware(GPUS[gpu]), "attention", _sample(table, ["phase"], per_group), ["phase"],
+                         ATTENTION_GRID, _pooled_attention_errors, kernels_dir, gpu, report)
+    errors = _pooled_attention_errors(kernels_dir, {gpu: profile}, table)
+    return {name: getattr(profile, name) for name in ATTENTION_GRID}, _summary(
+        f"{framework} attention on {gpu}", errors, ["phase"])
+
+
+def _pooled_attention_errors(kernels_dir: Path, hardware: dict[str, HardwareSpec], table: pd.DataFrame):
+    """Attention errors with the hardware's parameters for every framework (no framework's own kernels)."""
+    return attention_kernel_errors(kernels_dir, hardware, table, engines={})
+
+
 def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:
     parts = [rows.sample(n=min(len(rows), per_group), random_state=0) for _, rows in table.groupby(by, sort=True)]
     return pd.concat(parts).reset_index(drop=True)
@@ -194,7 +218,7 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
     profile = _fit_group(profile, "attention", attention, ["framework", "phase"], ATTENTION_GRID,
-                         attention_kernel_errors, kernels_dir, gpu, report)
+                         _pooled_attention_errors, kernels_dir, gpu, report)
     moe = moe_kernel_table(kernels_dir)
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
     profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, moe_kernel_errors, kernels_dir, gpu,

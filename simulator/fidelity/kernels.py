@@ -76,6 +76,14 @@ def _hardware(gpu: str, hardware: Mapping[str, HardwareSpec] | None) -> Hardware
     return (hardware or {}).get(gpu) or load_hardware(GPUS[gpu])
 
 
+def _framework_hardware(hw: HardwareSpec, framework: str, engines: Mapping[str, EngineProfile] | None
+                        ) -> HardwareSpec:
+    """``hw`` as ``framework``'s kernels reach it (:meth:`EngineProfile.kernel_hardware`): its profile in
+    ``engines``, or the shipped profile of that name when ``engines`` is None; the pooled fit otherwise."""
+    engine = load_engine(framework) if engines is None else engines.get(framework)
+    return engine.kernel_hardware(hw) if engine is not None else hw
+
+
 def _with_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
     frame = frame.assign(predicted_s=predicted)
     frame["error"] = ape(frame["predicted_s"], frame["measured_s"])
@@ -204,12 +212,15 @@ def attention_kernel_table(kernels_dir: Path) -> pd.DataFrame:
 
 
 def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
-                            table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`attention_kernel_table` with predicted seconds and the error."""
+                            table: pd.DataFrame | None = None,
+                            engines: Mapping[str, EngineProfile] | None = None) -> pd.DataFrame:
+    """:func:`attention_kernel_table` with predicted seconds and the error: each framework's table with that
+    framework's own kernels on the GPU's generation (:meth:`EngineProfile.kernel_hardware`; ``engines``: the
+    profiles by framework, default the shipped ones; ``{}``: the generation's pooled fit for every framework)."""
     table = attention_kernel_table(kernels_dir) if table is None else table
     predicted = np.zeros(len(table))
-    for (gpu, kv, phase), rows in table.groupby(["gpu", "kv_dtype", "phase"]):
-        model = AttentionModel(_hardware(gpu, hardware), kv)
+    for (gpu, framework, kv, phase), rows in table.groupby(["gpu", "framework", "kv_dtype", "phase"]):
+        model = AttentionModel(_framework_hardware(_hardware(gpu, hardware), framework, engines), kv)
         predicted[table.index.get_indexer(rows.index)] = model.kernel_times(
             phase, rows["batch"], rows["seq_len"], rows["heads"], rows["kv_heads"], rows["head_dim"], rows["window"])
     return _with_errors(table, predicted)
@@ -428,7 +439,8 @@ def deepseek_mla(heads: int):
 
 def mla_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
                       table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`mla_kernel_table` with predicted seconds and the error."""
+    """:func:`mla_kernel_table` with predicted seconds and the error (the generation's pooled attention fit: a
+    framework's own attention fit prices its multi-head and grouped-query kernels only)."""
     table = mla_kernel_table(kernels_dir) if table is None else table
     predicted = np.zeros(len(table))
     for (gpu, kv, phase, heads), rows in table.groupby(["gpu", "kv_dtype", "phase", "heads"]):
