@@ -113,19 +113,19 @@ def test_custom_all_reduce_kernels_follow_the_gpu_generation():
 
 
 def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
-    """``kernels_by_generation``: a listed generation takes its entry (fields left out keep the pooled fit), a
+    """``attention_by_generation``: a listed generation takes its entry (fields left out keep the pooled fit), a
     generation that borrows another's fitted parameters takes that one's (Blackwell: Hopper's), any other none.
     In the roofline they price grouped-query attention only: a decode step's attention per cached token of Llama-3
     8B is the one of the framework's decode rate, while DeepSeek-V3's latent attention keeps the pooled fit."""
     from simulator.cost.attention import AttentionModel
 
     fit = {"decode_attention_efficiency": 0.3, "decode_attention_ns_per_head": 5.0}
-    engine = EngineProfile(name="e", kernels_by_generation={"hopper": fit})
+    engine = EngineProfile(name="e", attention_by_generation={"hopper": fit})
     h100, b200, a100 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("a100-80gb-sxm")
-    assert engine.kernel_hardware(h100).decode_attention_efficiency == 0.3
-    assert engine.kernel_hardware(h100).attention_efficiency == h100.attention_efficiency
-    assert engine.kernel_hardware(b200).decode_attention_ns_per_head == 5.0
-    assert engine.kernel_hardware(a100) == a100
+    assert engine.attention_hardware(h100).decode_attention_efficiency == 0.3
+    assert engine.attention_hardware(h100).attention_efficiency == h100.attention_efficiency
+    assert engine.attention_hardware(b200).decode_attention_ns_per_head == 5.0
+    assert engine.attention_hardware(a100) == a100
     own = AttentionModel(h100.model_copy(update=fit))
     pooled = AttentionModel(h100)
     dense = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
@@ -137,9 +137,9 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     assert latent.decode_attention_per_token == plain.decode_attention_per_token
     assert latent.decode_attention_per_sequence == plain.decode_attention_per_sequence
     with pytest.raises(ValueError, match="unknown GPU generation 'hoper'"):
-        EngineProfile(name="e", kernels_by_generation={"hoper": fit})
+        EngineProfile(name="e", attention_by_generation={"hoper": fit})
     with pytest.raises(ValueError, match="attention_speed"):
-        EngineProfile(name="e", kernels_by_generation={"hopper": {"attention_speed": 1.0}})
+        EngineProfile(name="e", attention_by_generation={"hopper": {"attention_speed": 1.0}})
 
 
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():

@@ -57,7 +57,7 @@ def test_collective_kernel_tables(shared_data):
 
 @pytest.mark.slow
 def test_attention_kernel_tables(shared_data):
-    """Each framework's attention tables priced with its own kernels (its engine profile's kernels_by_generation,
+    """Each framework's attention tables priced with its own kernels (its engine profile's attention_by_generation,
     fitted on 2,000 timings of each phase; most rows are held out) fit them at least as well as the generation's
     pooled parameters do — the mean |log error| over prefill and decode, per GPU and framework — and within today's
     errors (the issue's 8% / 20% is not met: TensorRT-LLM's decode kernels are 26% off at the median, see README)."""

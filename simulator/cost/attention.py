@@ -23,8 +23,9 @@ Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the framewor
 (``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows), pooled. The three
 frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel pays a third of the others' cost per
 (sequence, KV head) and reaches a quarter of their FLOP rate), so each engine profile also carries the same five
-parameters fitted on its own framework's tables (``kernels_by_generation``, :meth:`EngineProfile.kernel_hardware`),
-which price its multi-head and grouped-query attention; ``llmsim validate`` reports the error for each framework.
+parameters fitted on its own framework's tables (``attention_by_generation``,
+:meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
+attention; ``llmsim validate`` reports the error for each framework.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the FlashAttention-2/3-class kernels the kernel tables measured, lower for kerne
 square or FlashAttention-1), and whether it batches the prompts of an iteration into one forward pass
 (``prefill_batching``). The framework's own attention kernels, fitted on its kernel tables per GPU generation,
 replace the generation's pooled attention parameters for multi-head and grouped-query attention
-(``kernels_by_generation``, :class:`KernelFit`).
+(``attention_by_generation``, :class:`AttentionKernels`).
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ class CustomAllReduceFit(BaseModel):
     max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
 
 
-KERNEL_FIT_KINDS = ("full", "sliding", "chunked")  # the attention kinds a framework's own attention fit prices
+FRAMEWORK_ATTENTION_KINDS = ("full", "sliding", "chunked")  # the kinds a framework's own attention fit prices
 
 
-class KernelFit(BaseModel):
+class AttentionKernels(BaseModel):
     """A framework's own attention kernels on one GPU generation: the generation's fitted attention parameters as
     this framework's kernels reach them on that generation's kernel tables (the :class:`HardwareSpec` fields of the
     same names and meaning, :mod:`simulator.cost.attention`); a field left out keeps the generation's pooled fit.
-    They price softmax attention over K/V heads (:data:`KERNEL_FIT_KINDS`, the kernels the tables measure); MLA and
-    the recurrent kinds run other kernels and keep the pooled fit."""
+    They price softmax attention over K/V heads (:data:`FRAMEWORK_ATTENTION_KINDS`, the kernels the tables measure);
+    MLA and the recurrent kinds run other kernels and keep the pooled fit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of the 16-bit peak")
@@ -117,7 +117,7 @@ class EngineProfile(BaseModel):
     collective_step_latency_us: float | None = Field(
         default=None, ge=0, description="and per ring step, 2(n - 1) of them; default: the hardware's",
     )
-    kernels_by_generation: dict[str, KernelFit] = Field(
+    attention_by_generation: dict[str, AttentionKernels] = Field(
         default_factory=dict,
         description="the framework's attention kernels per GPU generation (e.g. hopper), fitted on its own kernel "
         "tables; a generation not listed takes the one it borrows fitted parameters from, else the pooled fit",
@@ -138,7 +138,7 @@ class EngineProfile(BaseModel):
     )
     sources: list[str] = Field(default_factory=list)
 
-    @field_validator("custom_allreduce_by_generation", "kernels_by_generation")
+    @field_validator("custom_allreduce_by_generation", "attention_by_generation")
     @classmethod
     def _known_generations(cls, table: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(table) - set(generation_names()))
@@ -168,11 +168,11 @@ class EngineProfile(BaseModel):
                                   two_shot_latency_us=self.custom_allreduce_two_shot_latency_us,
                                   max_mib=self.custom_allreduce_max_mib)
 
-    def kernel_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
-        """``hardware`` with this framework's own kernel parameters for its generation (``kernels_by_generation``:
+    def attention_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
+        """``hardware`` with this framework's own kernel parameters for its generation (``attention_by_generation``:
         its entry, else the entry of the generation whose fitted parameters it borrows,
         :data:`simulator.catalog.generations.BORROWS_FROM`), unchanged without one."""
-        table = self.kernels_by_generation
+        table = self.attention_by_generation
         fit = table.get(hardware.generation) or table.get(BORROWS_FROM.get(hardware.generation, ""))
         return hardware.model_copy(update=fit.model_dump(exclude_none=True)) if fit is not None else hardware
 

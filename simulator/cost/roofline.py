@@ -35,7 +35,7 @@ from simulator.config.schema import ExperimentConfig
 from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time, ring_bandwidth
-from simulator.cost.engine import KERNEL_FIT_KINDS, CustomAllReduceFit, EngineProfile, load_engine
+from simulator.cost.engine import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile, load_engine
 from simulator.cost.expert_exchange import exchange_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import GroupCost, span_totals
@@ -128,12 +128,12 @@ class RooflineCostModel(CostModel):
         self.custom_all_reduce = self.engine.custom_allreduce(hardware.generation)
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
-        # the framework's own kernels for softmax attention over K/V heads (its kernels_by_generation fit); MLA and
+        # the framework's own kernels for softmax attention over K/V heads (its attention_by_generation fit); MLA and
         # the recurrent kinds run other kernels and take the generation's pooled fit
         kv, scales = kv_dtype or activation_dtype(dtype), (
             self.engine.compute_efficiency * self.engine.attention_efficiency, self.engine.memory_efficiency,
             self.engine.kernel_overhead_us)
-        framework_attention = AttentionModel(self.engine.kernel_hardware(hardware), kv, *scales)
+        framework_attention = AttentionModel(self.engine.attention_hardware(hardware), kv, *scales)
         pooled_attention = AttentionModel(hardware, kv, *scales)
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}
@@ -147,7 +147,7 @@ class RooflineCostModel(CostModel):
         self.all_to_all = all_to_all
         slots = expert_slots(model, expert_parallel, eplb_redundant_experts)
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts,
-                                 framework_attention if group.attention.kind in KERNEL_FIT_KINDS
+                                 framework_attention if group.attention.kind in FRAMEWORK_ATTENTION_KINDS
                                  else pooled_attention, self.w,
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots)
                        for group in model.layers]

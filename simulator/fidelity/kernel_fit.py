@@ -149,7 +149,7 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out): the five
     attention parameters of the pooled fit, by the same coordinate descent, starting from the generation's pooled
     values; with the errors' summary over all of the framework's timings. The values go in the engine profile's
-    ``kernels_by_generation`` under the GPU's generation."""
+    ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     report: list[str] = []

@@ -78,10 +78,10 @@ def _hardware(gpu: str, hardware: Mapping[str, HardwareSpec] | None) -> Hardware
 
 def _framework_hardware(hw: HardwareSpec, framework: str, engines: Mapping[str, EngineProfile] | None
                         ) -> HardwareSpec:
-    """``hw`` as ``framework``'s kernels reach it (:meth:`EngineProfile.kernel_hardware`): its profile in
+    """``hw`` as ``framework``'s kernels reach it (:meth:`EngineProfile.attention_hardware`): its profile in
     ``engines``, or the shipped profile of that name when ``engines`` is None; the pooled fit otherwise."""
     engine = load_engine(framework) if engines is None else engines.get(framework)
-    return engine.kernel_hardware(hw) if engine is not None else hw
+    return engine.attention_hardware(hw) if engine is not None else hw
 
 
 def _with_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
@@ -215,7 +215,7 @@ def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSp
                             table: pd.DataFrame | None = None,
                             engines: Mapping[str, EngineProfile] | None = None) -> pd.DataFrame:
     """:func:`attention_kernel_table` with predicted seconds and the error: each framework's table with that
-    framework's own kernels on the GPU's generation (:meth:`EngineProfile.kernel_hardware`; ``engines``: the
+    framework's own kernels on the GPU's generation (:meth:`EngineProfile.attention_hardware`; ``engines``: the
     profiles by framework, default the shipped ones; ``{}``: the generation's pooled fit for every framework)."""
     table = attention_kernel_table(kernels_dir) if table is None else table
     predicted = np.zeros(len(table))
