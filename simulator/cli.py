@@ -367,8 +367,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             raise LLMSimError(f"calibrate: --gpu {args.gpu!r} (kernel-table GPUs: {', '.join(GPUS)})")
         if ops or data:
             raise LLMSimError("calibrate: --kernels fits on its own (without --ops / --data)")
+        if args.framework:
+            return _write_framework_kernels(args, kernels)
         profile, report = fit_kernels(load_hardware(args.hardware or GPUS[args.gpu]), kernels, args.gpu)
     else:
+        if args.framework:
+            raise LLMSimError("calibrate: --framework fits a framework's kernels: it needs --kernels DIR")
         if args.hardware is None:
             raise LLMSimError("calibrate: --hardware is required with --ops / --data")
         if ops is None and (data is None or args.network_system is None):
@@ -380,6 +384,23 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     header = "# Calibrated by `llmsim calibrate` from " + sources + "\n"
     Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
                                  + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+    print("\n".join(report))
+    note(f"wrote {args.output}")
+    return 0
+
+
+def _write_framework_kernels(args: argparse.Namespace, kernels: Path) -> int:
+    """``calibrate --kernels DIR --gpu G --framework F``: the engine-profile fields of F's own kernels on G's
+    generation, as YAML to merge into F's profile."""
+    import yaml
+
+    from simulator.fidelity.kernel_fit import fit_framework_kernels
+
+    fields, report = fit_framework_kernels(kernels, args.framework, args.gpu)
+    header = (f"# {args.framework}'s own kernels on {args.gpu}, fitted by `llmsim calibrate --kernels {kernels} "
+              f"--gpu {args.gpu} --framework {args.framework}`: merge into engine_profiles/{args.framework}.yaml\n")
+    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
+                                 + yaml.safe_dump(fields, sort_keys=False))
     print("\n".join(report))
     note(f"wrote {args.output}")
     return 0
@@ -768,6 +789,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--kernels", help="kernel-table folder (format of ../shared/data/kernels): fit the GEMM, "
                      "collective and attention parameters of a GPU generation")
     cal.add_argument("--gpu", default="h100_sxm", help="with --kernels: the GPU folder to fit (a100_sxm, h100_sxm)")
+    cal.add_argument("--framework", help="with --kernels: fit this framework's own all-reduce and attention kernels "
+                     "(vllm, sglang, trtllm) instead of the GPU generation: writes engine-profile fields")
     cal.add_argument("--ops", help="folder of per-layer operator CSVs (format of calibration/a100_ops)")
     cal.add_argument("--data", help="folder with network/<system>_<all_reduce|send_recv>.csv")
     cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")

@@ -113,3 +113,22 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     assert fitted == pytest.approx(truth_fields)
     assert set(fitted) == set(ATTENTION_GRID)
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
+
+
+@pytest.mark.slow
+def test_a_shipped_profiles_kernel_fits_are_reproduced_from_the_cli(shared_data, tmp_path, capsys):
+    """``llmsim calibrate --kernels --gpu a100_sxm --framework sglang`` writes engine-profile fields that are the
+    shipped SGLang profile's Ampere entries (its all-reduce and attention kernels were fitted this way)."""
+    import yaml
+
+    from simulator.cli import main
+    from simulator.cost.engine import EngineProfile, load_engine
+
+    out = tmp_path / "sglang_a100.yaml"
+    assert main(["calibrate", "--kernels", str(shared_data / "kernels"), "--gpu", "a100_sxm", "--framework", "sglang",
+                 "--output", str(out)]) == 0
+    fitted = EngineProfile(name="fitted", **yaml.safe_load(out.read_text()))
+    shipped = load_engine("sglang")
+    assert fitted.custom_allreduce_by_generation["ampere"] == shipped.custom_allreduce_by_generation["ampere"]
+    assert fitted.attention_by_generation["ampere"] == shipped.attention_by_generation["ampere"]
+    assert "sglang attention on a100_sxm" in capsys.readouterr().out

@@ -467,3 +467,15 @@ def test_an_old_spelling_on_the_command_line_runs_and_warns_in_one_line(capsys):
     line = warnings.formatwarning(caught[0].message, FutureWarning, "x.py", 1)
     assert line == _warning_line(caught[0].message, FutureWarning, "x.py", 1)
     assert line.startswith("llmsim: warning: scheduler.chunk_size is renamed") and line.count("\n") == 1
+
+
+def test_calibrating_a_frameworks_kernels_refuses_what_it_cannot_fit(tmp_path, capsys):
+    """``calibrate --framework``: an unknown framework, no --kernels, a folder without that framework's tables."""
+    out = str(tmp_path / "out.yaml")
+    (tmp_path / "kernels").mkdir()
+    _one_line_error(capsys, ["calibrate", "--kernels", str(tmp_path / "kernels"), "--framework", "foo", "--output",
+                             out], "unknown engine profile 'foo'")
+    _one_line_error(capsys, ["calibrate", "--hardware", "h100-sxm", "--ops", str(tmp_path), "--framework", "vllm",
+                             "--output", out], "--framework fits a framework's kernels: it needs --kernels DIR")
+    _one_line_error(capsys, ["calibrate", "--kernels", str(tmp_path / "kernels"), "--framework", "vllm", "--output",
+                             out], "no custom_allreduce or attention tables of framework 'vllm' for GPU 'h100_sxm'")

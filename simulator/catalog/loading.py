@@ -88,7 +88,7 @@ def load_catalog_entry(name_or_path: str, folder: Path, model_cls: type[BaseMode
         if not path.is_file():
             raise LLMSimError(
                 f"{field}: unknown {what} {name_or_path!r} (catalog: {', '.join(catalog_names(folder))}; "
-                f"or a path to a {what} YAML)"
+                f"or a path to {'an' if what[0] in 'aeiou' else 'a'} {what} YAML)"
             )
     elif not path.is_file():
         raise LLMSimError(f"{field}: file not found: {name_or_path}")

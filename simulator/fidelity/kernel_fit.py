@@ -38,6 +38,7 @@ import pandas as pd
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
 from simulator.cost.engine import load_engine
+from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score
 from simulator.fidelity.kernels import (
     GPUS,
@@ -158,6 +159,34 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     errors = _pooled_attention_errors(kernels_dir, {gpu: profile}, table)
     return {name: getattr(profile, name) for name in ATTENTION_GRID}, _summary(
         f"{framework} attention on {gpu}", errors, ["phase"])
+
+
+def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict, list[str]]:
+    """A framework's own kernels on one GPU, as the engine-profile fields for the GPU's generation: its all-reduce
+    (:func:`fit_custom_allreduce`, into ``custom_allreduce_by_generation``) and its attention
+    (:func:`fit_framework_attention`, into ``attention_by_generation``), each where ``kernels_dir`` has the
+    framework's tables for that GPU; with one report line per fit. Raises LLMSimError when it has neither."""
+    generation = load_hardware(GPUS[gpu]).generation
+    load_engine(framework)  # the profile the all-reduce fit starts from: an unknown name fails here, in one line
+    fields: dict = {}
+    report: list[str] = []
+    allreduce = custom_allreduce_kernel_table(kernels_dir)
+    if ((allreduce["gpu"] == gpu) & (allreduce["framework"] == framework)).any():
+        fitted, summary = fit_custom_allreduce(kernels_dir, framework, gpu)
+        fields["custom_allreduce_by_generation"] = {generation: {
+            "latency_us": fitted["custom_allreduce_latency_us"],
+            "two_shot_latency_us": fitted["custom_allreduce_two_shot_latency_us"],
+            "max_mib": fitted["custom_allreduce_max_mib"]}}
+        report.append(summary)
+    attention = attention_kernel_table(kernels_dir)
+    if ((attention["gpu"] == gpu) & (attention["framework"] == framework)).any():
+        fitted, summary = fit_framework_attention(kernels_dir, framework, gpu)
+        fields["attention_by_generation"] = {generation: fitted}
+        report.append(summary)
+    if not fields:
+        raise LLMSimError(f"calibrate: no custom_allreduce or attention tables of framework {framework!r} for GPU "
+                          f"{gpu!r} under {kernels_dir}")
+    return fields, report
 
 
 def _pooled_attention_errors(kernels_dir: Path, hardware: dict[str, HardwareSpec], table: pd.DataFrame):
