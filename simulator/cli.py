@@ -328,14 +328,14 @@ def _validation_report(path: str, title: str, text: str, figure) -> None:
 
 
 def _validate_runs(args: argparse.Namespace) -> int:
-    from simulator.fidelity.silicon import runs_report, validate_runs
+    from simulator.fidelity.silicon import RunSettings, runs_report, validate_runs
 
     model_dir = Path(args.model_configs) if args.model_configs else None
     if model_dir is not None and not model_dir.is_dir():
         raise LLMSimError(f"validate: --model-configs: folder not found: {model_dir}")
     if args.report:
         _check_output_file(Path(args.report), "--report")
-    frame = validate_runs(args.runs, model_dir, args.jobs)
+    frame = validate_runs(args.runs, model_dir, args.jobs, RunSettings(length_range=args.length_range))
     if args.output:
         frame.to_csv(args.output, index=False)
     text = runs_report(frame, Path(args.plot) if args.plot else None)
@@ -627,6 +627,21 @@ def _open_fraction(text: str) -> float:
     return value
 
 
+def _length_range(text: str) -> tuple[float, float]:
+    """``LOW:HIGH``: fractions of a row's lengths, 0 < LOW <= HIGH <= 4."""
+    low, sep, high = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        bounds = float(low), float(high)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOW:HIGH (fractions of isl and osl, e.g. 0.8:1.0), got {text!r}"
+                                         ) from None
+    if not (0 < bounds[0] <= bounds[1] <= 4):
+        raise argparse.ArgumentTypeError(f"need 0 < LOW <= HIGH <= 4, got {text!r}")
+    return bounds
+
+
 def _mean_and_bounds(text: str) -> tuple[str, tuple[float, int, int]]:
     """``input_tokens=MEAN:MIN:MAX`` (or ``output_tokens=…``): a published mean and the bounds of a length."""
     part, _, spec = text.partition("=")
@@ -780,6 +795,9 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--model-configs", help="folder of Hugging Face configs named <org>--<name>_config.json")
     val.add_argument("--output", help="with --runs: write every row with predicted_ttft_ms, predicted_tpot_ms, status")
     val.add_argument("--jobs", type=_positive_int, default=1, help="with --runs: rows simulated in parallel")
+    val.add_argument("--length-range", type=_length_range, metavar="LOW:HIGH",
+                     help="with --runs: every request's prompt and output lengths uniform on [LOW, HIGH] times the "
+                     "row's isl and osl (a benchmark client that draws lengths); default: exactly isl and osl")
     val.add_argument("--report", metavar="FILE", help="also write the report and its plot as self-contained HTML")
     val.set_defaults(func=_cmd_validate)
 

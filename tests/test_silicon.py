@@ -230,3 +230,26 @@ def test_vllm_and_trtllm_rows_run_with_the_benchmark_recipes_token_budget():
     assert sglang.scheduler.max_num_batched_tokens == 8192 and sglang.scheduler.async_scheduling
     server = RunSettings(token_budgets=(("vllm", "server"),))
     assert row_experiment(_row(isl="1024"), "x:7", None, server).scheduler.max_num_batched_tokens == 8192
+
+
+def test_a_length_range_draws_each_requests_lengths_from_it(tmp_path, capsys):
+    """``RunSettings.length_range`` (``--length-range LOW:HIGH``): prompts uniform on [0.8·1000, 1.0·1000] = [800,
+    1000] tokens and outputs on [80, 100], the server's max_model_len the longest of both (1100); the requests of
+    the run take values all over that range, none outside it. Without it every request is exactly isl and osl."""
+    from simulator.api import run
+
+    row = _row(isl="1000", osl="100")
+    config = row_experiment(row, "x:2", None, RunSettings(length_range=(0.8, 1.0)))
+    assert (config.workload.input_tokens.min, config.workload.input_tokens.max) == (800, 1000)
+    assert (config.workload.output_tokens.min, config.workload.output_tokens.max) == (80, 100)
+    assert config.scheduler.max_model_len == 1100
+    requests = run(config).requests
+    assert requests["input_tokens"].between(800, 1000).all() and requests["input_tokens"].nunique() > 10
+    assert requests["output_tokens"].between(80, 100).all() and requests["output_tokens"].nunique() > 5
+    fixed = row_experiment(row, "x:2", None)
+    assert fixed.workload.input_tokens.value == 1000 and fixed.scheduler.max_model_len == 1100
+    for bad in ("1.2:0.8", "0:1", "abc", "0.8"):
+        with pytest.raises(SystemExit) as stop:  # argparse refuses the value: one line, status 2
+            main(["validate", "--runs", str(tmp_path / "runs.csv"), "--length-range", bad])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and "argument --length-range" in err and err.count("\n") == 1

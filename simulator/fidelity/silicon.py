@@ -53,6 +53,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -86,6 +87,9 @@ class RunSettings:
     min_measured: int = 48  # at least this many measured requests
     client_jitter_ms: float = 20.0  # mean of an exponential delay before each client's next request (fitted)
     ramp: bool = False  # spread the clients' first requests over one request's duration
+    # each request's prompt and output lengths uniform on [low·isl, high·isl] and [low·osl, high·osl] (a client
+    # that draws lengths, e.g. a random dataset's range ratio); None: every request exactly isl and osl
+    length_range: tuple[float, float] | None = None
     engines: tuple[tuple[str, str], ...] = ()  # backend -> engine profile (name or path) instead of the backend's
     # backend -> "recipe" (the benchmark recipe's token budget, :func:`recipe_token_budget`) or "server" (the
     # engine profile's server default); chosen per backend on the fit rows (see the module docstring)
@@ -267,11 +271,12 @@ def row_experiment(
         "workload": {
             "num_requests": settings.warmup * users + measured,
             "arrival": {"kind": "closed_loop", "users": users, "think_ms": settings.client_jitter_ms},
-            "input_tokens": {"kind": "fixed", "value": isl},
-            "output_tokens": {"kind": "fixed", "value": osl},
+            "input_tokens": request_lengths(isl, settings.length_range),
+            "output_tokens": request_lengths(osl, settings.length_range),
         },
         # the recipe's max_batch_size (per rank); the rest: the engine's server defaults (config loader)
-        "scheduler": {"max_model_len": isl + osl, "max_num_seqs": per_rank},
+        "scheduler": {"max_model_len": longest(isl, settings.length_range) + longest(osl, settings.length_range),
+                      "max_num_seqs": per_rank},
     }
     if dict(settings.token_budgets).get(backend) == "recipe" and mode == "agg":
         data["scheduler"]["max_num_batched_tokens"] = recipe_token_budget(backend, isl, per_rank)
@@ -282,6 +287,19 @@ def row_experiment(
         raise Unsupported(str(exc)) from None
     return config.model_copy(update={"workload": config.workload.model_copy(update={
         "arrival": config.workload.arrival.model_copy(update={"ramp_s": ramp})})})
+
+
+def request_lengths(length: int, spread: tuple[float, float] | None) -> dict[str, Any]:
+    """The workload's length distribution for a row's ``length`` (``isl`` or ``osl``): exactly that, or integers
+    uniform on [low·length, high·length] (at least 1 token)."""
+    if spread is None:
+        return {"kind": "fixed", "value": length}
+    return {"kind": "uniform", "min": max(1, math.floor(spread[0] * length)), "max": longest(length, spread)}
+
+
+def longest(length: int, spread: tuple[float, float] | None) -> int:
+    """The longest of :func:`request_lengths`."""
+    return length if spread is None else max(1, math.floor(spread[1] * length))
 
 
 def steady_request_seconds(config: ExperimentConfig, model, users: int, isl: int, osl: int) -> float:
