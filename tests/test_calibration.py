@@ -118,7 +118,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
 @pytest.mark.slow
 def test_a_shipped_profiles_kernel_fits_are_reproduced_from_the_cli(shared_data, tmp_path, capsys):
     """``llmsim calibrate --kernels --gpu a100_sxm --framework sglang`` writes engine-profile fields that are the
-    shipped SGLang profile's Ampere entries (its all-reduce and attention kernels were fitted this way)."""
+    shipped SGLang profile's Ampere entries (its all-reduce, GEMM and attention kernels were fitted this way)."""
     import yaml
 
     from simulator.cli import main
@@ -131,4 +131,25 @@ def test_a_shipped_profiles_kernel_fits_are_reproduced_from_the_cli(shared_data,
     shipped = load_engine("sglang")
     assert fitted.custom_allreduce_by_generation["ampere"] == shipped.custom_allreduce_by_generation["ampere"]
     assert fitted.attention_by_generation["ampere"] == shipped.attention_by_generation["ampere"]
+    assert fitted.gemm_by_generation["ampere"] == shipped.gemm_by_generation["ampere"]
     assert "sglang attention on a100_sxm" in capsys.readouterr().out
+
+
+def test_framework_gemm_fit_recovers_a_frameworks_rates(tmp_path):
+    """A framework's GEMM table (bf16, fp8 and fp8_block, the layout of ``../shared/data/kernels``) timed at known
+    fractions of each format's peak, the GPU's memory-bound side unchanged: fitted back to those rates from the
+    pooled ones, with no error left."""
+    from simulator.fidelity.kernel_fit import fit_framework_gemm
+
+    truth = load_hardware("h100-sxm").model_copy(update={
+        "flops_efficiency": 0.7, "flops_efficiency_by_dtype": {"fp8": 0.5, "fp8_block": 0.65}})
+    folder = tmp_path / "h100_sxm" / "gemm" / "sglang" / "1.0"
+    folder.mkdir(parents=True)
+    rows = [{"gemm_dtype": table, "m": m, "n": n, "k": k,
+             "latency": GemmModel(truth, dtype).time(m, n, k) * 1e3}
+            for table, dtype in (("bfloat16", "bf16"), ("fp8", "fp8"), ("fp8_block", "fp8_block"))
+            for m in (1, 64, 512, 4096, 16384) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
+    pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    fitted, summary = fit_framework_gemm(tmp_path, "sglang")
+    assert fitted == {"flops_efficiency": 0.7, "flops_efficiency_by_dtype": {"fp8": 0.5, "fp8_block": 0.65}}
+    assert "bfloat16 0.0%/0.0%" in summary and "fp8_block 0.0%/0.0%" in summary

@@ -142,6 +142,33 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
         EngineProfile(name="e", attention_by_generation={"hopper": {"attention_speed": 1.0}})
 
 
+def test_a_frameworks_gemm_rates_price_its_dense_gemms_only():
+    """``gemm_by_generation``: the framework's fraction of each format's peak replaces the pooled one for its dense
+    GEMMs (a format left out keeps the pooled rate; Blackwell borrows Hopper's entry), while its fused-MoE layers
+    keep the pooled fit. By hand: Llama-3 8B's QKV GEMM of 4096 tokens at TP 1 is compute-bound, so its time at
+    0.5 of the 16-bit peak is the pooled one's × 0.82 / 0.5 within the knee's share."""
+    from simulator.cost.gemm import GemmModel
+
+    engine = EngineProfile(name="e", gemm_by_generation={"hopper": {"flops_efficiency": 0.5,
+                                                                    "flops_efficiency_by_dtype": {"fp8": 0.3}}})
+    h100 = load_hardware("h100-sxm")
+    own = engine.gemm_hardware(h100)
+    assert (own.flops_efficiency, own.flops_efficiency_by_dtype["fp8"]) == (0.5, 0.3)
+    assert own.flops_efficiency_by_dtype["fp8_block"] == h100.flops_efficiency_by_dtype["fp8_block"]
+    assert engine.gemm_hardware(load_hardware("b200")).flops_efficiency == 0.5
+    assert engine.gemm_hardware(load_hardware("a100-80gb-sxm")) == load_hardware("a100-80gb-sxm")
+    cost = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
+    assert cost.gemm.flops == pytest.approx(GemmModel(own).flops)
+    assert cost.gemm.flops == pytest.approx(h100.peak_tflops.bf16 * 1e12 * 0.5)
+    slow, fast = GemmModel(own).time(4096, 6144, 4096), GemmModel(h100).time(4096, 6144, 4096)
+    assert 1.4 < slow / fast <= h100.flops_efficiency / 0.5
+    moe = RooflineCostModel(load_model("qwen3-30b-a3b"), h100, 1, engine=engine)
+    plain = RooflineCostModel(load_model("qwen3-30b-a3b"), h100, 1, engine=EngineProfile(name="none"))
+    assert moe.experts_time(64) == plain.experts_time(64)
+    with pytest.raises(ValueError, match="fp8_block"):
+        EngineProfile(name="e", gemm_by_generation={"hopper": {"flops_efficiency_by_dtype": {"fp9": 0.5}}})
+
+
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
     hw, model = load_hardware("h100-sxm"), load_model("llama-3-8b")
     plain = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="eager"))

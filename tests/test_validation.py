@@ -56,6 +56,31 @@ def test_collective_kernel_tables(shared_data):
 
 
 @pytest.mark.slow
+def test_gemm_kernel_tables(shared_data):
+    """Each framework's GEMM tables at its profile's GEMM rates (SGLang's own, fitted on 2,000 timings per format;
+    vLLM's and TensorRT-LLM's the pooled fit, their own rates not taken, see README): SGLang's own fit them at
+    least as well as the pooled rates (mean |log error| over its formats, per GPU); every table within today's
+    errors (the issue's 5% / 12% is not met: fp8 kernels switch at m = 129 and 257)."""
+    import numpy as np
+
+    from simulator.fidelity.kernels import gemm_kernel_errors
+
+    own = gemm_kernel_errors(shared_data / "kernels")
+    pooled = gemm_kernel_errors(shared_data / "kernels", engines={})
+
+    def log_error(frame):
+        return float(np.abs(np.log(frame["predicted_s"] / frame["measured_s"])).mean())
+
+    for gpu, rows in own[own["framework"] == "sglang"].groupby("gpu"):
+        assert sum(log_error(part) for _, part in rows.groupby("dtype")) < sum(
+            log_error(part) for _, part in pooled.loc[rows.index].groupby("dtype")), gpu
+    for (gpu, framework, dtype), rows in own.groupby(["gpu", "framework", "dtype"]):
+        median, p90 = overall(rows)
+        wide = dtype != "bfloat16"
+        assert median <= (0.22 if wide else 0.09) and p90 <= (0.55 if wide else 0.25), (gpu, framework, dtype)
+
+
+@pytest.mark.slow
 def test_attention_kernel_tables(shared_data):
     """Each framework's attention tables priced with its own kernels (its engine profile's attention_by_generation,
     fitted on 2,000 timings of each phase; most rows are held out) fit them at least as well as the generation's
@@ -105,7 +130,7 @@ def test_kernel_tables_are_read_in_their_units(tmp_path):
              "latency": GemmModel(hw, {"bfloat16": "bf16", "fp8_block": "fp8_block"}[dtype]).time(m, n, k) * 1e3}
             for dtype in ("bfloat16", "fp8_block") for m, n, k in shapes]
     pd.DataFrame(rows).to_parquet(gemm_dir / "gemm_perf.parquet")
-    gemm = gemm_kernel_errors(tmp_path)
+    gemm = gemm_kernel_errors(tmp_path, engines={})  # the pooled fit: the table was timed with it
     assert len(gemm) == 6 and gemm["error"].max() < 1e-9
     nccl_dir = tmp_path / "h100_sxm" / "comm" / "nccl" / "2.0"
     nccl_dir.mkdir(parents=True)

@@ -26,7 +26,7 @@ replace the generation's pooled attention parameters for multi-head and grouped-
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -65,6 +65,18 @@ class AttentionKernels(BaseModel):
     decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
                                                        "head) block")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
+
+
+class GemmKernels(BaseModel):
+    """A framework's own GEMM kernels on one GPU generation: the fraction of the tensor-core peak its dense GEMMs
+    reach per numeric format, fitted on its kernel tables (the :class:`HardwareSpec` fields of the same names and
+    meaning, :mod:`simulator.cost.gemm`; a format left out keeps the generation's pooled fit). The memory-bound side
+    (bandwidth, knee, row tile, fixed costs) stays the GPU's; fused-MoE and LoRA kernels keep the pooled fit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    flops_efficiency: float | None = Field(default=None, gt=0, le=1, description="16-bit GEMMs: of the 16-bit peak")
+    flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], Annotated[float, Field(gt=0, le=1)]
+                                    ] = Field(default_factory=dict, description="8- and 4-bit formats: of their peak")
 
 
 class EngineProfile(BaseModel):
@@ -122,6 +134,11 @@ class EngineProfile(BaseModel):
         description="the framework's attention kernels per GPU generation (e.g. hopper), fitted on its own kernel "
         "tables; a generation not listed takes the one it borrows fitted parameters from, else the pooled fit",
     )
+    gemm_by_generation: dict[str, GemmKernels] = Field(
+        default_factory=dict,
+        description="the framework's dense GEMM rates per GPU generation, fitted on its own kernel tables; a "
+        "generation not listed takes the one it borrows fitted parameters from, else the pooled fit",
+    )
     eager_kernel_us: float = Field(
         default=0.0, ge=0,
         description="host time to dispatch one operation outside CUDA graphs (Python, op dispatch, kernel "
@@ -138,7 +155,7 @@ class EngineProfile(BaseModel):
     )
     sources: list[str] = Field(default_factory=list)
 
-    @field_validator("custom_allreduce_by_generation", "attention_by_generation")
+    @field_validator("custom_allreduce_by_generation", "attention_by_generation", "gemm_by_generation")
     @classmethod
     def _known_generations(cls, table: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(table) - set(generation_names()))
@@ -158,8 +175,7 @@ class EngineProfile(BaseModel):
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in
         ``custom_allreduce_by_generation``, else the entry of the generation whose fitted parameters it borrows
         (:data:`simulator.catalog.generations.BORROWS_FROM`), else the profile's own fields; None without them."""
-        table = self.custom_allreduce_by_generation
-        fit = table.get(generation) or table.get(BORROWS_FROM.get(generation, ""))
+        fit = generation_entry(self.custom_allreduce_by_generation, generation)
         if fit is not None:
             return fit
         if self.custom_allreduce_latency_us is None:
@@ -169,12 +185,20 @@ class EngineProfile(BaseModel):
                                   max_mib=self.custom_allreduce_max_mib)
 
     def attention_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
-        """``hardware`` with this framework's own kernel parameters for its generation (``attention_by_generation``:
-        its entry, else the entry of the generation whose fitted parameters it borrows,
-        :data:`simulator.catalog.generations.BORROWS_FROM`), unchanged without one."""
-        table = self.attention_by_generation
-        fit = table.get(hardware.generation) or table.get(BORROWS_FROM.get(hardware.generation, ""))
+        """``hardware`` with this framework's own attention parameters for its generation
+        (``attention_by_generation``, :func:`generation_entry`), unchanged without an entry."""
+        fit = generation_entry(self.attention_by_generation, hardware.generation)
         return hardware.model_copy(update=fit.model_dump(exclude_none=True)) if fit is not None else hardware
+
+    def gemm_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
+        """``hardware`` with this framework's own GEMM rates for its generation (``gemm_by_generation``,
+        :func:`generation_entry`; its formats over the hardware's), unchanged without an entry."""
+        fit = generation_entry(self.gemm_by_generation, hardware.generation)
+        if fit is None:
+            return hardware
+        return hardware.model_copy(update={
+            "flops_efficiency": fit.flops_efficiency or hardware.flops_efficiency,
+            "flops_efficiency_by_dtype": {**hardware.flops_efficiency_by_dtype, **fit.flops_efficiency_by_dtype}})
 
     def iteration_overhead(self, num_layers: int, num_sequences: int, num_prompts: int = 0) -> float:
         """Seconds the engine adds to one iteration of ``num_sequences`` sequences, ``num_prompts`` of them
@@ -183,6 +207,12 @@ class EngineProfile(BaseModel):
             (self.per_iteration_ms + num_prompts * self.per_prompt_ms) * 1e-3 + num_layers * self.per_layer_us * 1e-6
             + num_sequences * self.per_sequence_us * 1e-6
         )
+
+
+def generation_entry(table: dict[str, Any], generation: str) -> Any:
+    """A per-generation table's entry for ``generation``: its own, else that of the generation whose fitted
+    parameters it borrows (:data:`simulator.catalog.generations.BORROWS_FROM`), else None."""
+    return table.get(generation) or table.get(BORROWS_FROM.get(generation, ""))
 
 
 def load_engine(name_or_path: str) -> EngineProfile:

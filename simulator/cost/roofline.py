@@ -119,10 +119,11 @@ class RooflineCostModel(CostModel):
         if self.engine.kernel_overhead_us is not None:
             hardware = hardware.model_copy(update={"kernel_overhead_us": self.engine.kernel_overhead_us})
         self.elementwise_kernels = self.engine.elementwise_kernels_per_layer
-        self.gemm = GemmModel(hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency)
+        gemm_hardware = self.engine.gemm_hardware(hardware)  # the framework's own dense GEMM rates
+        self.gemm = GemmModel(gemm_hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency)
         # the LM head (like the embedding) stays in the activation precision in quantised checkpoints
         self.head_gemm = GemmModel(
-            hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
+            gemm_hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
         )
         self.network = engine_network(hardware, self.engine)
         self.custom_all_reduce = self.engine.custom_allreduce(hardware.generation)

@@ -18,9 +18,11 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - DeepEP's dispatch and combine kernels (``deepep``: latency and link efficiency of each, by least squares,
   :func:`simulator.fidelity.kernels.fit_deepep`), where the GPU has DeepEP tables.
 
-The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Two fits per framework
-complete it, each into that framework's engine profile: its own all-reduce kernels (:func:`fit_custom_allreduce`) and
-its own attention kernels (:func:`fit_framework_attention`: the five attention parameters on its tables alone).
+The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Three fits per framework
+complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR --gpu G --framework F``,
+:func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
+format (:func:`fit_framework_gemm`) and its own attention kernels (:func:`fit_framework_attention`: the five
+attention parameters on its tables alone).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
 Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel); a per-framework scale
@@ -41,6 +43,7 @@ from simulator.cost.engine import load_engine
 from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score
 from simulator.fidelity.kernels import (
+    GEMM_DTYPES,
     GPUS,
     attention_kernel_errors,
     attention_kernel_table,
@@ -161,11 +164,41 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
         f"{framework} attention on {gpu}", errors, ["phase"])
 
 
+FRAMEWORK_GEMM_GRID: dict[str, list[float]] = {name: GEMM_GRID[name] for name in (
+    "flops_efficiency", "flops_efficiency_by_dtype.fp8", "flops_efficiency_by_dtype.fp8_block")}
+
+
+def fit_framework_gemm(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
+                       per_group: int = 2000) -> tuple[dict, str]:
+    """A framework's own dense GEMM rates fitted on its GEMM tables of one GPU (``gemm/<framework>``, ``per_group``
+    sampled timings of each format, scored alike; the rest held out): the fraction of the tensor-core peak of each
+    format it has a table of (16-bit; fp8 and fp8_block on GPUs with FP8 tensor cores), by coordinate descent from
+    the generation's pooled values, the memory-bound side (bandwidth, knee, row tile, fixed costs) held at the
+    GPU's; with the errors' summary over all of its timings. The values go in ``gemm_by_generation``."""
+    table = gemm_kernel_table(kernels_dir)
+    table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
+    sample = _sample(table, ["dtype"], per_group)
+    measured = {GEMM_DTYPES[dtype] for dtype in table["dtype"].unique()}
+    grid = {name: values for name, values in FRAMEWORK_GEMM_GRID.items()
+            if name == "flops_efficiency" or name.split(".")[1] in measured}
+
+    def pooled_score(p: HardwareSpec) -> float:
+        return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, sample, engines={}), ["dtype"])
+
+    profile = coordinate_descent(load_hardware(GPUS[gpu]), grid, pooled_score)
+    fitted = {"flops_efficiency": profile.flops_efficiency, "flops_efficiency_by_dtype": {
+        name.split(".")[1]: profile.flops_efficiency_by_dtype[name.split(".")[1]] for name in grid
+        if name != "flops_efficiency"}}
+    errors = gemm_kernel_errors(kernels_dir, {gpu: profile}, table, engines={})
+    return fitted, _summary(f"{framework} GEMM on {gpu}", errors, ["dtype"])
+
+
 def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict, list[str]]:
     """A framework's own kernels on one GPU, as the engine-profile fields for the GPU's generation: its all-reduce
-    (:func:`fit_custom_allreduce`, into ``custom_allreduce_by_generation``) and its attention
-    (:func:`fit_framework_attention`, into ``attention_by_generation``), each where ``kernels_dir`` has the
-    framework's tables for that GPU; with one report line per fit. Raises LLMSimError when it has neither."""
+    (:func:`fit_custom_allreduce`, into ``custom_allreduce_by_generation``), its dense GEMM rates
+    (:func:`fit_framework_gemm`, into ``gemm_by_generation``) and its attention (:func:`fit_framework_attention`,
+    into ``attention_by_generation``), each where ``kernels_dir`` has the framework's tables for that GPU; with one
+    report line per fit. Raises LLMSimError when it has none of them."""
     generation = load_hardware(GPUS[gpu]).generation
     load_engine(framework)  # the profile the all-reduce fit starts from: an unknown name fails here, in one line
     fields: dict = {}
@@ -178,14 +211,19 @@ def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sx
             "two_shot_latency_us": fitted["custom_allreduce_two_shot_latency_us"],
             "max_mib": fitted["custom_allreduce_max_mib"]}}
         report.append(summary)
+    gemm = gemm_kernel_table(kernels_dir)
+    if ((gemm["gpu"] == gpu) & (gemm["framework"] == framework)).any():
+        fitted, summary = fit_framework_gemm(kernels_dir, framework, gpu)
+        fields["gemm_by_generation"] = {generation: fitted}
+        report.append(summary)
     attention = attention_kernel_table(kernels_dir)
     if ((attention["gpu"] == gpu) & (attention["framework"] == framework)).any():
         fitted, summary = fit_framework_attention(kernels_dir, framework, gpu)
         fields["attention_by_generation"] = {generation: fitted}
         report.append(summary)
     if not fields:
-        raise LLMSimError(f"calibrate: no custom_allreduce or attention tables of framework {framework!r} for GPU "
-                          f"{gpu!r} under {kernels_dir}")
+        raise LLMSimError(f"calibrate: no custom_allreduce, GEMM or attention tables of framework {framework!r} "
+                          f"for GPU {gpu!r} under {kernels_dir}")
     return fields, report
 
 
@@ -234,13 +272,14 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     gemm = _sample(gemm[gemm["gpu"] == gpu], ["framework", "dtype"], per_group)
     if len(gemm):
         def gemm_score(p: HardwareSpec) -> float:
-            return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, gemm), ["framework", "dtype"])
+            return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, gemm, engines={}), ["framework", "dtype"])
 
         shapes = [coordinate_descent(profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}), GEMM_GRID,
                                      gemm_score, rounds=1)
                   for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]]
         profile = coordinate_descent(min(shapes, key=gemm_score), GEMM_GRID, gemm_score)
-        report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm), ["framework", "dtype"]))
+        report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm, engines={}),
+                               ["framework", "dtype"]))
     nccl = nccl_kernel_table(kernels_dir)
     nccl = nccl[nccl["gpu"] == gpu].reset_index(drop=True)
     profile = _fit_group(profile, "NCCL", nccl, ["op"], COLLECTIVE_GRID, nccl_kernel_errors, kernels_dir, gpu, report)

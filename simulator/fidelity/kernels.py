@@ -76,12 +76,10 @@ def _hardware(gpu: str, hardware: Mapping[str, HardwareSpec] | None) -> Hardware
     return (hardware or {}).get(gpu) or load_hardware(GPUS[gpu])
 
 
-def _framework_hardware(hw: HardwareSpec, framework: str, engines: Mapping[str, EngineProfile] | None
-                        ) -> HardwareSpec:
-    """``hw`` as ``framework``'s kernels reach it (:meth:`EngineProfile.attention_hardware`): its profile in
-    ``engines``, or the shipped profile of that name when ``engines`` is None; the pooled fit otherwise."""
-    engine = load_engine(framework) if engines is None else engines.get(framework)
-    return engine.attention_hardware(hw) if engine is not None else hw
+def _framework_engine(framework: str, engines: Mapping[str, EngineProfile] | None) -> EngineProfile | None:
+    """The engine profile whose own kernels price ``framework``'s tables: its entry in ``engines``, or the shipped
+    profile of that name when ``engines`` is None; None (the generation's pooled fit) otherwise."""
+    return load_engine(framework) if engines is None else engines.get(framework)
 
 
 def _with_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
@@ -110,12 +108,16 @@ def gemm_kernel_table(kernels_dir: Path) -> pd.DataFrame:
 
 
 def gemm_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
-                       table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`gemm_kernel_table` with predicted seconds and the error (``hardware``: profiles by GPU folder)."""
+                       table: pd.DataFrame | None = None,
+                       engines: Mapping[str, EngineProfile] | None = None) -> pd.DataFrame:
+    """:func:`gemm_kernel_table` with predicted seconds and the error (``hardware``: profiles by GPU folder): each
+    framework's table at that framework's own GEMM rates on the GPU's generation (:meth:`EngineProfile.gemm_hardware`;
+    ``engines`` as in :func:`attention_kernel_errors`: None the shipped profiles, ``{}`` the pooled fit)."""
     table = gemm_kernel_table(kernels_dir) if table is None else table
     predicted = np.zeros(len(table))
-    for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
-        model = GemmModel(_hardware(gpu, hardware), GEMM_DTYPES[dtype])
+    for (gpu, framework, dtype), rows in table.groupby(["gpu", "framework", "dtype"]):
+        engine, hw = _framework_engine(framework, engines), _hardware(gpu, hardware)
+        model = GemmModel(engine.gemm_hardware(hw) if engine is not None else hw, GEMM_DTYPES[dtype])
         at = table.index.get_indexer(rows.index)
         predicted[at] = model.times(rows["m"].to_numpy(float), rows["n"].to_numpy(float), rows["k"].to_numpy(float))
     return _with_errors(table, predicted)
@@ -220,7 +222,8 @@ def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSp
     table = attention_kernel_table(kernels_dir) if table is None else table
     predicted = np.zeros(len(table))
     for (gpu, framework, kv, phase), rows in table.groupby(["gpu", "framework", "kv_dtype", "phase"]):
-        model = AttentionModel(_framework_hardware(_hardware(gpu, hardware), framework, engines), kv)
+        engine, hw = _framework_engine(framework, engines), _hardware(gpu, hardware)
+        model = AttentionModel(engine.attention_hardware(hw) if engine is not None else hw, kv)
         predicted[table.index.get_indexer(rows.index)] = model.kernel_times(
             phase, rows["batch"], rows["seq_len"], rows["heads"], rows["kv_heads"], rows["head_dim"], rows["window"])
     return _with_errors(table, predicted)
