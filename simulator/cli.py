@@ -807,8 +807,9 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--kernels", help="kernel-table folder (format of ../shared/data/kernels): fit the GEMM, "
                      "collective and attention parameters of a GPU generation")
     cal.add_argument("--gpu", default="h100_sxm", help="with --kernels: the GPU folder to fit (a100_sxm, h100_sxm)")
-    cal.add_argument("--framework", help="with --kernels: fit this framework's own all-reduce and attention kernels "
-                     "(vllm, sglang, trtllm) instead of the GPU generation: writes engine-profile fields")
+    cal.add_argument("--framework", help="with --kernels: fit this framework's own all-reduce, GEMM-rate and "
+                     "attention kernels (vllm, sglang, trtllm) instead of the GPU generation: writes engine-profile "
+                     "fields")
     cal.add_argument("--ops", help="folder of per-layer operator CSVs (format of calibration/a100_ops)")
     cal.add_argument("--data", help="folder with network/<system>_<all_reduce|send_recv>.csv")
     cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")

@@ -156,9 +156,12 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
-    report: list[str] = []
-    profile = _fit_group(load_hardware(GPUS[gpu]), "attention", _sample(table, ["phase"], per_group), ["phase"],
-                         ATTENTION_GRID, _pooled_attention_errors, kernels_dir, gpu, report)
+    sample = _sample(table, ["phase"], per_group)
+
+    def pooled_score(p: HardwareSpec) -> float:
+        return _score_by(_pooled_attention_errors(kernels_dir, {gpu: p}, sample), ["phase"])
+
+    profile = coordinate_descent(load_hardware(GPUS[gpu]), ATTENTION_GRID, pooled_score)
     errors = _pooled_attention_errors(kernels_dir, {gpu: profile}, table)
     return {name: getattr(profile, name) for name in ATTENTION_GRID}, _summary(
         f"{framework} attention on {gpu}", errors, ["phase"])

@@ -29,6 +29,10 @@ the aggregated rows, fit / held out, with each engine's async scheduling as its 
 (17.5% / 22.0% against 61.1% / 63.3% with its 8192 default), SGLang its server default (10.9% / 15.7% against
 12.6% / 17.2%), TensorRT-LLM the recipe (16.5% / 17.1% against 41.1% / 39.9%).
 
+``RunSettings.length_range`` (``validate --runs --length-range LOW:HIGH``) draws every request's prompt and output
+uniformly from [LOW, HIGH] × (isl, osl) instead, for a benchmark whose client draws lengths (a random dataset's
+range ratio); no row says so, so it applies to a whole file.
+
 The client turnaround stands for everything that keeps real closed-loop clients from moving in lock step (the
 client's own time between a response and its next request, network, the server's front end); with none, clients
 that finish together prefill together for ever. It is one number for every backend (the clients are the same
