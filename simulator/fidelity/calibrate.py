@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel
 
 from simulator.catalog import HardwareSpec
 from simulator.fidelity.network import network_errors, network_measurements
 from simulator.fidelity.operators import gemm_errors, gemm_measurements
+
+Profile = TypeVar("Profile", bound=BaseModel)  # a hardware profile, or an engine profile (its fitted fields)
 
 GEMM_GRID: dict[str, list] = {
     "flops_efficiency": [round(x, 2) for x in np.arange(0.40, 0.96, 0.01)],
@@ -40,7 +44,7 @@ NETWORK_GRID: dict[str, list] = {
 }
 
 
-def set_parameter(profile: HardwareSpec, name: str, value) -> HardwareSpec:
+def set_parameter(profile: Profile, name: str, value) -> Profile:
     """``profile`` with one fitted parameter replaced; ``inter_node_gb_per_s`` lives in ``node``, and a dotted name
     walks the tables and sub-models (``flops_efficiency_by_dtype.fp8``, ``collectives.all_gather.latency_us``,
     ``all_reduce_low_latency.efficiency``, ``collectives.all_to_all.low_latency.latency_us``)."""
@@ -67,10 +71,10 @@ def score_per_collective(frame: pd.DataFrame) -> float:
     return sum(score(rows) for _, rows in frame.groupby("op"))
 
 
-def coordinate_descent(
-    profile: HardwareSpec, grid: dict[str, list], evaluate: Callable[[HardwareSpec], float], rounds: int = 3
-) -> HardwareSpec:
-    """Best profile found by trying every grid value of one parameter at a time, for a few rounds."""
+def coordinate_descent(profile: Profile, grid: dict[str, list], evaluate: Callable[[Profile], float],
+                       rounds: int = 3) -> Profile:
+    """Best profile (a hardware or an engine profile: the grid names its fields, :func:`set_parameter`) found by
+    trying every grid value of one parameter at a time, for a few rounds."""
     best_score = evaluate(profile)
     for _ in range(rounds):
         improved = False

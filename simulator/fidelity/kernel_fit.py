@@ -133,15 +133,7 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
     def evaluate(candidate) -> float:
         return score(custom_allreduce_kernel_errors(kernels_dir, engines={framework: candidate}, table=table))
 
-    best = engine
-    best_score = evaluate(best)
-    for _ in range(3):
-        for name, values in CUSTOM_ALLREDUCE_GRID.items():
-            for value in values:
-                candidate = best.model_copy(update={name: value})
-                candidate_score = evaluate(candidate)
-                if candidate_score < best_score - 1e-12:
-                    best, best_score = candidate, candidate_score
+    best = coordinate_descent(engine, CUSTOM_ALLREDUCE_GRID, evaluate)
     errors = custom_allreduce_kernel_errors(kernels_dir, engines={framework: best}, table=table)
     fitted = {name: getattr(best, name) for name in CUSTOM_ALLREDUCE_GRID}
     return fitted, _summary(f"{framework} all-reduce on {gpu}", errors, ["gpus"])
