@@ -87,12 +87,14 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
 def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
-    window: fitted back to those values from the generation's pooled ones, with no error left."""
+    window, the decode kernel's fixed cost apart from the prefill kernel's: fitted back to those values from the
+    generation's pooled ones, with no error left."""
     from simulator.cost.attention import AttentionModel
-    from simulator.fidelity.kernel_fit import ATTENTION_GRID, fit_framework_attention
+    from simulator.fidelity.kernel_fit import FRAMEWORK_ATTENTION_GRID, fit_framework_attention
 
     truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "decode_attention_efficiency": 0.2,
-                    "decode_attention_ns_per_head": 10.0, "attention_overhead_us": 8.0}
+                    "decode_attention_ns_per_head": 10.0, "attention_overhead_us": 8.0,
+                    "decode_attention_overhead_us": 5.0}
     truth = load_hardware("h100-sxm").model_copy(update=truth_fields)
     folder = tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0"
     folder.mkdir(parents=True)
@@ -111,7 +113,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
         pd.DataFrame(rows).to_parquet(folder / f"{stem}_attention_perf.parquet")
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
     assert fitted == pytest.approx(truth_fields)
-    assert set(fitted) == set(ATTENTION_GRID)
+    assert set(fitted) == set(FRAMEWORK_ATTENTION_GRID)
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
 
 

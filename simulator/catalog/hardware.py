@@ -122,6 +122,9 @@ class HardwareSpec(BaseModel):
     decode_attention_efficiency: float = Field(gt=0, le=1, description="decode attention: fraction of 16-bit peak")
     decode_attention_ns_per_head: float = Field(ge=0, description="decode attention: per (sequence, KV head)")
     attention_overhead_us: float = Field(ge=0, description="fixed cost of an attention kernel launched eagerly")
+    decode_attention_overhead_us: float | None = Field(
+        default=None, ge=0, description="fixed cost of a decode attention kernel launched eagerly (its split-KV "
+        "partials and their combine); None: attention_overhead_us")
     moe_tile_m: int = Field(ge=1, description="grouped expert GEMMs compute each expert's rows in tiles of this many")
     moe_tile_n: int = Field(ge=1, description="grouped expert GEMMs compute an expert's width in tiles of this many")
     moe_knee: float = Field(ge=1, description="p of the smooth max of a fused-MoE layer's compute and memory times")

@@ -4,7 +4,9 @@ Per layer, with ``H`` query heads and ``G`` KV heads on the GPU, query-key width
 per head, ``e`` KV elements stored per token (``2·G·d`` for multi-head/grouped-query attention; the latent
 ``kv_lora_rank + qk_rope_head_dim`` for MLA's absorbed decode), ``v`` bytes per KV element, 16-bit queries and
 outputs, and a span ``w`` (a sliding window or a local-attention chunk; 0 = the whole context), every kernel costs
-the smooth maximum (p = the hardware's ``gemm_knee``) of its compute and memory times plus ``attention_overhead_us``:
+the smooth maximum (p = the hardware's ``gemm_knee``) of its compute and memory times plus a fixed cost,
+``attention_overhead_us`` for a prefill kernel and ``decode_attention_overhead_us`` for a decode kernel (another
+kernel, which also launches the combine of its split-KV partials; unset, the prefill kernel's):
 
 - prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt
   of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); FLOPs 2·H·(d_qk + d_v) per pair at
@@ -23,7 +25,7 @@ Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the framewor
 (``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows), pooled. The three
 frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel pays a third of the others' cost per
 (sequence, KV head) and reaches a quarter of their FLOP rate), so each engine profile also carries the same five
-parameters fitted on its own framework's tables (``attention_by_generation``,
+parameters, and its decode kernel's own fixed cost, fitted on its own framework's tables (``attention_by_generation``,
 :meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
 attention; ``llmsim validate`` reports the error for each framework.
 """
@@ -41,13 +43,14 @@ from simulator.dtypes import bytes_per_element
 class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
-    __slots__ = ("decode_bandwidth", "decode_flops", "io_bandwidth", "overhead", "p", "per_head", "prefill_flops",
-                 "v")
+    __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "io_bandwidth", "overhead", "p", "per_head",
+                 "prefill_flops", "v")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
         """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones;
-        ``overhead_us``: the engine's per-kernel floor (CUDA-graph replay) instead of the eager one."""
+        ``overhead_us``: the engine's per-kernel floor (CUDA-graph replay) instead of the eager ones (prefill and
+        decode alike)."""
         peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency  # the 16-bit peak
         bandwidth = hardware.memory_bandwidth_gb_per_s * 1e9 * memory_scale
         self.prefill_flops = peak * hardware.attention_efficiency * compute_scale
@@ -56,6 +59,8 @@ class AttentionModel:
         self.decode_bandwidth = bandwidth * hardware.bandwidth_efficiency
         self.per_head = hardware.decode_attention_ns_per_head * 1e-9
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
+        decode = hardware.decode_attention_overhead_us
+        self.decode_overhead = self.overhead if overhead_us is not None or decode is None else decode * 1e-6
         self.p = hardware.gemm_knee
         self.v = bytes_per_element(kv_dtype)
 
@@ -87,7 +92,7 @@ class AttentionModel:
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
         return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim)
-                + batch * kv_heads * self.per_head + self.overhead)
+                + batch * kv_heads * self.per_head + self.decode_overhead)
 
 
 def attention_time(

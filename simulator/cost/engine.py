@@ -65,6 +65,8 @@ class AttentionKernels(BaseModel):
     decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
                                                        "head) block")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
+    decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
+                                                       "(None: attention_overhead_us)")
 
 
 class GemmKernels(BaseModel):

@@ -157,7 +157,7 @@ class GroupCost:
                 per_sequence + self.span * per_token)
         else:
             self.decode_per_token, self.decode_per_sequence = self.count * per_token, self.count * per_sequence
-        self.decode_fixed = self.count * self.kernels * attention.overhead
+        self.decode_fixed = self.count * self.kernels * attention.decode_overhead
 
     def host_ops(self, all_reduces: int) -> int:
         """Operations the host dispatches for all ``count`` layers of the group in one forward pass outside CUDA

@@ -22,7 +22,7 @@ The result is what :mod:`simulator.catalog.generations` holds for the GPU's gene
 complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR --gpu G --framework F``,
 :func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
 format (:func:`fit_framework_gemm`) and its own attention kernels (:func:`fit_framework_attention`: the five
-attention parameters on its tables alone).
+attention parameters on its tables alone, its decode kernel's fixed cost apart).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
 Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel); a per-framework scale
@@ -93,6 +93,10 @@ ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_ns_per_head": _steps(0.0, 60.0, 0.5),
     "attention_overhead_us": _steps(0.0, 30.0, 0.2),
 }
+# one framework's kernels: its decode kernel's fixed cost apart from its prefill kernel's (another kernel, which also
+# combines its split-KV partials); the pooled fit keeps one fixed cost for both (it prices MLA too)
+FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
+    **ATTENTION_GRID, "decode_attention_overhead_us": _steps(0.0, 30.0, 0.2)}
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
@@ -144,7 +148,8 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
     decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out): the five
     attention parameters of the pooled fit, by the same coordinate descent, starting from the generation's pooled
-    values; with the errors' summary over all of the framework's timings. The values go in the engine profile's
+    values, and its decode kernel's own fixed cost (``decode_attention_overhead_us``, from the shared one); with the
+    errors' summary over all of the framework's timings. The values go in the engine profile's
     ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
@@ -153,9 +158,9 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     def pooled_score(p: HardwareSpec) -> float:
         return _score_by(_pooled_attention_errors(kernels_dir, {gpu: p}, sample), ["phase"])
 
-    profile = coordinate_descent(load_hardware(GPUS[gpu]), ATTENTION_GRID, pooled_score)
+    profile = coordinate_descent(load_hardware(GPUS[gpu]), FRAMEWORK_ATTENTION_GRID, pooled_score)
     errors = _pooled_attention_errors(kernels_dir, {gpu: profile}, table)
-    return {name: getattr(profile, name) for name in ATTENTION_GRID}, _summary(
+    return {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}, _summary(
         f"{framework} attention on {gpu}", errors, ["phase"])
 
 
