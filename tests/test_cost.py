@@ -405,25 +405,26 @@ def test_attention_time_by_hand():
         tm = 4 * 2048 * d * (4 * h + 2 * g * 2) / (bw * 0.25)
         expected = (tc**2 + tm**2) ** 0.5 + 12.6e-6
         assert attention_time("h100-sxm", "prefill", 4, 2048, h, g, d, window=window) == pytest.approx(expected)
-    expected_prefill = expected
     # decode: 16 sequences over 4096 cached tokens, fp8 KV (1 byte); a 1024 window caps what is read
-    for window, context in ((0, 4096), (1024, 1024)):
+    def decode_kernel(context: int, fixed_s: float) -> float:
         tc, tm = 4 * h * d * context / (peak * 0.11), 2 * g * d * 1 * context / (bw * 0.85)
-        expected = 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 20.6e-9 + 12.6e-6
+        return 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 20.6e-9 + fixed_s
+
+    for window, context in ((0, 4096), (1024, 1024)):
         got = attention_time("h100-sxm", "decode", 16, 4096, h, g, d, kv_dtype="fp8", window=window)
-        assert got == pytest.approx(expected)
+        assert got == pytest.approx(decode_kernel(context, 12.6e-6))
     assert attention_time("h100-sxm", "decode", 0, 4096, h, g, d) == 0.0
-    # a decode kernel with its own fixed cost (a framework's fit) pays that instead (the last case, 1024 window);
-    # the prefill kernel keeps 12.6 µs; a CUDA-graph floor replaces both
+    # a decode kernel with its own fixed cost (a framework's fit) pays that instead; the prefill kernel keeps
+    # 12.6 µs (the 512-window case above); a CUDA-graph floor replaces both
     from simulator.catalog import load_hardware
     from simulator.cost.attention import AttentionModel
 
     own = load_hardware("h100-sxm").model_copy(update={"decode_attention_overhead_us": 5.0})
     assert attention_time(own, "decode", 16, 4096, h, g, d, kv_dtype="fp8", window=1024) == pytest.approx(
-        got - 12.6e-6 + 5.0e-6)
-    assert attention_time(own, "prefill", 4, 2048, h, g, d, window=512) == pytest.approx(expected_prefill)
+        decode_kernel(1024, 5.0e-6))
+    assert attention_time(own, "prefill", 4, 2048, h, g, d, window=512) == pytest.approx(expected)
     graph = AttentionModel(own, "fp8", overhead_us=2.0)
-    assert graph.kernel_times("decode", 16, 4096, h, g, d, 1024) == pytest.approx(got - 12.6e-6 + 2.0e-6)
+    assert graph.kernel_times("decode", 16, 4096, h, g, d, 1024) == pytest.approx(decode_kernel(1024, 2.0e-6))
     with pytest.raises(ValueError, match="phase"):
         attention_time("h100-sxm", "append", 1, 1, h, g, d)
 

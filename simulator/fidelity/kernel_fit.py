@@ -96,7 +96,7 @@ ATTENTION_GRID: dict[str, list[float]] = {
 # one framework's kernels: its decode kernel's fixed cost apart from its prefill kernel's (another kernel, which also
 # combines its split-KV partials); the pooled fit keeps one fixed cost for both (it prices MLA too)
 FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
-    **ATTENTION_GRID, "decode_attention_overhead_us": _steps(0.0, 30.0, 0.2)}
+    **ATTENTION_GRID, "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"]}
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
