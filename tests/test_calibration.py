@@ -84,15 +84,18 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
     assert "2 0.0%/0.0%" in summary
 
 
+@pytest.mark.slow
 def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
-    window, the decode kernel's fixed cost apart from the prefill kernel's: fitted back to those values from the
-    generation's pooled ones, with no error left."""
+    window, the decode kernel's fixed cost apart from the prefill kernel's, and a prefill cost per query row and
+    per query tile (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart): fitted back to
+    those values from the generation's pooled ones, with no error left."""
     from simulator.cost.attention import AttentionModel
     from simulator.fidelity.kernel_fit import FRAMEWORK_ATTENTION_GRID, fit_framework_attention
 
-    truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "decode_attention_efficiency": 0.2,
+    truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
+                    "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
                     "decode_attention_ns_per_head": 10.0, "attention_overhead_us": 8.0,
                     "decode_attention_overhead_us": 5.0}
     truth = load_hardware("h100-sxm").model_copy(update=truth_fields)
@@ -103,7 +106,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
         for kv in ("bfloat16", "fp8"):
             model = AttentionModel(truth, {"bfloat16": "bf16", "fp8": "fp8"}[kv])
             for batch in (1, 8, 64):
-                for seq in (128, 1024, 8192):
+                for seq in (16, 200, 1024, 8192):
                     for heads, kv_heads, window in ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512)):
                         isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
                         latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3

@@ -32,7 +32,8 @@ TOY_GPU = {
     "name": "toy-gpu", "memory_gib": 1, "memory_bandwidth_gb_per_s": 10, "peak_tflops": {"bf16": 0.1, "fp16": 0.1},
     "flops_efficiency": 1.0, "bandwidth_efficiency": 1.0, "gemm_knee": 2, "gemm_tile_m": 1, "kernel_overhead_us": 0,
     "attention_efficiency": 1.0, "attention_io_efficiency": 1.0, "decode_attention_efficiency": 1.0,
-    "decode_attention_ns_per_head": 1000, "attention_overhead_us": 0,
+    "decode_attention_ns_per_head": 1000, "attention_overhead_us": 0, "prefill_attention_ns_per_row": 100,
+    "prefill_attention_ns_per_tile": 1000,
 }
 F, BW = 1e11, 1e10  # FLOP/s and bytes/s: ridge point 10 FLOP/byte
 
@@ -44,8 +45,8 @@ def roof(flops: float, nbytes: float) -> float:
 
 # Hand calculation, bf16 (2 bytes). Prefill of one 100-token prompt (T = 100):
 #   QKV   m=100 n=(4+2·2)·16=128 k=64: FLOPs 2·100·128·64 = 1,638,400; bytes (6400+8192+12800)·2 = 54,784
-#   attention: FLOPs 4·4·16·(100·101/2) = 1,292,800; bytes: queries in and outputs out 2·100·64·2 = 25,600,
-#              K,V 2·2·16·2·100 = 12,800
+#   attention: FLOPs 4·4·16·(100·101/2) = 1,292,800; bytes: K,V 2·2·16·2·100 = 12,800; plus 100 ns for each of
+#              the 100·4 (query, head) rows and 1 µs for each of the 4 heads' one 128-query tile: 44 µs
 #   O     m=100 n=64 k=64: FLOPs 819,200; bytes (6400+4096+6400)·2 = 33,792
 #   up    m=100 n=2·128 k=64: FLOPs 3,276,800; bytes (6400+16384+25600)·2 = 96,768
 #   down  m=100 n=64 k=128: FLOPs 1,638,400; bytes (12800+8192+6400)·2 = 54,784
@@ -55,7 +56,7 @@ def roof(flops: float, nbytes: float) -> float:
 #              LM head m=1 n=1000 k=64: FLOPs 128,000, bytes (64+64000+1000)·2 = 130,128;
 #              sampling: read + write 1 × 1000 fp32 logits = 8,000 bytes
 PREFILL_LAYER = (
-    roof(1_638_400, 54_784) + roof(1_292_800, 25_600 + 12_800) + roof(819_200, 33_792)
+    roof(1_638_400, 54_784) + roof(1_292_800, 12_800) + 44e-6 + roof(819_200, 33_792)
     + roof(3_276_800, 96_768) + roof(1_638_400, 54_784) + roof(0, 204_800)
 )
 PER_MODEL = roof(0, 12_800) + roof(0, 25_600) + roof(128_000, 130_128) + roof(0, 8_000)
@@ -131,8 +132,8 @@ def test_llama2_7b_decode_is_weight_streaming_plus_kernel_overheads():
 
 def test_llama3_8b_long_prefill_is_compute_bound():
     """A 4096-token prefill: 2 FLOPs per weight per token at peak × flops_efficiency plus causal attention at peak ×
-    attention_efficiency, plus the elementwise traffic (norms, activation, residual adds: 10·D + 3·I elements per
-    token per layer) at bandwidth×eff.
+    attention_efficiency and its cost per (query, head) row and per (128-query tile, head), plus the elementwise
+    traffic (norms, activation, residual adds: 10·D + 3·I elements per token per layer) at bandwidth×eff.
 
     The elementwise share (~10%) matches measurement: on A100, Llama-3-8B at 4096 tokens spends 0.67 ms per layer in
     norms/act/adds vs 7.8 ms in GEMMs (../shared/data/calibration/a100_ops/Meta-Llama-3-8B.csv).
@@ -146,9 +147,11 @@ def test_llama3_8b_long_prefill_is_compute_bound():
     elementwise_bytes = 32 * tokens * (10 * 4096 + 3 * 14336) * 2
     compute = 32 * 2 * tokens * layer_weights / (989.4e12 * hardware.flops_efficiency) + attention / (
         989.4e12 * hardware.attention_efficiency)
-    expected = compute + elementwise_bytes / (3350e9 * hardware.bandwidth_efficiency)
+    rows_and_tiles = 32 * 32 * (tokens * hardware.prefill_attention_ns_per_row
+                                + tokens / 128 * hardware.prefill_attention_ns_per_tile) * 1e-9
+    expected = compute + rows_and_tiles + elementwise_bytes / (3350e9 * hardware.bandwidth_efficiency)
     actual = cost.iteration_time(IterationShape(prefill_chunks=((tokens, 0),)))
-    # the knee, kernel overheads, LM head, embedding and attention activations add a few percent
+    # the knee, kernel overheads, LM head, embedding and the attention's K/V bytes add a few percent
     assert expected < actual < 1.05 * expected
     assert compute / actual > 0.85
 
@@ -286,18 +289,19 @@ def test_an_eager_iteration_takes_at_least_its_host_dispatches():
 
 def test_attention_efficiency_slows_only_attention_flops():
     """Prefill attention of one 4096-token prompt on Llama-3-8B (A100, TP 1): 32 layers ×
-    smooth-max(4·32·128·4096·4097/2 FLOPs / (F · a), 4096·128·(4·32 + 2·8·2) bytes / B) + 14 µs per kernel, with F
-    and B Ampere's fitted attention rates (0.51 of the 16-bit peak, 0.29 of HBM bandwidth); an engine at a = 0.5
-    changes nothing else."""
+    (smooth-max(4·32·128·4096·4097/2 FLOPs / (F · a), 4096·128·2·8·2 K/V bytes / B) + 32 heads × (4096 rows ×
+    0.7 ns + 32 query tiles × 3.75 ns) + 14 µs per kernel), with Ampere's fitted attention parameters (F: 0.55 of
+    the 16-bit peak, B: 0.26 of HBM bandwidth); an engine at a = 0.5 changes nothing else."""
     model, hardware = load_model("llama-3-8b"), load_hardware("a100-80gb-sxm")
-    F, B = 312e12 * 0.51, 2039e9 * 0.29
-    flops, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 4096 * 128 * (4 * 32 + 2 * 8 * 2)
+    F, B = 312e12 * 0.55, 2039e9 * 0.26
+    flops, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 4096 * 128 * 2 * 8 * 2
+    rows_and_tiles = 32 * (4096 * 0.7e-9 + 32 * 3.75e-9)
     shape = IterationShape(((4096, 0),))
     parts = {}
     for a in (1.0, 0.5):
         engine = EngineProfile(name="test", attention_efficiency=a)
         parts[a] = RooflineCostModel(model, hardware, 1, engine=engine).breakdown(shape)
-        expected = 32 * (((flops / (F * a)) ** 2 + (nbytes / B) ** 2) ** 0.5 + 14e-6)
+        expected = 32 * (((flops / (F * a)) ** 2 + (nbytes / B) ** 2) ** 0.5 + rows_and_tiles + 14e-6)
         assert parts[a]["attention_s"] == pytest.approx(expected, rel=1e-9)
     assert {k: v for k, v in parts[0.5].items() if k != "attention_s"} == {
         k: v for k, v in parts[1.0].items() if k != "attention_s"
@@ -392,18 +396,18 @@ def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():
 
 
 def test_attention_time_by_hand():
-    """H100 (Hopper fit: prefill at 0.54 of 989.4 TFLOP/s, its queries/outputs/K/V at 0.25 of 3.35 TB/s; decode
-    FLOPs at 0.11 of the peak, KV reads at 0.85 of the bandwidth, 20.6 ns per sequence and KV head; 12.6 µs per
-    kernel; smooth maximum p = 2)."""
+    """H100 (Hopper fit: prefill at 0.62 of 989.4 TFLOP/s, its K/V at 0.19 of 3.35 TB/s, 0.38 ns per (query, head)
+    row and 7 ns per (128-query tile, head); decode FLOPs at 0.11 of the peak, KV reads at 0.85 of the bandwidth,
+    20.6 ns per sequence and KV head; 12.4 µs per kernel; smooth maximum p = 2)."""
     from simulator.cost import attention_time  # the public name
 
     peak, bw = 989.4e12, 3350e9
     h, g, d = 32, 8, 128
     # prefill: 4 sequences of 2048 tokens, full causal; then a 512-token window (pairs 512·513/2 + 1536·512)
     for window, pairs in ((0, 2048 * 2049 / 2), (512, 512 * 513 / 2 + 1536 * 512)):
-        tc = 4 * 4 * h * d * pairs / (peak * 0.54)
-        tm = 4 * 2048 * d * (4 * h + 2 * g * 2) / (bw * 0.25)
-        expected = (tc**2 + tm**2) ** 0.5 + 12.6e-6
+        tc = 4 * 4 * h * d * pairs / (peak * 0.62)
+        tm = 4 * 2048 * d * 2 * g * 2 / (bw * 0.19)
+        expected = (tc**2 + tm**2) ** 0.5 + 4 * h * (2048 * 0.38e-9 + 16 * 7e-9) + 12.4e-6
         assert attention_time("h100-sxm", "prefill", 4, 2048, h, g, d, window=window) == pytest.approx(expected)
     # decode: 16 sequences over 4096 cached tokens, fp8 KV (1 byte); a 1024 window caps what is read
     def decode_kernel(context: int, fixed_s: float) -> float:
@@ -412,10 +416,10 @@ def test_attention_time_by_hand():
 
     for window, context in ((0, 4096), (1024, 1024)):
         got = attention_time("h100-sxm", "decode", 16, 4096, h, g, d, kv_dtype="fp8", window=window)
-        assert got == pytest.approx(decode_kernel(context, 12.6e-6))
+        assert got == pytest.approx(decode_kernel(context, 12.4e-6))
     assert attention_time("h100-sxm", "decode", 0, 4096, h, g, d) == 0.0
     # a decode kernel with its own fixed cost (a framework's fit) pays that instead; the prefill kernel keeps
-    # 12.6 µs (the 512-window case above); a CUDA-graph floor replaces both
+    # 12.4 µs (the 512-window case above); a CUDA-graph floor replaces both
     from simulator.catalog import load_hardware
     from simulator.cost.attention import AttentionModel
 

@@ -81,7 +81,9 @@ def test_attention_kernel_tables(shared_data):
     fitted on 2,000 timings of each phase; most rows are held out) fit them at least as well as the generation's
     pooled parameters do — the mean |log error| over prefill and decode, per GPU and framework — and within today's
     errors (the issue's 8% / 20% is not met: TensorRT-LLM's decode kernels are 20% off at the median on H100 and
-    29% on A100, where its decode kernel's own fixed cost traded the median for a lower mean |log error|, README)."""
+    29% on A100, where its decode kernel's own fixed cost traded the median for a lower mean |log error|, README).
+    Prefill, with its costs per query row and per query tile, meets the 8% median on A100 and is within 15% on
+    H100."""
     from simulator.fidelity.calibrate import score
     from simulator.fidelity.kernels import attention_kernel_errors
 
@@ -93,6 +95,8 @@ def test_attention_kernel_tables(shared_data):
         for phase, part in rows.groupby("phase"):
             median, p90 = overall(part)
             assert median <= {"h100_sxm": 0.20, "a100_sxm": 0.29}[gpu] and p90 <= 1.0, (gpu, framework, phase)
+            if phase == "prefill":
+                assert median <= {"h100_sxm": 0.15, "a100_sxm": 0.08}[gpu], (gpu, framework)
 
 
 @pytest.mark.slow
@@ -253,7 +257,7 @@ def test_mla_tables_are_read_per_gpu_heads_and_decode_context(tmp_path):
                 shapes = attention_shapes(deepseek_mla(heads), 7168, 1)
                 if phase == "context":
                     seconds = model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
-                                                  batch * isl * (isl + 1) / 2, batch * isl, 0)
+                                                  batch * isl * (isl + 1) / 2, batch * isl, 0, batch * isl / 128)
                 else:
                     context = isl + step
                     seconds = (batch * context * model.decode_per_token(shapes.heads, shapes.decode_widths,

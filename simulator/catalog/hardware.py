@@ -84,7 +84,8 @@ FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
     "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "all_reduce_low_latency", "collectives", "attention_efficiency",
-    "attention_io_efficiency", "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
+    "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
+    "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
     "moe_expert_overhead_us", "moe_kernels", "deepep",
 )
@@ -119,6 +120,12 @@ class HardwareSpec(BaseModel):
     quantize_overhead_us: float = Field(ge=0, description="W8A8 GEMMs: fixed cost of quantising the activations")
     attention_efficiency: float = Field(gt=0, le=1, description="prefill attention: fraction of the 16-bit peak")
     attention_io_efficiency: float = Field(gt=0, le=1, description="prefill attention: fraction of HBM GB/s")
+    prefill_attention_ns_per_row: float = Field(
+        default=0.0, ge=0, description="prefill attention: per (query token, head) row (Q in, output out, softmax "
+        "normalisation), whole-GPU ns")
+    prefill_attention_ns_per_tile: float = Field(
+        default=0.0, ge=0, description="prefill attention: per (query tile, head) thread block (its prologue and "
+        "epilogue), whole-GPU ns")
     decode_attention_efficiency: float = Field(gt=0, le=1, description="decode attention: fraction of 16-bit peak")
     decode_attention_ns_per_head: float = Field(ge=0, description="decode attention: per (sequence, KV head)")
     attention_overhead_us: float = Field(ge=0, description="fixed cost of an attention kernel launched eagerly")

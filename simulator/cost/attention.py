@@ -10,9 +10,15 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
 
 - prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt
   of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); FLOPs 2·H·(d_qk + d_v) per pair at
-  ``attention_efficiency`` × the 16-bit peak; bytes q·(2·H·(d_qk + d_v) + e·v) (queries in, outputs out, the
-  chunk's K/V) plus the cached K/V read, c·e·v, at ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is
-  parallel over query blocks × heads and does not stream at full bandwidth);
+  ``attention_efficiency`` × the 16-bit peak; K/V bytes (q + c)·e·v (the chunk's and the cached ones read) at
+  ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is parallel over query blocks × heads and does not
+  stream at full bandwidth); and, added to that smooth maximum, ``prefill_attention_ns_per_row`` for every
+  (query, head) row — loading the query, the online softmax's running maximum and sum, rescaling and writing the
+  output — and ``prefill_attention_ns_per_tile`` for every thread block, one per (tile of :data:`QUERY_TILE`
+  queries of a chunk, head): its prologue and epilogue (whole-GPU nanoseconds: the blocks run on all SMs at once).
+  These two make a short prompt cost more per pair than a long one, as measured: TensorRT-LLM's H100 prefill
+  kernel reaches ~100 TFLOP/s at 256 tokens and ~500 at 16k (a smooth maximum of FLOPs and bytes follows it only
+  with an HBM fraction of 0.19, which then overprices multi-head attention);
 - decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 2·H·(d_qk + d_v)·S at
   ``decode_attention_efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
   the streaming ``bandwidth_efficiency``, plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block
@@ -24,8 +30,9 @@ With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs
 Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the frameworks' own timings
 (``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows), pooled. The three
 frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel pays a third of the others' cost per
-(sequence, KV head) and reaches a quarter of their FLOP rate), so each engine profile also carries the same five
-parameters, and its decode kernel's own fixed cost, fitted on its own framework's tables (``attention_by_generation``,
+(sequence, KV head) and reaches a quarter of their FLOP rate; its prefill kernel pays 22 ns per query tile and
+head where vLLM's pays 1.5 on H100), so each engine profile also carries the same parameters, and its decode
+kernel's own fixed cost, fitted on its own framework's tables (``attention_by_generation``,
 :meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
 attention; ``llmsim validate`` reports the error for each framework.
 """
@@ -39,12 +46,20 @@ import numpy as np
 from simulator.catalog import HardwareSpec, resolve_hardware
 from simulator.dtypes import bytes_per_element
 
+QUERY_TILE = 128  # queries per thread block of the FlashAttention-2/3-class prefill kernels (d ≤ 128)
+
+
+def query_tiles(new_tokens):
+    """Thread blocks per head of a prefill kernel over a chunk of ``new_tokens`` queries: ceil(q / QUERY_TILE)
+    (scalars or arrays)."""
+    return -(-new_tokens // QUERY_TILE)
+
 
 class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
     __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "io_bandwidth", "overhead", "p", "per_head",
-                 "prefill_flops", "v")
+                 "per_row", "per_tile", "prefill_flops", "v")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -58,6 +73,8 @@ class AttentionModel:
         self.io_bandwidth = bandwidth * hardware.attention_io_efficiency
         self.decode_bandwidth = bandwidth * hardware.bandwidth_efficiency
         self.per_head = hardware.decode_attention_ns_per_head * 1e-9
+        self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
+        self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
         decode = hardware.decode_attention_overhead_us
         self.decode_overhead = self.overhead if overhead_us is not None or decode is None else decode * 1e-6
@@ -69,12 +86,13 @@ class AttentionModel:
         return (compute_s**p + memory_s**p) ** (1 / p)
 
     def prefill_parts(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
-                      cached_read: float) -> float:
-        """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries and ``cached_read`` cached K/V
-        tokens read (no overhead); ``widths`` = d_qk + d_v, ``kv_elements`` = e."""
-        v = self.v
-        nbytes = new_tokens * (2 * heads * widths + kv_elements * v) + cached_read * kv_elements * v
-        return self.combine(2 * heads * widths * pairs / self.prefill_flops, nbytes / self.io_bandwidth)
+                      cached_read: float, tiles: float) -> float:
+        """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries in ``tiles`` query tiles
+        (:func:`query_tiles`, summed over the chunks) and ``cached_read`` cached K/V tokens read (no fixed cost);
+        ``widths`` = d_qk + d_v, ``kv_elements`` = e; scalars or arrays."""
+        kv_bytes = (new_tokens + cached_read) * kv_elements * self.v
+        return (self.combine(2 * heads * widths * pairs / self.prefill_flops, kv_bytes / self.io_bandwidth)
+                + heads * (new_tokens * self.per_row + tiles * self.per_tile))
 
     def decode_per_token(self, heads: float, widths: float, kv_elements: float) -> float:
         """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum)."""
@@ -88,7 +106,8 @@ class AttentionModel:
         if phase == "prefill":
             pairs = np.where(windowed, window * (window + 1) / 2 + (seq_len - window) * window,
                              seq_len * (seq_len + 1) / 2)
-            per_sequence = self.prefill_parts(heads, 2 * head_dim, 2 * kv_heads * head_dim, pairs, seq_len, 0)
+            per_sequence = self.prefill_parts(heads, 2 * head_dim, 2 * kv_heads * head_dim, pairs, seq_len, 0,
+                                              query_tiles(seq_len))
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
         return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim)

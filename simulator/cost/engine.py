@@ -61,6 +61,9 @@ class AttentionKernels(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of the 16-bit peak")
     attention_io_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of HBM bandwidth")
+    prefill_attention_ns_per_row: float | None = Field(default=None, ge=0, description="prefill: per (query, head)")
+    prefill_attention_ns_per_tile: float | None = Field(default=None, ge=0, description="prefill: per (query tile, "
+                                                        "head) block")
     decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of the peak")
     decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
                                                        "head) block")

@@ -40,7 +40,7 @@ import math
 from typing import NamedTuple
 
 from simulator.catalog.architecture import Attention, LayerGroup
-from simulator.cost.attention import AttentionModel
+from simulator.cost.attention import AttentionModel, query_tiles
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
 
@@ -205,10 +205,11 @@ class GroupCost:
         kernels = self.elementwise_kernels
         return self.count * kernels * self.attention_gemm.memory_kernel(nbytes / kernels)
 
-    def prefill_attention_time(self, pairs: float, tokens: int, cached: int, sequences: int) -> float:
+    def prefill_attention_time(self, pairs: float, tokens: int, cached: int, sequences: int, tiles: int) -> float:
         """One prefill kernel per layer over ``pairs`` query-key pairs (:func:`span_totals` for this group's span),
-        ``tokens`` new queries, ``cached`` cached K/V tokens read, of ``sequences`` prompt chunks (a state layer:
-        the recurrence's FLOPs per token, its inputs and outputs, and each chunk's state read and written)."""
+        ``tokens`` new queries in ``tiles`` query tiles, ``cached`` cached K/V tokens read, of ``sequences`` prompt
+        chunks (a state layer: the recurrence's FLOPs per token, its inputs and outputs, and each chunk's state read
+        and written)."""
         if not self.kernels:
             return 0.0
         attention = self.attention
@@ -218,22 +219,25 @@ class GroupCost:
                 (tokens * (2 * self.heads * self.prefill_widths + self.prefill_kv) * 2
                  + sequences * 2 * self.state_bytes) / attention.io_bandwidth)
         else:
-            kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached)
+            kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
+                                             tiles)
         return self.count * (kernel + attention.overhead)
 
 
-def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0) -> tuple[float, int, int, int]:
-    """Causal query-key pairs, new tokens, cached tokens read and chunks of an iteration's prompt chunks (new,
-    cached) in layers whose queries see at most ``span`` keys (0: all)."""
-    pairs, tokens, cached_read = 0.0, 0, 0
+def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0) -> tuple[float, int, int, int, int]:
+    """Causal query-key pairs, new tokens, cached tokens read, chunks and query tiles (:func:`query_tiles` of each
+    chunk) of an iteration's prompt chunks (new, cached) in layers whose queries see at most ``span`` keys (0: all)."""
+    pairs, tokens, cached_read, tiles = 0.0, 0, 0, 0
     if not span:  # the common case, inline
         for new, cached in chunks:
             pairs += new * cached + new * (new + 1) / 2
             tokens += new
             cached_read += cached
-        return pairs, tokens, cached_read, len(chunks)
+            tiles += query_tiles(new)
+        return pairs, tokens, cached_read, len(chunks), tiles
     for new, cached in chunks:
         pairs += causal_pairs(new, cached, span)
         tokens += new
         cached_read += min(cached, span)
-    return pairs, tokens, cached_read, len(chunks)
+        tiles += query_tiles(new)
+    return pairs, tokens, cached_read, len(chunks), tiles

@@ -71,10 +71,23 @@ def score_per_collective(frame: pd.DataFrame) -> float:
     return sum(score(rows) for _, rows in frame.groupby("op"))
 
 
+def get_parameter(profile: Profile, name: str):
+    """The value :func:`set_parameter` would replace."""
+    if name == "inter_node_gb_per_s":
+        return profile.node.inter_node_gb_per_s
+    holder = profile
+    for key in name.split("."):
+        holder = holder[key] if isinstance(holder, dict) else getattr(holder, key)
+    return holder
+
+
 def coordinate_descent(profile: Profile, grid: dict[str, list], evaluate: Callable[[Profile], float],
-                       rounds: int = 3) -> Profile:
+                       rounds: int = 3, diagonal: bool = False) -> Profile:
     """Best profile (a hardware or an engine profile: the grid names its fields, :func:`set_parameter`) found by
-    trying every grid value of one parameter at a time, for a few rounds."""
+    trying every grid value of one parameter at a time, for a few rounds. With ``diagonal``, a round in which no
+    single parameter improves the score also tries moving two parameters one grid step each at once (every pair,
+    four directions) and follows the best such direction while it improves: two parameters that trade off against
+    each other (two costs per token) leave a valley along which no single move descends."""
     best_score = evaluate(profile)
     for _ in range(rounds):
         improved = False
@@ -84,8 +97,43 @@ def coordinate_descent(profile: Profile, grid: dict[str, list], evaluate: Callab
                 candidate_score = evaluate(candidate)
                 if candidate_score < best_score - 1e-12:
                     profile, best_score, improved = candidate, candidate_score, True
+        if not improved and diagonal:
+            moves = [(move, evaluate(_stepped(profile, grid, move))) for move in _diagonal_moves(profile, grid)]
+            move, move_score = min(moves, key=lambda m: m[1], default=(None, best_score))
+            while move is not None and move_score < best_score - 1e-12:
+                profile, best_score, improved = _stepped(profile, grid, move), move_score, True
+                ahead = _stepped(profile, grid, move)
+                move_score = evaluate(ahead) if ahead is not None else best_score
         if not improved:
             break
+    return profile
+
+
+def _grid_index(profile: Profile, grid: dict[str, list], name: str) -> int:
+    """The index of the grid value nearest the profile's value of ``name``."""
+    value = get_parameter(profile, name)
+    return min(range(len(grid[name])), key=lambda i: abs(grid[name][i] - value))
+
+
+def _diagonal_moves(profile: Profile, grid: dict[str, list]):
+    """Every pair of grid parameters with a step of ±1 grid value each that stays on the grid (a parameter still
+    unset, None, has no neighbours yet)."""
+    names = [name for name in grid if get_parameter(profile, name) is not None]
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            for moves in (((first, -1), (second, -1)), ((first, -1), (second, 1)), ((first, 1), (second, -1)),
+                          ((first, 1), (second, 1))):
+                if all(0 <= _grid_index(profile, grid, name) + step < len(grid[name]) for name, step in moves):
+                    yield moves
+
+
+def _stepped(profile: Profile, grid: dict[str, list], moves) -> Profile | None:
+    """``profile`` with each (parameter, step) of ``moves`` moved that many grid values; None off the grid."""
+    for name, step in moves:
+        index = _grid_index(profile, grid, name) + step
+        if not 0 <= index < len(grid[name]):
+            return None
+        profile = set_parameter(profile, name, grid[name][index])
     return profile
 
 

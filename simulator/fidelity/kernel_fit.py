@@ -10,7 +10,8 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - NCCL collectives on the node, each as two protocols (bandwidth and low-latency, :mod:`simulator.cost.collectives`):
   all-reduce (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
   ``all_reduce_low_latency``) and each of all-gather, reduce-scatter and all-to-all (``collectives``);
-- attention: ``attention_efficiency``, ``attention_io_efficiency``, ``decode_attention_efficiency``,
+- attention: ``attention_efficiency``, ``attention_io_efficiency``, ``prefill_attention_ns_per_row``,
+  ``prefill_attention_ns_per_tile``, ``decode_attention_efficiency``,
   ``decode_attention_ns_per_head``, ``attention_overhead_us``;
 - fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
   ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency``, ``moe_expert_overhead_us`` (``moe_kernels`` is a count, see
@@ -21,8 +22,8 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Three fits per framework
 complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR --gpu G --framework F``,
 :func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
-format (:func:`fit_framework_gemm`) and its own attention kernels (:func:`fit_framework_attention`: the five
-attention parameters on its tables alone, its decode kernel's fixed cost apart).
+format (:func:`fit_framework_gemm`) and its own attention kernels (:func:`fit_framework_attention`: the pooled
+fit's attention parameters on its tables alone, its decode kernel's fixed cost apart).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
 Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel); a per-framework scale
@@ -89,10 +90,15 @@ COLLECTIVE_GRID: dict[str, list[float]] = {
 ATTENTION_GRID: dict[str, list[float]] = {
     "attention_efficiency": _steps(0.30, 0.90, 0.01),
     "attention_io_efficiency": _steps(0.10, 0.90, 0.01),
+    "prefill_attention_ns_per_row": _steps(0.0, 1.5, 0.01),
+    "prefill_attention_ns_per_tile": _steps(0.0, 40.0, 0.25),
     "decode_attention_efficiency": _steps(0.02, 0.50, 0.01),
     "decode_attention_ns_per_head": _steps(0.0, 60.0, 0.5),
     "attention_overhead_us": _steps(0.0, 30.0, 0.2),
 }
+# the attention fits move two parameters at once where single moves stall (the two prefill costs per token, HBM
+# bytes and rows, trade off), which takes more rounds
+ATTENTION_DESCENT = {"rounds": 20, "diagonal": True}
 # one framework's kernels: its decode kernel's fixed cost apart from its prefill kernel's (another kernel, which also
 # combines its split-KV partials); the pooled fit keeps one fixed cost for both (it prices MLA too)
 FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
@@ -146,10 +152,11 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
 def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
                             per_group: int = 2000) -> tuple[dict[str, float], str]:
     """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
-    decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out): the five
-    attention parameters of the pooled fit, by the same coordinate descent, starting from the generation's pooled
-    values, and its decode kernel's own fixed cost (``decode_attention_overhead_us``, from the shared one); with the
-    errors' summary over all of the framework's timings. The values go in the engine profile's
+    decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out): the attention
+    parameters of the pooled fit (:data:`ATTENTION_GRID`), by the same coordinate descent (:data:`ATTENTION_DESCENT`),
+    starting from the generation's pooled values, and its decode kernel's own fixed cost
+    (``decode_attention_overhead_us``, from the shared one); with the errors' summary over all of the framework's
+    timings. The values go in the engine profile's
     ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
@@ -158,7 +165,8 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     def pooled_score(p: HardwareSpec) -> float:
         return _score_by(_pooled_attention_errors(kernels_dir, {gpu: p}, sample), ["phase"])
 
-    profile = coordinate_descent(load_hardware(GPUS[gpu]), FRAMEWORK_ATTENTION_GRID, pooled_score)
+    profile = coordinate_descent(load_hardware(GPUS[gpu]), FRAMEWORK_ATTENTION_GRID, pooled_score,
+                                 **ATTENTION_DESCENT)
     errors = _pooled_attention_errors(kernels_dir, {gpu: profile}, table)
     return {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}, _summary(
         f"{framework} attention on {gpu}", errors, ["phase"])
@@ -248,16 +256,18 @@ def _summary(name: str, frame: pd.DataFrame, by: list[str]) -> str:
 
 
 def _fit_group(profile: HardwareSpec, name: str, table: pd.DataFrame, by: list[str], grid: dict[str, list[float]],
-               errors: Callable[..., pd.DataFrame], kernels_dir: Path, gpu: str, report: list[str]) -> HardwareSpec:
-    """``profile`` with ``grid``'s parameters fitted (coordinate descent) on ``table``'s kernels, each ``by`` group
-    scored alike, and the fitted errors' summary appended to ``report``; unchanged when ``table`` is empty."""
+               errors: Callable[..., pd.DataFrame], kernels_dir: Path, gpu: str, report: list[str],
+               **descent) -> HardwareSpec:
+    """``profile`` with ``grid``'s parameters fitted (coordinate descent, ``descent`` its options) on ``table``'s
+    kernels, each ``by`` group scored alike, and the fitted errors' summary appended to ``report``; unchanged when
+    ``table`` is empty."""
     if not len(table):
         return profile
 
     def group_score(p: HardwareSpec) -> float:
         return _score_by(errors(kernels_dir, {gpu: p}, table), by)
 
-    profile = coordinate_descent(profile, grid, group_score)
+    profile = coordinate_descent(profile, grid, group_score, **descent)
     report.append(_summary(name, errors(kernels_dir, {gpu: profile}, table), by))
     return profile
 
@@ -286,7 +296,7 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
     profile = _fit_group(profile, "attention", attention, ["framework", "phase"], ATTENTION_GRID,
-                         _pooled_attention_errors, kernels_dir, gpu, report)
+                         _pooled_attention_errors, kernels_dir, gpu, report, **ATTENTION_DESCENT)
     moe = moe_kernel_table(kernels_dir)
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
     profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, moe_kernel_errors, kernels_dir, gpu,

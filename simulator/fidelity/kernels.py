@@ -49,7 +49,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
-from simulator.cost.attention import AttentionModel
+from simulator.cost.attention import AttentionModel, query_tiles
 from simulator.cost.collectives import collective_time
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.expert_exchange import deepep_time
@@ -452,7 +452,7 @@ def mla_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | 
         batch, seq = rows["batch"].to_numpy(float), rows["seq_len"].to_numpy(float)
         if phase == "prefill":
             kernel = model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
-                                         batch * seq * (seq + 1) / 2, batch * seq, 0)
+                                         batch * seq * (seq + 1) / 2, batch * seq, 0, batch * query_tiles(seq))
         else:
             kernel = (batch * seq * model.decode_per_token(shapes.heads, shapes.decode_widths, shapes.decode_kv)
                       + batch * shapes.kv_blocks * model.per_head)
