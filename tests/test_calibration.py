@@ -84,7 +84,6 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
     assert "2 0.0%/0.0%" in summary
 
 
-@pytest.mark.slow
 def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding

@@ -40,6 +40,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
+from simulator.cost.attention import AttentionModel
 from simulator.cost.engine import load_engine
 from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score
@@ -161,12 +162,8 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     sample = _sample(table, ["phase"], per_group)
-
-    def pooled_score(p: HardwareSpec) -> float:
-        return _score_by(_pooled_attention_errors(kernels_dir, {gpu: p}, sample), ["phase"])
-
-    profile = coordinate_descent(load_hardware(GPUS[gpu]), FRAMEWORK_ATTENTION_GRID, pooled_score,
-                                 **ATTENTION_DESCENT)
+    profile = coordinate_descent(load_hardware(GPUS[gpu]), FRAMEWORK_ATTENTION_GRID,
+                                 pooled_attention_score(sample, ["phase"]), **ATTENTION_DESCENT)
     errors = _pooled_attention_errors(kernels_dir, {gpu: profile}, table)
     return {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}, _summary(
         f"{framework} attention on {gpu}", errors, ["phase"])
@@ -240,6 +237,28 @@ def _pooled_attention_errors(kernels_dir: Path, hardware: dict[str, HardwareSpec
     return attention_kernel_errors(kernels_dir, hardware, table, engines={})
 
 
+def pooled_attention_score(table: pd.DataFrame, by: list[str]) -> Callable[[HardwareSpec], float]:
+    """The score of one GPU's attention ``table`` at a profile's own attention parameters, each ``by`` group scored
+    alike: what :func:`_score_by` gives for :func:`_pooled_attention_errors`, the same numbers, with the table split
+    into its kernels' columns once — the attention fits evaluate it thousands of times, and grouping the frame
+    anew each time took most of theirs."""
+    measured = table["measured_s"].to_numpy(float)
+    kernels = [(kv, phase, table.index.get_indexer(rows.index),
+                [rows[column].to_numpy(float) for column in ("batch", "seq_len", "heads", "kv_heads", "head_dim",
+                                                             "window")])
+               for (kv, phase), rows in table.groupby(["kv_dtype", "phase"])]
+    groups = [table.index.get_indexer(rows.index) for _, rows in table.groupby(by, sort=True)]
+
+    def score(profile: HardwareSpec) -> float:
+        predicted = np.zeros(len(table))
+        for kv, phase, at, columns in kernels:
+            predicted[at] = AttentionModel(profile, kv).kernel_times(phase, *columns)
+        errors = np.abs(np.log(predicted / measured))
+        return sum(float(errors[at].mean()) for at in groups)
+
+    return score
+
+
 def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:
     parts = [rows.sample(n=min(len(rows), per_group), random_state=0) for _, rows in table.groupby(by, sort=True)]
     return pd.concat(parts).reset_index(drop=True)
@@ -256,18 +275,16 @@ def _summary(name: str, frame: pd.DataFrame, by: list[str]) -> str:
 
 
 def _fit_group(profile: HardwareSpec, name: str, table: pd.DataFrame, by: list[str], grid: dict[str, list[float]],
-               errors: Callable[..., pd.DataFrame], kernels_dir: Path, gpu: str, report: list[str],
-               **descent) -> HardwareSpec:
-    """``profile`` with ``grid``'s parameters fitted (coordinate descent, ``descent`` its options) on ``table``'s
-    kernels, each ``by`` group scored alike, and the fitted errors' summary appended to ``report``; unchanged when
-    ``table`` is empty."""
+               errors: Callable[..., pd.DataFrame], kernels_dir: Path, gpu: str, report: list[str]) -> HardwareSpec:
+    """``profile`` with ``grid``'s parameters fitted (coordinate descent) on ``table``'s kernels, each ``by`` group
+    scored alike, and the fitted errors' summary appended to ``report``; unchanged when ``table`` is empty."""
     if not len(table):
         return profile
 
     def group_score(p: HardwareSpec) -> float:
         return _score_by(errors(kernels_dir, {gpu: p}, table), by)
 
-    profile = coordinate_descent(profile, grid, group_score, **descent)
+    profile = coordinate_descent(profile, grid, group_score)
     report.append(_summary(name, errors(kernels_dir, {gpu: profile}, table), by))
     return profile
 
@@ -295,8 +312,11 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     profile = _fit_group(profile, "NCCL", nccl, ["op"], COLLECTIVE_GRID, nccl_kernel_errors, kernels_dir, gpu, report)
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
-    profile = _fit_group(profile, "attention", attention, ["framework", "phase"], ATTENTION_GRID,
-                         _pooled_attention_errors, kernels_dir, gpu, report, **ATTENTION_DESCENT)
+    if len(attention):
+        profile = coordinate_descent(profile, ATTENTION_GRID, pooled_attention_score(attention, ["framework", "phase"]),
+                                     **ATTENTION_DESCENT)
+        report.append(_summary("attention", _pooled_attention_errors(kernels_dir, {gpu: profile}, attention),
+                               ["framework", "phase"]))
     moe = moe_kernel_table(kernels_dir)
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
     profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, moe_kernel_errors, kernels_dir, gpu,
