@@ -58,6 +58,44 @@ def test_set_parameter_walks_tables_and_sub_models():
     assert changed.all_reduce_low_latency.latency_us == h100.all_reduce_low_latency.latency_us
 
 
+def test_diagonal_moves_leave_a_valley_that_single_moves_cannot():
+    """Two parameters that trade off: score 100·|a − b| + |a + b − 1| on a grid of tenths, from a = b = 0.2. Moving
+    either alone costs 100 per unit and gains at most 1, so coordinate descent stays; moving both one step at a time
+    follows the valley a = b down to its minimum, a = b = 0.5."""
+    from simulator.fidelity.calibrate import coordinate_descent
+
+    grid = {name: [round(0.1 * i, 1) for i in range(1, 10)]
+            for name in ("attention_efficiency", "attention_io_efficiency")}
+    start = load_hardware("h100-sxm").model_copy(update={"attention_efficiency": 0.2, "attention_io_efficiency": 0.2})
+
+    def valley(p) -> float:
+        a, b = p.attention_efficiency, p.attention_io_efficiency
+        return 100 * abs(a - b) + abs(a + b - 1)
+
+    single = coordinate_descent(start, grid, valley)
+    assert (single.attention_efficiency, single.attention_io_efficiency) == (0.2, 0.2)
+    both = coordinate_descent(start, grid, valley, diagonal=True)
+    assert (both.attention_efficiency, both.attention_io_efficiency) == (0.5, 0.5)
+
+
+def test_the_attention_fits_fast_score_is_the_frames_score(shared_data):
+    """The attention fits score a profile with the table split once (pooled_attention_score); it gives the very
+    number the kernel-table errors do (the score of each framework and phase, summed), on both GPUs and with
+    parameters away from the fitted ones."""
+    from simulator.fidelity.kernel_fit import _pooled_attention_errors, _sample, _score_by, pooled_attention_score
+    from simulator.fidelity.kernels import attention_kernel_table
+
+    kernels, by = shared_data / "kernels", ["framework", "phase"]
+    table = attention_kernel_table(kernels)
+    for gpu, name in (("h100_sxm", "h100-sxm"), ("a100_sxm", "a100-80gb-sxm")):
+        sample = _sample(table[table["gpu"] == gpu], by, 300)
+        fast = pooled_attention_score(sample, by)
+        for update in ({}, {"attention_efficiency": 0.4, "prefill_attention_ns_per_row": 1.0,
+                            "decode_attention_overhead_us": 3.0}):
+            profile = load_hardware(name).model_copy(update=update)
+            assert fast(profile) == _score_by(_pooled_attention_errors(kernels, {gpu: profile}, sample), by)
+
+
 def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
     """A custom all-reduce table timed with known one-shot and two-shot costs and a 2 MiB limit (the layout of
     ../shared/data/kernels: message sizes in bfloat16 elements, latency in ms, a graph and an eager backend) is
