@@ -275,16 +275,18 @@ def _summary(name: str, frame: pd.DataFrame, by: list[str]) -> str:
 
 
 def _fit_group(profile: HardwareSpec, name: str, table: pd.DataFrame, by: list[str], grid: dict[str, list[float]],
-               errors: Callable[..., pd.DataFrame], kernels_dir: Path, gpu: str, report: list[str]) -> HardwareSpec:
-    """``profile`` with ``grid``'s parameters fitted (coordinate descent) on ``table``'s kernels, each ``by`` group
-    scored alike, and the fitted errors' summary appended to ``report``; unchanged when ``table`` is empty."""
+               errors: Callable[..., pd.DataFrame], kernels_dir: Path, gpu: str, report: list[str],
+               score: Callable[[HardwareSpec], float] | None = None, **descent) -> HardwareSpec:
+    """``profile`` with ``grid``'s parameters fitted (coordinate descent, ``descent`` its options) on ``table``'s
+    kernels, each ``by`` group scored alike (by ``score`` where given: the same number, faster), and the fitted
+    errors' summary appended to ``report``; unchanged when ``table`` is empty."""
     if not len(table):
         return profile
 
     def group_score(p: HardwareSpec) -> float:
         return _score_by(errors(kernels_dir, {gpu: p}, table), by)
 
-    profile = coordinate_descent(profile, grid, group_score)
+    profile = coordinate_descent(profile, grid, score or group_score, **descent)
     report.append(_summary(name, errors(kernels_dir, {gpu: profile}, table), by))
     return profile
 
@@ -312,11 +314,9 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     profile = _fit_group(profile, "NCCL", nccl, ["op"], COLLECTIVE_GRID, nccl_kernel_errors, kernels_dir, gpu, report)
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
-    if len(attention):
-        profile = coordinate_descent(profile, ATTENTION_GRID, pooled_attention_score(attention, ["framework", "phase"]),
-                                     **ATTENTION_DESCENT)
-        report.append(_summary("attention", _pooled_attention_errors(kernels_dir, {gpu: profile}, attention),
-                               ["framework", "phase"]))
+    by = ["framework", "phase"]
+    profile = _fit_group(profile, "attention", attention, by, ATTENTION_GRID, _pooled_attention_errors, kernels_dir,
+                         gpu, report, pooled_attention_score(attention, by), **ATTENTION_DESCENT)
     moe = moe_kernel_table(kernels_dir)
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
     profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, moe_kernel_errors, kernels_dir, gpu,
