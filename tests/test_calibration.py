@@ -125,23 +125,27 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
 def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
-    window, the decode kernel's fixed cost apart from the prefill kernel's, and a prefill cost per query row and
-    per query tile (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart): fitted back to
-    those values from the generation's pooled ones, with no error left."""
+    window, the decode kernel's fixed cost and KV streaming rate apart from the prefill kernel's and the GEMMs',
+    another decode kernel over the fp8 cache (slower streaming, a lower cost per KV head), and a prefill cost per
+    query row and per query tile (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart):
+    fitted back to those values from the generation's pooled ones, with no error left."""
     from simulator.cost.attention import AttentionModel
     from simulator.fidelity.kernel_fit import FRAMEWORK_ATTENTION_GRID, fit_framework_attention
 
     truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
                     "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
-                    "decode_attention_ns_per_head": 10.0, "attention_overhead_us": 8.0,
-                    "decode_attention_overhead_us": 5.0}
+                    "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
+                    "attention_overhead_us": 8.0, "decode_attention_overhead_us": 5.0}
+    eight_bit = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
+                 "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
     truth = load_hardware("h100-sxm").model_copy(update=truth_fields)
     folder = tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0"
     folder.mkdir(parents=True)
     for stem, phase in (("context", "prefill"), ("generation", "decode")):
         rows = []
         for kv in ("bfloat16", "fp8"):
-            model = AttentionModel(truth, {"bfloat16": "bf16", "fp8": "fp8"}[kv])
+            kernels = truth.model_copy(update=eight_bit) if phase == "decode" and kv == "fp8" else truth
+            model = AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv])
             for batch in (1, 8, 64):
                 for seq in (16, 200, 1024, 8192):
                     for heads, kv_heads, window in ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512)):
@@ -152,6 +156,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
                                      "attn_dtype": "bfloat16", "kv_cache_dtype": kv, "latency": float(latency)})
         pd.DataFrame(rows).to_parquet(folder / f"{stem}_attention_perf.parquet")
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
+    assert fitted.pop("decode_8bit_kv") == pytest.approx(eight_bit)
     assert fitted == pytest.approx(truth_fields)
     assert set(fitted) == set(FRAMEWORK_ATTENTION_GRID)
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary

@@ -410,8 +410,8 @@ def test_attention_time_by_hand():
         expected = (tc**2 + tm**2) ** 0.5 + 4 * h * (2048 * 0.38e-9 + 16 * 7e-9) + 12.4e-6
         assert attention_time("h100-sxm", "prefill", 4, 2048, h, g, d, window=window) == pytest.approx(expected)
     # decode: 16 sequences over 4096 cached tokens, fp8 KV (1 byte); a 1024 window caps what is read
-    def decode_kernel(context: int, fixed_s: float) -> float:
-        tc, tm = 4 * h * d * context / (peak * 0.11), 2 * g * d * 1 * context / (bw * 0.85)
+    def decode_kernel(context: int, fixed_s: float, streaming: float = 0.85) -> float:
+        tc, tm = 4 * h * d * context / (peak * 0.11), 2 * g * d * 1 * context / (bw * streaming)
         return 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 20.6e-9 + fixed_s
 
     for window, context in ((0, 4096), (1024, 1024)):
@@ -429,6 +429,10 @@ def test_attention_time_by_hand():
     assert attention_time(own, "prefill", 4, 2048, h, g, d, window=512) == pytest.approx(expected)
     graph = AttentionModel(own, "fp8", overhead_us=2.0)
     assert graph.kernel_times("decode", 16, 4096, h, g, d, 1024) == pytest.approx(decode_kernel(1024, 2.0e-6))
+    # a decode kernel that streams the cache at its own fraction of the bandwidth (a framework's fit) reads at that
+    streaming = load_hardware("h100-sxm").model_copy(update={"decode_attention_bandwidth_efficiency": 0.7})
+    assert attention_time(streaming, "decode", 16, 4096, h, g, d, kv_dtype="fp8") == pytest.approx(
+        decode_kernel(4096, 12.4e-6, 0.7))
     with pytest.raises(ValueError, match="phase"):
         attention_time("h100-sxm", "append", 1, 1, h, g, d)
 

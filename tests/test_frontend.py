@@ -126,12 +126,23 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     assert engine.attention_hardware(h100).attention_efficiency == h100.attention_efficiency
     assert engine.attention_hardware(b200).decode_attention_ns_per_head == 5.0
     assert engine.attention_hardware(a100) == a100
+    # its decode kernel over an 8-bit cache, where another kernel: those fields over an fp8 or int8 KV cache only
+    eight_bit = EngineProfile(name="e", attention_by_generation={"hopper": {
+        **fit, "decode_8bit_kv": {"decode_attention_ns_per_head": 2.0, "decode_attention_bandwidth_efficiency": 0.7}}})
+    for kv, per_head, streaming in (("bf16", 5.0, None), ("fp8", 2.0, 0.7), ("int8", 2.0, 0.7)):
+        kernels = eight_bit.attention_hardware(h100, kv)
+        assert (kernels.decode_attention_ns_per_head, kernels.decode_attention_bandwidth_efficiency) == (
+            per_head, streaming)
+        assert kernels.decode_attention_efficiency == 0.3
     own = AttentionModel(h100.model_copy(update=fit))
     pooled = AttentionModel(h100)
     dense = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
     group = dense.groups[0]
     assert group.decode_per_token == pytest.approx(group.count * own.decode_per_token(32, 256, 2 * 8 * 128))
     assert own.decode_per_token(32, 256, 2048) != pooled.decode_per_token(32, 256, 2048)
+    fp8_cache = RooflineCostModel(load_model("llama-3-8b"), h100, 1, kv_dtype="fp8", engine=eight_bit).groups[0]
+    slower = AttentionModel(h100.model_copy(update={**fit, "decode_attention_bandwidth_efficiency": 0.7}), "fp8")
+    assert fp8_cache.decode_per_token == pytest.approx(fp8_cache.count * slower.decode_per_token(32, 256, 2048))
     latent = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=engine)
     plain = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=EngineProfile(name="none"))
     assert latent.decode_attention_per_token == plain.decode_attention_per_token

@@ -128,6 +128,9 @@ class HardwareSpec(BaseModel):
         "epilogue), whole-GPU ns")
     decode_attention_efficiency: float = Field(gt=0, le=1, description="decode attention: fraction of 16-bit peak")
     decode_attention_ns_per_head: float = Field(ge=0, description="decode attention: per (sequence, KV head)")
+    decode_attention_bandwidth_efficiency: float | None = Field(
+        default=None, gt=0, le=1, description="decode attention: fraction of HBM GB/s it streams the KV cache at; "
+        "None: bandwidth_efficiency")
     attention_overhead_us: float = Field(ge=0, description="fixed cost of an attention kernel launched eagerly")
     decode_attention_overhead_us: float | None = Field(
         default=None, ge=0, description="fixed cost of a decode attention kernel launched eagerly (its split-KV "

@@ -21,20 +21,22 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   with an HBM fraction of 0.19, which then overprices multi-head attention);
 - decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 2·H·(d_qk + d_v)·S at
   ``decode_attention_efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
-  the streaming ``bandwidth_efficiency``, plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block
-  the kernel schedules. A decode step of a batch is therefore affine in the context sum, as
-  :mod:`simulator.cost.base` needs.
+  ``decode_attention_bandwidth_efficiency`` × HBM bandwidth (unset: the GEMMs' streaming ``bandwidth_efficiency``),
+  plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel schedules. A decode step of
+  a batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
 Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the frameworks' own timings
 (``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows), pooled. The three
-frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel pays a third of the others' cost per
-(sequence, KV head) and reaches a quarter of their FLOP rate; its prefill kernel pays 22 ns per query tile and
-head where vLLM's pays 1.5 on H100), so each engine profile also carries the same parameters, and its decode
-kernel's own fixed cost, fitted on its own framework's tables (``attention_by_generation``,
-:meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
-attention; ``llmsim validate`` reports the error for each framework.
+frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel reaches a seventh of the others' FLOP
+rate; its prefill kernel pays 22 ns per query tile and head where vLLM's pays 1.5 on H100), so each engine profile
+also carries the same parameters, its decode kernel's own fixed cost and KV streaming rate, and — where its decode
+kernel over an 8-bit cache is another kernel — that kernel's decode parameters (``decode_8bit_kv``: SGLang's and
+vLLM's H100 kernels dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16;
+TensorRT-LLM's pays 9 ns per (sequence, KV head) against 26.5), fitted on its own framework's tables
+(``attention_by_generation``, :meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its
+multi-head and grouped-query attention; ``llmsim validate`` reports the error for each framework.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ class AttentionModel:
         self.prefill_flops = peak * hardware.attention_efficiency * compute_scale
         self.decode_flops = peak * hardware.decode_attention_efficiency * compute_scale
         self.io_bandwidth = bandwidth * hardware.attention_io_efficiency
-        self.decode_bandwidth = bandwidth * hardware.bandwidth_efficiency
+        self.decode_bandwidth = bandwidth * (hardware.decode_attention_bandwidth_efficiency
+                                             or hardware.bandwidth_efficiency)
         self.per_head = hardware.decode_attention_ns_per_head * 1e-9
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9

@@ -34,6 +34,7 @@ from simulator.catalog.generations import BORROWS_FROM, generation_names
 from simulator.catalog.hardware import HardwareSpec
 from simulator.catalog.loading import load_catalog_entry
 from simulator.catalog.paths import PROJECT_ROOT
+from simulator.dtypes import bytes_per_element
 
 ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
 
@@ -51,6 +52,19 @@ class CustomAllReduceFit(BaseModel):
 FRAMEWORK_ATTENTION_KINDS = ("full", "sliding", "chunked")  # the kinds a framework's own attention fit prices
 
 
+class DecodeKernel(BaseModel):
+    """A framework's decode attention kernel over an 8-bit (fp8, int8) KV cache where it is another kernel than its
+    16-bit one: the decode fields of :class:`AttentionKernels` as that kernel reaches them (a field left out: the
+    16-bit kernel's). SGLang's and vLLM's H100 kernels dequantise the cache in registers and stream it at ~0.7 of
+    HBM bandwidth instead of ~0.9; TensorRT-LLM's XQA pays a third of its 16-bit cost per (sequence, KV head)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="of the 16-bit peak")
+    decode_attention_bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1, description="of HBM GB/s")
+    decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="per (sequence, KV head)")
+    decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost, eager")
+
+
 class AttentionKernels(BaseModel):
     """A framework's own attention kernels on one GPU generation: the generation's fitted attention parameters as
     this framework's kernels reach them on that generation's kernel tables (the :class:`HardwareSpec` fields of the
@@ -65,11 +79,15 @@ class AttentionKernels(BaseModel):
     prefill_attention_ns_per_tile: float | None = Field(default=None, ge=0, description="prefill: per (query tile, "
                                                         "head) block")
     decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of the peak")
+    decode_attention_bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of "
+                                                                "HBM bandwidth")
     decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
                                                        "head) block")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
     decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
                                                        "(None: attention_overhead_us)")
+    decode_8bit_kv: DecodeKernel | None = Field(default=None, description="its decode kernel over an 8-bit KV "
+                                                "cache, where another kernel")
 
 
 class GemmKernels(BaseModel):
@@ -189,11 +207,17 @@ class EngineProfile(BaseModel):
                                   two_shot_latency_us=self.custom_allreduce_two_shot_latency_us,
                                   max_mib=self.custom_allreduce_max_mib)
 
-    def attention_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
+    def attention_hardware(self, hardware: HardwareSpec, kv_dtype: str = "bf16") -> HardwareSpec:
         """``hardware`` with this framework's own attention parameters for its generation
-        (``attention_by_generation``, :func:`generation_entry`), unchanged without an entry."""
+        (``attention_by_generation``, :func:`generation_entry`) and, over an 8-bit ``kv_dtype``, its 8-bit decode
+        kernel's (``decode_8bit_kv``) over those; unchanged without an entry."""
         fit = generation_entry(self.attention_by_generation, hardware.generation)
-        return hardware.model_copy(update=fit.model_dump(exclude_none=True)) if fit is not None else hardware
+        if fit is None:
+            return hardware
+        update = fit.model_dump(exclude_none=True, exclude={"decode_8bit_kv"})
+        if fit.decode_8bit_kv is not None and bytes_per_element(kv_dtype) == 1:
+            update.update(fit.decode_8bit_kv.model_dump(exclude_none=True))
+        return hardware.model_copy(update=update)
 
     def gemm_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
         """``hardware`` with this framework's own GEMM rates for its generation (``gemm_by_generation``,

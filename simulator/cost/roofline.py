@@ -134,7 +134,7 @@ class RooflineCostModel(CostModel):
         kv, scales = kv_dtype or activation_dtype(dtype), (
             self.engine.compute_efficiency * self.engine.attention_efficiency, self.engine.memory_efficiency,
             self.engine.kernel_overhead_us)
-        framework_attention = AttentionModel(self.engine.attention_hardware(hardware), kv, *scales)
+        framework_attention = AttentionModel(self.engine.attention_hardware(hardware, kv), kv, *scales)
         pooled_attention = AttentionModel(hardware, kv, *scales)
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}

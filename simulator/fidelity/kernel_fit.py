@@ -101,9 +101,15 @@ ATTENTION_GRID: dict[str, list[float]] = {
 # bytes and rows, trade off), which takes more rounds
 ATTENTION_DESCENT = {"rounds": 20, "diagonal": True}
 # one framework's kernels: its decode kernel's fixed cost apart from its prefill kernel's (another kernel, which also
-# combines its split-KV partials); the pooled fit keeps one fixed cost for both (it prices MLA too)
+# combines its split-KV partials) and the HBM fraction it streams the KV cache at apart from the GEMMs'; the pooled
+# fit keeps one fixed cost for both and the GEMMs' streaming (it prices MLA too)
 FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
-    **ATTENTION_GRID, "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"]}
+    **ATTENTION_GRID, "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
+    "decode_attention_bandwidth_efficiency": _steps(0.40, 0.95, 0.01)}
+# its decode kernel over an 8-bit KV cache (DecodeKernel): the decode parameters again, on those tables alone
+DECODE_8BIT_KV_GRID: dict[str, list[float]] = {name: FRAMEWORK_ATTENTION_GRID[name] for name in (
+    "decode_attention_efficiency", "decode_attention_bandwidth_efficiency", "decode_attention_ns_per_head",
+    "decode_attention_overhead_us")}
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
@@ -155,18 +161,31 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
     decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out): the attention
     parameters of the pooled fit (:data:`ATTENTION_GRID`), by the same coordinate descent (:data:`ATTENTION_DESCENT`),
-    starting from the generation's pooled values, and its decode kernel's own fixed cost
-    (``decode_attention_overhead_us``, from the shared one); with the errors' summary over all of the framework's
-    timings. The values go in the engine profile's
+    starting from the generation's pooled values, its decode kernel's own fixed cost (``decode_attention_overhead_us``,
+    from the shared one) and KV streaming rate (``decode_attention_bandwidth_efficiency``, from the GEMMs'), all on
+    its tables but the decode ones over fp8 caches; then, where it has those, its 8-bit decode kernel's parameters
+    on them alone (:data:`DECODE_8BIT_KV_GRID`, from the 16-bit kernel's: ``decode_8bit_kv``); with the errors'
+    summary over all of the framework's timings. The values go in the engine profile's
     ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
-    sample = _sample(table, ["phase"], per_group)
-    profile = coordinate_descent(load_hardware(GPUS[gpu]), FRAMEWORK_ATTENTION_GRID,
-                                 pooled_attention_score(sample, ["phase"]), **ATTENTION_DESCENT)
-    errors = _pooled_attention_errors(kernels_dir, {gpu: profile}, table)
-    return {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}, _summary(
-        f"{framework} attention on {gpu}", errors, ["phase"])
+    eight_bit = (table["phase"] == "decode") & (table["kv_dtype"] == "fp8")
+    hardware = load_hardware(GPUS[gpu])
+    start = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency})
+    sample = _sample(table[~eight_bit].reset_index(drop=True), ["phase"], per_group)
+    profile = coordinate_descent(start, FRAMEWORK_ATTENTION_GRID, pooled_attention_score(sample, ["phase"]),
+                                 **ATTENTION_DESCENT)
+    fitted: dict = {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}
+    predicted_by = profile
+    if eight_bit.any():
+        sample = _sample(table[eight_bit].reset_index(drop=True), ["phase"], per_group)
+        decode = coordinate_descent(profile, DECODE_8BIT_KV_GRID, pooled_attention_score(sample, ["phase"]),
+                                    **ATTENTION_DESCENT)
+        fitted["decode_8bit_kv"] = {name: getattr(decode, name) for name in DECODE_8BIT_KV_GRID}
+        predicted_by = decode
+    errors = pd.concat([_pooled_attention_errors(kernels_dir, {gpu: profile}, table[~eight_bit]),
+                        _pooled_attention_errors(kernels_dir, {gpu: predicted_by}, table[eight_bit])])
+    return fitted, _summary(f"{framework} attention on {gpu}", errors, ["phase"])
 
 
 FRAMEWORK_GEMM_GRID: dict[str, list[float]] = {name: GEMM_GRID[name] for name in (

@@ -223,7 +223,7 @@ def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSp
     predicted = np.zeros(len(table))
     for (gpu, framework, kv, phase), rows in table.groupby(["gpu", "framework", "kv_dtype", "phase"]):
         engine, hw = _framework_engine(framework, engines), _hardware(gpu, hardware)
-        model = AttentionModel(engine.attention_hardware(hw) if engine is not None else hw, kv)
+        model = AttentionModel(engine.attention_hardware(hw, kv) if engine is not None else hw, kv)
         predicted[table.index.get_indexer(rows.index)] = model.kernel_times(
             phase, rows["batch"], rows["seq_len"], rows["heads"], rows["kv_heads"], rows["head_dim"], rows["window"])
     return _with_errors(table, predicted)
