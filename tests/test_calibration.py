@@ -79,11 +79,17 @@ def test_diagonal_moves_leave_a_valley_that_single_moves_cannot():
 
 
 def test_the_attention_fits_fast_score_is_the_frames_score(shared_data):
-    """The attention fits score a profile with the table split once (pooled_attention_score); it gives the very
-    number the kernel-table errors do (the score of each framework and phase, summed), on both GPUs and with
-    parameters away from the fitted ones."""
-    from simulator.fidelity.kernel_fit import _pooled_attention_errors, _sample, _score_by, pooled_attention_score
-    from simulator.fidelity.kernels import attention_kernel_table
+    """The attention fits score a profile with the table split once (pooled_attention_score, and
+    pooled_mla_score for the MLA tables); it gives the very number the kernel-table errors do (the score of each
+    framework and phase, summed), on both GPUs and with parameters away from the fitted ones."""
+    from simulator.fidelity.kernel_fit import (
+        _pooled_attention_errors,
+        _sample,
+        _score_by,
+        pooled_attention_score,
+        pooled_mla_score,
+    )
+    from simulator.fidelity.kernels import attention_kernel_table, mla_kernel_errors, mla_kernel_table
 
     kernels, by = shared_data / "kernels", ["framework", "phase"]
     table = attention_kernel_table(kernels)
@@ -94,6 +100,13 @@ def test_the_attention_fits_fast_score_is_the_frames_score(shared_data):
                             "decode_attention_overhead_us": 3.0}):
             profile = load_hardware(name).model_copy(update=update)
             assert fast(profile) == _score_by(_pooled_attention_errors(kernels, {gpu: profile}, sample), by)
+    # and the MLA fits' (pooled_mla_score) the MLA tables' frame's
+    mla = mla_kernel_table(kernels)
+    for gpu, name in (("h100_sxm", "h100-sxm"), ("a100_sxm", "a100-80gb-sxm")):
+        sample = _sample(mla[mla["gpu"] == gpu], by, 300)
+        profile = load_hardware(name).model_copy(update={"decode_attention_overhead_us": 3.0})
+        assert pooled_mla_score(sample, by)(profile) == _score_by(
+            mla_kernel_errors(kernels, {gpu: profile}, sample, engines={}), by)
 
 
 def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
@@ -126,9 +139,10 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
     window, the decode kernel's fixed cost and KV streaming rate apart from the prefill kernel's and the GEMMs',
-    another decode kernel over the fp8 cache (slower streaming, a lower cost per KV head), and a prefill cost per
-    query row and per query tile (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart):
-    fitted back to those values from the generation's pooled ones, with no error left."""
+    another decode kernel over the fp8 cache (slower streaming, a lower cost per KV head; the prefill kernel the
+    16-bit one, which the fit over fp8 timings finds again), and a prefill cost per query row and per query tile
+    (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart): fitted back to those values from
+    the generation's pooled ones, with no error left."""
     from simulator.cost.attention import AttentionModel
     from simulator.fidelity.kernel_fit import FRAMEWORK_ATTENTION_GRID, fit_framework_attention
 
@@ -156,7 +170,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
                                      "attn_dtype": "bfloat16", "kv_cache_dtype": kv, "latency": float(latency)})
         pd.DataFrame(rows).to_parquet(folder / f"{stem}_attention_perf.parquet")
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
-    assert fitted.pop("decode_8bit_kv") == pytest.approx(eight_bit)
+    assert fitted.pop("kv_8bit") == pytest.approx({**truth_fields, **eight_bit})
     assert fitted == pytest.approx(truth_fields)
     assert set(fitted) == set(FRAMEWORK_ATTENTION_GRID)
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary

@@ -126,9 +126,9 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     assert engine.attention_hardware(h100).attention_efficiency == h100.attention_efficiency
     assert engine.attention_hardware(b200).decode_attention_ns_per_head == 5.0
     assert engine.attention_hardware(a100) == a100
-    # its decode kernel over an 8-bit cache, where another kernel: those fields over an fp8 or int8 KV cache only
+    # its kernels over an 8-bit cache, where other kernels: those fields over an fp8 or int8 KV cache only
     eight_bit = EngineProfile(name="e", attention_by_generation={"hopper": {
-        **fit, "decode_8bit_kv": {"decode_attention_ns_per_head": 2.0, "decode_attention_bandwidth_efficiency": 0.7}}})
+        **fit, "kv_8bit": {"decode_attention_ns_per_head": 2.0, "decode_attention_bandwidth_efficiency": 0.7}}})
     for kv, per_head, streaming in (("bf16", 5.0, None), ("fp8", 2.0, 0.7), ("int8", 2.0, 0.7)):
         kernels = eight_bit.attention_hardware(h100, kv)
         assert (kernels.decode_attention_ns_per_head, kernels.decode_attention_bandwidth_efficiency) == (
@@ -147,6 +147,14 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     plain = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=EngineProfile(name="none"))
     assert latent.decode_attention_per_token == plain.decode_attention_per_token
     assert latent.decode_attention_per_sequence == plain.decode_attention_per_sequence
+    # its own MLA kernels (mla_by_generation) price the latent attention, and only that (DeepSeek-V3 at TP 8: 16
+    # heads per GPU, absorbed decode widths 576 + 512 over a latent of 576 elements per token)
+    own_mla = EngineProfile(name="e", mla_by_generation={"hopper": fit})
+    mla = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=own_mla)
+    assert mla.decode_attention_per_token == pytest.approx(
+        plain.decode_attention_per_token * own.decode_per_token(16, 1088, 576) / pooled.decode_per_token(16, 1088, 576))
+    assert RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=own_mla).groups[0].decode_per_token == (
+        RooflineCostModel(load_model("llama-3-8b"), h100, 1).groups[0].decode_per_token)
     with pytest.raises(ValueError, match="unknown GPU generation 'hoper'"):
         EngineProfile(name="e", attention_by_generation={"hoper": fit})
     with pytest.raises(ValueError, match="attention_speed"):

@@ -271,7 +271,7 @@ def test_mla_tables_are_read_per_gpu_heads_and_decode_context(tmp_path):
                              "batch_size": batch, "isl": isl, "tp_size": 128 // heads, "step": step,
                              "latency": (seconds + model.overhead) * 1e3})
             pd.DataFrame(rows).to_parquet(folder / f"{phase}_mla_perf.parquet")
-    errors = mla_kernel_errors(tmp_path)
+    errors = mla_kernel_errors(tmp_path, engines={})  # the generation's pooled fit, as the table was timed
     assert len(errors) == 4 and set(errors["framework"]) == {"sglang"} and errors["error"].max() < 1e-9
 
 

@@ -31,12 +31,15 @@ Fitted per GPU generation (:mod:`simulator.catalog.generations`) on the framewor
 (``../shared/data/kernels/<gpu>/attention``, bf16 queries, bf16/fp8 KV, head_dim 64–512, windows), pooled. The three
 frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel reaches a seventh of the others' FLOP
 rate; its prefill kernel pays 22 ns per query tile and head where vLLM's pays 1.5 on H100), so each engine profile
-also carries the same parameters, its decode kernel's own fixed cost and KV streaming rate, and — where its decode
-kernel over an 8-bit cache is another kernel — that kernel's decode parameters (``decode_8bit_kv``: SGLang's and
-vLLM's H100 kernels dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16;
-TensorRT-LLM's pays 9 ns per (sequence, KV head) against 26.5), fitted on its own framework's tables
-(``attention_by_generation``, :meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its
-multi-head and grouped-query attention; ``llmsim validate`` reports the error for each framework.
+also carries the same parameters, its decode kernel's own fixed cost and KV streaming rate, and — its kernels over
+an 8-bit cache being other kernels — their parameters apart (``kv_8bit``: SGLang's and vLLM's H100 decode kernels
+dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16; TensorRT-LLM's pays 9 ns
+per (sequence, KV head) against 26.5, and its fp8 prefill runs at 0.84 of the 16-bit peak on fp8 tensor cores),
+fitted on its own framework's tables (``attention_by_generation``,
+:meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
+attention; and the same for its MLA kernels on its MLA tables (``mla_by_generation``,
+:meth:`~simulator.cost.engine.EngineProfile.mla_hardware`). ``llmsim validate`` reports the error for each
+framework.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ the FlashAttention-2/3-class kernels the kernel tables measured, lower for kerne
 square or FlashAttention-1), and whether it batches the prompts of an iteration into one forward pass
 (``prefill_batching``). The framework's own attention kernels, fitted on its kernel tables per GPU generation,
 replace the generation's pooled attention parameters for multi-head and grouped-query attention
-(``attention_by_generation``, :class:`AttentionKernels`).
+(``attention_by_generation``, :class:`AttentionKernels`), and its own MLA kernels for multi-head latent attention
+(``mla_by_generation``), each with its kernels over an 8-bit KV cache where those are other kernels.
 """
 
 from __future__ import annotations
@@ -52,25 +53,10 @@ class CustomAllReduceFit(BaseModel):
 FRAMEWORK_ATTENTION_KINDS = ("full", "sliding", "chunked")  # the kinds a framework's own attention fit prices
 
 
-class DecodeKernel(BaseModel):
-    """A framework's decode attention kernel over an 8-bit (fp8, int8) KV cache where it is another kernel than its
-    16-bit one: the decode fields of :class:`AttentionKernels` as that kernel reaches them (a field left out: the
-    16-bit kernel's). SGLang's and vLLM's H100 kernels dequantise the cache in registers and stream it at ~0.7 of
-    HBM bandwidth instead of ~0.9; TensorRT-LLM's XQA pays a third of its 16-bit cost per (sequence, KV head)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="of the 16-bit peak")
-    decode_attention_bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1, description="of HBM GB/s")
-    decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="per (sequence, KV head)")
-    decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost, eager")
-
-
-class AttentionKernels(BaseModel):
-    """A framework's own attention kernels on one GPU generation: the generation's fitted attention parameters as
-    this framework's kernels reach them on that generation's kernel tables (the :class:`HardwareSpec` fields of the
-    same names and meaning, :mod:`simulator.cost.attention`); a field left out keeps the generation's pooled fit.
-    They price softmax attention over K/V heads (:data:`FRAMEWORK_ATTENTION_KINDS`, the kernels the tables measure);
-    MLA and the recurrent kinds run other kernels and keep the pooled fit."""
+class AttentionFields(BaseModel):
+    """The attention parameters of :class:`HardwareSpec` (same names and meaning, :mod:`simulator.cost.attention`)
+    as one framework's kernels reach them on one GPU generation's kernel tables; a field left out keeps the
+    generation's pooled fit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of the 16-bit peak")
@@ -86,8 +72,17 @@ class AttentionKernels(BaseModel):
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
     decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
                                                        "(None: attention_overhead_us)")
-    decode_8bit_kv: DecodeKernel | None = Field(default=None, description="its decode kernel over an 8-bit KV "
-                                                "cache, where another kernel")
+
+
+class AttentionKernels(AttentionFields):
+    """A framework's own attention kernels of one kind on one GPU generation (:class:`AttentionFields`), and its
+    kernels over an 8-bit (fp8, int8) KV cache where those are other kernels (``kv_8bit``: fields left out are the
+    16-bit kernels'). SGLang's and vLLM's H100 decode kernels dequantise an fp8 cache in registers and stream it at
+    ~0.7 of HBM bandwidth instead of ~0.9; TensorRT-LLM's XQA pays a third of its 16-bit cost per (sequence, KV
+    head); SGLang's fp8 prefill kernel is 5x slower than its bf16 one."""
+
+    kv_8bit: AttentionFields | None = Field(default=None, description="its kernels over an 8-bit KV cache, where "
+                                            "other kernels")
 
 
 class GemmKernels(BaseModel):
@@ -157,6 +152,11 @@ class EngineProfile(BaseModel):
         description="the framework's attention kernels per GPU generation (e.g. hopper), fitted on its own kernel "
         "tables; a generation not listed takes the one it borrows fitted parameters from, else the pooled fit",
     )
+    mla_by_generation: dict[str, AttentionKernels] = Field(
+        default_factory=dict,
+        description="the framework's multi-head latent attention kernels per GPU generation, fitted on its own MLA "
+        "tables; as attention_by_generation",
+    )
     gemm_by_generation: dict[str, GemmKernels] = Field(
         default_factory=dict,
         description="the framework's dense GEMM rates per GPU generation, fitted on its own kernel tables; a "
@@ -178,7 +178,8 @@ class EngineProfile(BaseModel):
     )
     sources: list[str] = Field(default_factory=list)
 
-    @field_validator("custom_allreduce_by_generation", "attention_by_generation", "gemm_by_generation")
+    @field_validator("custom_allreduce_by_generation", "attention_by_generation", "mla_by_generation",
+                     "gemm_by_generation")
     @classmethod
     def _known_generations(cls, table: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(table) - set(generation_names()))
@@ -209,15 +210,13 @@ class EngineProfile(BaseModel):
 
     def attention_hardware(self, hardware: HardwareSpec, kv_dtype: str = "bf16") -> HardwareSpec:
         """``hardware`` with this framework's own attention parameters for its generation
-        (``attention_by_generation``, :func:`generation_entry`) and, over an 8-bit ``kv_dtype``, its 8-bit decode
-        kernel's (``decode_8bit_kv``) over those; unchanged without an entry."""
-        fit = generation_entry(self.attention_by_generation, hardware.generation)
-        if fit is None:
-            return hardware
-        update = fit.model_dump(exclude_none=True, exclude={"decode_8bit_kv"})
-        if fit.decode_8bit_kv is not None and bytes_per_element(kv_dtype) == 1:
-            update.update(fit.decode_8bit_kv.model_dump(exclude_none=True))
-        return hardware.model_copy(update=update)
+        (``attention_by_generation``, :func:`kernels_hardware`); unchanged without an entry."""
+        return kernels_hardware(self.attention_by_generation, hardware, kv_dtype)
+
+    def mla_hardware(self, hardware: HardwareSpec, kv_dtype: str = "bf16") -> HardwareSpec:
+        """``hardware`` with this framework's own MLA kernels' parameters for its generation (``mla_by_generation``,
+        :func:`kernels_hardware`); unchanged without an entry."""
+        return kernels_hardware(self.mla_by_generation, hardware, kv_dtype)
 
     def gemm_hardware(self, hardware: HardwareSpec) -> HardwareSpec:
         """``hardware`` with this framework's own GEMM rates for its generation (``gemm_by_generation``,
@@ -236,6 +235,19 @@ class EngineProfile(BaseModel):
             (self.per_iteration_ms + num_prompts * self.per_prompt_ms) * 1e-3 + num_layers * self.per_layer_us * 1e-6
             + num_sequences * self.per_sequence_us * 1e-6
         )
+
+
+def kernels_hardware(table: dict[str, AttentionKernels], hardware: HardwareSpec, kv_dtype: str) -> HardwareSpec:
+    """``hardware`` with the attention parameters of ``table``'s entry for its generation (:func:`generation_entry`)
+    and, over an 8-bit ``kv_dtype``, those of the entry's ``kv_8bit`` kernels over them; unchanged without an
+    entry."""
+    fit = generation_entry(table, hardware.generation)
+    if fit is None:
+        return hardware
+    update = fit.model_dump(exclude_none=True, exclude={"kv_8bit"})
+    if fit.kv_8bit is not None and bytes_per_element(kv_dtype) == 1:
+        update.update(fit.kv_8bit.model_dump(exclude_none=True))
+    return hardware.model_copy(update=update)
 
 
 def generation_entry(table: dict[str, Any], generation: str) -> Any:

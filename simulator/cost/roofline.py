@@ -129,13 +129,15 @@ class RooflineCostModel(CostModel):
         self.custom_all_reduce = self.engine.custom_allreduce(hardware.generation)
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
-        # the framework's own kernels for softmax attention over K/V heads (its attention_by_generation fit); MLA and
-        # the recurrent kinds run other kernels and take the generation's pooled fit
+        # the framework's own kernels for softmax attention over K/V heads (its attention_by_generation fit) and for
+        # MLA (mla_by_generation); the recurrent kinds run other kernels and take the generation's pooled fit
         kv, scales = kv_dtype or activation_dtype(dtype), (
             self.engine.compute_efficiency * self.engine.attention_efficiency, self.engine.memory_efficiency,
             self.engine.kernel_overhead_us)
         framework_attention = AttentionModel(self.engine.attention_hardware(hardware, kv), kv, *scales)
+        latent_attention = AttentionModel(self.engine.mla_hardware(hardware, kv), kv, *scales)
         pooled_attention = AttentionModel(hardware, kv, *scales)
+        attention = {kind: framework_attention for kind in FRAMEWORK_ATTENTION_KINDS} | {"mla": latent_attention}
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}
         gemms["router"] = self.head_gemm
@@ -148,8 +150,7 @@ class RooflineCostModel(CostModel):
         self.all_to_all = all_to_all
         slots = expert_slots(model, expert_parallel, eplb_redundant_experts)
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts,
-                                 framework_attention if group.attention.kind in FRAMEWORK_ATTENTION_KINDS
-                                 else pooled_attention, self.w,
+                                 attention.get(group.attention.kind, pooled_attention), self.w,
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots)
                        for group in model.layers]
         self.spans = {group.span for group in self.groups}

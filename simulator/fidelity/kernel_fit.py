@@ -19,11 +19,13 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - DeepEP's dispatch and combine kernels (``deepep``: latency and link efficiency of each, by least squares,
   :func:`simulator.fidelity.kernels.fit_deepep`), where the GPU has DeepEP tables.
 
-The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Three fits per framework
+The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Four fits per framework
 complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR --gpu G --framework F``,
 :func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
-format (:func:`fit_framework_gemm`) and its own attention kernels (:func:`fit_framework_attention`: the pooled
-fit's attention parameters on its tables alone, its decode kernel's fixed cost apart).
+format (:func:`fit_framework_gemm`), and its own attention and MLA kernels (:func:`fit_framework_attention`,
+:func:`fit_framework_mla`: the pooled fit's attention parameters on its tables alone, its decode kernel's fixed cost
+and KV streaming rate apart, and its kernels over fp8 caches apart from those over 16-bit ones,
+:func:`fit_kernels_over_caches`).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
 Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel); a per-framework scale
@@ -55,6 +57,9 @@ from simulator.fidelity.kernels import (
     fit_deepep,
     gemm_kernel_errors,
     gemm_kernel_table,
+    mla_kernel_errors,
+    mla_kernel_table,
+    mla_kernel_times,
     moe_kernel_errors,
     moe_kernel_table,
     nccl_kernel_errors,
@@ -101,15 +106,16 @@ ATTENTION_GRID: dict[str, list[float]] = {
 # bytes and rows, trade off), which takes more rounds
 ATTENTION_DESCENT = {"rounds": 20, "diagonal": True}
 # one framework's kernels: its decode kernel's fixed cost apart from its prefill kernel's (another kernel, which also
-# combines its split-KV partials) and the HBM fraction it streams the KV cache at apart from the GEMMs'; the pooled
-# fit keeps one fixed cost for both and the GEMMs' streaming (it prices MLA too)
+# combines its split-KV partials) and the HBM fraction it streams the KV cache at apart from the GEMMs' (the pooled
+# fit keeps one fixed cost for both and the GEMMs' streaming: it prices the kernels no framework's fit covers), over
+# wider ranges (MLA's absorbed decode reaches half the peak and more; fp8 caches dequantised in registers, and
+# TensorRT-LLM's A100 MLA decode, stream at a fraction of the bandwidth)
 FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
-    **ATTENTION_GRID, "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
-    "decode_attention_bandwidth_efficiency": _steps(0.40, 0.95, 0.01)}
-# its decode kernel over an 8-bit KV cache (DecodeKernel): the decode parameters again, on those tables alone
-DECODE_8BIT_KV_GRID: dict[str, list[float]] = {name: FRAMEWORK_ATTENTION_GRID[name] for name in (
-    "decode_attention_efficiency", "decode_attention_bandwidth_efficiency", "decode_attention_ns_per_head",
-    "decode_attention_overhead_us")}
+    **ATTENTION_GRID, "attention_io_efficiency": _steps(0.05, 0.95, 0.01),
+    "prefill_attention_ns_per_tile": _steps(0.0, 60.0, 0.25), "decode_attention_efficiency": _steps(0.02, 0.90, 0.01),
+    "decode_attention_ns_per_head": _steps(0.0, 120.0, 0.5),
+    "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
+    "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01)}
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
@@ -157,35 +163,58 @@ def fit_custom_allreduce(kernels_dir: Path, framework: str, gpu: str = "h100_sxm
 
 
 def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
-                            per_group: int = 2000) -> tuple[dict[str, float], str]:
+                            per_group: int = 2000) -> tuple[dict, str]:
     """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
-    decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out): the attention
-    parameters of the pooled fit (:data:`ATTENTION_GRID`), by the same coordinate descent (:data:`ATTENTION_DESCENT`),
-    starting from the generation's pooled values, its decode kernel's own fixed cost (``decode_attention_overhead_us``,
-    from the shared one) and KV streaming rate (``decode_attention_bandwidth_efficiency``, from the GEMMs'), all on
-    its tables but the decode ones over fp8 caches; then, where it has those, its 8-bit decode kernel's parameters
-    on them alone (:data:`DECODE_8BIT_KV_GRID`, from the 16-bit kernel's: ``decode_8bit_kv``); with the errors'
-    summary over all of the framework's timings. The values go in the engine profile's
-    ``attention_by_generation`` under the GPU's generation."""
+    decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out), by
+    :func:`fit_kernels_over_caches`. The values go in the engine profile's ``attention_by_generation`` under the
+    GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
-    eight_bit = (table["phase"] == "decode") & (table["kv_dtype"] == "fp8")
-    hardware = load_hardware(GPUS[gpu])
-    start = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency})
-    sample = _sample(table[~eight_bit].reset_index(drop=True), ["phase"], per_group)
-    profile = coordinate_descent(start, FRAMEWORK_ATTENTION_GRID, pooled_attention_score(sample, ["phase"]),
-                                 **ATTENTION_DESCENT)
-    fitted: dict = {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}
-    predicted_by = profile
-    if eight_bit.any():
-        sample = _sample(table[eight_bit].reset_index(drop=True), ["phase"], per_group)
-        decode = coordinate_descent(profile, DECODE_8BIT_KV_GRID, pooled_attention_score(sample, ["phase"]),
-                                    **ATTENTION_DESCENT)
-        fitted["decode_8bit_kv"] = {name: getattr(decode, name) for name in DECODE_8BIT_KV_GRID}
-        predicted_by = decode
-    errors = pd.concat([_pooled_attention_errors(kernels_dir, {gpu: profile}, table[~eight_bit]),
-                        _pooled_attention_errors(kernels_dir, {gpu: predicted_by}, table[eight_bit])])
+    fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_attention_score,
+                                             lambda hw, rows: _pooled_attention_errors(kernels_dir, hw, rows))
     return fitted, _summary(f"{framework} attention on {gpu}", errors, ["phase"])
+
+
+def fit_framework_mla(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
+                      per_group: int = 2000) -> tuple[dict, str]:
+    """A framework's own MLA kernels fitted on its MLA tables of one GPU (``mla/<framework>``, DeepSeek-V3's latent
+    shapes: prefill decompressed, decode absorbed) as :func:`fit_framework_attention` fits its other attention
+    kernels. The values go in the engine profile's ``mla_by_generation``."""
+    table = mla_kernel_table(kernels_dir)
+    table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
+    fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_mla_score,
+                                             lambda hw, rows: mla_kernel_errors(kernels_dir, hw, rows, engines={}))
+    return fitted, _summary(f"{framework} MLA on {gpu}", errors, ["phase"])
+
+
+def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
+                            scorer: Callable[[pd.DataFrame, list[str]], Callable[[HardwareSpec], float]],
+                            errors: Callable[[dict[str, HardwareSpec], pd.DataFrame], pd.DataFrame]):
+    """One framework's attention kernels of one kind on one GPU (``table``: its prefill and decode timings): the
+    attention parameters of the pooled fit (:data:`ATTENTION_GRID`), its decode kernel's own fixed cost
+    (``decode_attention_overhead_us``, from the shared one) and KV streaming rate
+    (``decode_attention_bandwidth_efficiency``, from the GEMMs'), by the attention fits' coordinate descent
+    (:data:`ATTENTION_DESCENT`) from the generation's pooled values on ``per_group`` sampled timings per phase over
+    16-bit caches; then, where the table has timings over fp8 caches, all of them again on those alone, from the
+    16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels).
+    ``scorer(sample, by)`` scores a profile on a sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the
+    fitted fields and every timing's errors."""
+    sixteen, eight = table[table["kv_dtype"] != "fp8"], table[table["kv_dtype"] == "fp8"]
+    hardware = load_hardware(GPUS[gpu])
+    profile = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency})
+
+    def descend(start: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
+        sample = _sample(rows.reset_index(drop=True), ["phase"], per_group)
+        return coordinate_descent(start, FRAMEWORK_ATTENTION_GRID, scorer(sample, ["phase"]), **ATTENTION_DESCENT)
+
+    profile = descend(profile, sixteen) if len(sixteen) else profile
+    fitted: dict = {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}
+    parts = [errors({gpu: profile}, sixteen)]
+    if len(eight):
+        over_8bit = descend(profile, eight)
+        fitted["kv_8bit"] = {name: getattr(over_8bit, name) for name in FRAMEWORK_ATTENTION_GRID}
+        parts.append(errors({gpu: over_8bit}, eight))
+    return fitted, pd.concat(parts)
 
 
 FRAMEWORK_GEMM_GRID: dict[str, list[float]] = {name: GEMM_GRID[name] for name in (
@@ -220,9 +249,10 @@ def fit_framework_gemm(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
 def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict, list[str]]:
     """A framework's own kernels on one GPU, as the engine-profile fields for the GPU's generation: its all-reduce
     (:func:`fit_custom_allreduce`, into ``custom_allreduce_by_generation``), its dense GEMM rates
-    (:func:`fit_framework_gemm`, into ``gemm_by_generation``) and its attention (:func:`fit_framework_attention`,
-    into ``attention_by_generation``), each where ``kernels_dir`` has the framework's tables for that GPU; with one
-    report line per fit. Raises LLMSimError when it has none of them."""
+    (:func:`fit_framework_gemm`, into ``gemm_by_generation``), its attention (:func:`fit_framework_attention`,
+    into ``attention_by_generation``) and its MLA (:func:`fit_framework_mla`, into ``mla_by_generation``), each
+    where ``kernels_dir`` has the framework's tables for that GPU; with one report line per fit. Raises
+    LLMSimError when it has none of them."""
     generation = load_hardware(GPUS[gpu]).generation
     load_engine(framework)  # the profile the all-reduce fit starts from: an unknown name fails here, in one line
     fields: dict = {}
@@ -240,14 +270,16 @@ def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sx
         fitted, summary = fit_framework_gemm(kernels_dir, framework, gpu)
         fields["gemm_by_generation"] = {generation: fitted}
         report.append(summary)
-    attention = attention_kernel_table(kernels_dir)
-    if ((attention["gpu"] == gpu) & (attention["framework"] == framework)).any():
-        fitted, summary = fit_framework_attention(kernels_dir, framework, gpu)
-        fields["attention_by_generation"] = {generation: fitted}
-        report.append(summary)
+    for name, read, fit in (("attention_by_generation", attention_kernel_table, fit_framework_attention),
+                            ("mla_by_generation", mla_kernel_table, fit_framework_mla)):
+        table = read(kernels_dir)
+        if ((table["gpu"] == gpu) & (table["framework"] == framework)).any():
+            fitted, summary = fit(kernels_dir, framework, gpu)
+            fields[name] = {generation: fitted}
+            report.append(summary)
     if not fields:
-        raise LLMSimError(f"calibrate: no custom_allreduce, GEMM or attention tables of framework {framework!r} "
-                          f"for GPU {gpu!r} under {kernels_dir}")
+        raise LLMSimError(f"calibrate: no custom_allreduce, GEMM, attention or MLA tables of framework "
+                          f"{framework!r} for GPU {gpu!r} under {kernels_dir}")
     return fields, report
 
 
@@ -261,17 +293,35 @@ def pooled_attention_score(table: pd.DataFrame, by: list[str]) -> Callable[[Hard
     alike: what :func:`_score_by` gives for :func:`_pooled_attention_errors`, the same numbers, with the table split
     into its kernels' columns once — the attention fits evaluate it thousands of times, and grouping the frame
     anew each time took most of theirs."""
+    def kernel_times(profile: HardwareSpec, kv: str, phase: str, *columns: np.ndarray) -> np.ndarray:
+        return AttentionModel(profile, kv).kernel_times(phase, *columns)
+
+    columns = ["batch", "seq_len", "heads", "kv_heads", "head_dim", "window"]
+    return _prepared_score(table, by, ["kv_dtype", "phase"], columns, kernel_times)
+
+
+def pooled_mla_score(table: pd.DataFrame, by: list[str]) -> Callable[[HardwareSpec], float]:
+    """:func:`pooled_attention_score` for one GPU's MLA ``table`` (what :func:`_score_by` gives for
+    :func:`simulator.fidelity.kernels.mla_kernel_errors` with the pooled fit)."""
+    def kernel_times(profile: HardwareSpec, kv: str, phase: str, heads: float, *columns: np.ndarray) -> np.ndarray:
+        return mla_kernel_times(AttentionModel(profile, kv), int(heads), phase, *columns)
+
+    return _prepared_score(table, by, ["kv_dtype", "phase", "heads"], ["batch", "seq_len"], kernel_times)
+
+
+def _prepared_score(table: pd.DataFrame, by: list[str], keys: list[str], columns: list[str],
+                    kernel_times: Callable[..., np.ndarray]) -> Callable[[HardwareSpec], float]:
+    """The summed mean |log error| of each ``by`` group of ``table`` at a profile, priced per ``keys`` group by
+    ``kernel_times(profile, *key, *column arrays)``, with the groups' arrays prepared once."""
     measured = table["measured_s"].to_numpy(float)
-    kernels = [(kv, phase, table.index.get_indexer(rows.index),
-                [rows[column].to_numpy(float) for column in ("batch", "seq_len", "heads", "kv_heads", "head_dim",
-                                                             "window")])
-               for (kv, phase), rows in table.groupby(["kv_dtype", "phase"])]
+    kernels = [(key, table.index.get_indexer(rows.index), [rows[column].to_numpy(float) for column in columns])
+               for key, rows in table.groupby(keys)]
     groups = [table.index.get_indexer(rows.index) for _, rows in table.groupby(by, sort=True)]
 
     def score(profile: HardwareSpec) -> float:
         predicted = np.zeros(len(table))
-        for kv, phase, at, columns in kernels:
-            predicted[at] = AttentionModel(profile, kv).kernel_times(phase, *columns)
+        for key, at, arrays in kernels:
+            predicted[at] = kernel_times(profile, *key, *arrays)
         errors = np.abs(np.log(predicted / measured))
         return sum(float(errors[at].mean()) for at in groups)
 

@@ -440,21 +440,30 @@ def deepseek_mla(heads: int):
                      kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
 
 
+def mla_kernel_times(model: AttentionModel, heads: int, phase: str, batch, seq_len):
+    """Seconds of MLA kernels of DeepSeek-V3's shape with ``heads`` query heads on the GPU (:func:`deepseek_mla`),
+    ``batch`` sequences of ``seq_len`` (arrays): prefill decompressed over the whole prompt, decode absorbed over
+    the latent cache, as :mod:`simulator.cost.layers` prices them."""
+    shapes = attention_shapes(deepseek_mla(int(heads)), 7168, 1)
+    if phase == "prefill":
+        return model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
+                                   batch * seq_len * (seq_len + 1) / 2, batch * seq_len, 0,
+                                   batch * query_tiles(seq_len)) + model.overhead
+    return (batch * seq_len * model.decode_per_token(shapes.heads, shapes.decode_widths, shapes.decode_kv)
+            + batch * shapes.kv_blocks * model.per_head + model.decode_overhead)
+
+
 def mla_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
-                      table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`mla_kernel_table` with predicted seconds and the error (the generation's pooled attention fit: a
-    framework's own attention fit prices its multi-head and grouped-query kernels only)."""
+                      table: pd.DataFrame | None = None,
+                      engines: Mapping[str, EngineProfile] | None = None) -> pd.DataFrame:
+    """:func:`mla_kernel_table` with predicted seconds and the error: each framework's table with that framework's
+    own MLA kernels on the GPU's generation (:meth:`EngineProfile.mla_hardware`; ``engines`` as in
+    :func:`attention_kernel_errors`: None the shipped profiles, ``{}`` the generation's pooled fit)."""
     table = mla_kernel_table(kernels_dir) if table is None else table
     predicted = np.zeros(len(table))
-    for (gpu, kv, phase, heads), rows in table.groupby(["gpu", "kv_dtype", "phase", "heads"]):
-        model = AttentionModel(_hardware(gpu, hardware), kv)
-        shapes = attention_shapes(deepseek_mla(int(heads)), 7168, 1)
-        batch, seq = rows["batch"].to_numpy(float), rows["seq_len"].to_numpy(float)
-        if phase == "prefill":
-            kernel = model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
-                                         batch * seq * (seq + 1) / 2, batch * seq, 0, batch * query_tiles(seq))
-        else:
-            kernel = (batch * seq * model.decode_per_token(shapes.heads, shapes.decode_widths, shapes.decode_kv)
-                      + batch * shapes.kv_blocks * model.per_head)
-        predicted[table.index.get_indexer(rows.index)] = kernel + model.overhead
+    for (gpu, framework, kv, phase, heads), rows in table.groupby(["gpu", "framework", "kv_dtype", "phase", "heads"]):
+        engine, hw = _framework_engine(framework, engines), _hardware(gpu, hardware)
+        model = AttentionModel(engine.mla_hardware(hw, kv) if engine is not None else hw, kv)
+        predicted[table.index.get_indexer(rows.index)] = mla_kernel_times(
+            model, int(heads), phase, rows["batch"].to_numpy(float), rows["seq_len"].to_numpy(float))
     return _with_errors(table, predicted)
