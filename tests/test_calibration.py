@@ -214,3 +214,39 @@ def test_framework_gemm_fit_recovers_a_frameworks_rates(tmp_path):
     fitted, summary = fit_framework_gemm(tmp_path, "sglang")
     assert fitted == {"flops_efficiency": 0.7, "flops_efficiency_by_dtype": {"fp8": 0.5, "fp8_block": 0.65}}
     assert "bfloat16 0.0%/0.0%" in summary and "fp8_block 0.0%/0.0%" in summary
+
+
+def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
+    """An MLA table of one framework (the layout of ``../shared/data/kernels``: DeepSeek-V3's latent shapes, heads
+    per GPU, a decode row's context ``isl + step``) timed with known parameters — MLA's absorbed decode near half
+    the peak, and over the fp8 cache another decode kernel streaming slower — is fitted back to them: the 16-bit
+    kernels' values, and ``kv_8bit`` with the same prefill and that decode kernel."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.fidelity.kernel_fit import fit_framework_mla
+    from simulator.fidelity.kernels import mla_kernel_times
+
+    truth_fields = {"attention_efficiency": 0.55, "attention_io_efficiency": 0.5, "prefill_attention_ns_per_row": 0.4,
+                    "prefill_attention_ns_per_tile": 10.0, "decode_attention_efficiency": 0.6,
+                    "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 30.0,
+                    "attention_overhead_us": 12.0, "decode_attention_overhead_us": 9.0}
+    eight_bit = {"decode_attention_bandwidth_efficiency": 0.3, "decode_attention_overhead_us": 14.0}
+    truth = load_hardware("h100-sxm").model_copy(update=truth_fields)
+    folder = tmp_path / "h100_sxm" / "mla" / "sglang" / "1.0"
+    folder.mkdir(parents=True)
+    for stem, phase in (("context", "prefill"), ("generation", "decode")):
+        rows = []
+        for kv in ("bfloat16", "fp8"):
+            kernels = truth.model_copy(update=eight_bit) if phase == "decode" and kv == "fp8" else truth
+            model = AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv])
+            for heads in (16, 128):
+                for batch in (1, 8, 64):
+                    for seq in (16, 200, 1024, 8192):
+                        isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
+                        seconds = mla_kernel_times(model, heads, phase, float(batch), float(seq))
+                        rows.append({"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": heads,
+                                     "batch_size": batch, "isl": isl, "step": step, "latency": float(seconds) * 1e3})
+        pd.DataFrame(rows).to_parquet(folder / f"{stem}_mla_perf.parquet")
+    fitted, summary = fit_framework_mla(tmp_path, "sglang")
+    assert fitted.pop("kv_8bit") == pytest.approx({**truth_fields, **eight_bit})
+    assert fitted == pytest.approx(truth_fields)
+    assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
