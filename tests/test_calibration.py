@@ -143,7 +143,6 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     16-bit one, which the fit over fp8 timings finds again), and a prefill cost per query row and per query tile
     (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart): fitted back to those values from
     the generation's pooled ones, with no error left."""
-    from simulator.cost.attention import AttentionModel
     from simulator.fidelity.kernel_fit import FRAMEWORK_ATTENTION_GRID, fit_framework_attention
 
     truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
@@ -152,23 +151,18 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
                     "attention_overhead_us": 8.0, "decode_attention_overhead_us": 5.0}
     eight_bit = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
                  "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
-    truth = load_hardware("h100-sxm").model_copy(update=truth_fields)
-    folder = tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0"
-    folder.mkdir(parents=True)
-    for stem, phase in (("context", "prefill"), ("generation", "decode")):
-        rows = []
-        for kv in ("bfloat16", "fp8"):
-            kernels = truth.model_copy(update=eight_bit) if phase == "decode" and kv == "fp8" else truth
-            model = AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv])
-            for batch in (1, 8, 64):
-                for seq in (16, 200, 1024, 8192):
-                    for heads, kv_heads, window in ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512)):
-                        isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
-                        latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
-                        rows.append({"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
-                                     "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
-                                     "attn_dtype": "bfloat16", "kv_cache_dtype": kv, "latency": float(latency)})
-        pd.DataFrame(rows).to_parquet(folder / f"{stem}_attention_perf.parquet")
+    def rows(model, phase: str):
+        for batch in (1, 8, 64):
+            for seq in (16, 200, 1024, 8192):
+                for heads, kv_heads, window in ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512)):
+                    isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
+                    latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
+                    yield {"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
+                           "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
+                           "attn_dtype": "bfloat16", "latency": float(latency)}
+
+    write_timed_tables(tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0", "attention", truth_fields, eight_bit,
+                       rows)
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
     assert fitted.pop("kv_8bit") == pytest.approx({**truth_fields, **eight_bit})
     assert fitted == pytest.approx(truth_fields)
@@ -221,7 +215,6 @@ def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     per GPU, a decode row's context ``isl + step``) timed with known parameters — MLA's absorbed decode near half
     the peak, and over the fp8 cache another decode kernel streaming slower — is fitted back to them: the 16-bit
     kernels' values, and ``kv_8bit`` with the same prefill and that decode kernel."""
-    from simulator.cost.attention import AttentionModel
     from simulator.fidelity.kernel_fit import fit_framework_mla
     from simulator.fidelity.kernels import mla_kernel_times
 
@@ -230,23 +223,34 @@ def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
                     "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 30.0,
                     "attention_overhead_us": 12.0, "decode_attention_overhead_us": 9.0}
     eight_bit = {"decode_attention_bandwidth_efficiency": 0.3, "decode_attention_overhead_us": 14.0}
-    truth = load_hardware("h100-sxm").model_copy(update=truth_fields)
-    folder = tmp_path / "h100_sxm" / "mla" / "sglang" / "1.0"
-    folder.mkdir(parents=True)
-    for stem, phase in (("context", "prefill"), ("generation", "decode")):
-        rows = []
-        for kv in ("bfloat16", "fp8"):
-            kernels = truth.model_copy(update=eight_bit) if phase == "decode" and kv == "fp8" else truth
-            model = AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv])
-            for heads in (16, 128):
-                for batch in (1, 8, 64):
-                    for seq in (16, 200, 1024, 8192):
-                        isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
-                        seconds = mla_kernel_times(model, heads, phase, float(batch), float(seq))
-                        rows.append({"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": heads,
-                                     "batch_size": batch, "isl": isl, "step": step, "latency": float(seconds) * 1e3})
-        pd.DataFrame(rows).to_parquet(folder / f"{stem}_mla_perf.parquet")
+    def rows(model, phase: str):
+        for heads in (16, 128):
+            for batch in (1, 8, 64):
+                for seq in (16, 200, 1024, 8192):
+                    isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
+                    seconds = mla_kernel_times(model, heads, phase, float(batch), float(seq))
+                    yield {"mla_dtype": "bfloat16", "num_heads": heads, "batch_size": batch, "isl": isl,
+                           "step": step, "latency": float(seconds) * 1e3}
+
+    write_timed_tables(tmp_path / "h100_sxm" / "mla" / "sglang" / "1.0", "mla", truth_fields, eight_bit, rows)
     fitted, summary = fit_framework_mla(tmp_path, "sglang")
     assert fitted.pop("kv_8bit") == pytest.approx({**truth_fields, **eight_bit})
     assert fitted == pytest.approx(truth_fields)
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
+
+
+def write_timed_tables(folder, kind: str, fields: dict, eight_bit: dict, rows) -> None:
+    """A framework's ``<phase>_<kind>_perf.parquet`` tables (the layout of ``../shared/data/kernels``) timed by the
+    H100 with ``fields``, over bf16 and fp8 caches; the decode kernel over the fp8 cache with ``eight_bit`` over
+    those. ``rows(model, phase)`` yields the rows of one cache format (latency in ms)."""
+    from simulator.cost.attention import AttentionModel
+
+    truth = load_hardware("h100-sxm").model_copy(update=fields)
+    folder.mkdir(parents=True)
+    for stem, phase in (("context", "prefill"), ("generation", "decode")):
+        table = []
+        for kv in ("bfloat16", "fp8"):
+            kernels = truth.model_copy(update=eight_bit) if phase == "decode" and kv == "fp8" else truth
+            table += [{**row, "kv_cache_dtype": kv}
+                      for row in rows(AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv]), phase)]
+        pd.DataFrame(table).to_parquet(folder / f"{stem}_{kind}_perf.parquet")
