@@ -3,6 +3,8 @@ framework's documented defaults)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from simulator.config import load_experiment
@@ -45,11 +47,38 @@ def test_a_section_of_the_same_or_no_kind_keeps_its_own_keys_and_another_kind_is
     assert own.kv_cache.kind == "contiguous"
 
 
-def test_fp8_checkpoints_get_an_fp8_kv_cache_unless_the_experiment_says_otherwise():
-    assert _load(engine="vllm", dtype="fp8", kv_cache=None).kv_cache.dtype == "fp8"
-    assert _load(engine="vllm", dtype="fp8", kv_cache={"dtype": "bf16"}).kv_cache.dtype == "bf16"
-    assert _load(engine="vllm", dtype="bf16", kv_cache=None).kv_cache.dtype == "auto"
-    assert _load(engine="ideal", dtype="fp8", kv_cache=None).kv_cache.dtype == "auto"  # no server defaults
+def _checkpoint(tmp_path, quantization: dict) -> str:
+    """A small Llama-style config.json with a ModelOpt ``hf_quant_config.json`` of ``quantization`` beside it."""
+    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}
+    (tmp_path / "m_config.json").write_text(json.dumps(config))
+    (tmp_path / "m_hf_quant_config.json").write_text(json.dumps({"quantization": quantization}))
+    return str(tmp_path / "m_config.json")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "ideal"])
+def test_the_kv_cache_takes_the_format_the_checkpoint_declares_else_sixteen_bits(tmp_path, engine):
+    """``--kv-cache-dtype auto`` in vLLM, SGLang and TensorRT-LLM: a checkpoint with calibrated fp8 KV scales (ModelOpt
+    ``kv_cache_quant_algo: FP8``) is served with an fp8 cache; an fp8 checkpoint that declares none (DeepSeek-V3's
+    block-fp8 release) keeps a 16-bit cache; the experiment's own dtype wins."""
+    declared = _checkpoint(tmp_path, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"})
+    assert _load(engine=engine, model=declared, dtype="auto", kv_cache=None).kv_cache.dtype == "fp8"
+    assert _load(engine=engine, model=declared, kv_cache={"block_size": 32}).kv_cache.dtype == "fp8"
+    assert _load(engine=engine, model=declared, kv_cache={"dtype": "bf16"}).kv_cache.dtype == "bf16"
+    assert _load(engine=engine, model=declared, dtype="bf16", kv_cache=None).kv_cache.dtype == "auto"
+    assert _load(engine=engine, model="deepseek-v3", kv_cache=None).kv_cache.dtype == "auto"
+    undeclared = _checkpoint(tmp_path, {"quant_algo": "FP8"})
+    assert _load(engine=engine, model=undeclared, kv_cache=None).kv_cache.dtype == "auto"
+
+
+def test_a_compressed_tensors_kv_scheme_of_8_bit_floats_is_an_fp8_cache():
+    from simulator.catalog.hf_import import declared_kv_cache
+
+    assert declared_kv_cache({"quant_method": "compressed-tensors",
+                              "kv_cache_scheme": {"type": "float", "num_bits": 8, "strategy": "tensor"}}) == "fp8"
+    assert declared_kv_cache({"quant_method": "compressed-tensors",
+                              "kv_cache_scheme": {"type": "int", "num_bits": 8}}) is None
+    assert declared_kv_cache({"quant_method": "fp8", "weight_block_size": [128, 128]}) is None
 
 
 def test_an_unknown_engine_is_one_line_naming_the_catalog():

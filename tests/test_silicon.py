@@ -42,10 +42,12 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     assert (arrival.kind, arrival.users) == ("closed_loop", 8)
     assert config.workload.input_tokens.value == 1000 and config.workload.output_tokens.value == 100
     assert config.cluster.tensor_parallel == 2 and config.dtype == "fp8" and config.engine == "vllm"
-    # vLLM's chunked prefill with the benchmark recipe's token budget (8 + 1000 + 1500), and an fp8 checkpoint
-    # served with an fp8 KV cache
+    # vLLM's chunked prefill with the benchmark recipe's token budget (8 + 1000 + 1500), and fp8 weights run with
+    # an fp8 KV cache as the recipe configures them (Llama-3.1-8B declares no KV format; bf16 rows keep
+    # the 16-bit cache)
     assert config.scheduler.kind == "chunked" and config.scheduler.max_num_batched_tokens == 2508
     assert config.kv_cache.dtype == "fp8" and config.scheduler.max_model_len == 1100
+    assert row_experiment(_row(gemm_quant_mode=""), "x:3", None).kv_cache.dtype == "auto"
     # 12 x 8 requests, all measured: from the clients' simultaneous start to the last round
     assert config.workload.num_requests == 12 * 8
 

@@ -20,7 +20,9 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
 
 ``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
 ``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
-float 8-bit, 4-bit AWQ/GPTQ (``int4``); ``modules_to_not_convert`` naming attention keeps attention 16-bit.
+float 8-bit, 4-bit AWQ/GPTQ (``int4``); ``modules_to_not_convert`` naming attention keeps attention 16-bit. A
+declared 8-bit float KV cache (ModelOpt ``kv_cache_quant_algo: FP8``, compressed-tensors ``kv_cache_scheme`` of
+8-bit floats) is the checkpoint's KV format (:attr:`simulator.catalog.models.Quantization.kv_cache`).
 A window at least as long as the context (Phi-3's 262,144 on 131,072 positions) is full attention. A field the
 importer cannot honour (an unknown layer kind or quantisation, ...) is one line.
 """
@@ -316,7 +318,18 @@ def quantization(config: dict[str, Any], path: Path | None, where: str) -> dict[
     parts = ["dense_ffn", "experts"]
     if not any("self_attn" in module or module.endswith(".attn") for module in kept):
         parts.insert(0, "attention")
-    return {"dtype": dtype, "parts": parts}
+    return {"dtype": dtype, "parts": parts, "kv_cache": declared_kv_cache(method)}
+
+
+def declared_kv_cache(method: dict[str, Any]) -> str | None:
+    """The KV-cache format a quantisation config declares: ``fp8`` for ModelOpt's ``kv_cache_quant_algo: FP8`` or a
+    compressed-tensors ``kv_cache_scheme`` of 8-bit floats; None when it declares none (or another format)."""
+    if str(method.get("kv_cache_quant_algo") or "").upper() == "FP8":
+        return "fp8"
+    scheme = method.get("kv_cache_scheme")
+    if isinstance(scheme, dict) and scheme.get("type") == "float" and scheme.get("num_bits") == 8:
+        return "fp8"
+    return None
 
 
 def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Path | None = None):

@@ -27,11 +27,15 @@ QUANTIZABLE_PARTS = ("attention", "dense_ffn", "experts")
 
 class Quantization(BaseModel):
     """How a quantised checkpoint stores its weights: ``dtype`` for the linear layers of ``parts`` (the others, the
-    router, norms, embeddings and the LM head stay 16-bit). The experiment's ``dtype: auto`` takes ``dtype``."""
+    router, norms, embeddings and the LM head stay 16-bit). The experiment's ``dtype: auto`` takes ``dtype``.
+    ``kv_cache``: the KV-cache format the checkpoint declares (calibrated KV scales: ModelOpt's
+    ``kv_cache_quant_algo``, compressed-tensors' ``kv_cache_scheme``), which vLLM, SGLang and TensorRT-LLM serve
+    with under ``--kv-cache-dtype auto``; None: the cache keeps the activations' 16-bit format."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     dtype: str
     parts: tuple[Literal["attention", "dense_ffn", "experts"], ...] = QUANTIZABLE_PARTS
+    kv_cache: Literal["fp8"] | None = None
 
 
 class ModelSpec(BaseModel):

@@ -121,30 +121,41 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path | None) -> None:
             section["kind"] = f"{_resolve(path, base_dir)}:{cls}"
 
 
-def _resolve_dtype(data: dict[str, Any], where: str) -> None:
+def _resolve_checkpoint(data: dict[str, Any], where: str) -> None:
     """``dtype: auto`` (or no dtype) becomes the checkpoint's quantisation (a Hugging Face ``quantization_config``,
-    :attr:`simulator.catalog.ModelSpec.quantization`), else ``bf16``, as vLLM's ``--dtype auto`` reads it."""
+    :attr:`simulator.catalog.ModelSpec.quantization`), else ``bf16``, as vLLM's ``--dtype auto`` reads it; and a
+    checkpoint served in its own format that declares its KV-cache format (calibrated fp8 KV scales) gets that cache
+    where the experiment leaves ``kv_cache.dtype`` out or ``auto``, as ``--kv-cache-dtype auto`` does in vLLM, SGLang
+    and TensorRT-LLM. Without a declaration the cache keeps the activations' 16-bit format."""
     from simulator.catalog import load_model  # local: the catalog's loading helpers import the config errors
 
-    if data.get("dtype", "auto") != "auto" or not isinstance(data.get("model"), str):
+    if not isinstance(data.get("model"), str):
         return
     try:
         quantization = load_model(data["model"]).quantization
     except LLMSimError as exc:
-        if "dtype" in data:
+        if data.get("dtype") == "auto":
             raise ConfigError(f"{where}: dtype: auto needs the model's checkpoint format: {exc}") from None
         return  # the run reports the model
-    data["dtype"] = quantization.dtype if quantization else "bf16"
+    if data.get("dtype", "auto") == "auto":
+        data["dtype"] = quantization.dtype if quantization else "bf16"
+    kv_cache = data.get("kv_cache")
+    if quantization is None or quantization.kv_cache is None or data["dtype"] != quantization.dtype:
+        return
+    if kv_cache is None:
+        data["kv_cache"] = {"dtype": quantization.kv_cache}
+    elif isinstance(kv_cache, dict) and kv_cache.get("dtype", "auto") == "auto":
+        kv_cache["dtype"] = quantization.kv_cache
 
 
 def _apply_server_defaults(data: dict[str, Any]) -> None:
     """Fill the scheduler and KV-cache settings the experiment leaves out from its engine's server defaults."""
     from simulator.cost.engine import load_engine  # local: the cost package imports the config schema
 
-    engine, dtype = data.get("engine", ExperimentConfig.model_fields["engine"].default), data.get("dtype", "bf16")
-    if not isinstance(engine, str) or not isinstance(dtype, str):
+    engine = data.get("engine", ExperimentConfig.model_fields["engine"].default)
+    if not isinstance(engine, str):
         return  # validation names the field
-    for section, defaults in load_engine(engine).server_experiment(dtype).items():
+    for section, defaults in load_engine(engine).server_experiment().items():
         given = data.get(section)
         if given is None:
             data[section] = defaults
@@ -187,7 +198,7 @@ def load_experiment(
         raise ConfigError(other)
     data = apply_overrides(data, overrides)
     _resolve_paths(data, base_dir)
-    _resolve_dtype(data, where)
+    _resolve_checkpoint(data, where)
     _apply_server_defaults(data)
     try:
         return ExperimentConfig.model_validate(data)

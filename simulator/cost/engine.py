@@ -171,7 +171,6 @@ class EngineProfile(BaseModel):
         default=0.0, ge=0, description="API-server work per request (HTTP, hand-off), serial per replica"
     )
     frontend_us_per_prompt_token: float = Field(default=0.0, ge=0, description="and per prompt token (tokenizing)")
-    fp8_kv_cache: bool = Field(default=False, description="fp8 checkpoints are served with an fp8 KV cache")
     server_defaults: dict[str, Any] = Field(
         default_factory=dict,
         description="experiment sections (scheduler, kv_cache) as the framework's server sets them by default",
@@ -187,13 +186,10 @@ class EngineProfile(BaseModel):
             raise ValueError(f"unknown GPU generation {unknown[0]!r} (allowed: {', '.join(generation_names())})")
         return table
 
-    def server_experiment(self, weight_dtype: str) -> dict[str, Any]:
-        """The experiment sections the framework's server would use for a checkpoint in ``weight_dtype``: its
-        ``server_defaults``, with an fp8 KV cache for fp8 (and fp8_block) checkpoints when ``fp8_kv_cache``."""
-        sections = copy.deepcopy(self.server_defaults)
-        if self.fp8_kv_cache and weight_dtype in ("fp8", "fp8_block"):
-            sections.setdefault("kv_cache", {})["dtype"] = "fp8"
-        return sections
+    def server_experiment(self) -> dict[str, Any]:
+        """The experiment sections the framework's server uses when started without flags: a copy of its
+        ``server_defaults``."""
+        return copy.deepcopy(self.server_defaults)
 
     def custom_allreduce(self, generation: str) -> CustomAllReduceFit | None:
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in
