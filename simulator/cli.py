@@ -65,6 +65,7 @@ def _publish(staging: Path, out: Path) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from simulator.api import run, summary_json, write_parquet
     from simulator.config import load_experiment
+    from simulator.kv.sizing import kv_dtype
     from simulator.report import format_summary
 
     if args.timeline and not args.out:
@@ -97,7 +98,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         arrival = config.workload.arrival
         offered = getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
-        print(format_summary(config.name, result.summary, config.slo.model_dump(exclude_none=True) != {}, offered))
+        formats = f"weights {config.dtype}, KV cache {kv_dtype(config.kv_cache.dtype, config.dtype)}"
+        print(format_summary(config.name, result.summary, config.slo.model_dump(exclude_none=True) != {}, offered,
+                             formats))
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
         extra += ", scaling.parquet" if result.scaling_events is not None else ""

@@ -27,6 +27,15 @@ def test_run_default_experiment_prints_summary(capsys):
         assert label in out
 
 
+def test_the_summary_names_the_resolved_weight_and_kv_formats(capsys):
+    """``dtype: auto`` and ``kv_cache.dtype: auto`` resolve from the checkpoint; the summary says to what: DeepSeek-V3's
+    block-fp8 release declares no KV format, so its cache is 16-bit; an explicit fp8 cache is shown as given."""
+    argv = ["run", "--set", "model=deepseek-v3", "--set", "hardware=h200-sxm", "--set", "cluster.tensor_parallel=8",
+            "--set", "workload.num_requests=5"]
+    assert "(weights fp8_block, KV cache bf16)" in run_cli(capsys, *argv)[1]
+    assert "(weights fp8_block, KV cache fp8)" in run_cli(capsys, *argv, "--set", "kv_cache.dtype=fp8")[1]
+
+
 def test_run_writes_outputs(tmp_path, capsys):
     out_dir = tmp_path / "out"
     code, out, _ = run_cli(

@@ -16,9 +16,10 @@ OVERLOAD_GROWTH = 1.5  # a backlog growing this much over the second half of the
 
 
 def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
-                   offered_rate: float | None = None) -> str:
+                   offered_rate: float | None = None, formats: str = "") -> str:
     """The summary as text. ``slo_given``: whether the experiment set an SLO (else attainment is not shown as
-    100%); ``offered_rate``: the arrival rate asked for (requests/s), to warn when the server did not keep up."""
+    100%); ``offered_rate``: the arrival rate asked for (requests/s), to warn when the server did not keep up;
+    ``formats``: the weights' and the KV cache's data formats as resolved (shown on the memory line)."""
     s = summary
     rows = [(label, [_fmt(s[f"{stat}_{key}_ms"], 2) for stat in ("mean", "median", "p90", "p99")])
             for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("longest ITL", "max_itl"),
@@ -57,7 +58,7 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         "",
         f"throughput: {_fmt(s['request_throughput'], 2)} req/s, {_fmt(s['output_throughput'])} output tok/s, "
         f"{_fmt(s['total_token_throughput'])} total tok/s",
-        f"memory:     per GPU, weights {_fmt(s['weights_gib_per_gpu'], 2)} GiB, "
+        f"memory:     per GPU{f' ({formats})' if formats else ''}, weights {_fmt(s['weights_gib_per_gpu'], 2)} GiB, "
         + (f"LoRA slots {_fmt(s['lora_gib_per_gpu'], 2)} GiB, " if "lora_gib_per_gpu" in s else "")
         + f"activation workspace {_fmt(s['workspace_gib_per_gpu'], 2)} GiB, KV pool "
         f"{_fmt(s['kv_pool_gib_per_gpu'], 2)} GiB",
