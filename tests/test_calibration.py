@@ -210,6 +210,25 @@ def test_framework_gemm_fit_recovers_a_frameworks_rates(tmp_path):
     assert "bfloat16 0.0%/0.0%" in summary and "fp8_block 0.0%/0.0%" in summary
 
 
+def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
+    """A GPU's GEMM table (bf16, the layout of ``../shared/data/kernels``) timed with a known serial latency along k
+    (1.5 ns per element) and fixed cost (2 µs): small GEMMs through narrow weights grow with k where their bytes do
+    not, which only that latency explains; the generation fit finds both again, with no error left."""
+    from simulator.fidelity.kernel_fit import fit_kernels
+
+    truth = load_hardware("h100-sxm").model_copy(update={"gemm_k_latency_ns": 1.5, "kernel_overhead_us": 2.0})
+    folder = tmp_path / "h100_sxm" / "gemm" / "sglang" / "1.0"
+    folder.mkdir(parents=True)
+    rows = [{"gemm_dtype": "bfloat16", "m": m, "n": n, "k": k,
+             "latency": GemmModel(truth, "bf16").time(m, n, k) * 1e3}
+            for m in (1, 8, 96, 512, 2000, 4000) for n in (256, 1024, 4096, 14336)
+            for k in (256, 1024, 4096, 14336)]
+    pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    fitted, report = fit_kernels(load_hardware("h100-sxm"), tmp_path, "h100_sxm")
+    assert (fitted.gemm_k_latency_ns, fitted.kernel_overhead_us) == (1.5, 2.0)
+    assert "sglang/bfloat16 0.0%/0.0%" in report[1]
+
+
 def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     """An MLA table of one framework (the layout of ``../shared/data/kernels``: DeepSeek-V3's latent shapes, heads
     per GPU, a decode row's context ``isl + step``) timed with known parameters — MLA's absorbed decode near half

@@ -171,6 +171,23 @@ def test_gemm_time_by_hand():
     assert gemm_time("a100-80gb-sxm", 0, 4096, 4096) == 0.0
 
 
+def test_a_small_gemm_pays_its_main_loop_along_k():
+    """H100 (989.4 TFLOP/s × 0.81, 3350 GB/s × 0.85, p = 2, 32-row tiles, 2.8 µs per kernel, 0.8 ns per element of
+    k): one row through a 512-wide weight takes the smooth maximum of its compute, its weight read and its main
+    loop's serial latency (0.8 ns · k) — at k = 4096, 3.3 µs, more than the 1.5 µs of bytes it streams — so it grows
+    with k even where the bytes stay small, and a large GEMM hides it."""
+    F, B, serial = 989.4e12 * 0.81, 3350e9 * 0.85, 0.8e-9
+    for k in (256, 4096):
+        tc, tm = 2 * 32 * 512 * k / F, ((k + 512) * 2 + k * 512 * 2) / B
+        expected = (tc**2 + tm**2 + (serial * k) ** 2) ** 0.5 + 2.8e-6
+        assert gemm_time("h100-sxm", 1, 512, k) == pytest.approx(expected)
+    assert gemm_time("h100-sxm", 1, 512, 4096) > gemm_time("h100-sxm", 1, 4096, 512) + 1e-6  # same bytes
+    without = load_hardware("h100-sxm").model_copy(update={"gemm_k_latency_ns": 0.0})
+    assert gemm_time(without, 1, 512, 4096) < gemm_time("h100-sxm", 1, 512, 4096) - 1e-6
+    # 3.3 µs of serial latency against 171 µs of compute: hidden (under 0.02%)
+    assert gemm_time("h100-sxm", 4096, 4096, 4096) == pytest.approx(gemm_time(without, 4096, 4096, 4096), rel=2e-4)
+
+
 def test_collective_time_by_hand():
     """NCCL runs the faster of two protocols. Bandwidth (Simple): 2(n−1)/n · bytes / (B · e) + latency + 2(n−1) ·
     step; low-latency (LL): the same with its own three numbers. Hopper's fit (generations.py): Simple e 0.72,
@@ -319,23 +336,24 @@ def test_linear_cost_model():
 
 def test_weight_precision_changes_bytes_and_peak():
     """fp8 weights halve the bytes of every block GEMM and run at the fp8 peak where the GPU has one (H100: 2× the
-    16-bit peak, at Hopper's fitted fractions 0.55 vs 0.82), after one quantisation pass over the activations (read
-    2, write 1 byte each, plus 4 µs); int4 is weight-only (a quarter of the bytes, 16-bit math); embeddings and
+    16-bit peak, at Hopper's fitted fractions 0.54 vs 0.81), after one quantisation pass over the activations (read
+    2, write 1 byte each, plus 3 µs); int4 is weight-only (a quarter of the bytes, 16-bit math); embeddings and
     the LM head stay 16-bit."""
     h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-80gb-sxm")
     n = k = 8192
-    bandwidth, overhead = 3350e9 * 0.85, 3.2e-6
+    bandwidth, overhead, serial = 3350e9 * 0.85, 2.8e-6, 0.8e-9 * k
     # compute-bound: 2·m·n·k at each peak, and the fp8 GEMM's quantisation pass over its 4096 × 8192 activations
-    t_bf16, t_fp8 = 2 * 4096 * n * k / (989.4e12 * 0.82), 2 * 4096 * n * k / (1978.9e12 * 0.55)
-    expected = (t_fp8 + 4096 * k * 3 / bandwidth + 4e-6) / t_bf16
+    t_bf16, t_fp8 = 2 * 4096 * n * k / (989.4e12 * 0.81), 2 * 4096 * n * k / (1978.9e12 * 0.54)
+    expected = (t_fp8 + 4096 * k * 3 / bandwidth + 3e-6) / t_bf16
     assert gemm_time(h100, 4096, n, k, "fp8") / gemm_time(h100, 4096, n, k, "bf16") == pytest.approx(expected, rel=0.03)
     assert gemm_time(a100, 4096, n, k, "fp8") > 0.95 * gemm_time(a100, 4096, n, k, "bf16")  # A100: no fp8 peak
-    quantize = k * 3 / bandwidth + 4e-6  # one row of activations
+    quantize = k * 3 / bandwidth + 3e-6  # one row of activations
     one_row = {d: gemm_time(h100, 1, n, k, d) - overhead for d in ("bf16", "fp8", "int4")}  # weight streaming
     assert one_row["fp8"] - quantize == pytest.approx(one_row["bf16"] / 2, rel=0.08)
-    # int4 at one row: the weight read (k·n/2 bytes) and the 16-bit math of one 64-row tile, smooth maximum
-    read, math_ = k * n * 0.5 / bandwidth, 2 * 64 * n * k / (989.4e12 * 0.82)
-    assert one_row["int4"] == pytest.approx((read**2 + math_**2) ** 0.5, rel=0.01)
+    # int4 at one row: the weight read (k·n/2 bytes), the 16-bit math of one 32-row tile and the main loop along k,
+    # smooth maximum
+    read, math_ = k * n * 0.5 / bandwidth, 2 * 32 * n * k / (989.4e12 * 0.81)
+    assert one_row["int4"] == pytest.approx((read**2 + math_**2 + serial**2) ** 0.5, rel=0.01)
     model = load_model("llama-3-8b")
     unquantised = 2 * 128256 * 4096 + (2 * 32 + 1) * 4096  # embeddings, LM head, norms
     assert model.weight_bytes(1.0) == (model.num_params - unquantised) * 1.0 + unquantised * 2
@@ -345,7 +363,8 @@ def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touche
     """Mixtral-8x7B (46.7 B parameters, top-2 of 8 experts) at TP 2: T tokens touch U = 8·(1 − (6/8)^T) experts in
     expectation, each on T·2/U rows (whole row tiles per expert); the fused up (2·7168 wide) and down (7168 -> 4096)
     projections read the U experts' weights and the rows' activations, their compute and memory times combine by
-    the fitted MoE knee, plus a fixed cost per touched expert and the MoE layer's kernels; the router is a 16-bit
+    the fitted MoE knee (with their main loops' serial latency), plus a fixed cost per touched expert and the MoE
+    layer's kernels; the router is a 16-bit
     (T × 4096)·(4096 × 8) GEMM."""
     model = load_model("mixtral-8x7b")
     assert model.num_params / 1e9 == pytest.approx(46.7, rel=0.01)
@@ -362,7 +381,8 @@ def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touche
         rows = math.ceil(tokens * 2 / touched / tile) * tile
         compute = 2 * touched * rows * 4096 * 3 * padded / flops
         memory = (touched * 3 * 4096 * width * 2 + tokens * 2 * (2 * 4096 + 3 * width) * 2) / bandwidth
-        return ((compute**p + memory**p) ** (1 / p) + touched * hw.moe_expert_overhead_us * 1e-6
+        serial = hw.gemm_k_latency_ns * 1e-9 * (4096 + width)  # the up GEMM's main loop over k = 4096, the down's
+        return ((compute**p + memory**p + serial**p) ** (1 / p) + touched * hw.moe_expert_overhead_us * 1e-6
                 + hw.moe_kernels * hw.kernel_overhead_us * 1e-6)
 
     def attention_gemms(tokens):
@@ -439,19 +459,19 @@ def test_attention_time_by_hand():
 
 def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
     """mxfp4 (0.5 + 1/32 bytes per weight): on B200 a compute-bound GEMM runs at the FP4 peak (9,000 vs 2,250
-    TFLOP/s bf16, the same fitted fraction 0.82) after quantising its activations (read 2, write 0.53 bytes each,
-    plus 4 µs); on H100 (no FP4) at 16-bit math."""
+    TFLOP/s bf16, the same fitted fraction 0.81) after quantising its activations (read 2, write 0.53 bytes each,
+    plus 3 µs); on H100 (no FP4) at 16-bit math."""
     b200, h100 = load_hardware("b200"), load_hardware("h100-sxm")
     m = n = k = 8192
-    q = 0.5 + 1 / 32
-    tc = 2 * m * n * k / (9000e12 * 0.82)
+    q, serial = 0.5 + 1 / 32, 0.8e-9 * k
+    tc = 2 * m * n * k / (9000e12 * 0.81)
     tm = ((m * k + m * n) * 2 + k * n * q) / (8000e9 * 0.85)
-    expected = (tc**2 + tm**2) ** 0.5 + 3.2e-6 + m * k * (2 + q) / (8000e9 * 0.85) + 4e-6
+    expected = (tc**2 + tm**2 + serial**2) ** 0.5 + 2.8e-6 + m * k * (2 + q) / (8000e9 * 0.85) + 3e-6
     assert gemm_time(b200, m, n, k, "mxfp4") == pytest.approx(expected)
     assert gemm_time(h100, m, n, k, "mxfp4") == pytest.approx(gemm_time(h100, m, n, k, "bf16"), rel=0.03)
-    # one row on H100: the weight read (0.53125 or 0.5625 bytes each) and the 16-bit math of one 64-row tile, smooth
-    # maximum, as int4 (no activation quantisation: the weights are dequantised)
+    # one row on H100: the weight read (0.53125 or 0.5625 bytes each), the 16-bit math of one 32-row tile and the
+    # main loop, smooth maximum, as int4 (no activation quantisation: the weights are dequantised)
     for dtype, q in (("mxfp4", 0.5 + 1 / 32), ("nvfp4", 0.5 + 1 / 16)):
         read = ((k + n) * 2 + k * n * q) / (3350e9 * 0.85)
-        math_ = 2 * 64 * n * k / (989.4e12 * 0.82)
-        assert gemm_time(h100, 1, n, k, dtype) == pytest.approx((read**2 + math_**2) ** 0.5 + 3.2e-6)
+        math_ = 2 * 32 * n * k / (989.4e12 * 0.81)
+        assert gemm_time(h100, 1, n, k, dtype) == pytest.approx((read**2 + math_**2 + serial**2) ** 0.5 + 2.8e-6)

@@ -82,7 +82,7 @@ DeepEPKernel = Literal["ll_dispatch", "ll_combine", "normal_dispatch", "normal_c
 
 FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
-    "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
+    "gemm_k_latency_ns", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "all_reduce_low_latency", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
@@ -96,8 +96,9 @@ class HardwareSpec(BaseModel):
 
     Besides spec-sheet numbers, a profile holds a few fitted parameters with physical meaning (see
     ``simulator/cost/gemm.py`` and ``simulator/cost/collectives.py``): achievable fractions of peak compute (per
-    numeric format), HBM bandwidth and link bandwidth; the GEMM row tile; a fixed cost per kernel and per
-    activation quantisation; collective latencies. Those the profile leaves out come from its ``generation``.
+    numeric format), HBM bandwidth and link bandwidth; the GEMM row tile and its main loop's latency along k; a
+    fixed cost per kernel and per activation quantisation; collective latencies. Those the profile leaves out come
+    from its ``generation``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -116,6 +117,9 @@ class HardwareSpec(BaseModel):
     bandwidth_efficiency: float = Field(gt=0, le=1, description="streaming: fraction of HBM GB/s")
     gemm_knee: float = Field(ge=1, description="p of the smooth max (t_c^p + t_m^p)^(1/p)")
     gemm_tile_m: int = Field(ge=1, description="GEMM rows are computed in tiles of this many")
+    gemm_k_latency_ns: float = Field(
+        default=0.0, ge=0, description="GEMM: serial latency of one output tile's main loop per element of k, ns "
+        "(small GEMMs cannot hide it)")
     kernel_overhead_us: float = Field(ge=0, description="fixed cost of every kernel")
     quantize_overhead_us: float = Field(ge=0, description="W8A8 GEMMs: fixed cost of quantising the activations")
     attention_efficiency: float = Field(gt=0, le=1, description="prefill attention: fraction of the 16-bit peak")

@@ -4,13 +4,18 @@ A GEMM (m × k)·(k × n) of activations (``a`` bytes per element) and weights (
 
     t_c = 2 · ceil(m / tile)·tile · n · k / (peak FLOP/s × flops_efficiency)      (rows are computed in whole tiles)
     t_m = ((m·k + m·n) · a + k·n · w) / (HBM bytes/s × bandwidth_efficiency)
-    t   = (t_c^p + t_m^p)^(1/p) + kernel_overhead + t_q                           (p = gemm_knee)
+    t_k = gemm_k_latency_ns · k                                                   (one output tile's main loop)
+    t   = (t_c^p + t_m^p + t_k^p)^(1/p) + kernel_overhead + t_q                   (p = gemm_knee)
 
 The smooth maximum models the knee around the ridge point: a GEMM near it is neither purely compute- nor purely
-memory-bound and takes longer than either bound alone. The peak is the one of the weight format's compute
-(:func:`simulator.dtypes.compute_dtype`) at that format's fitted fraction (``flops_efficiency_by_dtype``): fp8,
-fp8_block and int8 weights run W8A8 at their tensor-core peak, and their activations are quantised first, one pass
-over them: t_q = m·k·(a + q) / (HBM bytes/s × bandwidth_efficiency) + quantize_overhead (q bytes per quantised
+memory-bound and takes longer than either bound alone. ``t_k`` is the serial latency of one thread block walking k
+(load a k-slice, feed the tensor cores, next): a small GEMM has too few output tiles to hide it, so its time grows
+with k whatever n is (H100, m ≤ 16, n ≤ 1,024: 3.0 µs at k = 256, 4.0 at 1,024, 6.0 at 2,560); a large GEMM hides it
+behind its compute or memory time. (Splitting k over more thread blocks would cap it; on the H100 tables, pooled
+over formats, a cap anywhere up to k = 32,768 fits no better than none.) The peak is the one of the weight format's
+compute (:func:`simulator.dtypes.compute_dtype`) at that format's fitted fraction (``flops_efficiency_by_dtype``):
+fp8, fp8_block and int8 weights run W8A8 at their tensor-core peak, and their activations are quantised first, one
+pass over them: t_q = m·k·(a + q) / (HBM bytes/s × bandwidth_efficiency) + quantize_overhead (q bytes per quantised
 element); int4 weights (and fp4 on GPUs without FP4 tensor cores) are dequantised to 16-bit math.
 
 Fitted per GPU generation (:mod:`simulator.catalog.generations`). Ampere, on ``../shared/data/calibration/a100_ops``
@@ -40,7 +45,8 @@ def gemm_time(hardware: str | HardwareSpec, m: float, n: float, k: float, dtype:
 class GemmModel:
     """:func:`gemm_time` with the hardware's constants resolved once (the simulator's hot path uses this)."""
 
-    __slots__ = ("a", "bandwidth", "flops", "overhead", "p", "quantize_bytes", "quantize_overhead", "tile", "w")
+    __slots__ = ("a", "bandwidth", "flops", "k_latency", "overhead", "p", "quantize_bytes", "quantize_overhead",
+                 "tile", "w")
 
     def __init__(
         self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0, memory_scale: float = 1.0
@@ -54,6 +60,7 @@ class GemmModel:
         self.p = hardware.gemm_knee
         self.tile = hardware.gemm_tile_m
         self.overhead = hardware.kernel_overhead_us * 1e-6
+        self.k_latency = hardware.gemm_k_latency_ns * 1e-9
         quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype)
         self.quantize_bytes = self.a + bytes_per_element(dtype) if quantised else 0.0
         self.quantize_overhead = hardware.quantize_overhead_us * 1e-6 if quantised else 0.0
@@ -63,7 +70,8 @@ class GemmModel:
             return 0.0
         rows = math.ceil(m / self.tile) * self.tile
         return self.combine(
-            2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth
+            2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth,
+            self.k_latency * k,
         ) + self.quantize_time(m, k)
 
     def quantize_time(self, m, k):
@@ -76,13 +84,15 @@ class GemmModel:
         """:meth:`time` for arrays of shapes (all positive)."""
         rows = np.ceil(m / self.tile) * self.tile
         return self.combine(
-            2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth
+            2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth,
+            self.k_latency * k,
         ) + self.quantize_time(m, k)
 
-    def combine(self, compute_s: float, memory_s: float) -> float:
-        """Smooth roofline of a kernel's compute and memory times, plus the per-kernel overhead."""
+    def combine(self, compute_s, memory_s, serial_s=0.0):
+        """Smooth maximum of a kernel's compute, memory and serial (main-loop) times, plus the per-kernel overhead;
+        scalars or arrays."""
         p = self.p
-        return (compute_s**p + memory_s**p) ** (1 / p) + self.overhead
+        return (compute_s**p + memory_s**p + serial_s**p) ** (1 / p) + self.overhead
 
     def memory_kernel(self, nbytes: float) -> float:
         """A memory-bound kernel (norm, activation, residual add, embedding gather)."""

@@ -12,13 +12,14 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
   (rows in whole tiles per expert; the split width ``I/tp`` in whole ``moe_tile_n`` columns) at
   ``moe_gemm_efficiency`` × the dense GEMM rate of the weight format; memory: the touched experts' weights
   ``U·(g + 1)·D·(I/tp)·w`` plus activations in and out of both projections ``A·(2·D + (g + 1)·I/tp)·a``, at
-  ``moe_bandwidth_efficiency`` × the dense streaming bandwidth; the two combine by a smooth maximum of exponent
-  ``moe_knee`` (memory-bound grouped kernels hide their padded compute almost entirely), plus ``moe_expert_overhead_us``
-  per touched expert (its tiles' prologue and epilogue, scale loads, scheduling: a cost that does not shrink with
-  the expert's width, so narrow tensor-parallel slices of an expert cost more than their bytes say), plus the fixed
-  cost of the ``moe_kernels`` kernels a fused-MoE layer launches (routing, sorting/alignment, activation
-  quantisation, the two GEMMs, the combine) at the GPU's — or under CUDA graphs the engine's — ``kernel_overhead_us``
-  each.
+  ``moe_bandwidth_efficiency`` × the dense streaming bandwidth; the two, and the serial latency of the two GEMMs'
+  main loops (``gemm_k_latency_ns`` × (D + I/tp), :mod:`simulator.cost.gemm`), combine by a smooth maximum of
+  exponent ``moe_knee`` (memory-bound grouped kernels hide their padded compute almost entirely), plus
+  ``moe_expert_overhead_us`` per touched expert (its tiles' prologue and epilogue, scale loads, scheduling: a cost
+  that does not shrink with the expert's width, so narrow tensor-parallel slices of an expert cost more than their
+  bytes say), plus the fixed cost of the ``moe_kernels`` kernels a fused-MoE layer launches (routing,
+  sorting/alignment, activation quantisation, the two GEMMs, the combine) at the GPU's — or under CUDA graphs the
+  engine's — ``kernel_overhead_us`` each.
 
 With expert parallelism the layer waits for the busiest rank. A rank holds ``E/ep`` experts and receives on average
 ``T·k/ep`` assignments; its load varies by the experts' popularity (coefficient of variation ``cv`` of one expert's
@@ -65,7 +66,7 @@ from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 class ExpertsModel:
     """The routed experts of one weight format on one GPU (the roofline's MoE layers keep one)."""
 
-    __slots__ = ("a", "bandwidth", "expert_overhead", "flops", "overhead", "p", "tile_m", "tile_n", "w")
+    __slots__ = ("a", "bandwidth", "expert_overhead", "flops", "k_latency", "overhead", "p", "tile_m", "tile_n", "w")
 
     def __init__(self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0) -> None:
@@ -76,6 +77,7 @@ class ExpertsModel:
         self.tile_m, self.tile_n, self.p = hardware.moe_tile_m, hardware.moe_tile_n, hardware.moe_knee
         self.overhead = hardware.moe_kernels * hardware.kernel_overhead_us * 1e-6
         self.expert_overhead = hardware.moe_expert_overhead_us * 1e-6
+        self.k_latency = hardware.gemm_k_latency_ns * 1e-9
 
     def time(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
              expert_parallel: int = 1, distribution: str = "uniform", load_cv: float = 0.0, slots: int = 0) -> float:
@@ -96,8 +98,9 @@ class ExpertsModel:
         compute = 2 * touched * rows * hidden * matrices * padded / self.flops
         memory = (touched * matrices * hidden * width * self.w
                   + assignments * (2 * hidden + matrices * width) * self.a) / self.bandwidth
+        serial = self.k_latency * (hidden + width)  # the two GEMMs' main loops walk k = hidden, then k = width
         p = self.p
-        return (compute**p + memory**p) ** (1 / p) + touched * self.expert_overhead + self.overhead
+        return (compute**p + memory**p + serial**p) ** (1 / p) + touched * self.expert_overhead + self.overhead
 
 
 @lru_cache(maxsize=64)

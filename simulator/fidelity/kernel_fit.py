@@ -6,7 +6,8 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 :mod:`simulator.fidelity.calibrate` (minimising the mean |log(predicted / measured)|, deterministic):
 
 - GEMMs: ``flops_efficiency`` (16-bit), the fp8 and fp8_block fractions of the fp8 peak, ``bandwidth_efficiency``,
-  ``kernel_overhead_us``, ``quantize_overhead_us`` (knee and row tile: the same grid as the operator fit);
+  ``kernel_overhead_us``, ``quantize_overhead_us``, the main loop's ``gemm_k_latency_ns`` (knee and row tile: the
+  same grid as the operator fit);
 - NCCL collectives on the node, each as two protocols (bandwidth and low-latency, :mod:`simulator.cost.collectives`):
   all-reduce (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
   ``all_reduce_low_latency``) and each of all-gather, reduce-scatter and all-to-all (``collectives``);
@@ -78,6 +79,7 @@ GEMM_GRID: dict[str, list[float]] = {
     "bandwidth_efficiency": _steps(0.70, 0.98, 0.01),
     "kernel_overhead_us": _steps(1.0, 8.0, 0.2),
     "quantize_overhead_us": _steps(0.0, 8.0, 0.5),
+    "gemm_k_latency_ns": _steps(0.0, 4.0, 0.1),
 }
 GEMM_SHAPES: dict[str, list[float]] = {"gemm_knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm_tile_m": [32, 64, 128]}
 _LOW_LATENCY_GRID = (("efficiency", _steps(0.02, 0.60, 0.01)), ("latency_us", _steps(0.0, 20.0, 0.25)),
@@ -329,8 +331,10 @@ def _prepared_score(table: pd.DataFrame, by: list[str], keys: list[str], columns
 
 
 def _sample(table: pd.DataFrame, by: list[str], per_group: int) -> pd.DataFrame:
+    """At most ``per_group`` rows of every ``by`` group (an empty table: itself, so that a folder without one kind
+    of table fits the others)."""
     parts = [rows.sample(n=min(len(rows), per_group), random_state=0) for _, rows in table.groupby(by, sort=True)]
-    return pd.concat(parts).reset_index(drop=True)
+    return pd.concat(parts).reset_index(drop=True) if parts else table.reset_index(drop=True)
 
 
 def _score_by(frame: pd.DataFrame, by: list[str]) -> float:
