@@ -364,8 +364,7 @@ def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touche
     expectation, each on T·2/U rows (whole row tiles per expert); the fused up (2·7168 wide) and down (7168 -> 4096)
     projections read the U experts' weights and the rows' activations, their compute and memory times combine by
     the fitted MoE knee (with their main loops' serial latency), plus a fixed cost per touched expert and the MoE
-    layer's kernels; the router is a 16-bit
-    (T × 4096)·(4096 × 8) GEMM."""
+    layer's kernels; the router is a 16-bit (T × 4096)·(4096 × 8) GEMM."""
     model = load_model("mixtral-8x7b")
     assert model.num_params / 1e9 == pytest.approx(46.7, rel=0.01)
     hw = load_hardware("h100-sxm")

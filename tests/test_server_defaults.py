@@ -47,13 +47,15 @@ def test_a_section_of_the_same_or_no_kind_keeps_its_own_keys_and_another_kind_is
     assert own.kv_cache.kind == "contiguous"
 
 
-def _checkpoint(tmp_path, quantization: dict) -> str:
-    """A small Llama-style config.json with a ModelOpt ``hf_quant_config.json`` of ``quantization`` beside it."""
+def _checkpoint(folder, quantization: dict) -> str:
+    """A small Llama-style config.json in ``folder`` with a ModelOpt ``hf_quant_config.json`` of ``quantization``
+    beside it."""
     config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
               "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}
-    (tmp_path / "m_config.json").write_text(json.dumps(config))
-    (tmp_path / "m_hf_quant_config.json").write_text(json.dumps({"quantization": quantization}))
-    return str(tmp_path / "m_config.json")
+    folder.mkdir()
+    (folder / "m_config.json").write_text(json.dumps(config))
+    (folder / "m_hf_quant_config.json").write_text(json.dumps({"quantization": quantization}))
+    return str(folder / "m_config.json")
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "ideal"])
@@ -61,13 +63,13 @@ def test_the_kv_cache_takes_the_format_the_checkpoint_declares_else_sixteen_bits
     """``--kv-cache-dtype auto`` in vLLM, SGLang and TensorRT-LLM: a checkpoint with calibrated fp8 KV scales (ModelOpt
     ``kv_cache_quant_algo: FP8``) is served with an fp8 cache; an fp8 checkpoint that declares none (DeepSeek-V3's
     block-fp8 release) keeps a 16-bit cache; the experiment's own dtype wins."""
-    declared = _checkpoint(tmp_path, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"})
+    declared = _checkpoint(tmp_path / "declared", {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"})
     assert _load(engine=engine, model=declared, dtype="auto", kv_cache=None).kv_cache.dtype == "fp8"
     assert _load(engine=engine, model=declared, kv_cache={"block_size": 32}).kv_cache.dtype == "fp8"
     assert _load(engine=engine, model=declared, kv_cache={"dtype": "bf16"}).kv_cache.dtype == "bf16"
     assert _load(engine=engine, model=declared, dtype="bf16", kv_cache=None).kv_cache.dtype == "auto"
     assert _load(engine=engine, model="deepseek-v3", kv_cache=None).kv_cache.dtype == "auto"
-    undeclared = _checkpoint(tmp_path, {"quant_algo": "FP8"})
+    undeclared = _checkpoint(tmp_path / "undeclared", {"quant_algo": "FP8"})
     assert _load(engine=engine, model=undeclared, kv_cache=None).kv_cache.dtype == "auto"
 
 
