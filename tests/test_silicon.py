@@ -52,6 +52,19 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     assert config.workload.num_requests == 12 * 8
 
 
+def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
+    """A row's precision names the weights' family; no server converts a quantised checkpoint: DeepSeek-V3 ships
+    128 x 128 block-scaled fp8, so its "fp8" row serves fp8_block weights (with the recipe's fp8 cache for fp8
+    rows), and gpt-oss-120b's "nvfp4" row its MXFP4 experts (the 16-bit cache); Llama-3.1-8B's 16-bit checkpoint
+    is quantised per tensor, as its fp8 row says (above)."""
+    deepseek = row_experiment(_row(model_path="deepseek-ai/DeepSeek-V3", gemm_quant_mode="fp8", tp_size="8",
+                                   moe_tp_size="8"), "x:2", None)
+    assert (deepseek.dtype, deepseek.kv_cache.dtype) == ("fp8_block", "fp8")
+    gpt_oss = row_experiment(_row(model_path="openai/gpt-oss-120b", gemm_quant_mode="nvfp4", tp_size="2",
+                                  moe_tp_size="2"), "x:3", None)
+    assert (gpt_oss.dtype, gpt_oss.kv_cache.dtype) == ("mxfp4", "auto")
+
+
 @pytest.mark.parametrize("changes, reason", [
     ({"mode": "disagg"}, "prefill_num_workers is not stated"),
     ({"mode": "disagg", **{f"{role}_{key}": "1" for role in ("prefill", "decode")

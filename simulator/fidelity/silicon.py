@@ -5,8 +5,9 @@ Each row becomes the experiment the benchmark ran (:func:`row_experiment`): ``ba
 against a server of ``batch_size`` running requests at most (the recipe's ``max_batch_size``), clients that start
 together and send their next request after a client turnaround (exponential, mean 20 ms: fitted, below), every
 request ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline
-parallelism, weights in the row's precision, the row's framework as the engine profile (with that framework's server
-defaults for batching and the KV cache, :attr:`EngineProfile.server_defaults`, which the config loader fills in). The
+parallelism, weights in the row's precision (a checkpoint that ships quantised: in its own format, below), the
+row's framework as the engine profile (with that framework's server defaults for batching and the KV cache,
+:attr:`EngineProfile.server_defaults`, which the config loader fills in). The
 benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones. aiperf lets its warm-up
 phase drain (a grace period for the warm-up responses) before the profiling phase starts its N clients, so the
 measured requests begin with every client sending at once to an idle server (each after its own turnaround draw,
@@ -22,7 +23,11 @@ chosen on the fit rows' median TTFT error: 22.6% at 8·N, 18.7% at 10, 18.3% at 
 recipe's 20 (held out: 23.5, 22.2, 22.3, 21.9, 23.3%); the previous reading (2·N excluded with no drain, 6·N
 measured, the last N left out) gave 27.8% (29.7% held out).
 
-Which server arguments each run used is not stated. Rows of fp8 weights (``FP8_KV_PRECISIONS``) are taken as run
+A row's precision names the weights' family; a checkpoint that ships quantised runs in the format it ships, which
+no server converts: MiniMax-M2.5's, Qwen3-235B-A22B-FP8's and DeepSeek-V3's "fp8" rows serve their 128 × 128
+block-scaled weights (``fp8_block``), gpt-oss-120b's "nvfp4" and "fp8" rows its MXFP4 experts (``fp8`` rows of a
+16-bit checkpoint are quantised per tensor by the server, as the row says). Which server arguments each run used is
+not stated. Rows of fp8 weights (``FP8_KV_PRECISIONS``) are taken as run
 with an fp8 KV cache, as the file's source configures its fp8 deployments (aiconfigurator's ``kvcache_quant_mode``
 fp8; with the servers' own default, a 16-bit cache for checkpoints that declare no KV format, the fit rows' median
 TPOT error is 6.5% against 5.0%: TensorRT-LLM's Qwen3-32B fp8 rows 7.8% against 3.4%, vLLM's Llama-3.1-70B 7.2%
@@ -253,12 +258,12 @@ def row_experiment(
     precision = (row.get("gemm_quant_mode") or row.get("precision") or "").strip().lower()
     if precision not in PRECISIONS:
         raise Unsupported(f"weight precision {precision!r} (modelled: {', '.join(k for k in PRECISIONS if k)})")
-    dtype = PRECISIONS[precision]
     model = model_path((row.get("model_path") or "").strip(), model_dir)
     try:
         spec = load_model(model)
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
+    dtype = spec.quantization.dtype if spec.quantization else PRECISIONS[precision]  # served as it ships
     if mode == "disagg":
         cluster, users, per_rank = disaggregated_cluster(row, backend, spec, SYSTEMS[system], isl, where)
     else:
@@ -288,7 +293,7 @@ def row_experiment(
         "scheduler": {"max_model_len": longest(isl, settings.length_range) + longest(osl, settings.length_range),
                       "max_num_seqs": per_rank},
     }
-    if dtype in FP8_KV_PRECISIONS:
+    if PRECISIONS[precision] in FP8_KV_PRECISIONS:
         data["kv_cache"] = {"dtype": "fp8"}
     if dict(settings.token_budgets).get(backend) == "recipe" and mode == "agg":
         data["scheduler"]["max_num_batched_tokens"] = recipe_token_budget(backend, isl, per_rank)
