@@ -173,7 +173,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
 @pytest.mark.slow
 def test_a_shipped_profiles_kernel_fits_are_reproduced_from_the_cli(shared_data, tmp_path, capsys):
     """``llmsim calibrate --kernels --gpu a100_sxm --framework sglang`` writes engine-profile fields that are the
-    shipped SGLang profile's Ampere entries (its all-reduce, GEMM and attention kernels were fitted this way)."""
+    shipped SGLang profile's Ampere entries (its all-reduce, GEMM, attention and MoE kernels were fitted this way)."""
     import yaml
 
     from simulator.cli import main
@@ -187,6 +187,7 @@ def test_a_shipped_profiles_kernel_fits_are_reproduced_from_the_cli(shared_data,
     assert fitted.custom_allreduce_by_generation["ampere"] == shipped.custom_allreduce_by_generation["ampere"]
     assert fitted.attention_by_generation["ampere"] == shipped.attention_by_generation["ampere"]
     assert fitted.gemm_by_generation["ampere"] == shipped.gemm_by_generation["ampere"]
+    assert fitted.moe_by_generation["ampere"] == shipped.moe_by_generation["ampere"]
     assert "sglang attention on a100_sxm" in capsys.readouterr().out
 
 
@@ -227,6 +228,35 @@ def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
     fitted, report = fit_kernels(load_hardware("h100-sxm"), tmp_path, "h100_sxm")
     assert (fitted.gemm_k_latency_ns, fitted.kernel_overhead_us) == (1.5, 2.0)
     assert "sglang/bfloat16 0.0%/0.0%" in report[1]
+
+
+def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
+    """A framework's MoE table (the layout of ``../shared/data/kernels``: balanced routing, EP 1) timed with known
+    kernels per format — bf16 at a third of the dense FLOP rate, block fp8 streaming slowly with a large cost per
+    expert — on four model shapes each, and mxfp4 on two: each format with four shapes is fitted back to its
+    kernel from two of them, with no error left on the two held out; mxfp4 keeps the pooled fit (too few)."""
+    from simulator.cost.moe import moe_time
+    from simulator.fidelity.kernel_fit import fit_framework_moe
+
+    h100 = load_hardware("h100-sxm")
+    truth = {"bf16": {"moe_gemm_efficiency": 0.3, "moe_bandwidth_efficiency": 0.9, "moe_expert_overhead_us": 0.5},
+             "fp8_block": {"moe_gemm_efficiency": 0.8, "moe_bandwidth_efficiency": 0.6, "moe_expert_overhead_us": 2.5},
+             "mxfp4": {"moe_gemm_efficiency": 0.5, "moe_bandwidth_efficiency": 0.5, "moe_expert_overhead_us": 1.0}}
+    shapes = [(2048, 768, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
+    tables = {"bfloat16": ("bf16", shapes), "fp8_block": ("fp8_block", shapes), "w4a16_mxfp4": ("mxfp4", shapes[:2])}
+    rows = [{"moe_dtype": table, "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter, "topk": topk,
+             "num_experts": experts, "moe_tp_size": tp, "moe_ep_size": 1, "distribution": "balanced",
+             "latency": moe_time(h100.model_copy(update=truth[dtype]), tokens, hidden, inter, topk, experts, tp,
+                                 dtype=dtype) * 1e3}
+            for table, (dtype, measured) in tables.items() for hidden, inter, topk, experts in measured
+            for tokens in (1, 16, 128, 1024, 8192, 32768) for tp in (1, 4)]
+    folder = tmp_path / "h100_sxm" / "moe" / "vllm" / "1.0"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(folder / "moe_perf.parquet")
+    fitted, summary = fit_framework_moe(tmp_path, "vllm")
+    assert fitted == {"bf16": pytest.approx(truth["bf16"]), "fp8_block": pytest.approx(truth["fp8_block"])}
+    assert "bf16/held out 0.0%/0.0%" in summary and "fp8_block/held out 0.0%/0.0%" in summary
+    assert "mxfp4" not in summary
 
 
 def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):

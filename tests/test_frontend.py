@@ -188,6 +188,35 @@ def test_a_frameworks_gemm_rates_price_its_dense_gemms_only():
         EngineProfile(name="e", gemm_by_generation={"hopper": {"flops_efficiency_by_dtype": {"fp9": 0.5}}})
 
 
+def test_a_frameworks_moe_kernel_prices_its_experts_of_that_format_only():
+    """``moe_by_generation``: the framework's fused-MoE kernel for the experts' weight format replaces the pooled
+    fit's rates and per-expert cost (a format left out, another generation: the pooled fit; Blackwell borrows
+    Hopper's entry). DeepSeek-V3 at TP 8, one token: its 58 MoE layers each read 8 experts' 7168 x 256 slices,
+    memory-bound, so half the streaming rate and no per-expert cost make each layer slower, by less than twice."""
+    from simulator.cost.moe import ExpertsModel
+
+    h100 = load_hardware("h100-sxm")
+    entry = {"moe_bandwidth_efficiency": h100.moe_bandwidth_efficiency / 2, "moe_expert_overhead_us": 0.0}
+    engine = EngineProfile(name="e", moe_by_generation={"hopper": {"fp8_block": entry}})
+    own = engine.moe_hardware(h100, "fp8_block")
+    assert (own.moe_bandwidth_efficiency, own.moe_expert_overhead_us) == (entry["moe_bandwidth_efficiency"], 0.0)
+    assert own.moe_gemm_efficiency == h100.moe_gemm_efficiency
+    assert engine.moe_hardware(h100, "bf16") == h100
+    assert engine.moe_hardware(load_hardware("b200"), "fp8_block").moe_expert_overhead_us == 0.0
+    assert engine.moe_hardware(load_hardware("a100-80gb-sxm"), "fp8_block") == load_hardware("a100-80gb-sxm")
+    model, plain = load_model("deepseek-v3"), EngineProfile(name="none")
+    cost = RooflineCostModel(model, h100, 8, dtype="fp8_block", engine=engine)
+    pooled = RooflineCostModel(model, h100, 8, dtype="fp8_block", engine=plain)
+    layers = sum(group.count for group in cost.groups if group.moe)
+    one_layer = ExpertsModel(own, "fp8_block").time(1, 7168, 2048 / 8, 2, 8, 256)
+    assert layers == 58 and cost.experts_time(1) == pytest.approx(layers * one_layer)
+    assert 1.0 < cost.experts_time(1) / pooled.experts_time(1) < 2.0
+    assert RooflineCostModel(model, h100, 8, dtype="bf16", engine=engine).experts_time(1) == (
+        RooflineCostModel(model, h100, 8, dtype="bf16", engine=plain).experts_time(1))
+    with pytest.raises(ValueError, match="nvfp4"):
+        EngineProfile(name="e", moe_by_generation={"hopper": {"fp9": entry}})
+
+
 def test_fused_elementwise_kernels_and_kernel_floor_lower_a_decode_step():
     hw, model = load_hardware("h100-sxm"), load_model("llama-3-8b")
     plain = RooflineCostModel(model, hw, 1, engine=EngineProfile(name="eager"))

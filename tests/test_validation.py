@@ -189,7 +189,7 @@ def test_moe_tables_are_read_with_balanced_routing_and_impossible_rows_dropped(t
              {**base, "num_tokens": 64, "moe_tp_size": 1, "distribution": "power_law_1.2", "latency": 1.0},
              {**base, "num_tokens": 64, "moe_tp_size": 1, "moe_ep_size": 8, "latency": 1.0}]
     pd.DataFrame(rows).to_parquet(folder / "moe_perf.parquet")
-    errors = moe_kernel_errors(tmp_path)
+    errors = moe_kernel_errors(tmp_path, engines={})  # timed with the pooled fit, not vLLM's own block-fp8 kernel
     assert len(errors) == 8 and errors["error"].max() < 1e-9
     assert moe_time(hw, 16, 4096, 1536, 8, 128, distribution="uniform") < moe_time(hw, 16, 4096, 1536, 8, 128)
     with pytest.raises(ValueError, match="distribution: 'zipf'"):
@@ -198,17 +198,28 @@ def test_moe_tables_are_read_with_balanced_routing_and_impossible_rows_dropped(t
 
 @pytest.mark.slow
 def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
-    """The fused-MoE layers of the three frameworks (no expert parallelism): median within 21% for every framework's
-    bf16 and block-fp8 kernels, the formats the served MoE checkpoints use most (today 8–21%: SGLang's bf16 layers
-    went from 17% to 21% with the per-expert fixed cost, which brought eleven of the thirteen H100 framework ×
-    format tables closer, the pooled median from 17.1% to 15.2%)."""
-    from simulator.fidelity.kernels import moe_kernel_errors
+    """The fused-MoE layers of the three frameworks (no expert parallelism), each framework's kernel per format
+    (moe_by_generation) judged on the model shapes its fit held out: closer than the pooled fit at the median for
+    every format it was fitted on, and within 15% (today 4.5–14%; vLLM's per-tensor fp8 kernel, FlashInfer's
+    CUTLASS, was 71% off with the pooled fit). The formats measured on too few shapes keep the pooled fit: SGLang's
+    and vLLM's bf16 and block-fp8 tables stay within 21% overall, as before the per-framework fits."""
+    from simulator.cost.engine import load_engine
+    from simulator.fidelity.kernel_fit import moe_held_out
+    from simulator.fidelity.kernels import GPUS, moe_kernel_errors
 
-    frame = moe_kernel_errors(shared_data / "kernels")
-    for (gpu, framework, dtype), rows in frame.groupby(["gpu", "framework", "dtype"]):
+    own = moe_kernel_errors(shared_data / "kernels")
+    pooled = moe_kernel_errors(shared_data / "kernels", engines={})
+    fitted_tables = 0
+    for (gpu, framework, dtype), rows in own.groupby(["gpu", "framework", "dtype"]):
+        generation = load_hardware(GPUS[gpu]).generation
+        if dtype in load_engine(framework).moe_by_generation.get(generation, {}):
+            held_out = rows[moe_held_out(rows)]
+            fitted_tables += 1
+            assert overall(held_out)[0] < overall(pooled.loc[held_out.index])[0], (gpu, framework, dtype)
+            assert overall(held_out)[0] <= 0.15, (gpu, framework, dtype)
         if dtype in ("bf16", "fp8_block"):
-            median, _ = overall(rows)
-            assert median <= 0.21, (gpu, framework, dtype, median)
+            assert overall(rows)[0] <= 0.21, (gpu, framework, dtype)
+    assert fitted_tables == 10
 
 
 def test_routing_tables_take_the_collectors_power_law(tmp_path):
@@ -242,9 +253,10 @@ def test_routing_tables_take_the_collectors_power_law(tmp_path):
         folder = tmp_path / "h100_sxm" / "moe" / framework / "1.0"
         folder.mkdir(parents=True)
         pd.DataFrame(rows).to_parquet(folder / "moe_perf.parquet")
-    errors = moe_routing_kernel_errors(tmp_path)
+    errors = moe_routing_kernel_errors(tmp_path, engines={})  # timed with the pooled fit
     assert len(errors) == 8 and errors["error"].max() < 1e-9
-    flat = moe_routing_kernel_errors(tmp_path, skew=False).query("distribution == 'power_law' and tokens == 1024")
+    flat = moe_routing_kernel_errors(tmp_path, skew=False, engines={}).query(
+        "distribution == 'power_law' and tokens == 1024")
     # the busiest rank of 1024 tokens' power law is what the rows time: without it, far from the 1e-9 read-back (the
     # more so the more ranks: EP 8's busiest rank carries more above the mean than EP 2's)
     assert (flat["error"] > 0.02).all() and flat.set_index("moe_ep")["error"].is_monotonic_increasing

@@ -21,7 +21,8 @@ square or FlashAttention-1), and whether it batches the prompts of an iteration 
 (``prefill_batching``). The framework's own attention kernels, fitted on its kernel tables per GPU generation,
 replace the generation's pooled attention parameters for multi-head and grouped-query attention
 (``attention_by_generation``, :class:`AttentionKernels`), and its own MLA kernels for multi-head latent attention
-(``mla_by_generation``), each with its kernels over an 8-bit KV cache where those are other kernels.
+(``mla_by_generation``), each with its kernels over an 8-bit KV cache where those are other kernels; its fused-MoE
+kernel per expert weight format (``moe_by_generation``, :class:`MoEKernels`) replaces the pooled one likewise.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from simulator.catalog.generations import BORROWS_FROM, generation_names
 from simulator.catalog.hardware import HardwareSpec
 from simulator.catalog.loading import load_catalog_entry
 from simulator.catalog.paths import PROJECT_ROOT
-from simulator.dtypes import bytes_per_element
+from simulator.dtypes import WEIGHT_DTYPES, bytes_per_element
+
+ExpertFormat = Literal[WEIGHT_DTYPES]  # an expert weight format (moe_by_generation's keys)
 
 ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
 
@@ -89,12 +92,27 @@ class GemmKernels(BaseModel):
     """A framework's own GEMM kernels on one GPU generation: the fraction of the tensor-core peak its dense GEMMs
     reach per numeric format, fitted on its kernel tables (the :class:`HardwareSpec` fields of the same names and
     meaning, :mod:`simulator.cost.gemm`; a format left out keeps the generation's pooled fit). The memory-bound side
-    (bandwidth, knee, row tile, fixed costs) stays the GPU's; fused-MoE and LoRA kernels keep the pooled fit."""
+    (bandwidth, knee, row tile, fixed costs) stays the GPU's; fused-MoE layers take the framework's own MoE kernels
+    (:class:`MoEKernels`), LoRA kernels the pooled fit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     flops_efficiency: float | None = Field(default=None, gt=0, le=1, description="16-bit GEMMs: of the 16-bit peak")
     flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], Annotated[float, Field(gt=0, le=1)]
                                     ] = Field(default_factory=dict, description="8- and 4-bit formats: of their peak")
+
+
+class MoEKernels(BaseModel):
+    """A framework's own fused-MoE kernel for one expert weight format on one GPU generation: the
+    :class:`HardwareSpec` fields of the same names and meaning (:mod:`simulator.cost.moe`), fitted on its MoE
+    tables. A framework runs another kernel per format (vLLM: Triton for bf16 and block fp8, FlashInfer's CUTLASS
+    for ModelOpt's per-tensor fp8, an OpenAI Triton kernel for gpt-oss's MXFP4), so the rate is per format; the
+    tiles, knee and kernel count stay the generation's pooled fit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    moe_gemm_efficiency: float | None = Field(default=None, gt=0, le=1.5, description="FLOP rate vs the dense GEMMs'")
+    moe_bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1.2, description="weight streaming vs the "
+                                                   "dense GEMMs'")
+    moe_expert_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost per touched expert")
 
 
 class EngineProfile(BaseModel):
@@ -162,6 +180,11 @@ class EngineProfile(BaseModel):
         description="the framework's dense GEMM rates per GPU generation, fitted on its own kernel tables; a "
         "generation not listed takes the one it borrows fitted parameters from, else the pooled fit",
     )
+    moe_by_generation: dict[str, dict[ExpertFormat, MoEKernels]] = Field(
+        default_factory=dict,
+        description="the framework's fused-MoE kernels per GPU generation and expert weight format, fitted on its "
+        "own MoE tables; a format not listed takes the generation's pooled fit",
+    )
     eager_kernel_us: float = Field(
         default=0.0, ge=0,
         description="host time to dispatch one operation outside CUDA graphs (Python, op dispatch, kernel "
@@ -178,7 +201,7 @@ class EngineProfile(BaseModel):
     sources: list[str] = Field(default_factory=list)
 
     @field_validator("custom_allreduce_by_generation", "attention_by_generation", "mla_by_generation",
-                     "gemm_by_generation")
+                     "gemm_by_generation", "moe_by_generation")
     @classmethod
     def _known_generations(cls, table: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(table) - set(generation_names()))
@@ -223,6 +246,12 @@ class EngineProfile(BaseModel):
         return hardware.model_copy(update={
             "flops_efficiency": fit.flops_efficiency or hardware.flops_efficiency,
             "flops_efficiency_by_dtype": {**hardware.flops_efficiency_by_dtype, **fit.flops_efficiency_by_dtype}})
+
+    def moe_hardware(self, hardware: HardwareSpec, dtype: str) -> HardwareSpec:
+        """``hardware`` with this framework's own fused-MoE kernel's parameters for experts of weight format
+        ``dtype`` on its generation (``moe_by_generation``, :func:`generation_entry`), unchanged without an entry."""
+        fit = (generation_entry(self.moe_by_generation, hardware.generation) or {}).get(dtype)
+        return hardware if fit is None else hardware.model_copy(update=fit.model_dump(exclude_none=True))
 
     def iteration_overhead(self, num_layers: int, num_sequences: int, num_prompts: int = 0) -> float:
         """Seconds the engine adds to one iteration of ``num_sequences`` sequences, ``num_prompts`` of them

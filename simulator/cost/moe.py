@@ -45,7 +45,11 @@ lighter-tailed ones (gamma of the same spread) load the hottest of two experts a
 
 ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``, ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency`` and
 ``moe_expert_overhead_us`` are fitted per GPU generation on the frameworks' MoE tables
-(``../shared/data/kernels/<gpu>/moe``, :mod:`simulator.fidelity.kernel_fit`); ``moe_kernels`` is counted, not fitted:
+(``../shared/data/kernels/<gpu>/moe``, :mod:`simulator.fidelity.kernel_fit`), pooled; a serving engine's profile
+replaces the last three with its framework's own kernel for the experts' weight format where it has one
+(``moe_by_generation``, :meth:`simulator.cost.engine.EngineProfile.moe_hardware`: vLLM's FlashInfer kernel for
+per-tensor fp8 streams its experts at a quarter of the rate of its Triton kernel for block fp8); ``moe_kernels`` is
+counted, not fitted:
 6 (top-k routing, alignment, the two grouped GEMMs, the activation, the combine). Fitting it too gives 12 on H100:
 the eager tables' launch gaps, which a CUDA-graph engine does not pay. The per-expert cost (0.3 µs on Hopper, 0.2
 on Ampere) took the pooled tables' median error from 17.1% to 15.2% on H100 and 8.8% to 7.7% on A100 and removed

@@ -141,7 +141,8 @@ class RooflineCostModel(CostModel):
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}
         gemms["router"] = self.head_gemm
-        experts = ExpertsModel(hardware, dtype if model.quantized("experts") else activation_dtype(dtype),
+        expert_dtype = dtype if model.quantized("experts") else activation_dtype(dtype)
+        experts = ExpertsModel(self.engine.moe_hardware(hardware, expert_dtype), expert_dtype,  # its own MoE kernel
                                self.engine.compute_efficiency, self.engine.memory_efficiency)
         self.dp = data_parallel
         if all_to_all == "deepep" and hardware.deepep is None:

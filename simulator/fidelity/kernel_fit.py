@@ -20,17 +20,20 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - DeepEP's dispatch and combine kernels (``deepep``: latency and link efficiency of each, by least squares,
   :func:`simulator.fidelity.kernels.fit_deepep`), where the GPU has DeepEP tables.
 
-The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Four fits per framework
+The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Five fits per framework
 complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR --gpu G --framework F``,
 :func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
-format (:func:`fit_framework_gemm`), and its own attention and MLA kernels (:func:`fit_framework_attention`,
+format (:func:`fit_framework_gemm`), its own attention and MLA kernels (:func:`fit_framework_attention`,
 :func:`fit_framework_mla`: the pooled fit's attention parameters on its tables alone, its decode kernel's fixed cost
 and KV streaming rate apart, and its kernels over fp8 caches apart from those over 16-bit ones,
-:func:`fit_kernels_over_caches`).
+:func:`fit_kernels_over_caches`), and its fused-MoE kernel per expert format (:func:`fit_framework_moe`).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
-Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel); a per-framework scale
-does not help (it moves each framework's median by under 4 points), because the spread is per (framework, format).
+Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel; vLLM's FlashInfer CUTLASS
+kernel for per-tensor fp8 streams its experts at a quarter of the rate of its Triton one for block fp8). A
+per-framework scale does not help (it moves each framework's median by under 4 points): the spread is per
+(framework, format), so each framework's kernel is fitted per format — its FLOP rate, its weight streaming rate and
+its cost per touched expert, the tiles and knee staying the GPU's — on half of the model shapes of its table.
 """
 
 from __future__ import annotations
@@ -248,13 +251,72 @@ def fit_framework_gemm(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
     return fitted, _summary(f"{framework} GEMM on {gpu}", errors, ["dtype"])
 
 
+FRAMEWORK_MOE_GRID: dict[str, list[float]] = {
+    "moe_gemm_efficiency": _steps(0.10, 1.50, 0.02),
+    "moe_bandwidth_efficiency": _steps(0.20, 1.20, 0.02),
+    "moe_expert_overhead_us": _steps(0.0, 20.0, 0.1),
+}
+# the streaming rate and the per-expert cost trade off (both grow with the experts touched): moves of two at once
+MOE_DESCENT = {"rounds": 20, "diagonal": True}
+MOE_FIT_MIN_SHAPES = 4  # a format measured on fewer model shapes keeps the pooled fit (half of them are held out)
+MOE_SHAPE = ["hidden", "inter", "topk", "experts"]
+
+
+def moe_held_out(rows: pd.DataFrame) -> np.ndarray | None:
+    """Which of one (GPU, framework, format) MoE table's rows :func:`fit_framework_moe` holds out: those of every
+    other model shape (hidden, width, top-k, experts) in sorted order, starting with the second; None when the
+    table has fewer than :data:`MOE_FIT_MIN_SHAPES` shapes (not fitted)."""
+    keys = list(rows[MOE_SHAPE].itertuples(index=False, name=None))
+    shapes = sorted(set(keys))
+    if len(shapes) < MOE_FIT_MIN_SHAPES:
+        return None
+    fitted = set(shapes[::2])
+    return np.array([key not in fitted for key in keys])
+
+
+def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict, str]:
+    """A framework's own fused-MoE kernel per expert weight format, fitted on its MoE tables of one GPU
+    (``moe/<framework>``, balanced routing, no expert parallelism): for every format measured on at least
+    :data:`MOE_FIT_MIN_SHAPES` model shapes (hidden, width, top-k, experts), :data:`FRAMEWORK_MOE_GRID`'s
+    parameters by coordinate descent from the generation's pooled values on every other shape in sorted order
+    (the rest held out, :func:`moe_held_out`: models the fit has not seen); with the errors' summary per format,
+    fitted and held-out shapes apart. The values go in the engine profile's ``moe_by_generation`` under the GPU's
+    generation."""
+    table = moe_kernel_table(kernels_dir)
+    table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
+    hardware = load_hardware(GPUS[gpu])
+    fitted: dict[str, dict[str, float]] = {}
+    parts = []
+    for dtype, rows in table.groupby("dtype", sort=True):
+        rows = rows.reset_index(drop=True)
+        held_out = moe_held_out(rows)
+        if held_out is None:
+            continue
+        profile = _fit_moe_format(kernels_dir, gpu, hardware, rows[~held_out].reset_index(drop=True))
+        fitted[dtype] = {name: getattr(profile, name) for name in FRAMEWORK_MOE_GRID}
+        parts.append(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows).assign(
+            shapes=np.where(held_out, "held out", "fitted")))
+    if not parts:
+        return {}, f"{framework} MoE on {gpu}: no format measured on {MOE_FIT_MIN_SHAPES} shapes or more"
+    return fitted, _summary(f"{framework} MoE on {gpu}", pd.concat(parts), ["dtype", "shapes"])
+
+
+def _fit_moe_format(kernels_dir: Path, gpu: str, start: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
+    """``start`` with :data:`FRAMEWORK_MOE_GRID`'s parameters fitted on one framework's MoE ``rows`` of one format."""
+    def evaluate(profile: HardwareSpec) -> float:
+        return score(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows))
+
+    return coordinate_descent(start, FRAMEWORK_MOE_GRID, evaluate, **MOE_DESCENT)
+
+
 def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict, list[str]]:
     """A framework's own kernels on one GPU, as the engine-profile fields for the GPU's generation: its all-reduce
     (:func:`fit_custom_allreduce`, into ``custom_allreduce_by_generation``), its dense GEMM rates
     (:func:`fit_framework_gemm`, into ``gemm_by_generation``), its attention (:func:`fit_framework_attention`,
-    into ``attention_by_generation``) and its MLA (:func:`fit_framework_mla`, into ``mla_by_generation``), each
-    where ``kernels_dir`` has the framework's tables for that GPU; with one report line per fit. Raises
-    LLMSimError when it has none of them."""
+    into ``attention_by_generation``), its MLA (:func:`fit_framework_mla`, into ``mla_by_generation``) and its
+    fused-MoE kernel per expert format (:func:`fit_framework_moe`, into ``moe_by_generation``), each where
+    ``kernels_dir`` has the framework's tables for that GPU; with one report line per fit. Raises LLMSimError when
+    it has none of them."""
     generation = load_hardware(GPUS[gpu]).generation
     load_engine(framework)  # the profile the all-reduce fit starts from: an unknown name fails here, in one line
     fields: dict = {}
@@ -273,14 +335,16 @@ def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sx
         fields["gemm_by_generation"] = {generation: fitted}
         report.append(summary)
     for name, read, fit in (("attention_by_generation", attention_kernel_table, fit_framework_attention),
-                            ("mla_by_generation", mla_kernel_table, fit_framework_mla)):
+                            ("mla_by_generation", mla_kernel_table, fit_framework_mla),
+                            ("moe_by_generation", moe_kernel_table, fit_framework_moe)):
         table = read(kernels_dir)
         if ((table["gpu"] == gpu) & (table["framework"] == framework)).any():
             fitted, summary = fit(kernels_dir, framework, gpu)
-            fields[name] = {generation: fitted}
+            if fitted:
+                fields[name] = {generation: fitted}
             report.append(summary)
     if not fields:
-        raise LLMSimError(f"calibrate: no custom_allreduce, GEMM, attention or MLA tables of framework "
+        raise LLMSimError(f"calibrate: no custom_allreduce, GEMM, attention, MLA or MoE tables of framework "
                           f"{framework!r} for GPU {gpu!r} under {kernels_dir}")
     return fields, report
 
@@ -288,6 +352,11 @@ def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sx
 def _pooled_attention_errors(kernels_dir: Path, hardware: dict[str, HardwareSpec], table: pd.DataFrame):
     """Attention errors with the hardware's parameters for every framework (no framework's own kernels)."""
     return attention_kernel_errors(kernels_dir, hardware, table, engines={})
+
+
+def _pooled_moe_errors(kernels_dir: Path, hardware: dict[str, HardwareSpec], table: pd.DataFrame):
+    """Fused-MoE errors with the hardware's parameters for every framework (no framework's own kernels)."""
+    return moe_kernel_errors(kernels_dir, hardware, table, engines={})
 
 
 def pooled_attention_score(table: pd.DataFrame, by: list[str]) -> Callable[[HardwareSpec], float]:
@@ -392,7 +461,7 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
                          gpu, report, pooled_attention_score(attention, by), **ATTENTION_DESCENT)
     moe = moe_kernel_table(kernels_dir)
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
-    profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, moe_kernel_errors, kernels_dir, gpu,
+    profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, _pooled_moe_errors, kernels_dir, gpu,
                          report)
     deepep = fit_deepep(kernels_dir, gpu)
     if deepep:

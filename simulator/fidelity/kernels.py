@@ -13,7 +13,8 @@ each framework's engine profile runs them; prefill and decode attention (``atten
 vLLM's fp8_block table is left out: its floor is 55–151 µs for every shape, far above the same GEMM in the other
 frameworks (2.5–4 µs), so it times something besides the kernel. Fused-MoE layers (``moe/*/*/moe_perf``, balanced
 routing: ``num_tokens`` tokens each to ``topk`` of ``num_experts`` experts of ``inter_size``, by ``moe_tp_size`` and
-``moe_ep_size``) are predicted with :class:`simulator.cost.moe.ExpertsModel`, the rows without expert parallelism
+``moe_ep_size``) are predicted with :class:`simulator.cost.moe.ExpertsModel` (each framework's with its own kernel
+for the format where its engine profile has one, ``moe_by_generation``), the rows without expert parallelism
 (``moe_ep_size`` 1; what ``num_tokens`` means per expert-parallel rank is not stated, and expert parallelism is not
 simulated yet); rows that would have read the experts
 their tokens touch faster than the GPU's HBM peak are left out (SGLang's and vLLM's DeepSeek-V3 shape, 7168 × 2048
@@ -271,15 +272,19 @@ def _expert_bytes(frame: pd.DataFrame) -> np.ndarray:
 
 
 def moe_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
-                      table: pd.DataFrame | None = None) -> pd.DataFrame:
+                      table: pd.DataFrame | None = None,
+                      engines: Mapping[str, EngineProfile] | None = None) -> pd.DataFrame:
     """:func:`moe_kernel_table` (or ``table``) with predicted seconds and the error: balanced routing, the busiest
-    expert-parallel rank at the rows' ``load_cv`` where the table has one."""
+    expert-parallel rank at the rows' ``load_cv`` where the table has one; each framework's rows with its own
+    fused-MoE kernel for the format on the GPU's generation (:meth:`EngineProfile.moe_hardware`; ``engines`` as in
+    :func:`attention_kernel_errors`: None the shipped profiles, ``{}`` the generation's pooled fit)."""
     table = moe_kernel_table(kernels_dir) if table is None else table
     load_cv = table["load_cv"] if "load_cv" in table else pd.Series(0.0, index=table.index)
     slots = table["slots"] if "slots" in table else pd.Series(0, index=table.index)
     predicted = np.zeros(len(table))
-    for (gpu, dtype), rows in table.groupby(["gpu", "dtype"]):
-        model = ExpertsModel(_hardware(gpu, hardware), dtype)
+    for (gpu, framework, dtype), rows in table.groupby(["gpu", "framework", "dtype"]):
+        engine, hw = _framework_engine(framework, engines), _hardware(gpu, hardware)
+        model = ExpertsModel(engine.moe_hardware(hw, dtype) if engine is not None else hw, dtype)
         predicted[table.index.get_indexer(rows.index)] = [
             model.time(t, h, i / tp, 2, k, e, ep, "balanced", cv, n) for t, h, i, k, e, tp, ep, cv, n in zip(
                 rows["tokens"], rows["hidden"], rows["inter"], rows["topk"], rows["experts"], rows["moe_tp"],
@@ -321,10 +326,11 @@ def moe_routing_kernel_table(kernels_dir: Path) -> pd.DataFrame:
 
 
 def moe_routing_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
-                              skew: bool = True) -> pd.DataFrame:
-    """:func:`moe_routing_kernel_table` predicted for the busiest rank (``skew=False``: as if balanced)."""
+                              skew: bool = True, engines: Mapping[str, EngineProfile] | None = None) -> pd.DataFrame:
+    """:func:`moe_routing_kernel_table` predicted for the busiest rank (``skew=False``: as if balanced; ``engines``
+    as in :func:`moe_kernel_errors`)."""
     table = moe_routing_kernel_table(kernels_dir)
-    predicted = moe_kernel_errors(kernels_dir, hardware, table if skew else table.assign(load_cv=0.0))
+    predicted = moe_kernel_errors(kernels_dir, hardware, table if skew else table.assign(load_cv=0.0), engines)
     return predicted if skew else predicted.assign(load_cv=table["load_cv"])
 
 
@@ -347,9 +353,11 @@ def wide_ep_kernel_table(kernels_dir: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def wide_ep_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None) -> pd.DataFrame:
-    """:func:`wide_ep_kernel_table` predicted for the busiest rank (EPLB rows with their slots)."""
-    return moe_kernel_errors(kernels_dir, hardware, wide_ep_kernel_table(kernels_dir))
+def wide_ep_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
+                          engines: Mapping[str, EngineProfile] | None = None) -> pd.DataFrame:
+    """:func:`wide_ep_kernel_table` predicted for the busiest rank (EPLB rows with their slots; ``engines`` as in
+    :func:`moe_kernel_errors`)."""
+    return moe_kernel_errors(kernels_dir, hardware, wide_ep_kernel_table(kernels_dir), engines)
 
 
 DEEPEP_SMS = 20  # DeepEP's default SM budget for its normal kernels (its Buffer.num_sms)
