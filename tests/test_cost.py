@@ -248,11 +248,12 @@ def test_tensor_parallel_shards_work_and_adds_all_reduce():
 
 
 def test_engine_profiles():
-    """vllm: 1.5 ms per iteration and 40 µs per sequence. splitwise: prompts prefilled one after another (b prompts =
-    b × one prompt), all-reduces at 0.447 of the NCCL bandwidth with its stack's fixed cost, 40 µs + 4 µs per ring
-    step and no low-latency protocol (a 2-byte all-reduce over 4 GPUs: 40 + 6 × 4 = 64 µs; the current NCCL fit,
-    which the other engines' rings use, takes its LL protocol: 8.75 + 6 × 0.95 = 14.45 µs), 5.0 ms per pass, 5 ms
-    per prompt and 347 µs per sequence. Groups sum to the total."""
+    """vllm: 2.0 ms per iteration and 40 µs per sequence; vllm-0.14 (its later versions): 0.75 ms and none.
+    splitwise: prompts prefilled one after another (b prompts = b × one prompt), all-reduces at 0.447 of the NCCL
+    bandwidth with its stack's fixed cost, 40 µs + 4 µs per ring step and no low-latency protocol (a 2-byte
+    all-reduce over 4 GPUs: 40 + 6 × 4 = 64 µs; the current NCCL fit, which the other engines' rings use, takes its
+    LL protocol: 8.75 + 6 × 0.95 = 14.45 µs), 5.0 ms per pass, 5 ms per prompt and 347 µs per sequence. Groups sum
+    to the total."""
     model, hardware = load_model("llama-3-70b"), load_hardware("a100-80gb-sxm")
     default = RooflineCostModel(model, hardware, 4, engine=load_engine("vllm"))
     ideal = RooflineCostModel(model, hardware, 4, engine=load_engine("ideal"))
@@ -260,7 +261,9 @@ def test_engine_profiles():
     shape = IterationShape(((500, 0),) * 3, 16, 16 * 800)
     for cost in (default, ideal, splitwise):
         assert sum(cost.breakdown(shape).values()) == pytest.approx(cost.iteration_time(shape), rel=1e-12)
-    assert default.breakdown(shape)["engine_s"] == pytest.approx(1.5e-3 + 19 * 40e-6)  # 3 prompts + 16 decodes
+    assert default.breakdown(shape)["engine_s"] == pytest.approx(2.0e-3 + 19 * 40e-6)  # 3 prompts + 16 decodes
+    later = RooflineCostModel(model, hardware, 4, engine=load_engine("vllm-0.14"))
+    assert later.breakdown(shape)["engine_s"] == pytest.approx(0.75e-3)
     assert ideal.breakdown(shape)["engine_s"] == 0.0
     # splitwise: four passes (three prompts, then the decodes), three prompts, 19 sequences
     assert splitwise.breakdown(shape)["engine_s"] == pytest.approx(4 * 5.0e-3 + 3 * 5e-3 + 19 * 347e-6)

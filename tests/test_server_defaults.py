@@ -91,3 +91,30 @@ def test_an_unknown_engine_is_one_line_naming_the_catalog():
     config = _load(engine="vllm", scheduler={"kind": "chunked", "max_num_batched_tokens": 512})
     with pytest.raises(ConfigError, match=r"scheduler\.max_num_batched_tokens: 512 is below max_num_seqs 1024"):
         simulator.run(config)  # as vLLM refuses a budget below max_num_seqs
+
+
+def test_a_profile_that_extends_another_states_only_what_differs(tmp_path):
+    """``extends``: the shipped ``vllm-0.14`` is ``vllm`` (its server defaults and fitted kernels) with its own host
+    costs and name; a user profile extends a catalog name or a YAML path relative to its own file, its top-level
+    fields replacing the other's whole; a cycle, a non-name and an unknown profile are one line naming the file."""
+    from simulator.cost.engine import load_engine
+
+    vllm, later = load_engine("vllm"), load_engine("vllm-0.14")
+    assert (later.name, later.per_iteration_ms, later.per_sequence_us) == ("vllm-0.14", 0.75, 0.0)
+    assert later.model_dump(exclude={"name", "description", "per_iteration_ms", "per_sequence_us", "sources"}) == (
+        vllm.model_dump(exclude={"name", "description", "per_iteration_ms", "per_sequence_us", "sources"}))
+    (tmp_path / "mine.yaml").write_text("extends: vllm-0.14\nname: mine\nserver_defaults: {}\n")
+    (tmp_path / "yours.yaml").write_text("extends: mine.yaml\nname: yours\nper_sequence_us: 5\n")
+    yours = load_engine(str(tmp_path / "yours.yaml"))
+    assert (yours.name, yours.per_iteration_ms, yours.per_sequence_us, yours.server_defaults) == ("yours", 0.75, 5.0,
+                                                                                                {})
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\nname: a\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\nname: b\n")
+    with pytest.raises(LLMSimError, match=r"b.yaml: extends: a cycle of engine profiles \(a -> b -> a\)"):
+        load_engine(str(tmp_path / "a.yaml"))
+    (tmp_path / "c.yaml").write_text("extends: [vllm]\nname: c\n")
+    with pytest.raises(LLMSimError, match=r"c.yaml: extends must name an engine profile .*got \['vllm'\]"):
+        load_engine(str(tmp_path / "c.yaml"))
+    (tmp_path / "d.yaml").write_text("extends: vllm-9\nname: d\n")
+    with pytest.raises(LLMSimError, match=r"d.yaml: extends: unknown engine profile 'vllm-9' \(catalog: "):
+        load_engine(str(tmp_path / "d.yaml"))

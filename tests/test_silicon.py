@@ -52,6 +52,20 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     assert config.workload.num_requests == 12 * 8
 
 
+def test_a_row_runs_the_engine_profile_of_its_backends_version():
+    """vLLM 0.14 and later (async scheduling by default, host work off the critical path) run ``vllm-0.14``; earlier
+    versions and rows that state none run ``vllm``; a version's suffix (rc, post) does not count; other backends
+    have one profile."""
+    from simulator.fidelity.silicon import release, row_engine
+
+    assert [release(v) for v in ("0.18.0", "1.0.0rc3", "0.5.1.post1", "v0.14", "", "main")] == [
+        (0, 18, 0), (1, 0, 0), (0, 5, 1), (0, 14), None, None]
+    assert [row_engine(_row(backend_version=v)) for v in ("0.18.0", "0.14", "0.13.9", "0.12.0", "")] == [
+        "vllm-0.14", "vllm-0.14", "vllm", "vllm", "vllm"]
+    assert row_engine(_row(backend="sglang", backend_version="0.18.0")) == "sglang"
+    assert row_experiment(_row(backend_version="0.18.0"), "x:2", None).engine == "vllm-0.14"
+
+
 def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
     """A row's precision names the weights' family; no server converts a quantised checkpoint: DeepSeek-V3 ships
     128 x 128 block-scaled fp8, so its "fp8" row serves fp8_block weights (with the recipe's fp8 cache for fp8

@@ -81,6 +81,13 @@ def catalog_names(folder: Path) -> list[str]:
 def load_catalog_entry(name_or_path: str, folder: Path, model_cls: type[BaseModel], field: str, what: str) -> Any:
     """A catalog name (a YAML file in ``folder``) or a path to a YAML, validated as ``model_cls``; errors name the
     config ``field`` and list the catalog."""
+    path = catalog_path(name_or_path, folder, field, what)
+    return validate(model_cls, read_mapping(path), str(path))
+
+
+def catalog_path(name_or_path: str, folder: Path, field: str, what: str) -> Path:
+    """The file of a catalog name (a YAML file in ``folder``, case-insensitive) or of a path to a YAML; errors name
+    the config ``field`` and list the catalog."""
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         names = {name.lower(): name for name in catalog_names(folder)}  # catalog names are case-insensitive
@@ -92,4 +99,4 @@ def load_catalog_entry(name_or_path: str, folder: Path, model_cls: type[BaseMode
             )
     elif not path.is_file():
         raise LLMSimError(f"{field}: file not found: {name_or_path}")
-    return validate(model_cls, read_mapping(path), str(path))
+    return path

@@ -28,15 +28,17 @@ kernel per expert weight format (``moe_by_generation``, :class:`MoEKernels`) rep
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from simulator.catalog.generations import BORROWS_FROM, generation_names
 from simulator.catalog.hardware import HardwareSpec
-from simulator.catalog.loading import load_catalog_entry
+from simulator.catalog.loading import catalog_path, read_mapping, validate
 from simulator.catalog.paths import PROJECT_ROOT
 from simulator.dtypes import WEIGHT_DTYPES, bytes_per_element
+from simulator.errors import LLMSimError
 
 ExpertFormat = Literal[WEIGHT_DTYPES]  # an expert weight format (moe_by_generation's keys)
 
@@ -282,5 +284,26 @@ def generation_entry(table: dict[str, Any], generation: str) -> Any:
 
 
 def load_engine(name_or_path: str) -> EngineProfile:
-    """A catalog name (``splitwise``) or a path to an engine YAML."""
-    return load_catalog_entry(name_or_path, ENGINE_DIR, EngineProfile, "engine", "engine profile")
+    """A catalog name (``splitwise``) or a path to an engine YAML. A profile that differs from another in a few fields
+    names it (``extends: vllm``, a catalog name or a path relative to its own file) and states only those: its
+    top-level fields replace the other's, whole."""
+    path = catalog_path(name_or_path, ENGINE_DIR, "engine", "engine profile")
+    return validate(EngineProfile, _engine_fields(path, ()), str(path))
+
+
+def _engine_fields(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """The fields of the engine YAML at ``path`` over those of the profile it ``extends`` (``chain``: the files
+    that extend it, to refuse a cycle)."""
+    data = read_mapping(path)
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base:
+        raise LLMSimError(f"{path}: extends must name an engine profile (a catalog name or a YAML path), got {base!r}")
+    relative = path.parent / base
+    base_path = catalog_path(str(relative) if relative.suffix in (".yaml", ".yml") else base, ENGINE_DIR,
+                             f"{path}: extends", "engine profile")
+    if base_path.resolve() in {p.resolve() for p in (*chain, path)}:
+        names = " -> ".join(p.stem for p in (*chain, path, base_path))
+        raise LLMSimError(f"{path}: extends: a cycle of engine profiles ({names})")
+    return {**_engine_fields(base_path, (*chain, path)), **data}

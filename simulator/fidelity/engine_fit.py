@@ -1,4 +1,5 @@
-"""Fit an engine profile's fixed costs on the benchmark rows of its framework (the ``fit`` subset of
+"""Fit an engine profile's fixed costs on the benchmark rows that run it (its framework's, of the version range it
+stands for: :func:`simulator.fidelity.silicon.row_engine`; the ``fit`` subset of
 :func:`simulator.fidelity.silicon.is_fit_row`).
 
 The fitted parameters have physical meaning: the engine's CPU time per iteration (``per_iteration_ms``: scheduling,
@@ -20,7 +21,7 @@ import pandas as pd
 import yaml
 
 from simulator.cost.engine import load_engine
-from simulator.fidelity.silicon import RunSettings, is_fit_row, validate_runs
+from simulator.fidelity.silicon import RunSettings, is_fit_row, row_engine, validate_runs
 
 GRID: dict[str, list[float]] = {
     "per_iteration_ms": [0.0, 0.5, 1.0, 1.5, 2.0, 3.0],
@@ -38,20 +39,22 @@ def score(frame: pd.DataFrame) -> float:
 
 
 def fit_engine(
-    runs: str | Path, model_dir: str | Path, backend: str, grid: dict[str, list[float]] | None = None, jobs: int = 2,
+    runs: str | Path, model_dir: str | Path, profile: str, grid: dict[str, list[float]] | None = None, jobs: int = 2,
 ) -> tuple[dict[str, float], pd.DataFrame]:
-    """The best grid point for ``backend``'s profile (starting from the shipped one) and every point's score."""
-    base = load_engine(backend).model_dump()
+    """The best grid point for the engine ``profile`` (starting from the shipped one), fitted on the fit rows that
+    run it (:func:`simulator.fidelity.silicon.row_engine`: its backend's, of its version range), and every point's
+    score."""
+    base = load_engine(profile).model_dump()
     grid = grid or GRID
     names = list(grid)
     records = []
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"{backend}.yaml"
+        path = Path(folder) / f"{profile}.yaml"
         for values in itertools.product(*(grid[n] for n in names)):
             path.write_text(yaml.safe_dump({**base, **dict(zip(names, values, strict=True))}))
             frame = validate_runs(
-                runs, model_dir, jobs, RunSettings(engines=((backend, str(path)),)),
-                keep=lambda row: row.get("backend") == backend and is_fit_row(row),
+                runs, model_dir, jobs, RunSettings(engines=((profile, str(path)),)),
+                keep=lambda row: row_engine(row) == profile and is_fit_row(row),
             )
             records.append({**dict(zip(names, values, strict=True)), "score": score(frame)})
     table = pd.DataFrame(records).sort_values("score", kind="stable")

@@ -6,8 +6,9 @@ against a server of ``batch_size`` running requests at most (the recipe's ``max_
 together and send their next request after a client turnaround (exponential, mean 20 ms: fitted, below), every
 request ``isl`` prompt tokens and ``osl`` output tokens, on one replica with the row's tensor and pipeline
 parallelism, weights in the row's precision (a checkpoint that ships quantised: in its own format, below), the
-row's framework as the engine profile (with that framework's server defaults for batching and the KV cache,
-:attr:`EngineProfile.server_defaults`, which the config loader fills in). The
+row's framework as the engine profile — of its version range where the framework has several
+(:func:`row_engine`: vLLM 0.14 and later run ``vllm-0.14``) — with that framework's server defaults for batching and
+the KV cache (:attr:`EngineProfile.server_defaults`, which the config loader fills in). The
 benchmark's recipe (aiperf) sends 2·N warm-up requests, then about 20·N measured ones. aiperf lets its warm-up
 phase drain (a grace period for the warm-up responses) before the profiling phase starts its N clients, so the
 measured requests begin with every client sending at once to an idle server (each after its own turnaround draw,
@@ -89,6 +90,29 @@ PRECISIONS = {"": "bf16", "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "f
 FP8_KV_PRECISIONS = ("fp8", "fp8_block")
 
 
+# the engine profiles of a backend's later versions: (first version, profile), oldest first (module docstring)
+VERSION_ENGINES: dict[str, tuple[tuple[tuple[int, ...], str], ...]] = {"vllm": (((0, 14), "vllm-0.14"),)}
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """A version string's release numbers (``0.18.0`` -> (0, 18, 0); ``1.0.0rc3``, ``0.5.1.post1``: the numbers
+    before the suffix); None when it starts with none."""
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version or "")
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
+
+
+def row_engine(row: dict[str, str]) -> str:
+    """The engine profile a row runs: its backend's, or the profile of the backend's later versions its
+    ``backend_version`` reaches (:data:`VERSION_ENGINES`); a row without a version runs the backend's."""
+    backend = (row.get("backend") or "").strip()
+    version = release(row.get("backend_version") or "")
+    engine = backend
+    for first, profile in VERSION_ENGINES.get(backend, ()):
+        if version is not None and version >= first:
+            engine = profile
+    return engine
+
+
 class Unsupported(Exception):
     """A row the simulator cannot represent; the message is the reason."""
 
@@ -105,7 +129,7 @@ class RunSettings:
     # each request's prompt and output lengths uniform on [low·isl, high·isl] and [low·osl, high·osl] (a client
     # that draws lengths, e.g. a random dataset's range ratio); None: every request exactly isl and osl
     length_range: tuple[float, float] | None = None
-    engines: tuple[tuple[str, str], ...] = ()  # backend -> engine profile (name or path) instead of the backend's
+    engines: tuple[tuple[str, str], ...] = ()  # engine profile a row runs (:func:`row_engine`) -> another (name/path)
     # backend -> "recipe" (the benchmark recipe's token budget, :func:`recipe_token_budget`) or "server" (the
     # engine profile's server default); chosen per backend on the fit rows (see the module docstring)
     token_budgets: tuple[tuple[str, str], ...] = (("vllm", "recipe"), ("sglang", "server"), ("trtllm", "recipe"))
@@ -278,7 +302,8 @@ def row_experiment(
             _check_moe_parallelism(row, "", dp * tp, ep, where)
         cluster = {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp,
                    "expert_parallel": ep if spec.is_moe else 1}
-    engine_name = dict(settings.engines).get(backend, backend)
+    engine_name = row_engine(row)
+    engine_name = dict(settings.engines).get(engine_name, engine_name)
     measured = max(settings.measured * users, settings.min_measured)
     data = {
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
