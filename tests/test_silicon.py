@@ -52,10 +52,10 @@ def test_a_row_becomes_its_benchmark(tmp_path):
     assert config.workload.num_requests == 12 * 8
 
 
-def test_a_row_runs_the_engine_profile_of_its_backends_version():
+def test_a_row_runs_the_engine_profile_of_its_backends_version(tmp_path):
     """vLLM 0.14 and later (async scheduling by default, host work off the critical path) run ``vllm-0.14``; earlier
     versions and rows that state none run ``vllm``; a version's suffix (rc, post) does not count; other backends
-    have one profile."""
+    have one profile. The validation's output names the profile each row ran, and its slices split by it."""
     from simulator.fidelity.silicon import release, row_engine
 
     assert [release(v) for v in ("0.18.0", "1.0.0rc3", "0.5.1.post1", "v0.14", "", "main")] == [
@@ -64,6 +64,14 @@ def test_a_row_runs_the_engine_profile_of_its_backends_version():
         "vllm-0.14", "vllm-0.14", "vllm", "vllm", "vllm"]
     assert row_engine(_row(backend="sglang", backend_version="0.18.0")) == "sglang"
     assert row_experiment(_row(backend_version="0.18.0"), "x:2", None).engine == "vllm-0.14"
+    runs = tmp_path / "runs.csv"
+    with open(runs, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*HEADER, "backend_version"])
+        writer.writeheader()
+        writer.writerows([_row(id="a", osl="4", backend_version="0.18.0"), _row(id="b", osl="4", backend_version="")])
+    frame = validate_runs(runs)
+    assert list(frame["engine"]) == ["vllm-0.14", "vllm"] and list(frame["status"]) == ["ok", "ok"]
+    assert frame.loc[0, "predicted_tpot_ms"] < frame.loc[1, "predicted_tpot_ms"]  # 0.75 ms a step, not 2 + 4 x 0.04
 
 
 def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
@@ -232,7 +240,7 @@ def test_the_slice_table_gives_the_bias_beside_the_errors():
     signed error) +5%; a row that did not run counts in ``rows`` only."""
     from simulator.fidelity.silicon import slice_table
 
-    frame = pd.DataFrame({"system": "h100_sxm", "backend": "vllm", "model_path": "m", "mode": "agg",
+    frame = pd.DataFrame({"system": "h100_sxm", "backend": "vllm", "engine": "vllm", "model_path": "m", "mode": "agg",
                           "subset": "fit", "status": ["ok", "ok", "unsupported: x"],
                           "silicon_ttft_ms": [100.0, 200.0, 50.0], "predicted_ttft_ms": [120.0, 180.0, np.nan],
                           "silicon_tpot_ms": [10.0, 10.0, 5.0], "predicted_tpot_ms": [10.0, 10.0, np.nan],

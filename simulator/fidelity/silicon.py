@@ -113,6 +113,13 @@ def row_engine(row: dict[str, str]) -> str:
     return engine
 
 
+def run_engine(row: dict[str, str], settings: RunSettings) -> str:
+    """The engine profile a row is simulated with: :func:`row_engine`'s, or its replacement in
+    ``settings.engines``."""
+    engine = row_engine(row)
+    return dict(settings.engines).get(engine, engine)
+
+
 class Unsupported(Exception):
     """A row the simulator cannot represent; the message is the reason."""
 
@@ -302,8 +309,7 @@ def row_experiment(
             _check_moe_parallelism(row, "", dp * tp, ep, where)
         cluster = {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp,
                    "expert_parallel": ep if spec.is_moe else 1}
-    engine_name = row_engine(row)
-    engine_name = dict(settings.engines).get(engine_name, engine_name)
+    engine_name = run_engine(row, settings)
     measured = max(settings.measured * users, settings.min_measured)
     data = {
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
@@ -393,8 +399,8 @@ def validate_runs(
     keep: Callable[[dict[str, str]], bool] | None = None,
 ) -> pd.DataFrame:
     """Every row of a runs file (or those ``keep`` accepts) with ``predicted_ttft_ms``, ``predicted_tpot_ms``,
-    ``status``, ``subset`` (``fit`` or ``holdout``, :func:`is_fit_row`) and the absolute percentage errors
-    ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
+    ``status``, ``engine`` (the engine profile it ran, :func:`run_engine`), ``subset`` (``fit`` or ``holdout``,
+    :func:`is_fit_row`) and the absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
     rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
     folder = Path(model_dir) if model_dir is not None else None
     bar = progress_bar(len(rows), "validate", "row")
@@ -422,6 +428,7 @@ def validate_runs(
     frame["predicted_ttft_ms"] = [r[0] for r in results]
     frame["predicted_tpot_ms"] = [r[1] for r in results]
     frame["status"] = [r[2] for r in results]
+    frame["engine"] = [run_engine(row, settings) for _, row in rows]
     frame["subset"] = ["fit" if is_fit_row(row) else "holdout" for _, row in rows]
     for metric in ("ttft", "tpot"):
         measured = pd.to_numeric(frame[f"silicon_{metric}_ms"], errors="coerce")
@@ -429,7 +436,7 @@ def validate_runs(
     return frame
 
 
-SLICE = ["system", "backend", "model_path", "mode", "subset"]
+SLICE = ["system", "backend", "engine", "model_path", "mode", "subset"]
 
 
 def slice_table(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
