@@ -50,7 +50,11 @@ benchmark's), fitted on the fit rows: their median TTFT error is 16.7% at 10 ms,
 (held out: 18.9, 18.0, 21.0%; before TensorRT-LLM's launch cost was refitted, 21.7% at 5 ms, 19.7% at 10, 18.3%
 at 20, 20.9% at 40). TPOT moves by under a point.
 
-A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`).
+A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`). A row
+that leaves its worker counts empty is not read as one worker per role (as an empty parallelism column is read as
+1): rows that state one and the same configuration measure different TPOTs (DeepSeek-R1 at TP 16 per role:
+TensorRT-LLM at 6 clients, 8.0 and 14.7 ms; SGLang at 8 clients, 12.2 and 23.4 ms), so what they leave out varied
+between runs.
 A row the simulator cannot represent gets ``status = unsupported: <reason>`` (attention data parallelism of a dense
 model or with a client count that is not a whole number of ranks, MoE parallelism whose moe_tp × moe_ep does not
 cover the GPUs, a disaggregated row that does not state its worker or client counts, an unknown model or system, an
