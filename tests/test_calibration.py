@@ -303,3 +303,33 @@ def write_timed_tables(folder, kind: str, fields: dict, eight_bit: dict, rows) -
             table += [{**row, "kv_cache_dtype": kv}
                       for row in rows(AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv]), phase)]
         pd.DataFrame(table).to_parquet(folder / f"{stem}_{kind}_perf.parquet")
+
+
+def test_kernel_fit_recovers_nvls_from_the_16_bit_all_reduces(tmp_path):
+    """An NCCL table (the layout of ``../shared/data/kernels``: message sizes in elements of ``nccl_dtype``, latency
+    in ms) timed with a known in-switch reduction (0.62 of the link, 40 µs) where 16-bit all-reduces beat the ring,
+    and int8 all-reduces of the same bytes on the ring: the generation fit finds NVLS again from the shipped Hopper
+    values, the ring's parameters untouched, with no error left. Ampere's NVSwitch has no NVLS fit, so its grid
+    leaves NVLS out rather than fitting a protocol its switch does not run."""
+    from simulator.cost.collectives import collective_time
+    from simulator.fidelity.kernel_fit import fit_kernels
+
+    shipped = load_hardware("h100-sxm")
+    truth = shipped.model_copy(update={"all_reduce_nvls": shipped.all_reduce_nvls.model_copy(
+        update={"efficiency": 0.62, "latency_us": 40.0})})
+    folder = tmp_path / "h100_sxm" / "comm" / "nccl" / "2.0"
+    folder.mkdir(parents=True)
+    types = {"half": ("fp16", 2), "int8": ("int8", 1)}
+    rows = [{"op_name": "all_reduce", "nccl_dtype": name, "num_gpus": n, "message_size": nbytes // types[name][1],
+             "latency": collective_time(truth, "all_reduce", n, nbytes, types[name][0]) * 1e3}
+            for name in types for n in (2, 4, 8) for nbytes in (2**k for k in range(12, 30))]
+    pd.DataFrame(rows).to_parquet(folder / "nccl_perf.parquet")
+    fitted, report = fit_kernels(shipped, tmp_path, "h100_sxm")
+    assert (fitted.all_reduce_nvls.efficiency, fitted.all_reduce_nvls.latency_us) == (0.62, 40.0)
+    assert (fitted.link_efficiency, fitted.collective_latency_us) == (shipped.link_efficiency,
+                                                                      shipped.collective_latency_us)
+    assert "all_reduce 0.0%/0.0%" in report[1]
+    a100 = load_hardware("a100-80gb-sxm")
+    (tmp_path / "h100_sxm").rename(tmp_path / "a100_sxm")
+    fitted, _ = fit_kernels(a100, tmp_path, "a100_sxm")
+    assert fitted.all_reduce_nvls is None

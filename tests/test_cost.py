@@ -190,14 +190,15 @@ def test_a_small_gemm_pays_its_main_loop_along_k():
 
 def test_collective_time_by_hand():
     """NCCL runs the faster of two protocols. Bandwidth (Simple): 2(n−1)/n · bytes / (B · e) + latency + 2(n−1) ·
-    step; low-latency (LL): the same with its own three numbers. Hopper's fit (generations.py): Simple e 0.72,
-    20.25 µs, 0.5 µs per step; LL e 0.28, 5.0 µs, 0.8 µs per step. So 4 GPUs (6 steps) cross over where
-    9.8 µs + 1.5·b / 126 GB/s = 23.25 µs + 1.5·b / 324 GB/s: b = 13.45 µs / (1.5 · (1/126 − 1/324) ns/B) ≈ 1.85 MB.
-    send/recv bytes / (B · 0.9) + 8 µs; all-gather per its own fit, (n−1)/n of the bytes."""
+    step; low-latency (LL): the same with its own three numbers. Hopper's fit (generations.py): Simple e 0.70,
+    19.5 µs, 0.5 µs per step; LL e 0.28, 5.0 µs, 0.8 µs per step. So 4 GPUs (6 steps) cross over where
+    9.8 µs + 1.5·b / 126 GB/s = 22.5 µs + 1.5·b / 315 GB/s: b = 12.7 µs / (1.5 · (1/126 − 1/315) ns/B) ≈ 1.78 MB.
+    send/recv bytes / (B · 0.9) + 8 µs; all-gather per its own fit, (n−1)/n of the bytes. (NVLS, which beats both
+    above 51 MB at 4 GPUs, is test_nvls_all_reduce_by_hand's: these messages stay below it.)"""
     h100 = load_hardware("h100-sxm")  # NVSwitch, 450 GB/s per direction, 8 GPUs per node, 50 GB/s per GPU NIC
-    e, lat, step = 0.72, 20.25e-6, 0.5e-6
+    e, lat, step = 0.70, 19.5e-6, 0.5e-6
     e_ll, lat_ll, step_ll = 0.28, 5.0e-6, 0.8e-6
-    assert (h100.link_efficiency, h100.collective_latency_us, h100.collective_step_latency_us) == (0.72, 20.25, 0.5)
+    assert (h100.link_efficiency, h100.collective_latency_us, h100.collective_step_latency_us) == (0.70, 19.5, 0.5)
     low = h100.all_reduce_low_latency
     assert (low.efficiency, low.latency_us, low.step_latency_us) == (0.28, 5.0, 0.8)
 
@@ -208,10 +209,10 @@ def test_collective_time_by_hand():
         return 2 * (n - 1) / n * b / (bandwidth * e_ll) + lat_ll + 2 * (n - 1) * step_ll
 
     nbytes = 64 * 2**20
-    assert collective_time(h100, "all_reduce", 4, nbytes) == pytest.approx(simple(4, nbytes))
+    assert collective_time(h100, "all_reduce", 4, nbytes / 4) == pytest.approx(simple(4, nbytes / 4))
     assert collective_time(h100, "all_reduce", 4, 1024) == pytest.approx(ll(4, 1024))
-    crossover = 13.45e-6 / (1.5 * (1 / (450e9 * e_ll) - 1 / (450e9 * e)))
-    assert crossover == pytest.approx(1.85e6, rel=0.01)
+    crossover = 12.7e-6 / (1.5 * (1 / (450e9 * e_ll) - 1 / (450e9 * e)))
+    assert crossover == pytest.approx(1.78e6, rel=0.01)
     assert collective_time(h100, "all_reduce", 4, 0.9 * crossover) == pytest.approx(ll(4, 0.9 * crossover))
     assert collective_time(h100, "all_reduce", 4, 1.1 * crossover) == pytest.approx(simple(4, 1.1 * crossover))
     assert collective_time(h100, "send_recv", 2, nbytes) == pytest.approx(nbytes / (450e9 * 0.9) + 8e-6)
@@ -235,6 +236,46 @@ def test_collective_time_by_hand():
     assert collective_time(h100, "all_reduce", 1, nbytes) == 0.0
     with pytest.raises(ValueError, match="unknown collective"):
         collective_time(h100, "broadcast", 2, nbytes)
+
+
+def test_nvls_all_reduce_by_hand():
+    """NVLink SHARP (Hopper's fit: 0.55 of the link, 59.5 µs): bytes / (B · 0.55) + 59.5 µs, the buffer once into the
+    switch and once back, against the ring's 2(n−1)/n · bytes. On 8 GPUs it wins where 1.75·b / (450 GB/s · 0.70)
+    + 26.5 µs > b / (450 GB/s · 0.55) + 59.5 µs, i.e. b · (5.556 − 4.040) ps/B > 33 µs: b > 21.8 MB; on 4 GPUs
+    (1.5·b, 22.5 µs) b · (4.762 − 4.040) ps/B > 37 µs: b > 51.3 MB. It reduces 16- and 32-bit floats only (int8
+    takes the ring), within one NVSwitch node only (16 GPUs: the NICs' ring), and not on Ampere's NVSwitch, which
+    has no in-switch reduction (no fit: 16-bit and int8 alike)."""
+    h100 = load_hardware("h100-sxm")
+    nvls = h100.all_reduce_nvls
+    assert (nvls.efficiency, nvls.latency_us) == (0.55, 59.5)
+
+    def ring(n, b):
+        return 2 * (n - 1) / n * b / (450e9 * 0.70) + 19.5e-6 + 2 * (n - 1) * 0.5e-6
+
+    def in_switch(b):
+        return b / (450e9 * 0.55) + 59.5e-6
+
+    crossover = 33e-6 / (1.75 / (450e9 * 0.70) - 1 / (450e9 * 0.55))
+    assert crossover == pytest.approx(21.8e6, rel=0.01)
+    big = 128 * 2**20
+    assert collective_time(h100, "all_reduce", 8, big) == pytest.approx(in_switch(big))
+    assert collective_time(h100, "all_reduce", 8, big, "fp16") == pytest.approx(in_switch(big))
+    assert collective_time(h100, "all_reduce", 8, big, "int8") == pytest.approx(ring(8, big))
+    assert collective_time(h100, "all_reduce", 8, 0.9 * crossover) == pytest.approx(ring(8, 0.9 * crossover))
+    assert collective_time(h100, "all_reduce", 8, 1.1 * crossover) == pytest.approx(in_switch(1.1 * crossover))
+    four = 37e-6 / (1.5 / (450e9 * 0.70) - 1 / (450e9 * 0.55))
+    assert four == pytest.approx(51.3e6, rel=0.01)
+    assert collective_time(h100, "all_reduce", 4, 0.9 * four) == pytest.approx(ring(4, 0.9 * four))
+    assert collective_time(h100, "all_reduce", 4, 1.1 * four) == pytest.approx(in_switch(1.1 * four))
+    assert collective_time(h100, "all_gather", 8, big) == collective_time(h100, "all_gather", 8, big, "int8")
+    assert collective_time(h100, "all_reduce", 16, big) == collective_time(h100, "all_reduce", 16, big, "int8")
+    a100 = load_hardware("a100-80gb-sxm")
+    assert a100.all_reduce_nvls is None
+    assert collective_time(a100, "all_reduce", 8, big) == collective_time(a100, "all_reduce", 8, big, "int8")
+    # a Blackwell NVL72 rack borrows Hopper's fit within its one NVLink domain of 72 GPUs
+    gb200 = load_hardware("gb200")
+    assert gb200.all_reduce_nvls == nvls and gb200.node.gpus_per_node == 72
+    assert collective_time(gb200, "all_reduce", 72, big) < collective_time(gb200, "all_reduce", 72, big, "int8")
 
 
 def test_tensor_parallel_shards_work_and_adds_all_reduce():

@@ -52,30 +52,32 @@ def test_front_end_cost_adds_to_ttft_at_low_load(tmp_path):
 
 
 def test_custom_all_reduce_takes_small_messages():
-    """By hand on an H100 node (link 450 GB/s; Hopper's link efficiency 0.72: 324 GB/s; NCCL as two protocols,
-    Simple 20.25 µs + 0.5 µs per ring step at 0.72, LL 5.0 µs + 0.8 µs at 0.28: 126 GB/s), TP 8, an engine with a
-    4.3 µs one-shot and a 9 µs two-shot kernel up to 8 MiB: one-shot 4.3 µs + 7·b / 324 GB/s, two-shot 9 µs +
-    1.75·b / 324 GB/s, NCCL min(20.25 + 7, 5.0 + 11.2 µs + 1.75·b at each bandwidth)."""
+    """By hand on an H100 node (link 450 GB/s; Hopper's link efficiency 0.70: 315 GB/s; NCCL as three protocols,
+    Simple 19.5 µs + 0.5 µs per ring step at 0.70, LL 5.0 µs + 0.8 µs at 0.28: 126 GB/s, NVLS 59.5 µs + b at 0.55:
+    247.5 GB/s), TP 8, an engine with a 4.3 µs one-shot and a 9 µs two-shot kernel up to 8 MiB: one-shot 4.3 µs +
+    7·b / 315 GB/s, two-shot 9 µs + 1.75·b / 315 GB/s, NCCL min(19.5 + 7, 5.0 + 11.2 µs + 1.75·b at each bandwidth,
+    59.5 µs + b / 247.5 GB/s)."""
     hw = load_hardware("h100-sxm")
     engine = EngineProfile(name="e", custom_allreduce_latency_us=4.3, custom_allreduce_two_shot_latency_us=9.0)
     cost = RooflineCostModel(load_model("llama-3-70b"), hw, 8, engine=engine)
-    link = 450e9 * 0.72
+    link = 450e9 * 0.70
 
     def ring(b):
-        return min(1.75 * b / link + 27.25e-6, 1.75 * b / (450e9 * 0.28) + 16.2e-6)
+        return min(1.75 * b / link + 26.5e-6, 1.75 * b / (450e9 * 0.28) + 16.2e-6, b / (450e9 * 0.55) + 59.5e-6)
 
-    # 16 KiB: the one-shot kernel's latency wins (4.3 + 0.35 µs against 9.1 and 16.4)
+    # 16 KiB: the one-shot kernel's latency wins (4.3 + 0.36 µs against 9.1 and 16.4)
     assert cost.all_reduce_time(2**14) == pytest.approx(4.3e-6 + 7 * 2**14 / link)
-    # 1 MiB: one-shot 4.3 + 22.7 = 27.0 µs, two-shot 9 + 5.7 = 14.7 µs, NCCL 30.8 µs: the two-shot kernel
+    # 1 MiB: one-shot 4.3 + 23.3 = 27.6 µs, two-shot 9 + 5.8 = 14.8 µs, NCCL 30.8 µs: the two-shot kernel
     assert cost.all_reduce_time(2**20) == pytest.approx(9e-6 + 1.75 * 2**20 / link)
     assert ring(2**20) > cost.all_reduce_time(2**20)
     # without a two-shot kernel the one-shot competes with NCCL alone
     one_shot_only = RooflineCostModel(load_model("llama-3-70b"), hw, 8,
                                       engine=EngineProfile(name="e1", custom_allreduce_latency_us=4.3))
     assert one_shot_only.all_reduce_time(2**20) == pytest.approx(min(4.3e-6 + 7 * 2**20 / link, ring(2**20)))
-    # beyond custom_allreduce_max_mib (8 MiB) only NCCL's ring is used
+    # beyond custom_allreduce_max_mib (8 MiB) only NCCL is used: at 64 MiB its in-switch reduction (331 µs against
+    # the ring's 399)
     big = 64 * 2**20
-    assert cost.all_reduce_time(big) == pytest.approx(ring(big)) == pytest.approx(1.75 * big / link + 27.25e-6)
+    assert cost.all_reduce_time(big) == pytest.approx(ring(big)) == pytest.approx(big / (450e9 * 0.55) + 59.5e-6)
     # 16 GPUs span two 8-GPU nodes: the custom kernels cannot read peers across nodes, so NCCL's ring runs, though
     # the one-shot formula would be far faster
     wide = RooflineCostModel(load_model("llama-3-70b"), hw, 16, engine=engine)

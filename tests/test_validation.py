@@ -138,7 +138,8 @@ def test_whole_iteration_errors_on_splitwise(shared_data):
 
 def test_kernel_tables_are_read_in_their_units(tmp_path):
     """Synthetic tables in the layout of ../shared/data/kernels, timed with the model itself: zero error only if
-    latencies are read as ms, fp8_block runs at the fp8 peak, and NCCL message sizes count half elements."""
+    latencies are read as ms, fp8_block runs at the fp8 peak, NCCL message sizes count each row's elements and its
+    element type is kept (an int8 all-reduce of 128 MiB on 8 H100s is the ring's; a 16-bit one of 128 MiB NVLS's)."""
     import pandas as pd
 
     from simulator.cost.collectives import collective_time
@@ -158,13 +159,16 @@ def test_kernel_tables_are_read_in_their_units(tmp_path):
     nccl_dir = tmp_path / "h100_sxm" / "comm" / "nccl" / "2.0"
     nccl_dir.mkdir(parents=True)
     rows = [{"op_name": "all_reduce", "nccl_dtype": "half", "num_gpus": n, "message_size": size,
-             "latency": collective_time(hw, "all_reduce", n, 2 * size) * 1e3} for n in (2, 8) for size in (256, 2**24)]
+             "latency": collective_time(hw, "all_reduce", n, 2 * size) * 1e3} for n in (2, 8) for size in (256, 2**26)]
+    rows.append({"op_name": "all_reduce", "nccl_dtype": "int8", "num_gpus": 8, "message_size": 2**27,  # the ring
+                 "latency": collective_time(hw, "all_reduce", 8, 2**27, "int8") * 1e3})
     rows.append({"op_name": "alltoall", "nccl_dtype": "int8", "num_gpus": 4, "message_size": 2**20,
                  "latency": collective_time(hw, "all_to_all", 4, 2**20) * 1e3})  # int8: one byte per element
     rows.append({"op_name": "broadcast", "nccl_dtype": "half", "num_gpus": 2, "message_size": 256, "latency": 1.0})
     pd.DataFrame(rows).to_parquet(nccl_dir / "nccl_perf.parquet")
     nccl = nccl_kernel_errors(tmp_path)
-    assert len(nccl) == 5 and nccl["error"].max() < 1e-9  # broadcast is not modelled: left out
+    assert len(nccl) == 6 and nccl["error"].max() < 1e-9  # broadcast is not modelled: left out
+    assert (nccl["dtype"] == "int8").sum() == 2  # an int8 all-reduce of 128 MiB is timed as the ring, not NVLS
 
 
 def test_moe_tables_are_read_with_balanced_routing_and_impossible_rows_dropped(tmp_path):

@@ -17,7 +17,8 @@ Where the numbers come from (reproduce with ``llmsim calibrate``):
   (2 GPUs: 10 µs in both), a cost of that software stack, which the Splitwise engine profile carries.
 - ``hopper``: ``llmsim calibrate --kernels ../shared/data/kernels --gpu h100_sxm``: the H100 GEMM tables of vLLM,
   SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,500 timings of each framework × dtype), NCCL 2.29 on an
-  8-GPU NVSwitch node (all_reduce, all_gather, reduce_scatter, alltoall; 2–8 GPUs, 512 B – 512 MiB), and the
+  8-GPU NVSwitch node (all_reduce, all_gather, reduce_scatter, alltoall; 2–8 GPUs, 512 B – 512 MiB; 16-bit
+  all-reduces also by NVLink SHARP, ``all_reduce_nvls``, which Ampere's NVSwitch does not have), and the
   three frameworks' prefill and decode attention tables pooled (2,000 timings of each framework and phase), and
   their fused-MoE tables without expert parallelism (2,000 of each framework × weight format; Ampere: SGLang's),
   and SGLang's DeepEP tables (one 8-GPU node; :func:`simulator.fidelity.kernels.fit_deepep`). DeepEP runs on Hopper
@@ -58,8 +59,9 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "decode_attention_ns_per_head": 20.6, "attention_overhead_us": 12.4,
         "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.4,
         "moe_bandwidth_efficiency": 1.04, "moe_expert_overhead_us": 0.3, "moe_kernels": 6,
-        "link_efficiency": 0.72, "collective_latency_us": 20.25, "collective_step_latency_us": 0.5,
+        "link_efficiency": 0.70, "collective_latency_us": 19.5, "collective_step_latency_us": 0.5,
         "all_reduce_low_latency": {"latency_us": 5.0, "step_latency_us": 0.8, "efficiency": 0.28},
+        "all_reduce_nvls": {"latency_us": 59.5, "step_latency_us": 0.0, "efficiency": 0.55},
         "collectives": {
             "all_gather": {"latency_us": 24.75, "step_latency_us": 0.0, "efficiency": 0.68,
                            "low_latency": {"latency_us": 5.0, "step_latency_us": 0.8, "efficiency": 0.23}},

@@ -83,7 +83,7 @@ DeepEPKernel = Literal["ll_dispatch", "ll_combine", "normal_dispatch", "normal_c
 FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
     "gemm_k_latency_ns", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
-    "collective_step_latency_us", "all_reduce_low_latency", "collectives", "attention_efficiency",
+    "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
@@ -156,6 +156,10 @@ class HardwareSpec(BaseModel):
     collective_step_latency_us: float = Field(ge=0, description="per ring step (2(n−1) steps)")
     all_reduce_low_latency: ProtocolFit | None = Field(
         default=None, description="all-reduce's low-latency protocol (NCCL's LL / LL128), where fitted; steps 2(n−1)")
+    all_reduce_nvls: ProtocolFit | None = Field(
+        default=None, description="all-reduce by NVLink SHARP (NCCL's NVLS: the NVSwitch reduces 16- and 32-bit "
+        "floats), within one NVSwitch node, where fitted (None: a switch without in-network reduction); whole "
+        "buffer over the link, no steps")
     p2p_latency_us: float = Field(default=8.0, ge=0, description="fixed cost of one send/recv")
     collectives: dict[Literal["all_gather", "reduce_scatter", "all_to_all"], CollectiveFit] = Field(
         description="NCCL collectives besides all-reduce (all-reduce: the fields above)")

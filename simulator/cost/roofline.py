@@ -46,15 +46,17 @@ from simulator.kv.sizing import kv_dtype
 
 
 def engine_network(hardware: HardwareSpec, engine: EngineProfile) -> HardwareSpec:
-    """The hardware's all-reduce as the engine runs it: both NCCL protocols' bandwidth times the engine's
-    ``communication_efficiency`` (the other collectives as the hardware's); an engine that states its own stack's
-    all-reduce fixed cost (``collective_latency_us``) states the whole small-message regime, so the hardware's
-    low-latency protocol does not apply to it."""
+    """The hardware's all-reduce as the engine runs it: every NCCL all-reduce protocol's bandwidth (ring, low-latency,
+    NVLS) times the engine's ``communication_efficiency`` (the other collectives as the hardware's); an engine that
+    states its own stack's all-reduce fixed cost (``collective_latency_us``) states the whole small-message regime,
+    so the hardware's low-latency protocol does not apply to it."""
     scale = engine.communication_efficiency
-    low = hardware.all_reduce_low_latency
+    low, nvls = hardware.all_reduce_low_latency, hardware.all_reduce_nvls
     update: dict = {"link_efficiency": hardware.link_efficiency * scale,
                     "all_reduce_low_latency": low.model_copy(update={"efficiency": low.efficiency * scale})
-                    if low is not None and engine.collective_latency_us is None else None}
+                    if low is not None and engine.collective_latency_us is None else None,
+                    "all_reduce_nvls": nvls.model_copy(update={"efficiency": nvls.efficiency * scale})
+                    if nvls is not None else None}
     for name in ("collective_latency_us", "collective_step_latency_us"):
         if getattr(engine, name) is not None:
             update[name] = getattr(engine, name)
@@ -63,7 +65,8 @@ def engine_network(hardware: HardwareSpec, engine: EngineProfile) -> HardwareSpe
 
 def framework_all_reduce_time(network: HardwareSpec, kernels: CustomAllReduceFit | None, tp: int,
                               nbytes: float) -> float:
-    """NCCL's ring (``network``: the hardware as the engine runs it, :func:`engine_network`), or the framework's own
+    """NCCL (``network``: the hardware as the engine runs it, :func:`engine_network`; ring, LL or NVLS, whichever is
+    faster for the message, :func:`simulator.cost.collectives.collective_time`), or the framework's own
     all-reduce (``kernels``: the engine's for the GPU's generation, :meth:`EngineProfile.custom_allreduce`; None
     without one) where it takes the message and is faster. Its one-shot algorithm has every GPU read the other
     t − 1 buffers over its link, ``custom_allreduce_latency_us`` + (t − 1)·bytes / (link GB/s × link efficiency); its
@@ -71,17 +74,17 @@ def framework_all_reduce_time(network: HardwareSpec, kernels: CustomAllReduceFit
     2(t − 1)/t of the buffer, ``custom_allreduce_two_shot_latency_us`` + 2(t − 1)/t·bytes / (link GB/s × link
     efficiency); the faster runs. Both read their peers' memory directly, so they need the t GPUs in one node and all
     connected to each other (an NVSwitch fabric, or just two GPUs); otherwise, or above
-    ``custom_allreduce_max_mib``, NCCL's ring runs, as vLLM, SGLang and TensorRT-LLM fall back to it."""
-    ring = collective_time(network, "all_reduce", tp, nbytes)
+    ``custom_allreduce_max_mib``, NCCL runs, as vLLM, SGLang and TensorRT-LLM fall back to it."""
+    nccl = collective_time(network, "all_reduce", tp, nbytes)
     node = network.node
     connected = tp <= node.gpus_per_node and (node.fabric == "nvswitch" or tp == 2)
     if kernels is None or tp <= 1 or nbytes > kernels.max_mib * 2**20 or not connected:
-        return ring
+        return nccl
     link = ring_bandwidth(network, tp) * network.link_efficiency
     custom = kernels.latency_us * 1e-6 + (tp - 1) * nbytes / link
     if kernels.two_shot_latency_us is not None:
         custom = min(custom, kernels.two_shot_latency_us * 1e-6 + 2 * (tp - 1) / tp * nbytes / link)
-    return min(ring, custom)
+    return min(nccl, custom)
 
 
 def expert_slots(model: ModelSpec, expert_parallel: int, redundant: int | None) -> int:

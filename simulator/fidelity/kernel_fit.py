@@ -10,7 +10,9 @@ outweighs the others. Three groups are fitted one after another, each by the coo
   same grid as the operator fit);
 - NCCL collectives on the node, each as two protocols (bandwidth and low-latency, :mod:`simulator.cost.collectives`):
   all-reduce (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
-  ``all_reduce_low_latency``) and each of all-gather, reduce-scatter and all-to-all (``collectives``);
+  ``all_reduce_low_latency``, and ``all_reduce_nvls`` — NVLink SHARP for 16-bit data — where the generation's switch
+  reduces in the network: Hopper's, not Ampere's) and each of all-gather, reduce-scatter and all-to-all
+  (``collectives``);
 - attention: ``attention_efficiency``, ``attention_io_efficiency``, ``prefill_attention_ns_per_row``,
   ``prefill_attention_ns_per_tile``, ``decode_attention_efficiency``,
   ``decode_attention_ns_per_head``, ``attention_overhead_us``;
@@ -92,6 +94,7 @@ COLLECTIVE_GRID: dict[str, list[float]] = {
     "collective_latency_us": _steps(0.0, 60.0, 0.25),
     "collective_step_latency_us": _steps(0.0, 6.0, 0.05),
     **{f"all_reduce_low_latency.{field}": values for field, values in _LOW_LATENCY_GRID},
+    "all_reduce_nvls.efficiency": _steps(0.30, 0.95, 0.01), "all_reduce_nvls.latency_us": _steps(0.0, 120.0, 0.25),
     **{f"collectives.{op}.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
        for field, values in (("efficiency", _steps(0.30, 0.95, 0.01)), ("latency_us", _steps(0.0, 60.0, 0.25)),
                              ("step_latency_us", _steps(0.0, 6.0, 0.05)))},
@@ -453,7 +456,10 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
                                ["framework", "dtype"]))
     nccl = nccl_kernel_table(kernels_dir)
     nccl = nccl[nccl["gpu"] == gpu].reset_index(drop=True)
-    profile = _fit_group(profile, "NCCL", nccl, ["op"], COLLECTIVE_GRID, nccl_kernel_errors, kernels_dir, gpu, report)
+    # NVLS where the generation has in-switch reduction (a fit to start from); Ampere's NVSwitch has none
+    grid = {name: values for name, values in COLLECTIVE_GRID.items()
+            if not name.startswith("all_reduce_nvls.") or profile.all_reduce_nvls is not None}
+    profile = _fit_group(profile, "NCCL", nccl, ["op"], grid, nccl_kernel_errors, kernels_dir, gpu, report)
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
     by = ["framework", "phase"]

@@ -64,6 +64,7 @@ from simulator.fidelity.errors import ape
 GPUS = {"a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm"}
 GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block"}
 NCCL_BYTES = {"half": 2, "int8": 1}
+NCCL_DTYPES = {"half": "fp16", "int8": "int8"}
 NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
             "alltoall": "all_to_all"}
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
@@ -125,7 +126,7 @@ def gemm_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] |
 
 
 def nccl_kernel_table(kernels_dir: Path) -> pd.DataFrame:
-    """One row per measured NCCL collective: gpu, op, GPUs, bytes, measured seconds."""
+    """One row per measured NCCL collective: gpu, op, GPUs, bytes, element type, measured seconds."""
     frames = []
     for path in sorted(kernels_dir.glob("*/comm/nccl/*/nccl_perf.parquet")):
         gpu = path.parts[-5]
@@ -136,9 +137,10 @@ def nccl_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         nbytes = table["message_size"].to_numpy(float) * table["nccl_dtype"].map(NCCL_BYTES).to_numpy(float)
         frames.append(pd.DataFrame({"gpu": gpu, "op": table["op_name"].map(NCCL_OPS).to_numpy(),
                                     "gpus": table["num_gpus"].to_numpy(int), "bytes": nbytes,
+                                    "dtype": table["nccl_dtype"].map(NCCL_DTYPES).to_numpy(),
                                     "measured_s": table["latency"].to_numpy() * 1e-3}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["gpu", "op", "gpus", "bytes", "measured_s"])
+        columns=["gpu", "op", "gpus", "bytes", "dtype", "measured_s"])
 
 
 def nccl_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
@@ -146,8 +148,8 @@ def nccl_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] |
     """:func:`nccl_kernel_table` with predicted seconds and the error."""
     table = nccl_kernel_table(kernels_dir) if table is None else table
     profiles = {gpu: _hardware(gpu, hardware) for gpu in table["gpu"].unique()}
-    predicted = np.array([collective_time(profiles[gpu], op, int(n), b) for gpu, op, n, b in zip(
-        table["gpu"], table["op"], table["gpus"], table["bytes"], strict=True)])
+    predicted = np.array([collective_time(profiles[gpu], op, int(n), b, dtype) for gpu, op, n, b, dtype in zip(
+        table["gpu"], table["op"], table["gpus"], table["bytes"], table["dtype"], strict=True)])
     return _with_errors(table, predicted)
 
 
