@@ -63,8 +63,7 @@ from simulator.fidelity.errors import ape
 
 GPUS = {"a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm"}
 GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block"}
-NCCL_BYTES = {"half": 2, "int8": 1}
-NCCL_DTYPES = {"half": "fp16", "int8": "int8"}
+NCCL_DTYPES = {"half": "fp16", "int8": "int8"}  # the tables' element types (their sizes: bytes_per_element)
 NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
             "alltoall": "all_to_all"}
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
@@ -133,11 +132,12 @@ def nccl_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         if gpu not in GPUS:
             continue
         table = pd.read_parquet(path)
-        table = table[table["op_name"].isin(NCCL_OPS) & table["nccl_dtype"].isin(NCCL_BYTES)]
-        nbytes = table["message_size"].to_numpy(float) * table["nccl_dtype"].map(NCCL_BYTES).to_numpy(float)
+        table = table[table["op_name"].isin(NCCL_OPS) & table["nccl_dtype"].isin(NCCL_DTYPES)]
+        dtypes = table["nccl_dtype"].map(NCCL_DTYPES)
+        nbytes = table["message_size"].to_numpy(float) * dtypes.map(bytes_per_element).to_numpy(float)
         frames.append(pd.DataFrame({"gpu": gpu, "op": table["op_name"].map(NCCL_OPS).to_numpy(),
                                     "gpus": table["num_gpus"].to_numpy(int), "bytes": nbytes,
-                                    "dtype": table["nccl_dtype"].map(NCCL_DTYPES).to_numpy(),
+                                    "dtype": dtypes.to_numpy(),
                                     "measured_s": table["latency"].to_numpy() * 1e-3}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["gpu", "op", "gpus", "bytes", "dtype", "measured_s"])
