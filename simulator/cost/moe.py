@@ -4,8 +4,12 @@ With ``T`` tokens each sent to ``k`` of ``E`` experts, expert parallelism ``ep``
 and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
 
 - assignments on this GPU ``A = T·k/ep``; experts touched: under ``uniform`` routing (every token picks its k
-  experts independently and uniformly, the serving default) ``U = (E/ep)·(1 − (1 − k/E)^T)`` (an expert is missed
-  by a token with probability 1 − k/E); under ``balanced`` routing (the kernel tables' collectors: assignments dealt
+  experts independently, the serving default) ``U = (E/ep)·(1 − (1 − k/E)^T)`` (an expert is missed by a token
+  with probability 1 − k/E) when the experts are equally popular; when their popularity spreads (``load_cv`` > 0,
+  below) a token picks expert e with probability ``min(1, x_e·k/E)``, x_e lognormal of mean 1 and that coefficient
+  of variation, and ``U = (E/ep)·(1 − E_x[(1 − min(1, x·k/E))^T])`` (:func:`touched_share`: a batch's tokens
+  gather on the popular experts, so fewer experts' weights are read at decode sizes; by Jensen never more than
+  with equal popularity); under ``balanced`` routing (the kernel tables' collectors: assignments dealt
   round-robin, as evenly as possible) ``U = min(E/ep, A)``; rows per touched expert ``r = A/U``;
 - the up (gate and up fused: ``g·I/tp`` wide, g = 2 when gated) and down (``I/tp`` -> ``D``) projections of the
   touched experts run as one fused op: compute ``2·U·ceil(r/moe_tile_m)·moe_tile_m·D·(g + 1)·ceil(I/tp)`` FLOPs
@@ -63,6 +67,8 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
+import numpy as np
+
 from simulator.catalog import HardwareSpec, resolve_hardware
 from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 
@@ -95,7 +101,10 @@ class ExpertsModel:
                                           slots)
         placed = slots or experts  # EPLB: a replicated expert's tokens split over its slots
         local, assignments = placed / expert_parallel, tokens * topk / expert_parallel
-        touched = min(local, assignments) if distribution == "balanced" else local * (1 - (1 - topk / placed) ** tokens)
+        if distribution == "balanced":
+            touched = min(local, assignments)
+        else:
+            touched = local * touched_share(topk / placed, tokens, load_cv)
         rows = math.ceil(assignments / touched / self.tile_m) * self.tile_m
         padded = math.ceil(width / self.tile_n) * self.tile_n
         matrices = up_matrices + 1
@@ -105,6 +114,26 @@ class ExpertsModel:
         serial = self.k_latency * (hidden + width)  # the two GEMMs' main loops walk k = hidden, then k = width
         p = self.p
         return (compute**p + memory**p + serial**p) ** (1 / p) + touched * self.expert_overhead + self.overhead
+
+
+# probabilists' Gauss–Hermite rule (weights normalised to 1): E[f(Z)] ≈ Σ w·f(z) for a standard normal Z
+_HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(24)
+_HERMITE = tuple(zip(_HERMITE_NODES.tolist(), (_HERMITE_WEIGHTS / _HERMITE_WEIGHTS.sum()).tolist(), strict=True))
+
+
+@lru_cache(maxsize=4096)
+def touched_share(pick: float, tokens: float, load_cv: float = 0.0) -> float:
+    """Expected share of experts at least one of ``tokens`` tokens picks, each expert picked by a token with
+    probability ``pick`` (k/E) on average: ``1 − (1 − pick)^T`` when the experts are equally popular
+    (``load_cv`` 0), else ``1 − E_x[(1 − min(1, x·pick))^T]`` over lognormal popularities x of mean 1 and
+    coefficient of variation ``load_cv`` (24-point Gauss–Hermite quadrature in log x)."""
+    if load_cv <= 0:
+        return 1 - (1 - pick) ** tokens
+    variance = math.log1p(load_cv * load_cv)
+    sigma = math.sqrt(variance)
+    missed = sum(weight * (1 - min(1.0, pick * math.exp(sigma * z - variance / 2))) ** tokens
+                 for z, weight in _HERMITE)
+    return 1 - missed
 
 
 @lru_cache(maxsize=64)
@@ -141,7 +170,8 @@ def moe_time(hardware: str | HardwareSpec, num_tokens: int, hidden: int, inter: 
              gated: bool = True, load_cv: float = 0.0) -> float:
     """Seconds for one MoE layer's routed experts on the busiest GPU (:class:`ExpertsModel`; ``balanced`` as the
     kernel tables mean it, ``uniform`` as the simulator's serving default; ``load_cv`` the experts' popularity
-    spread, which with ``moe_ep`` > 1 loads one rank more than the others)."""
+    spread, which gathers a uniform batch's tokens on fewer experts and with ``moe_ep`` > 1 loads one rank more
+    than the others)."""
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution: {distribution!r} is not modelled yet (allowed: {', '.join(DISTRIBUTIONS)})")
     if load_cv < 0:

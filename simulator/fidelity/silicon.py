@@ -50,6 +50,17 @@ benchmark's), fitted on the fit rows: their median TTFT error is 16.7% at 10 ms,
 (held out: 18.9, 18.0, 21.0%; before TensorRT-LLM's launch cost was refitted, 21.7% at 5 ms, 19.7% at 10, 18.3%
 at 20, 20.9% at 40). TPOT moves by under a point.
 
+The routed experts' popularity is not uniform in served traffic: a batch's tokens gather on the popular experts,
+so at decode sizes (a few tokens per expert) fewer experts' weights are read than equally popular experts would
+need (:func:`simulator.cost.moe.touched_share`), and under expert parallelism one rank carries more. Uniform
+routing left a hump in the MoE rows' TPOT error where a step's assignments are about as many as the experts
+(TensorRT-LLM's Qwen3-235B at TP 4 / EP 4: −2, +10, +21, +20, +15, +5% at 4–128 clients). ``expert_load_cv``, the
+popularity's coefficient of variation, is one number for every MoE model (the rows do not say more), fitted on the
+fit rows of the aggregated MoE models (Qwen3-235B-A22B-FP8, gpt-oss-120b, MiniMax-M2.5): their median absolute log
+TPOT error is 9.2% at 0, 9.9 at 0.25, 8.5 at 0.5, 7.7 at 0.75, 7.3 at 1, 6.8 at 1.25, 7.1 at 1.5, 7.7 at 1.75 and
+8.6% at 2 (held out, median TPOT error: 6.7% at 0, 5.8 at 1, 6.2 at 1.25, 6.6 at 1.5); their TTFT moves by about a
+point (fit 15.2 → 15.4%, held out 14.9 → 15.9%).
+
 A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`). A row
 that leaves its worker counts empty is not read as one worker per role (as an empty parallelism column is read as
 1): rows that state one and the same configuration measure different TPOTs (DeepSeek-R1 at TP 16 per role:
@@ -136,6 +147,7 @@ class RunSettings:
     measured: int = 12  # requests measured, × N, the last N (as the concurrency falls) included (fitted)
     min_measured: int = 48  # at least this many measured requests
     client_jitter_ms: float = 20.0  # mean of an exponential delay before each client's next request (fitted)
+    expert_load_cv: float = 1.25  # the served traffic's spread of routed-expert popularity (fitted; docstring)
     ramp: bool = False  # spread the clients' first requests over one request's duration
     # each request's prompt and output lengths uniform on [low·isl, high·isl] and [low·osl, high·osl] (a client
     # that draws lengths, e.g. a random dataset's range ratio); None: every request exactly isl and osl
@@ -317,7 +329,7 @@ def row_experiment(
     measured = max(settings.measured * users, settings.min_measured)
     data = {
         "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
-        "cluster": cluster,
+        "cluster": cluster, "cost_model": {"kind": "roofline", "expert_load_cv": settings.expert_load_cv},
         "workload": {
             "num_requests": settings.warmup * users + measured,
             "arrival": {"kind": "closed_loop", "users": users, "think_ms": settings.client_jitter_ms},
