@@ -304,6 +304,11 @@ def _cmd_steptime(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from simulator.catalog.generations import generation_names
+
+    if args.generation is not None and args.generation not in generation_names():
+        raise LLMSimError(f"validate: --generation: unknown {args.generation!r} "
+                          f"(allowed: {', '.join(generation_names())})")
     if args.runs is not None:
         return _validate_runs(args)
     from simulator.fidelity.report import validate_all, write_report
@@ -313,7 +318,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         raise LLMSimError(f"validate: data folder not found: {data}")
     if args.report:
         _check_output_file(Path(args.report), "--report")
-    results = validate_all(data, args.engine)
+    results = validate_all(data, args.engine, args.generation)
     text = write_report(results, Path(args.plot) if args.plot else None)
     print(text)
     if args.report:
@@ -338,7 +343,8 @@ def _validate_runs(args: argparse.Namespace) -> int:
         raise LLMSimError(f"validate: --model-configs: folder not found: {model_dir}")
     if args.report:
         _check_output_file(Path(args.report), "--report")
-    frame = validate_runs(args.runs, model_dir, args.jobs, RunSettings(length_range=args.length_range))
+    frame = validate_runs(args.runs, model_dir, args.jobs,
+                          RunSettings(length_range=args.length_range, generation=args.generation))
     if args.output:
         frame.to_csv(args.output, index=False)
     text = runs_report(frame, Path(args.plot) if args.plot else None)
@@ -792,6 +798,9 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="errors of the cost model against measurement data")
     val.add_argument("--data", default=str(Path("..") / "shared" / "data"), help="folder in ../shared/data's layout")
     val.add_argument("--engine", default="splitwise", help="engine profile for whole-iteration data")
+    val.add_argument("--generation", help="price every measured GPU (kernel tables, or with --runs the rows' GPU) "
+                     "with this GPU generation's fitted parameters instead of its own, its spec sheet kept: the "
+                     "error a GPU without measurements can expect")
     val.add_argument("--plot", default=None, help="where to save the predicted-vs-measured plot (none unless given)")
     val.add_argument("--runs", help="a file of end-to-end benchmark runs (format of ../shared/data/silicon): "
                      "simulate every row and report TTFT/TPOT errors")

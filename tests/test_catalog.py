@@ -126,3 +126,22 @@ def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generatio
                    "peak_tflops: {bf16: 1, fp16: 1}\n")
     with pytest.raises(LLMSimError, match="generation: unknown 'volta'"):
         load_hardware(str(own))
+
+
+def test_a_gpu_priced_as_another_generation_keeps_its_spec_sheet_and_takes_that_fit():
+    """``with_generation``: the A100 priced as if it were an unmeasured Hopper part keeps its spec sheet (memory,
+    bandwidth, peaks, node) and takes every fitted parameter Hopper's H100 has — as B200 does; an unknown
+    generation is refused."""
+    from simulator.catalog.hardware import FITTED_FIELDS, with_generation
+
+    a100, h100 = load_hardware("a100-80gb-sxm"), load_hardware("h100-sxm")
+    as_hopper = with_generation(a100, "hopper")
+    assert as_hopper.generation == "hopper"
+    for field in FITTED_FIELDS:
+        assert getattr(as_hopper, field) == getattr(load_hardware("b200"), field), field
+    sheet = ("memory_gib", "memory_bandwidth_gb_per_s", "peak_tflops", "interconnect_gb_per_s", "node", "name")
+    assert all(getattr(as_hopper, field) == getattr(a100, field) for field in sheet)
+    assert as_hopper.flops_efficiency == h100.flops_efficiency != a100.flops_efficiency
+    assert with_generation(as_hopper, "ampere") == a100  # and back: the A100 profile sets no fitted parameter
+    with pytest.raises(ValueError, match="generation: unknown 'volta'"):
+        with_generation(a100, "volta")

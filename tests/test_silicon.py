@@ -213,6 +213,29 @@ def test_cli_writes_every_row_back(tmp_path, capsys):
     assert "disaggregated workers: prefill_num_workers is not stated" in capsys.readouterr().out
 
 
+def test_rows_priced_as_another_generation(tmp_path, capsys):
+    """``validate --runs --generation``: the row's GPU is its spec sheet with that generation's fit
+    (``h100-sxm@ampere``), slower here (Ampere's GEMMs reach 0.73 of the peak where Hopper's reach 0.81); an unknown
+    generation is one line and status 2."""
+    from simulator.catalog import load_hardware, load_model
+    from simulator.cost import build_cost_model
+    from simulator.cost.base import IterationShape
+
+    as_ampere = row_experiment(_row(), "x:2", None, RunSettings(generation="ampere"))
+    own = row_experiment(_row(), "x:2", None)
+    assert (as_ampere.hardware, own.hardware) == ("h100-sxm@ampere", "h100-sxm")
+    hardware = load_hardware(as_ampere.hardware)
+    assert hardware.generation == "ampere" and hardware.memory_bandwidth_gb_per_s == 3350
+    model, prompt = load_model(own.model), IterationShape(((512, 0),), 0, 0)
+    slower = build_cost_model(as_ampere, model, hardware).iteration_time(prompt)
+    assert slower > build_cost_model(own, model, load_hardware(own.hardware)).iteration_time(prompt)
+    path = tmp_path / "runs.csv"
+    _write(path, [_row()])
+    assert main(["validate", "--runs", str(path), "--generation", "volta"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--generation: unknown 'volta'" in err[0]
+
+
 def test_fit_subset_is_fixed_by_the_id():
     ids = [f"row{i}" for i in range(400)]
     fit = [i for i in ids if is_fit_row({"id": i})]

@@ -380,3 +380,25 @@ def test_eplb_rows_are_priced_as_balanced_where_eplb_can_balance(shared_data):
     assert abs(signed[upto16].median()) <= 0.08 and modelled["error"][upto16].median() <= 0.20
     wide = modelled["moe_ep"].between(32, 64).to_numpy()
     assert modelled["error"][wide].median() < balanced["error"][wide].median()
+
+
+@pytest.mark.slow
+def test_validate_prices_every_measured_gpu_as_another_generation(shared_data, capsys):
+    """``validate --data --generation``: each GPU's tables priced with that generation's fit (its spec sheet kept):
+    an H100 GEMM at Ampere's rates is ``gemm_time`` of the H100 as Ampere; DeepEP, which Ampere does not run, is
+    left out; an unknown generation is one line and status 2."""
+    from simulator.catalog.hardware import with_generation
+    from simulator.cli import main
+    from simulator.cost import gemm_time
+    from simulator.fidelity.report import validate_all
+
+    results = validate_all(shared_data, generation="ampere")
+    gemms = results["kernel_gemm"]
+    trtllm = gemms[(gemms["gpu"] == "h100_sxm") & (gemms["framework"] == "trtllm")]
+    row = trtllm[trtllm["dtype"] == "bfloat16"].iloc[0]
+    h100_as_ampere = with_generation(load_hardware("h100-sxm"), "ampere")
+    assert row["predicted_s"] == pytest.approx(gemm_time(h100_as_ampere, row["m"], row["n"], row["k"], "bf16"))
+    assert results["kernel_deepep"].empty and not validate_all(shared_data)["kernel_deepep"].empty
+    assert main(["validate", "--data", str(shared_data), "--generation", "volta"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--generation: unknown 'volta'" in err[0]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simulator.catalog.generations import generation_fit, generation_names
 from simulator.catalog.loading import catalog_names, load_catalog_entry
 from simulator.catalog.paths import HARDWARE_DIR
+from simulator.errors import LLMSimError
 from simulator.renames import renamed
 
 
@@ -213,6 +214,14 @@ class HardwareSpec(BaseModel):
         return self.memory_bandwidth_gb_per_s * 1e9 * self.bandwidth_efficiency
 
 
+def with_generation(spec: HardwareSpec, generation: str) -> HardwareSpec:
+    """``spec``'s spec sheet with every fitted parameter taken from ``generation``'s fit: what the GPU would be
+    priced with if it had no measurements of its own and belonged to that generation (``llmsim validate --data
+    --generation``; raises ``ValueError`` for an unknown generation)."""
+    sheet = spec.model_dump(exclude={*FITTED_FIELDS, "generation"})
+    return HardwareSpec.model_validate({**sheet, "generation": generation})
+
+
 def resolve_hardware(hardware: str | HardwareSpec) -> HardwareSpec:
     """A profile, given itself or its catalog name / path."""
     return hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
@@ -223,5 +232,14 @@ def hardware_names() -> list[str]:
 
 
 def load_hardware(name_or_path: str) -> HardwareSpec:
-    """A catalog name (``h100-sxm``) or a path to a hardware YAML."""
-    return load_catalog_entry(name_or_path, HARDWARE_DIR, HardwareSpec, "hardware", "GPU")
+    """A catalog name (``h100-sxm``) or a path to a hardware YAML; ``<either>@<generation>`` prices that GPU with
+    another generation's fitted parameters (:func:`with_generation`: ``h100-sxm@ampere`` is the H100's spec sheet
+    as if Hopper had no measurements and took Ampere's fit)."""
+    base, at, generation = name_or_path.rpartition("@")
+    if not at:
+        return load_catalog_entry(name_or_path, HARDWARE_DIR, HardwareSpec, "hardware", "GPU")
+    spec = load_catalog_entry(base, HARDWARE_DIR, HardwareSpec, "hardware", "GPU")
+    if generation not in generation_names():
+        raise LLMSimError(f"hardware: unknown generation {generation!r} in {name_or_path!r} "
+                          f"(allowed: {', '.join(generation_names())})")
+    return with_generation(spec, generation)

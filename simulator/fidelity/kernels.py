@@ -388,8 +388,11 @@ def deepep_kernel_table(kernels_dir: Path) -> pd.DataFrame:
 
 
 def deepep_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None) -> pd.DataFrame:
-    """:func:`deepep_kernel_table` predicted by :func:`simulator.cost.expert_exchange.deepep_time`."""
+    """:func:`deepep_kernel_table` predicted by :func:`simulator.cost.expert_exchange.deepep_time`; a GPU whose
+    profile has no DeepEP fit (a generation DeepEP does not run on) is left out."""
     table = deepep_kernel_table(kernels_dir)
+    fitted = [gpu for gpu in table["gpu"].unique() if _hardware(gpu, hardware).deepep is not None]
+    table = table[table["gpu"].isin(fitted)].reset_index(drop=True)
     predicted = np.zeros(len(table))
     for gpu, rows in table.groupby("gpu"):
         hw = _hardware(gpu, hardware)

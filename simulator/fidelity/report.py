@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import load_hardware
+from simulator.catalog.hardware import with_generation
 from simulator.fidelity.errors import overall, summarize_errors
 from simulator.fidelity.kernels import (
+    GPUS,
     attention_kernel_errors,
     custom_allreduce_kernel_errors,
     deepep_kernel_errors,
@@ -24,29 +26,37 @@ from simulator.fidelity.kernels import (
     nccl_kernel_errors,
     wide_ep_kernel_errors,
 )
-from simulator.fidelity.network import network_errors
+from simulator.fidelity.network import NETWORK_SYSTEMS, network_errors
 from simulator.fidelity.operators import gemm_errors
 from simulator.fidelity.splitwise import splitwise_errors
 
 
-def validate_all(data_dir: Path, engine: str = "splitwise") -> dict[str, pd.DataFrame]:
-    """Per-row errors of every dataset found under ``data_dir``."""
-    a100 = load_hardware("a100-80gb-sxm")
+def validate_all(data_dir: Path, engine: str = "splitwise", generation: str | None = None) -> dict[str, pd.DataFrame]:
+    """Per-row errors of every dataset found under ``data_dir``; with ``generation``, every measured GPU priced with
+    that generation's fitted parameters instead of its own (:func:`simulator.catalog.hardware.with_generation`,
+    the engine profiles' kernels of that generation too): how far the rule for a GPU without measurements — its
+    spec sheet and another generation's fit — lands from measurements."""
+    profiles = {gpu: load_hardware(name) for gpu, name in {**GPUS, **NETWORK_SYSTEMS}.items()}
+    if generation is not None:
+        profiles = {gpu: with_generation(spec, generation) for gpu, spec in profiles.items()}
+    a100 = profiles["a100_sxm"]
+    kernel_gpus = {gpu: profiles[gpu] for gpu in GPUS}
     results = {
         "a100_ops": gemm_errors(data_dir, a100),
-        "network": network_errors(data_dir),
+        "network": network_errors(data_dir, {system: profiles[system] for system in NETWORK_SYSTEMS}),
         "splitwise": splitwise_errors(data_dir, a100, engine),
     }
-    if (data_dir / "kernels").is_dir():
-        results["kernel_gemm"] = gemm_kernel_errors(data_dir / "kernels")
-        results["kernel_nccl"] = nccl_kernel_errors(data_dir / "kernels")
-        results["kernel_custom_allreduce"] = custom_allreduce_kernel_errors(data_dir / "kernels")
-        results["kernel_deepep"] = deepep_kernel_errors(data_dir / "kernels")
-        results["kernel_attention"] = attention_kernel_errors(data_dir / "kernels")
-        results["kernel_moe"] = moe_kernel_errors(data_dir / "kernels")
-        results["kernel_moe_ep"] = moe_routing_kernel_errors(data_dir / "kernels")
-        results["kernel_moe_wide_ep"] = wide_ep_kernel_errors(data_dir / "kernels")
-        results["kernel_mla"] = mla_kernel_errors(data_dir / "kernels")
+    kernels = data_dir / "kernels"
+    if kernels.is_dir():
+        results["kernel_gemm"] = gemm_kernel_errors(kernels, kernel_gpus)
+        results["kernel_nccl"] = nccl_kernel_errors(kernels, kernel_gpus)
+        results["kernel_custom_allreduce"] = custom_allreduce_kernel_errors(kernels, kernel_gpus)
+        results["kernel_deepep"] = deepep_kernel_errors(kernels, kernel_gpus)
+        results["kernel_attention"] = attention_kernel_errors(kernels, kernel_gpus)
+        results["kernel_moe"] = moe_kernel_errors(kernels, kernel_gpus)
+        results["kernel_moe_ep"] = moe_routing_kernel_errors(kernels, kernel_gpus)
+        results["kernel_moe_wide_ep"] = wide_ep_kernel_errors(kernels, kernel_gpus)
+        results["kernel_mla"] = mla_kernel_errors(kernels, kernel_gpus)
     return results
 
 

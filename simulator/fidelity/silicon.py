@@ -153,6 +153,9 @@ class RunSettings:
     # that draws lengths, e.g. a random dataset's range ratio); None: every request exactly isl and osl
     length_range: tuple[float, float] | None = None
     engines: tuple[tuple[str, str], ...] = ()  # engine profile a row runs (:func:`row_engine`) -> another (name/path)
+    # price the rows' GPU with this generation's fitted parameters instead of its own (``<gpu>@<generation>``,
+    # :func:`simulator.catalog.hardware.load_hardware`): what a GPU without measurements can expect; None: its own
+    generation: str | None = None
     # backend -> "recipe" (the benchmark recipe's token budget, :func:`recipe_token_budget`) or "server" (the
     # engine profile's server default); chosen per backend on the fit rows (see the module docstring)
     token_budgets: tuple[tuple[str, str], ...] = (("vllm", "recipe"), ("sglang", "server"), ("trtllm", "recipe"))
@@ -311,8 +314,9 @@ def row_experiment(
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
     dtype = spec.quantization.dtype if spec.quantization else PRECISIONS[precision]  # served as it ships
+    hardware = SYSTEMS[system] + (f"@{settings.generation}" if settings.generation else "")
     if mode == "disagg":
-        cluster, users, per_rank = disaggregated_cluster(row, backend, spec, SYSTEMS[system], isl, where)
+        cluster, users, per_rank = disaggregated_cluster(row, backend, spec, hardware, isl, where)
     else:
         per_rank = _number(row, "batch_size", where)
         users = concurrency(row, per_rank)
@@ -328,7 +332,7 @@ def row_experiment(
     engine_name = run_engine(row, settings)
     measured = max(settings.measured * users, settings.min_measured)
     data = {
-        "name": where, "seed": 0, "model": model, "hardware": SYSTEMS[system], "dtype": dtype, "engine": engine_name,
+        "name": where, "seed": 0, "model": model, "hardware": hardware, "dtype": dtype, "engine": engine_name,
         "cluster": cluster, "cost_model": {"kind": "roofline", "expert_load_cv": settings.expert_load_cv},
         "workload": {
             "num_requests": settings.warmup * users + measured,
