@@ -984,7 +984,8 @@ class ExperimentConfig(Strict):
     name: str = "experiment"
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     model: str = Field(description="catalog name, path to a model YAML, or a Hugging Face config.json")
-    hardware: str = Field(description="catalog name or path to a hardware YAML")
+    hardware: str = Field(description="catalog name or path to a hardware YAML; `<either>@<generation>` prices it with "
+                          "another GPU generation's fitted parameters (e.g. h100-sxm@ampere)")
     dtype: Literal["bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"] = Field(
         default="bf16",
         description="weights: bf16/fp16 (activations the same), fp8/fp8_block/int8 (W8A8 at that peak), int4 "
