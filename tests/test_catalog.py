@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,19 @@ def test_a_gpu_priced_as_another_generation_keeps_its_spec_sheet_and_takes_that_
     assert with_generation(as_hopper, "ampere") == a100  # and back: the A100 profile sets no fitted parameter
     with pytest.raises(ValueError, match="generation: unknown 'volta'"):
         with_generation(a100, "volta")
+
+
+def test_hardware_named_with_a_generation(tmp_path):
+    """``<gpu>@<generation>`` (a catalog name or a path, which may itself hold an "@") loads that GPU priced with the
+    generation's fit; an unknown generation is one line naming it."""
+    from simulator.catalog.hardware import with_generation
+
+    h100 = load_hardware("h100-sxm")
+    assert load_hardware("h100-sxm@ampere") == with_generation(h100, "ampere")
+    folder = tmp_path / "a@b"
+    folder.mkdir()
+    (folder / "gpu.yaml").write_text((Path(__file__).parents[1] / "hardware_profiles" / "h100-sxm.yaml").read_text())
+    assert load_hardware(str(folder / "gpu.yaml")) == h100
+    assert load_hardware(f"{folder / 'gpu.yaml'}@ampere").generation == "ampere"
+    with pytest.raises(LLMSimError, match=r"hardware: unknown generation 'volta' in 'h100-sxm@volta' \(allowed: "):
+        load_hardware("h100-sxm@volta")

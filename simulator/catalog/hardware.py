@@ -236,7 +236,7 @@ def load_hardware(name_or_path: str) -> HardwareSpec:
     another generation's fitted parameters (:func:`with_generation`: ``h100-sxm@ampere`` is the H100's spec sheet
     as if Hopper had no measurements and took Ampere's fit)."""
     base, at, generation = name_or_path.rpartition("@")
-    if not at:
+    if not at or "/" in generation or generation.endswith((".yaml", ".yml")):  # a path may hold an "@"
         return load_catalog_entry(name_or_path, HARDWARE_DIR, HardwareSpec, "hardware", "GPU")
     spec = load_catalog_entry(base, HARDWARE_DIR, HardwareSpec, "hardware", "GPU")
     if generation not in generation_names():
