@@ -614,3 +614,35 @@ def test_two_batch_overlap_hides_half_the_shorter_of_compute_and_exchange():
         assert serial - min(compute, exchange) < piped < serial  # never more hidden than the shorter stage
     tp = RooflineCostModel(model, hardware, 8, "fp8_block", None, engine, 1, 8, 1, 0.0, "nccl", None, True)
     assert tp.exchange_time(1024) == 0.0
+
+
+def test_a_query_key_norm_over_all_heads_all_reduces_under_tensor_parallelism(tmp_path):
+    """``use_qk_norm`` with ``qk_norm_type: per_layer`` (MiniMax-M2) normalises queries and keys over all heads: at
+    TP 4 every layer all-reduces each token's two fp32 sums of squares (one fused all-reduce of T·8 bytes) and runs
+    one kernel more; per-head norms and a single GPU cost nothing extra. The difference is rebuilt by hand from the
+    cost model's own all-reduce and elementwise-kernel prices."""
+    from simulator.cost.base import IterationShape
+
+    base = {"model_type": "minimax_m2", "num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 16,
+            "num_key_value_heads": 4, "head_dim": 64, "intermediate_size": 2048, "vocab_size": 1000}
+    models = {}
+    for name, extra in (("across", {"use_qk_norm": True, "qk_norm_type": "per_layer"}),
+                        ("per_head", {"use_qk_norm": True, "qk_norm_type": "per_head"}), ("none", {})):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**base, **extra}))
+        models[name] = load_model(str(path))
+    assert [m.layers[0].attention.qk_norm_across_heads for m in models.values()] == [True, False, False]
+    hw, step = load_hardware("h100-sxm"), IterationShape((), 32, 32 * 1000)
+    plain = RooflineCostModel(models["none"], hw, 4)
+    across = RooflineCostModel(models["across"], hw, 4)
+    assert RooflineCostModel(models["per_head"], hw, 4).iteration_time(step) == plain.iteration_time(step)
+    group = plain.groups[0]
+    tokens_bytes = 32 * (10 * 1024 + 3 * 2048 / 4) * plain.w
+    kernels, memory_kernel = group.elementwise_kernels, group.attention_gemm.memory_kernel
+    kernel = ((kernels + 1) * memory_kernel(tokens_bytes / (kernels + 1))
+              - kernels * memory_kernel(tokens_bytes / kernels))
+    by_hand = 6 * (plain.all_reduce_time(32 * 8) + kernel)
+    assert across.iteration_time(step) - plain.iteration_time(step) == pytest.approx(by_hand, rel=1e-9)
+    assert by_hand > 6 * plain.all_reduce_time(32 * 8) > 0
+    single = RooflineCostModel(models["across"], hw, 1)
+    assert single.iteration_time(step) == RooflineCostModel(models["none"], hw, 1).iteration_time(step)

@@ -70,6 +70,10 @@ class Attention(_Frozen):
     output_gate: bool = Field(default=False, description="full: a sigmoid gate on the output (one more H·d proj.)")
     sinks: bool = Field(default=False, description="full, sliding: learned attention sinks (gpt-oss): one logit "
                         "per head added to the softmax's denominator — H parameters, no KV, no measurable kernel cost")
+    qk_norm_across_heads: bool = Field(
+        default=False, description="full, sliding, chunked: queries and keys RMS-normalised over all the layer's heads "
+        "at once (MiniMax-M2's qk_norm_type per_layer), not head by head: under tensor parallelism each GPU holds some "
+        "heads, so every token's sum of squares is all-reduced (simulator.cost.roofline)")
     conv_kernel: int = Field(default=4, ge=1, description="linear, mamba: the short convolution's width")
     state_size: int = Field(default=0, ge=0, description="mamba: N, the SSM state per head dimension")
     groups: int = Field(default=1, ge=1, description="mamba: groups sharing B and C")

@@ -179,7 +179,9 @@ def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
                           "head_dim is not given")
     fields.update(kind=kind, num_kv_heads=_get(config, "num_kv_heads", where, heads),
                   head_dim=_get(config, "head_dim", where, hidden // heads),
-                  sinks=config.get("model_type") in SINK_FAMILIES)
+                  sinks=config.get("model_type") in SINK_FAMILIES,
+                  qk_norm_across_heads=_flag(config, "use_qk_norm", where, False)
+                  and str(config.get("qk_norm_type", "")).lower() == "per_layer")
     if kind in ("sliding", "chunked"):
         window = _get(config, "window" if kind == "sliding" else "chunk", where)
         if window < _get(config, "max_position_embeddings", where, 2048):  # else it sees the whole context

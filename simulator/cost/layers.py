@@ -136,6 +136,10 @@ class GroupCost:
         self.prefill_widths, self.prefill_kv = shapes.prefill_widths, shapes.prefill_kv
         self.decode_widths, self.decode_kv, self.kv_blocks = shapes.decode_widths, shapes.decode_kv, shapes.kv_blocks
         self.kernels = 0 if a.kind == "none" else 1  # attention kernels per layer
+        # a norm over all heads under tensor parallelism: the local sums of squares, one all-reduce of them (q's and
+        # k's together, as the engines fuse it), then the scaling — one kernel more than a norm within a GPU
+        self.norm_reduces = 1 if a.qk_norm_across_heads and t > 1 else 0
+        self.elementwise_kernels += self.norm_reduces
         self.state_flops = shapes.state_flops
         self.state_bytes = shapes.state_elements * (a.state_bytes or attention.v)
         self.moe, self.has_ffn = f.kind == "moe", f.kind != "none"
@@ -164,13 +168,14 @@ class GroupCost:
         graphs: the attention GEMMs and kernel, the elementwise kernels, the FFN's two GEMMs or, in an MoE layer,
         its router GEMM, the fused-MoE operation (one dispatch: its routing, permutation, grouped GEMMs and
         combine are launched from native code) and the shared expert's two GEMMs, and ``all_reduces``
-        collectives per layer."""
+        collectives per layer (and the all-reduce of a query/key norm over all heads)."""
         ffn = 0
         if self.moe:
             ffn = 2 + (2 if self.shared_down_width else 0)
         elif self.has_ffn:
             ffn = 2
-        per_layer = len(self.attention_gemms) + self.kernels + self.elementwise_kernels + ffn + all_reduces
+        per_layer = len(self.attention_gemms) + self.kernels + self.elementwise_kernels + ffn + all_reduces \
+            + self.norm_reduces
         return self.count * per_layer
 
     def gemm_time(self, tokens: int) -> float:

@@ -6,7 +6,8 @@ of layer groups (:mod:`simulator.catalog.architecture`); each group's GEMMs, ele
 priced by :class:`simulator.cost.layers.GroupCost` (attention of every kind, dense and mixture-of-experts FFNs), so
 the work per iteration grows with the number of groups, not layers. Per layer, besides: two all-reduces of T·D·w
 bytes (:mod:`simulator.cost.collectives`; or the framework's one-shot custom all-reduce when it is faster,
-:meth:`RooflineCostModel.all_reduce_time`). A quantised checkpoint's parts (:attr:`ModelSpec.quantization`) run
+:meth:`RooflineCostModel.all_reduce_time`), and one of T·8 bytes where the query/key norm spans all heads
+(MiniMax-M2). A quantised checkpoint's parts (:attr:`ModelSpec.quantization`) run
 their GEMMs in the weight dtype; the other parts, the router and the LM head in 16-bit.
 
 Pipeline parallelism (``pp`` stages of ceil(layers/pp) layers) runs one batch through the stages in turn — vLLM with
@@ -43,6 +44,8 @@ from simulator.cost.moe import ExpertsModel
 from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.errors import ConfigError
 from simulator.kv.sizing import kv_dtype
+
+QK_NORM_REDUCE_BYTES = 2 * 4  # per token: the fp32 sums of squares of its queries and its keys
 
 
 def engine_network(hardware: HardwareSpec, engine: EngineProfile) -> HardwareSpec:
@@ -161,6 +164,7 @@ class RooflineCostModel(CostModel):
         # all-reduces per layer: two, one in an MoE layer under attention DP (its exchange replaces one)
         reduces = [1 if group.moe and data_parallel > 1 else 2 for group in self.groups]
         self._all_reduces = sum(group.count * n for group, n in zip(self.groups, reduces, strict=True))
+        self._norm_reduces = sum(group.count * group.norm_reduces for group in self.groups)
         # an iteration with prompt chunks runs outside CUDA graphs: the host dispatches each of its operations (the
         # all-reduces only where there is a tensor-parallel group to reduce over)
         self.eager_floor = self.engine.eager_kernel_us * 1e-6 * sum(
@@ -190,14 +194,18 @@ class RooflineCostModel(CostModel):
         return framework_all_reduce_time(self.network, self.custom_all_reduce, self.tp, nbytes)
 
     def layer_communication_time(self, num_tokens: int, decode_only: bool = False) -> float:
-        """Every layer's collectives: two all-reduces of T·D·w over the tensor-parallel GPUs; with attention data
-        parallelism a MoE layer instead all-reduces its attention output and sends each token to its k experts and
-        back over the replica's dp × t GPUs, T / t tokens from each (:mod:`simulator.cost.expert_exchange`:
-        NCCL all-to-alls, or DeepEP's kernels — low-latency ones when ``decode_only``)."""
-        all_reduce = self.all_reduce_time(num_tokens * self.model.hidden_size * self.w)
+        """Every layer's collectives: two all-reduces of T·D·w over the tensor-parallel GPUs, and in a layer whose
+        query/key norm spans all heads (``Attention.qk_norm_across_heads``) one more of T·2 fp32 sums of squares
+        (q's and k's, which vLLM, SGLang and TensorRT-LLM reduce together); with attention data parallelism a MoE
+        layer instead all-reduces its attention output and sends each token to its k experts and back over the
+        replica's dp × t GPUs, T / t tokens from each (:mod:`simulator.cost.expert_exchange`: NCCL all-to-alls, or
+        DeepEP's kernels — low-latency ones when ``decode_only``)."""
+        time = self._all_reduces * self.all_reduce_time(num_tokens * self.model.hidden_size * self.w)
+        if self._norm_reduces:
+            time += self._norm_reduces * self.all_reduce_time(num_tokens * QK_NORM_REDUCE_BYTES)
         if self.dp <= 1:
-            return self._all_reduces * all_reduce
-        return self._all_reduces * all_reduce + self.exchange_time(num_tokens, decode_only)
+            return time
+        return time + self.exchange_time(num_tokens, decode_only)
 
     def exchange_time(self, num_tokens: int, decode_only: bool = False) -> float:
         """The MoE layers' dispatch and combine under attention data parallelism (0 without it)."""
