@@ -57,9 +57,9 @@ routing left a hump in the MoE rows' TPOT error where a step's assignments are a
 (TensorRT-LLM's Qwen3-235B at TP 4 / EP 4: −2, +10, +21, +20, +15, +5% at 4–128 clients). ``expert_load_cv``, the
 popularity's coefficient of variation, is one number for every MoE model (the rows do not say more), fitted on the
 fit rows of the aggregated MoE models (Qwen3-235B-A22B-FP8, gpt-oss-120b, MiniMax-M2.5): their median absolute log
-TPOT error is 9.2% at 0, 9.9 at 0.25, 8.5 at 0.5, 7.7 at 0.75, 7.3 at 1, 6.8 at 1.25, 7.1 at 1.5, 7.7 at 1.75 and
+TPOT error is 8.2% at 0, 8.1 at 0.25, 8.5 at 0.5, 7.7 at 0.75, 7.3 at 1, 6.8 at 1.25, 7.1 at 1.5, 7.7 at 1.75 and
 8.6% at 2 (held out, median TPOT error: 6.7% at 0, 5.8 at 1, 6.2 at 1.25, 6.6 at 1.5); their TTFT moves by about a
-point (fit 15.2 → 15.4%, held out 14.9 → 15.9%).
+point (fit 15.2 → 15.0%, held out 14.9 → 15.9%).
 
 A disaggregated row (``mode = disagg``) becomes a prefill and a decode pool (:func:`disaggregated_cluster`). A row
 that leaves its worker counts empty is not read as one worker per role (as an empty parallelism column is read as
