@@ -646,3 +646,11 @@ def test_a_query_key_norm_over_all_heads_all_reduces_under_tensor_parallelism(tm
     assert by_hand > 6 * plain.all_reduce_time(32 * 8) > 0
     single = RooflineCostModel(models["across"], hw, 1)
     assert single.iteration_time(step) == RooflineCostModel(models["none"], hw, 1).iteration_time(step)
+    latent = tmp_path / "latent.yaml"  # a norm over heads is a property of multi-head attention, not of MLA's latent
+    latent.write_text("name: m\nhidden_size: 512\nvocab_size: 100\nmax_position_embeddings: 4096\nlayers:\n"
+                      "  - {count: 2, attention: {kind: mla, num_heads: 4, num_kv_heads: 4, head_dim: 96, "
+                      "kv_lora_rank: 64, qk_rope_head_dim: 32, v_head_dim: 64, qk_norm_across_heads: true}, "
+                      "ffn: {intermediate_size: 256}}\n")
+    with pytest.raises(LLMSimError, match="qk_norm_across_heads applies to full, sliding and chunked attention, "
+                                          "not mla"):
+        load_model(str(latent))

@@ -82,6 +82,8 @@ class Attention(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> Attention:
+        if self.qk_norm_across_heads and self.kind not in ("full", "sliding", "chunked"):
+            raise ValueError(f"qk_norm_across_heads applies to full, sliding and chunked attention, not {self.kind}")
         if self.kind in ("sliding", "chunked") and self.window <= 0:
             raise ValueError(f"a {self.kind} attention layer needs window > 0")
         if self.kind == "mla":
