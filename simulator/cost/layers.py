@@ -174,8 +174,8 @@ class GroupCost:
             ffn = 2 + (2 if self.shared_down_width else 0)
         elif self.has_ffn:
             ffn = 2
-        per_layer = len(self.attention_gemms) + self.kernels + self.elementwise_kernels + ffn + all_reduces \
-            + self.norm_reduces
+        collectives = all_reduces + self.norm_reduces
+        per_layer = len(self.attention_gemms) + self.kernels + self.elementwise_kernels + ffn + collectives
         return self.count * per_layer
 
     def gemm_time(self, tokens: int) -> float:
