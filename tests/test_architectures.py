@@ -61,6 +61,7 @@ CATALOG_PUBLISHED = [
     ("kimi-k2", 1040, None, "Kimi-K2 technical report: 1.04T total (its 32B activated excludes the embeddings)"),
     ("llama-4-maverick", 400, 17, "Meta: 400B total, 17B active"),
     ("gemma-3-27b", 27, None, "Google: 27B (the 0.4B vision encoder not modelled)"),
+    ("qwen3-next-80b-a3b", 80, None, "Qwen3-Next-80B-A3B model card: 80B total (3B activated: test above)"),
     ("qwen3-235b-a22b", 235, 22, "Qwen3 technical report: 235B total, 22B activated"),
     ("gpt-oss-120b", 116.83, 5.71, "gpt-oss model card: 116.83B total; 5.13B active without the 0.58B embedding"),
     # GLM's activated counts leave out both the embedding and the output table: 2 × 151552 × hidden
@@ -654,3 +655,97 @@ def test_a_query_key_norm_over_all_heads_all_reduces_under_tensor_parallelism(tm
     with pytest.raises(LLMSimError, match="qk_norm_across_heads applies to full, sliding and chunked attention, "
                                           "not mla"):
         load_model(str(latent))
+
+
+def _load(tmp_path, config: dict):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return load_model(str(path))
+
+
+# Qwen/Qwen3-Next-80B-A3B-Instruct's config.json (architecture fields): no layer_types, a full_attention_interval
+QWEN3_NEXT = {"model_type": "qwen3_next", "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 16,
+              "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120, "moe_intermediate_size": 512,
+              "num_experts": 512, "num_experts_per_tok": 10, "shared_expert_intermediate_size": 512,
+              "decoder_sparse_step": 1, "mlp_only_layers": [], "full_attention_interval": 4,
+              "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+              "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "vocab_size": 151936,
+              "max_position_embeddings": 262144, "tie_word_embeddings": False}
+
+
+def test_qwen3_next_puts_full_attention_on_every_fourth_layer(tmp_path):
+    """Qwen3-Next names no layer_types: every full_attention_interval-th layer is full attention, the others Gated
+    DeltaNet (transformers derives its layer_types so, with 4 when the interval is absent). Its model card: 80B
+    parameters, 79B without the embeddings, 3B activated. KV per token by hand: 12 full layers × (K, V) × 2 KV heads
+    × 256 × 2 bytes; before the interval was read, all 48 layers were priced as full attention (4× the KV)."""
+    model = _load(tmp_path, QWEN3_NEXT)
+    assert {(g.count, g.attention.kind) for g in model.layers} == {(36, "linear"), (12, "full")}
+    assert model.kv_bytes_per_token(2.0) == 12 * 2 * 2 * 256 * 2
+    embeddings = 2 * model.vocab_size * model.hidden_size
+    assert _close(model.num_params / 1e9, 80) and _close((model.num_params - embeddings) / 1e9, 79)
+    assert _close((model.active_params - model.vocab_size * model.hidden_size) / 1e9, 3)
+    without = _load(tmp_path, {key: value for key, value in QWEN3_NEXT.items() if key != "full_attention_interval"})
+    assert without.layers == model.layers
+    halves = _load(tmp_path, {**QWEN3_NEXT, "full_attention_interval": 2})
+    assert {(g.count, g.attention.kind) for g in halves.layers} == {(24, "linear"), (24, "full")}
+    with pytest.raises(LLMSimError, match="full_attention_interval must be a positive integer, got 0"):
+        _load(tmp_path, {**QWEN3_NEXT, "full_attention_interval": 0})
+
+
+# ibm-granite/granite-4.0-h-small's architecture fields: Mamba2 and attention layers named by layer_types (4 of 40
+# attention), experts on every layer; its Mamba head width "auto" (the inner width 2 × 4096 over 128 heads)
+GRANITE_4_H_SMALL = {"model_type": "granitemoehybrid", "num_hidden_layers": 40, "hidden_size": 4096,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 768,
+                     "num_local_experts": 72, "num_experts_per_tok": 10, "shared_intermediate_size": 1536,
+                     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_d_state": 128, "mamba_n_groups": 1,
+                     "mamba_d_conv": 4, "mamba_expand": 2, "vocab_size": 100352, "max_position_embeddings": 131072,
+                     "tie_word_embeddings": True,
+                     "layer_types": (["mamba"] * 9 + ["attention"]) * 4}
+
+
+def test_granite_4_hybrid_layers_and_its_dense_sibling(tmp_path):
+    """Granite-4.0-H-Small (IBM: 32B total, 9B active): 36 Mamba2 mixers of 128 heads × 64 (mamba_d_head "auto" =
+    2 × 4096 / 128) and state 128, 4 attention layers, 72 routed experts of 768 (10 per token) and a 1536-wide shared
+    expert on every layer. KV per token by hand: 4 layers × (K, V) × 8 KV heads × 128 × 2 bytes. With
+    num_local_experts 0 (its dense models) every layer runs the shared MLP alone."""
+    model = _load(tmp_path, GRANITE_4_H_SMALL)
+    assert {(g.count, g.attention.kind, g.ffn.kind) for g in model.layers} == {(36, "mamba", "moe"), (4, "full", "moe")}
+    mamba = next(g.attention for g in model.layers if g.attention.kind == "mamba")
+    assert (mamba.num_heads, mamba.head_dim, mamba.state_size, mamba.groups) == (128, 64, 128, 1)
+    moe = model.layers[0].ffn
+    assert (moe.num_experts, moe.experts_per_token, moe.intermediate_size, moe.shared_intermediate_size) == (
+        72, 10, 768, 1536)
+    assert model.kv_bytes_per_token(2.0) == 4 * 2 * 8 * 128 * 2
+    assert _close(model.num_params / 1e9, 32) and _close(model.active_params / 1e9, 9)
+    dense = _load(tmp_path, {**GRANITE_4_H_SMALL, "num_local_experts": 0, "shared_intermediate_size": 8192})
+    assert {(g.ffn.kind, g.ffn.intermediate_size) for g in dense.layers} == {("dense", 8192)}
+    heads_only = _load(tmp_path, {**GRANITE_4_H_SMALL, "mamba_d_head": None, "mamba_n_heads": 64})
+    assert {(g.attention.num_heads, g.attention.head_dim) for g in heads_only.layers if g.attention.kind == "mamba"} \
+        == {(64, 128)}
+
+
+def test_attention_layer_indices_place_attention_among_mamba_layers(tmp_path):
+    """Bamba's attn_layer_indices: attention on those layers, Mamba2 on the rest."""
+    config = {"model_type": "bamba", "num_hidden_layers": 6, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 512, "attn_layer_indices": [2, 5],
+              "mamba_n_heads": 8, "mamba_d_head": 64, "mamba_d_state": 16, "vocab_size": 100}
+    kinds = [g.attention.kind for g in _load(tmp_path, config).layers for _ in range(g.count)]
+    assert sorted(kinds) == ["full"] * 2 + ["mamba"] * 4
+    with pytest.raises(LLMSimError, match=r"attn_layer_indices must be layer indices in \[0, 6\)"):
+        _load(tmp_path, {**config, "attn_layer_indices": [6]})
+
+
+@pytest.mark.parametrize("fields, key", [
+    ({"attn_type_list": [0, 0, 0, 1]}, "attn_type_list"),
+    ({"linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]}}, "linear_attn_config"),
+    ({"attn_layer_period": 2, "attn_layer_offset": 1, "mamba_d_state": 16}, "attn_layer_period"),
+    ({"model_type": "falcon_h1", "mamba_d_ssm": 1024, "mamba_n_heads": 16, "mamba_d_state": 128}, "mamba_n_heads"),
+])
+def test_a_sequence_mixer_layout_not_modelled_is_one_line_naming_its_field(tmp_path, fields, key):
+    """A config declaring mixers the importer does not model (lightning attention, Kimi Delta Attention, Mamba-1
+    between attention layers, attention and Mamba side by side) is refused, not priced as full attention."""
+    config = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 100, **fields}
+    with pytest.raises(LLMSimError) as caught:
+        _load(tmp_path, config)
+    message = str(caught.value)
+    assert "\n" not in message and f": {key}:" in message and "not modelled yet" in message, message

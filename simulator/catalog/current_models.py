@@ -95,6 +95,13 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
         "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "mamba_ssm_dtype": "float32",
         "vocab_size": 248320, "max_position_embeddings": 262144, "tie_word_embeddings": False}),
+    "qwen3-next-80b-a3b": ("Qwen/Qwen3-Next-80B-A3B-Instruct", {  # no layer_types: every 4th layer full attention
+        "model_type": "qwen3_next", "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 16,
+        "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120, "moe_intermediate_size": 512,
+        "num_experts": 512, "num_experts_per_tok": 10, "shared_expert_intermediate_size": 512,
+        "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "vocab_size": 151936,
+        "max_position_embeddings": 262144, "tie_word_embeddings": False}),
     "nemotron-h-56b": ("nvidia/Nemotron-H-56B-Base-8K", {
         "model_type": "nemotron_h", "num_hidden_layers": 118, "hidden_size": 8192, "num_attention_heads": 64,
         "num_key_value_heads": 8, "attention_head_dim": 128, "intermediate_size": 32768,
@@ -106,8 +113,8 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "minimax-m2.5": ("MiniMaxAI/MiniMax-M2.5", {
         "model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "num_local_experts": 256,
-        "num_experts_per_tok": 8, "shared_intermediate_size": 0, "vocab_size": 200064,
-        "max_position_embeddings": 196608, "tie_word_embeddings": False,
+        "num_experts_per_tok": 8, "shared_intermediate_size": 0, "use_qk_norm": True, "qk_norm_type": "per_layer",
+        "vocab_size": 200064, "max_position_embeddings": 196608, "tie_word_embeddings": False,
         "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}),
 }
 
@@ -119,4 +126,5 @@ HF_ALIASES: dict[str, str] = {
     "meta-llama/Meta-Llama-3.1-405B": "llama-3.1-405b", "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
     "meta-llama/Meta-Llama-3-70B-Instruct": "llama-3-70b", "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",
     "deepseek-ai/DeepSeek-V3-0324": "deepseek-v3", "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": "qwen3-next-80b-a3b",
 }

@@ -5,9 +5,11 @@ num_local_experts``, ...); a nested ``text_config`` (multimodal wrappers: Llama 
 top level. Per-family *layer patterns*, never per-model branches, decide each layer's kind:
 
 - attention: ``kv_lora_rank`` -> MLA; ``layer_types`` (``full_attention``, ``sliding_attention``,
-  ``chunked_attention``, ``linear_attention``: Gated DeltaNet from the ``linear_*`` fields; ``attn_output_gate``)
-  or ``sliding_window_pattern`` (every N-th layer global: Gemma 3's 6, and Gemma 2's 2 where the config does not
-  say) or ``no_rope_layers`` with
+  ``chunked_attention``, ``linear_attention``: Gated DeltaNet from the ``linear_*`` fields; ``attn_output_gate``;
+  Granite-4.0-H's ``attention`` and ``mamba``) or ``attn_layer_indices`` (Bamba: attention there, Mamba2 elsewhere)
+  or ``full_attention_interval`` (Qwen3-Next: every N-th layer full, the others Gated DeltaNet; 4 for the family
+  where the config does not say, as transformers derives it) or ``sliding_window_pattern`` (every N-th layer
+  global: Gemma 3's 6, and Gemma 2's 2 where the config does not say) or ``no_rope_layers`` with
   ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
   (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
 - FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` layers
@@ -17,6 +19,11 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   or ``n_shared_experts`` × the expert width (Llama 4 runs one shared expert per MoE layer);
 - a ``hybrid_override_pattern`` (Nemotron-H) gives one block per layer: ``M`` a Mamba2 mixer (``mamba_*``,
   ``ssm_state_size``, ``n_groups``, ``conv_kernel``), ``*`` attention, ``-`` an MLP, ``E`` a mixture of experts.
+  A Mamba2 mixer's heads × head width is ``mamba_expand`` × ``hidden_size``, so a config may give either (or a
+  head width of ``"auto"``); ``num_local_experts: 0`` (Granite-4.0-H's dense models) runs the shared MLP alone;
+- mixers not modelled are refused in one line naming the field, never priced as full attention:
+  ``attn_type_list`` (lightning attention), ``linear_attn_config`` (Kimi Delta Attention), ``attn_layer_period``
+  (Jamba's Mamba-1), and Mamba fields no layer pattern places (Falcon-H1's attention and Mamba side by side).
 
 ``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
 ``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
@@ -56,7 +63,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "chunk": ("attention_chunk_size",),
     **{key: (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
                                "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                               "linear_value_head_dim", "mamba_num_heads", "mamba_head_dim", "ssm_state_size")},
+                               "linear_value_head_dim")},
+    "mamba_num_heads": ("mamba_num_heads", "mamba_n_heads"),
+    "mamba_head_dim": ("mamba_head_dim", "mamba_d_head"),
+    "ssm_state_size": ("ssm_state_size", "mamba_d_state"),
     "linear_conv": ("linear_conv_kernel_dim",),
     "mamba_conv": ("conv_kernel", "mamba_d_conv"),
     "mamba_groups": ("n_groups", "mamba_n_groups"),
@@ -69,9 +79,19 @@ TIED_BY_DEFAULT = ("gemma",)
 SLIDING_PATTERN_BY_FAMILY = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}
 # families with shared experts not named in their config: experts per MoE layer
 SHARED_EXPERTS_BY_FAMILY = {"llama4": 1}
+# families whose linear and full attention layers alternate without a layer_types list: every N-th layer full
+# (transformers' Qwen3NextConfig derives its layer_types so, with 4 where full_attention_interval is absent)
+FULL_ATTENTION_INTERVAL_BY_FAMILY = {"qwen3_next": 4}
+# layer_types values: transformers' names, and Granite-4.0-H's ("attention", "mamba")
 LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
-               "linear_attention": "linear"}
+               "linear_attention": "linear", "attention": "full", "mamba": "mamba"}
 HYBRID_BLOCKS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
+# layouts of sequence mixers the importer does not model: the field that declares one, and what it declares
+UNMODELLED_LAYOUTS = {"attn_type_list": "lightning (linear) attention layers (MiniMax-Text-01, MiniMax-M1)",
+                      "linear_attn_config": "Kimi Delta Attention layers (Kimi-Linear)",
+                      "attn_layer_period": "Mamba-1 layers between attention layers (Jamba)"}
+MAMBA_FIELDS = ("mamba_num_heads", "mamba_n_heads", "mamba_head_dim", "mamba_d_head", "ssm_state_size",
+                "mamba_d_state", "mamba_d_ssm")
 
 
 def _shown(value: Any, limit: int = 40) -> str:
@@ -136,12 +156,23 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
                 raise LLMSimError(f"{where}: layer_types: unknown layer kind {kind!r} (known: "
                                   f"{', '.join(LAYER_KINDS)})")
         return [LAYER_KINDS[kind] for kind in types]
+    indices = _int_list(config, "attn_layer_indices", where)
+    if indices is not None:  # Bamba: attention on these layers, Mamba2 on the others
+        if any(not 0 <= i < layers for i in indices):
+            raise LLMSimError(f"{where}: attn_layer_indices must be layer indices in [0, {layers}), got "
+                              f"{_shown(indices, 60)}")
+        return ["full" if i in indices else "mamba" for i in range(layers)]
+    family = str(config.get("model_type", ""))
+    interval = config.get("full_attention_interval", FULL_ATTENTION_INTERVAL_BY_FAMILY.get(family))
+    if interval is not None:
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
+            raise LLMSimError(f"{where}: full_attention_interval must be a positive integer, got {_shown(interval)}")
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)]
     if _get(config, "chunk", where, None):
         no_rope = _int_list(config, "no_rope_layers", where, layers)
         if no_rope is None:  # Llama 4's default: every 4th layer is a global NoPE layer
             no_rope = [int((i + 1) % 4 != 0) for i in range(layers)]
         return ["chunked" if uses_rope else "full" for uses_rope in no_rope]
-    family = str(config.get("model_type", ""))
     pattern = _get(config, "window", where, None) and config.get("sliding_window_pattern",
                                                                  SLIDING_PATTERN_BY_FAMILY.get(family))
     if pattern:
@@ -201,12 +232,33 @@ def _state_mixer(config: dict[str, Any], kind: str, where: str) -> Attention:
                   "v_head_dim": _get(config, "linear_value_head_dim", where),
                   "conv_kernel": _get(config, "linear_conv", where, 4), "state_bytes": state_bytes}
     else:
-        fields = {"kind": "mamba", "num_heads": _get(config, "mamba_num_heads", where),
-                  "head_dim": _get(config, "mamba_head_dim", where),
+        heads, head_dim = _mamba_heads(config, where)
+        fields = {"kind": "mamba", "num_heads": heads, "head_dim": head_dim,
                   "state_size": _get(config, "ssm_state_size", where),
                   "groups": _get(config, "mamba_groups", where, 1), "conv_kernel": _get(config, "mamba_conv", where, 4),
                   "state_bytes": state_bytes}
     return validate(Attention, fields, where)
+
+
+def _mamba_heads(config: dict[str, Any], where: str) -> tuple[int, int]:
+    """A Mamba2 mixer's heads and head width. Their product is its inner width, ``mamba_expand`` (default 2) ×
+    ``hidden_size``, so either one (or a head width of ``"auto"``, Granite-4.0-H's) follows from the other."""
+    if config.get("mamba_d_head") == "auto":
+        config = {key: value for key, value in config.items() if key != "mamba_d_head"}
+    heads, head_dim = _get(config, "mamba_num_heads", where, None), _get(config, "mamba_head_dim", where, None)
+    if heads is not None and head_dim is not None:
+        return heads, head_dim
+    expand = config.get("mamba_expand", 2)
+    if isinstance(expand, bool) or not isinstance(expand, int) or expand <= 0:
+        raise LLMSimError(f"{where}: mamba_expand must be a positive integer, got {_shown(expand)}")
+    inner = expand * _get(config, "hidden_size", where)
+    if heads is None and head_dim is None:
+        _get(config, "mamba_num_heads", where)  # raises: the required key, named
+    known = heads if heads is not None else head_dim
+    if inner % known:
+        raise LLMSimError(f"{where}: the Mamba inner width mamba_expand × hidden_size = {inner} is not a multiple of "
+                          f"{'mamba_num_heads' if heads is not None else 'mamba_head_dim'} {known}")
+    return (heads, inner // heads) if heads is not None else (inner // head_dim, head_dim)
 
 
 def _hybrid_blocks(config: dict[str, Any], layers: int, where: str) -> list[tuple[str, str]] | None:
@@ -244,15 +296,28 @@ def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
     return True
 
 
+def _no_routed_experts(config: dict[str, Any]) -> bool:
+    """The config says, with a 0, that its mixture-of-experts blocks have no routed experts (Granite-4.0-H's dense
+    models: ``num_local_experts: 0``, every layer's MLP its shared one)."""
+    stated = [config[key] for key in ALIASES["num_experts"] if config.get(key) is not None]
+    return bool(stated) and stated[0] == 0 and not isinstance(stated[0], bool)
+
+
 def _dense_ffn(config: dict[str, Any], where: str) -> FFN:
+    """A dense layer's MLP: ``intermediate_size_mlp`` (Llama 4), the shared MLP's width where the config names no
+    routed experts with a 0, else ``intermediate_size``."""
     gated = config.get("model_type") not in UNGATED_MODEL_TYPES
     inter = _get(config, "intermediate_size", where, 4 * _get(config, "hidden_size", where))
+    if _no_routed_experts(config):
+        inter = _get(config, "shared_intermediate_size", where, inter)
     return validate(FFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
                           "gated": gated}, where)
 
 
 def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
-    """The routed-experts FFN the config describes, or None without routed experts."""
+    """The routed-experts FFN the config describes, or None without routed experts (none named, one, or 0)."""
+    if _no_routed_experts(config):
+        return None
     experts = _get(config, "num_experts", where, 1)
     if experts == 1:
         return None
@@ -343,10 +408,18 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         if isinstance(value, list | dict):
             raise LLMSimError(f"{where}: {key} must be a single value, got {_shown(value, 60)}")
     text = text_config(config, where)
+    for key, layout in UNMODELLED_LAYOUTS.items():
+        if text.get(key) is not None:
+            raise LLMSimError(f"{where}: {key}: {layout} are not modelled yet")
     layers = _get(text, "num_layers", where)
     blocks = _hybrid_blocks(text, layers, where)
     if blocks is None:
         kinds, ffns = _attention_kinds(text, layers, where), _ffns(text, layers, where)
+        named = next((key for key in MAMBA_FIELDS if text.get(key) is not None), None)
+        if named and "mamba" not in kinds:
+            raise LLMSimError(f"{where}: {named}: the config describes Mamba mixers but no layer pattern placing them "
+                              "(hybrid_override_pattern, layer_types, attn_layer_indices); a layer running attention "
+                              "and a Mamba mixer side by side (Falcon-H1) is not modelled yet")
     else:
         dense, moe = _dense_ffn(text, where), _moe_ffn(text, where)
         if moe is None and any(f == "moe" for _, f in blocks):
