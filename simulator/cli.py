@@ -181,14 +181,14 @@ def _cmd_models(args: argparse.Namespace) -> int:
     rows = []
     for name in model_names():
         model = load_model(name)
-        growing = sum(g.count * g.attention.kv_elements_per_token() for g in model.layers if not g.attention.span)
+        growing = sum(g.count * g.attention.kv_bytes_per_token(2.0) for g in model.layers if not g.attention.span)
         rows.append({
             "name": name, "source": model.source, "layers": model.num_layers,
-            "groups": [f"{g.count}x {g.attention.kind}{f'({g.attention.span})' if g.attention.span else ''} "
+            "groups": [f"{g.count}x {g.attention.kind}{f'({g.attention.attended})' if g.attention.attended else ''} "
                        f"{g.ffn.kind}" for g in model.layers],
             "total_params": model.num_params, "active_params": model.active_params,
             "checkpoint_dtype": model.quantization.dtype if model.quantization else "bf16",
-            "kv_bytes_per_token": growing * 2, "kv_bytes_per_token_in_windows": model.kv_bytes_per_token(2.0),
+            "kv_bytes_per_token": growing, "kv_bytes_per_token_in_windows": model.kv_bytes_per_token(2.0),
         })
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -261,7 +261,7 @@ def _kv_size_of_model(args: argparse.Namespace) -> int:
     groups, total = [], 0.0
     for group in model.layers:
         attention = group.attention
-        per_token = group.count * attention.kv_elements_per_token() * element
+        per_token = group.count * attention.kv_bytes_per_token(element)
         held = min(args.context, attention.span) if attention.span else args.context
         state = group.count * attention.state_elements() * (attention.state_bytes or element)
         nbytes = per_token * held * args.batch + state * args.batch

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.catalog import load_hardware, load_model
-from simulator.cost.layers import causal_pairs
+from simulator.cost.layers import causal_pairs, span_totals
 from simulator.cost.roofline import RooflineCostModel
 from simulator.errors import LLMSimError
 
@@ -749,3 +749,77 @@ def test_a_sequence_mixer_layout_not_modelled_is_one_line_naming_its_field(tmp_p
         _load(tmp_path, config)
     message = str(caught.value)
     assert "\n" not in message and f": {key}:" in message and "not modelled yet" in message, message
+
+
+def test_deepseek_sparse_attention_weights_and_cache_by_hand():
+    """DeepSeek-V3.2 is DeepSeek-V3 plus a lightning indexer per layer: 64 heads of 128 from the 1536-wide query
+    latent, one 128-wide key (and its LayerNorm), 64 head weights — 1536·64·128 + 7168·128 + 2·128 + 7168·64 =
+    13,959,424 parameters a layer — and one FP8 key of 128 and an fp32 scale cached per token and layer, on every
+    tensor-parallel rank, whatever the latent's format."""
+    sparse, dense = load_model("deepseek-v3.2"), load_model("deepseek-v3")
+    assert sparse.num_params - dense.num_params == 61 * (1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64)
+    for element, tp in ((2.0, 1), (1.0, 8)):
+        assert sparse.kv_bytes_per_token(element, tp) == 61 * (576 * element + 128 + 4)
+    assert {(g.attention.index_topk, g.attention.attended, g.attention.span) for g in sparse.layers} == {
+        (2048, 2048, 0)}  # it attends to 2048 cached tokens and keeps them all
+    assert sparse.kv_layout(2.0) == (61 * (576 * 2 + 132), [])
+
+
+def test_sparse_attention_decode_reads_a_fraction_of_the_dense_latents():
+    """Per cached token a dense MLA decode reads the 576-element latent (1,152 bytes in 16 bits) for 128 heads; the
+    sparse one only scores it (64 FP8 dot products of 128 over a 132-byte key, an fp32 logit written and read) and
+    attends to a fixed 2048 per sequence. So a decode step stays affine in the context sum, its slope at least the
+    indexer's bytes at HBM speed and under a quarter of the dense slope, and beyond ~9k tokens of context the sparse
+    step is the cheaper one."""
+    from simulator.cost.base import IterationShape
+
+    hw = load_hardware("h100-sxm")
+    sparse = RooflineCostModel(load_model("deepseek-v3.2"), hw, 8, "fp8_block")
+    dense = RooflineCostModel(load_model("deepseek-v3"), hw, 8, "fp8_block")
+    (a_s, c_s), (a_d, c_d) = sparse.decode_step_coefficients(32), dense.decode_step_coefficients(32)
+    assert c_s >= 61 * (128 + 4 + 8) / (hw.memory_bandwidth_gb_per_s * 1e9)
+    assert c_s < c_d / 4 and a_s > a_d  # the fixed 2048 tokens per sequence, the indexer's GEMMs and kernels
+    for context in (2048, 50_000, 100_000):
+        assert sparse.iteration_time(IterationShape((), 32, 32 * context)) == pytest.approx(a_s + c_s * 32 * context)
+    crossover = (a_s - a_d) / (c_d - c_s) / 32
+    assert 2048 < crossover < 20_000, crossover
+
+
+def test_the_indexer_is_replicated_over_tensor_parallel_gpus():
+    """The engines run the indexer's projections unsplit on every tensor-parallel GPU, so its GEMMs cost a TP 8 GPU
+    what they cost one GPU; its prefill kernels score all causal pairs, the MLA kernel only each query's top 2048
+    (a prompt within 2048 tokens attends to all of them either way)."""
+    from simulator.cost.base import IterationShape
+
+    hw = load_hardware("h100-sxm")
+    shape = IterationShape(((1000, 0),))
+    extra = {}
+    for tp in (1, 8):
+        parts = [RooflineCostModel(load_model(name), hw, tp, "fp8_block").breakdown(shape)
+                 for name in ("deepseek-v3.2", "deepseek-v3")]
+        extra[tp] = parts[0]["gemm_s"] - parts[1]["gemm_s"]
+    assert extra[1] == pytest.approx(extra[8]) and extra[1] > 0
+    sparse = RooflineCostModel(load_model("deepseek-v3.2"), hw, 8, "fp8_block")
+    group = sparse.groups[0]
+    assert group.span == 2048 and group.indexer is not None
+    long = group.prefill_attention_time(*span_totals(((32_000, 0),), 2048))
+    full = group.prefill_attention_time(*span_totals(((32_000, 0),), 0))
+    assert long < full / 5  # the MLA kernel over 32,000 × 2048-ish pairs, not 32,000²/2
+
+
+def test_layers_sharing_a_selection_run_no_indexer(tmp_path):
+    """GLM-5.2's indexer_types (or index_topk_freq after index_skip_topk_offset layers): a "shared" layer attends to
+    the tokens the layer before picked — no indexer weights, no index key cached."""
+    config = {"model_type": "glm_moe_dsa", "num_hidden_layers": 8, "hidden_size": 256, "num_attention_heads": 4,
+              "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+              "v_head_dim": 16, "index_topk": 64, "index_n_heads": 4, "index_head_dim": 16, "vocab_size": 100}
+    every = _load(tmp_path, config)
+    freq = _load(tmp_path, {**config, "index_topk_freq": 4, "index_skip_topk_offset": 3})
+    listed = _load(tmp_path, {**config, "indexer_types": ["full"] * 3 + ["shared", "shared", "shared", "full",
+                                                                          "shared"]})
+    assert freq.layers == listed.layers  # layers 0-2 and 6 run their own indexer
+    indexer = 64 * 4 * 16 + 256 * 16 + 2 * 16 + 256 * 4
+    assert every.num_params - listed.num_params == 4 * indexer
+    assert every.kv_bytes_per_token(2.0) - listed.kv_bytes_per_token(2.0) == 4 * (16 + 4)
+    with pytest.raises(LLMSimError, match="indexer_types must list 'full' or 'shared' for each of the 8 layers"):
+        _load(tmp_path, {**config, "indexer_types": ["full"]})

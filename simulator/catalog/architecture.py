@@ -27,6 +27,13 @@ Attention kinds (per layer; ``t`` = tensor-parallel degree, ``d`` = head_dim, ``
   ``D·(r_kv + r)`` for the latent, ``r_kv·H·(n + v)`` to decompress K and V, ``H·v·D`` (O), with ``n`` =
   qk_nope_head_dim, ``r`` = qk_rope_head_dim, ``v`` = v_head_dim. KV elements per token: ``r_kv + r`` — the same
   latent on every tensor-parallel rank (TP does not split it).
+  With DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5: ``index_topk`` > 0) each query attends to the
+  ``index_topk`` cached tokens a lightning indexer picks: ``index_heads`` heads of ``index_head_dim`` score every
+  cached token (ReLU of query·key, weighted over the heads, in FP8) and the top ``index_topk`` are kept. Its
+  weights ``r_q·H_I·d_I`` (``D·H_I·d_I`` without ``q_lora_rank``) for queries, ``D·d_I`` for its key, ``2·d_I``
+  its key's LayerNorm, ``D·H_I`` the head weights — replicated on every tensor-parallel rank, as the engines run
+  it; it caches one FP8 key of ``d_I`` elements and an fp32 scale (``d_I + 4`` bytes) per token on every rank. A
+  layer with ``index_shared`` reuses the selection of the layer before (GLM-5.2's ``indexer_types``): no indexer.
 
 FFN kinds:
 
@@ -48,6 +55,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 STATE_KINDS = ("linear", "mamba")  # a fixed state per sequence instead of KV per token
+INDEX_SCALE_BYTES = 4  # DeepSeek Sparse Attention's cached index key: FP8 elements and one fp32 scale per token
 
 
 class _Frozen(BaseModel):
@@ -79,11 +87,23 @@ class Attention(_Frozen):
     groups: int = Field(default=1, ge=1, description="mamba: groups sharing B and C")
     state_bytes: float | None = Field(default=None, gt=0, description="linear, mamba: bytes per state element "
                                       "(the checkpoint's SSM dtype; default: the KV cache's)")
+    index_topk: int = Field(default=0, ge=0, description="mla: cached tokens each query attends to, picked by a "
+                            "lightning indexer (DeepSeek Sparse Attention); 0 = all of them")
+    index_heads: int = Field(default=0, ge=0, description="mla with index_topk: the indexer's heads")
+    index_head_dim: int = Field(default=0, ge=0, description="mla with index_topk: the indexer's head width")
+    index_shared: bool = Field(default=False, description="mla with index_topk: this layer reuses the selection of "
+                               "the layer before (no indexer of its own)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Attention:
         if self.qk_norm_across_heads and self.kind not in ("full", "sliding", "chunked"):
             raise ValueError(f"qk_norm_across_heads applies to full, sliding and chunked attention, not {self.kind}")
+        if (self.index_topk or self.index_shared) and self.kind != "mla":
+            raise ValueError(f"index_topk (sparse attention) applies to mla layers, not {self.kind}")
+        if self.index_topk and not self.index_shared and (self.index_heads <= 0 or self.index_head_dim <= 0):
+            raise ValueError("an mla layer with index_topk needs index_heads > 0 and index_head_dim > 0 (its indexer)")
+        if self.index_shared and not self.index_topk:
+            raise ValueError("index_shared reuses a sparse selection: it needs index_topk > 0")
         if self.kind in ("sliding", "chunked") and self.window <= 0:
             raise ValueError(f"a {self.kind} attention layer needs window > 0")
         if self.kind == "mla":
@@ -117,7 +137,19 @@ class Attention(_Frozen):
         latent = hidden * (self.kv_lora_rank + self.qk_rope_head_dim)
         decompress = self.kv_lora_rank * h * (d - self.qk_rope_head_dim + self.v_head_dim)
         norms = self.kv_lora_rank + self.q_lora_rank
-        return query + latent + decompress + h * self.v_head_dim * hidden + norms
+        return query + latent + decompress + h * self.v_head_dim * hidden + norms + self.indexer_params(hidden)
+
+    @property
+    def has_indexer(self) -> bool:
+        """Does this layer run a lightning indexer of its own (DeepSeek Sparse Attention)?"""
+        return self.index_topk > 0 and not self.index_shared
+
+    def indexer_params(self, hidden: int) -> int:
+        if not self.has_indexer:
+            return 0
+        heads, width = self.index_heads, self.index_head_dim
+        query = (self.q_lora_rank or hidden) * heads * width
+        return query + hidden * width + 2 * width + hidden * heads
 
     def kv_elements_per_token(self, tensor_parallel: int = 1) -> int:
         """K and V elements one token stores in this layer on one GPU (0 for layers with a state instead)."""
@@ -126,6 +158,12 @@ class Attention(_Frozen):
         if self.kind in (*STATE_KINDS, "none"):
             return 0
         return 2 * math.ceil(self.num_kv_heads / tensor_parallel) * self.head_dim
+
+    def kv_bytes_per_token(self, bytes_per_element: float, tensor_parallel: int = 1) -> float:
+        """Bytes one token stores in this layer on one GPU: its K and V elements, and an indexer's FP8 key and
+        scale (whatever the KV cache's format)."""
+        index = self.index_head_dim + INDEX_SCALE_BYTES if self.has_indexer else 0
+        return bytes_per_element * self.kv_elements_per_token(tensor_parallel) + index
 
     def state_elements(self, tensor_parallel: int = 1) -> float:
         """Elements of the fixed state one sequence keeps in this layer on one GPU (0 for KV layers)."""
@@ -140,8 +178,13 @@ class Attention(_Frozen):
 
     @property
     def span(self) -> int:
-        """Most tokens a query attends to and a sequence keeps (0: the whole context)."""
+        """Most tokens a sequence keeps in this layer (0: the whole context)."""
         return self.window if self.kind in ("sliding", "chunked") else 0
+
+    @property
+    def attended(self) -> int:
+        """Most cached tokens a query attends to (0: the whole context): the span, or a sparse selection's top-k."""
+        return self.span or self.index_topk
 
 
 class FFN(_Frozen):

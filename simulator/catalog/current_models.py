@@ -67,6 +67,9 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "deepseek-v3": ("deepseek-ai/DeepSeek-V3", _deepseek(256, 128, 3, 129280, 163840)),
     "deepseek-r1": ("deepseek-ai/DeepSeek-R1", _deepseek(256, 128, 3, 129280, 163840)),
     "kimi-k2": ("moonshotai/Kimi-K2-Instruct", _deepseek(384, 64, 1, 163840, 131072)),
+    "deepseek-v3.2": ("deepseek-ai/DeepSeek-V3.2", {  # DeepSeek Sparse Attention: a lightning indexer's top 2048
+        **_deepseek(256, 128, 3, 129280, 163840), "model_type": "deepseek_v32", "index_topk": 2048,
+        "index_n_heads": 64, "index_head_dim": 128}),
     "qwen3-8b": ("Qwen/Qwen3-8B", _qwen3(36, 4096, 32, 8, 12288)),
     "qwen3-32b": ("Qwen/Qwen3-32B", _qwen3(64, 5120, 64, 8, 25600)),
     "qwen3-30b-a3b": ("Qwen/Qwen3-30B-A3B", _qwen3(48, 2048, 32, 4, 6144, moe_intermediate_size=768,
@@ -126,5 +129,5 @@ HF_ALIASES: dict[str, str] = {
     "meta-llama/Meta-Llama-3.1-405B": "llama-3.1-405b", "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
     "meta-llama/Meta-Llama-3-70B-Instruct": "llama-3-70b", "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",
     "deepseek-ai/DeepSeek-V3-0324": "deepseek-v3", "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
-    "Qwen/Qwen3-Next-80B-A3B-Thinking": "qwen3-next-80b-a3b",
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": "qwen3-next-80b-a3b", "deepseek-ai/DeepSeek-V3.2-Exp": "deepseek-v3.2",
 }

@@ -67,6 +67,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "mamba_num_heads": ("mamba_num_heads", "mamba_n_heads"),
     "mamba_head_dim": ("mamba_head_dim", "mamba_d_head"),
     "ssm_state_size": ("ssm_state_size", "mamba_d_state"),
+    "index_topk": ("index_topk",),
+    "index_heads": ("index_n_heads", "index_num_heads"),
+    "index_head_dim": ("index_head_dim",),
     "linear_conv": ("linear_conv_kernel_dim",),
     "mamba_conv": ("conv_kernel", "mamba_d_conv"),
     "mamba_groups": ("n_groups", "mamba_n_groups"),
@@ -190,7 +193,25 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
 SINK_FAMILIES = ("gpt_oss",)
 
 
-def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
+def _index_shared(config: dict[str, Any], layers: int, where: str) -> list[bool]:
+    """Which layers of a sparse-attention model reuse the selection of the layer before instead of running an
+    indexer: ``indexer_types`` ("full" / "shared" per layer, GLM-5.2), or every layer but the first
+    ``index_skip_topk_offset`` and each ``index_topk_freq``-th after them; none where the config says neither."""
+    types = config.get("indexer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or any(t not in ("full", "shared") for t in types):
+            raise LLMSimError(f"{where}: indexer_types must list 'full' or 'shared' for each of the {layers} layers, "
+                              f"got {_shown(types, 60)}")
+        return [t == "shared" for t in types]
+    freq, offset = config.get("index_topk_freq", 1), config.get("index_skip_topk_offset", 0)
+    for key, value in (("index_topk_freq", freq), ("index_skip_topk_offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "index_topk_freq" else 0):
+            raise LLMSimError(f"{where}: {key} must be a {'positive' if key == 'index_topk_freq' else 'non-negative'} "
+                              f"integer, got {_shown(value)}")
+    return [i >= offset and (i - offset + 1) % freq != 0 for i in range(layers)]
+
+
+def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool = False) -> Attention:
     if kind in ("linear", "mamba"):
         return _state_mixer(config, kind, where)
     if kind == "none":
@@ -204,6 +225,12 @@ def _attention(config: dict[str, Any], kind: str, where: str) -> Attention:
             kv_lora_rank=_get(config, "kv_lora_rank", where), qk_rope_head_dim=rope,
             head_dim=_get(config, "qk_nope_head_dim", where) + rope, v_head_dim=_get(config, "v_head_dim", where),
         )
+        topk = _get(config, "index_topk", where, 0)
+        if topk:  # DeepSeek Sparse Attention: a lightning indexer picks each query's cached tokens
+            fields.update(index_topk=topk, index_shared=index_shared)
+            if not index_shared:
+                fields.update(index_heads=_get(config, "index_heads", where),
+                              index_head_dim=_get(config, "index_head_dim", where))
         return validate(Attention, fields, where)
     if hidden % heads and _get(config, "head_dim", where, None) is None:
         raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
@@ -427,7 +454,10 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
                               "names no routed experts (n_routed_experts / num_experts)")
         none = validate(FFN, {"kind": "none"}, where)
         kinds, ffns = [a for a, _ in blocks], [{"dense": dense, "moe": moe, "none": none}[f] for _, f in blocks]
-    attentions = {kind: _attention(text, kind, where) for kind in set(kinds)}
+    shared = (_index_shared(text, layers, where) if text.get("index_topk") and text.get("kv_lora_rank") is not None
+              else [False] * layers)
+    attentions = {(kind, reuse): _attention(text, kind, where, reuse)
+                  for kind, reuse in set(zip(kinds, shared, strict=True))}
     family = str(text.get("model_type", ""))
     fields = {
         "name": name,
@@ -435,7 +465,8 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         "vocab_size": _get(text, "vocab_size", where),
         "max_position_embeddings": _get(text, "max_position_embeddings", where, 2048),
         "tie_word_embeddings": _flag(text, "tie_word_embeddings", where, family.startswith(TIED_BY_DEFAULT)),
-        "layers": group_layers([(attentions[kind], ffn) for kind, ffn in zip(kinds, ffns, strict=True)]),
+        "layers": group_layers([(attentions[kind, reuse], ffn)
+                                for kind, reuse, ffn in zip(kinds, shared, ffns, strict=True)]),
         "quantization": quantization(config, path, where),
         "source": where,
     }

@@ -157,7 +157,7 @@ class ModelSpec(BaseModel):
         growing, spans = 0.0, {}
         for g in self.layers:
             a = g.attention
-            nbytes = bytes_per_element * g.count * a.kv_elements_per_token(tensor_parallel)
+            nbytes = g.count * a.kv_bytes_per_token(bytes_per_element, tensor_parallel)
             if a.span:
                 spans[a.span] = spans.get(a.span, 0.0) + nbytes
             elif a.kind in STATE_KINDS:
@@ -170,8 +170,7 @@ class ModelSpec(BaseModel):
     def kv_bytes_per_token(self, bytes_per_element: float, tensor_parallel: int = 1) -> float:
         """KV bytes one token holds on one GPU, over every layer (window layers counted as if full: the most a
         token can hold while it is inside the window)."""
-        return bytes_per_element * sum(g.count * g.attention.kv_elements_per_token(tensor_parallel)
-                                       for g in self.layers)
+        return sum(g.count * g.attention.kv_bytes_per_token(bytes_per_element, tensor_parallel) for g in self.layers)
 
 
 _SHORTHAND = ("num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "gated_mlp", "num_experts",

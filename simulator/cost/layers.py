@@ -28,10 +28,18 @@ Elementwise kernels (two norms, the activation, two residual adds, and for MoE t
 expert outputs): T·(10·D + 3·A)·w bytes, A = the activation width per token (dense I/t; MoE k·I/t plus the shared
 experts'), plus T·(k + 1)·D·w for the MoE combine, over the engine's ``elementwise_kernels_per_layer`` kernels.
 
-Attention kernels are priced by :class:`simulator.cost.attention.AttentionModel`. A group whose layers attend over a
-bounded span (sliding window, local chunk) costs, in decode, a constant per sequence (the span's tokens: exact once
-the context exceeds the span, an upper bound before), so a decode step stays affine in the context sum; its prefill
-counts only the pairs inside the span.
+Attention kernels are priced by :class:`simulator.cost.attention.AttentionModel`. A group whose queries attend to a
+bounded number of cached tokens (sliding window, local chunk, a sparse selection's top-k) costs, in decode, a
+constant per sequence (those tokens: exact once the context exceeds them, an upper bound before — as the sparse
+kernels run their top-k slots whatever the context), so a decode step stays affine in the context sum; its prefill
+counts only the pairs inside the bound.
+
+DeepSeek Sparse Attention's lightning indexer (``Attention.index_topk``; replicated on every tensor-parallel GPU, as
+the engines run it): its GEMMs — queries (T × r_q)·(r_q × H_I·d_I), its key (T × D)·(D × d_I), the head weights
+(T × D)·(D × H_I) — and two kernels per layer, priced by the MLA kernels' fit at the GPU's FP8 rate
+(:class:`IndexerCost`): the logits, 2·H_I·d_I FLOPs per query-key pair over all cached tokens, reading each cached
+token's key (d_I + 4 bytes) and writing an fp32 logit per pair; and the top-k selection, reading those logits. In
+decode that is affine in the context: per cached token 2·H_I·d_I FLOPs and d_I + 4 + 8 bytes.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from simulator.catalog.architecture import Attention, LayerGroup
+from simulator.catalog.architecture import INDEX_SCALE_BYTES, Attention, LayerGroup
 from simulator.cost.attention import AttentionModel, query_tiles
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
@@ -101,11 +109,39 @@ def attention_shapes(a: Attention, hidden: int, tensor_parallel: int) -> Attenti
         rope, nope, v = a.qk_rope_head_dim, a.head_dim - a.qk_rope_head_dim, a.v_head_dim
         query = [(a.q_lora_rank, D), (H * a.head_dim, a.q_lora_rank)] if a.q_lora_rank else [(H * a.head_dim, D)]
         gemms = [*query, (a.kv_lora_rank + rope, D), (H * (nope + v), a.kv_lora_rank), (D, H * v)]
+        if a.has_indexer:  # replicated: every GPU scores every cached token for all of its queries
+            gemms += [(a.index_heads * a.index_head_dim, a.q_lora_rank or D), (a.index_head_dim, D),
+                      (a.index_heads, D)]
         latent = a.kv_lora_rank + rope
         return AttentionShapes(H, gemms, a.head_dim + v, H * (a.head_dim + v), latent + a.kv_lora_rank, latent, 1)
     G, d = math.ceil(a.num_kv_heads / t), a.head_dim
     queries = H * (2 if a.output_gate else 1)
     return AttentionShapes(H, [((queries + 2 * G) * d, D), (D, H * d)], 2 * d, 2 * G * d, 2 * d, 2 * G * d, G)
+
+
+class IndexerCost:
+    """One layer's lightning indexer (DeepSeek Sparse Attention) on one GPU: its two kernels (module docstring),
+    priced by ``attention`` (the MLA kernels' fit over an FP8 cache, at the GPU's FP8 rate)."""
+
+    LOGIT_BYTES = 4  # an fp32 score per query-key pair, written by the logits kernel and read by the top-k one
+
+    def __init__(self, a: Attention, attention: AttentionModel) -> None:
+        self.attention = attention
+        self.heads, self.width = a.index_heads, a.index_head_dim
+        self.key_bytes = a.index_head_dim + INDEX_SCALE_BYTES
+        # per cached token in decode: its key read, its logit written and read back (an FP8 "KV" of that many bytes)
+        self.decode_per_token = attention.decode_per_token(self.heads, self.width,
+                                                           (self.key_bytes + 2 * self.LOGIT_BYTES) / attention.v)
+        self.decode_fixed = 2 * attention.decode_overhead
+
+    def prefill_time(self, pairs: float, tokens: int, cached: int) -> float:
+        """Both kernels over ``pairs`` causal query-key pairs (all of them: the indexer scores every cached token)
+        of ``tokens`` new and ``cached`` cached tokens."""
+        attention = self.attention
+        logits = attention.combine(2 * self.heads * self.width * pairs / attention.prefill_flops,
+                                   ((tokens + cached) * self.key_bytes + self.LOGIT_BYTES * pairs)
+                                   / attention.io_bandwidth)
+        return logits + self.LOGIT_BYTES * pairs / attention.decode_bandwidth + 2 * attention.overhead
 
 
 class GroupCost:
@@ -114,13 +150,15 @@ class GroupCost:
     def __init__(self, group: LayerGroup, hidden: int, tensor_parallel: int, gemms: dict[str, GemmModel],
                  experts: ExpertsModel, attention: AttentionModel, activation_bytes: float,
                  elementwise_kernels: int, expert_parallel: int = 1, data_parallel: int = 1,
-                 expert_load_cv: float = 0.0, expert_slots: int = 0) -> None:
+                 expert_load_cv: float = 0.0, expert_slots: int = 0,
+                 indexer_attention: AttentionModel | None = None) -> None:
         """``gemms``: the GEMM model of each part (``attention``, ``dense_ffn``, ``experts``, ``router``);
         ``experts``: the routed experts' grouped GEMMs (:mod:`simulator.cost.moe`), spread over
         ``expert_parallel`` of the replica's ``data_parallel`` × ``tensor_parallel`` GPUs (each expert's width split
         over the rest); with attention data parallelism the experts see every rank's tokens (ranks taken as equally
         loaded: ``data_parallel`` × this rank's); the busiest expert-parallel rank sets their time (uniform routing
-        over experts whose popularity varies by ``expert_load_cv``, or EPLB's ``expert_slots`` when non-zero)."""
+        over experts whose popularity varies by ``expert_load_cv``, or EPLB's ``expert_slots`` when non-zero);
+        ``indexer_attention``: the kernels of a sparse-attention indexer (:class:`IndexerCost`), where it has one."""
         self.experts_model = experts
         self.count = group.count
         self.hidden = hidden
@@ -130,7 +168,8 @@ class GroupCost:
         self.w = activation_bytes
         self.elementwise_kernels = elementwise_kernels
         t, a, f = tensor_parallel, group.attention, group.ffn
-        self.span = a.span
+        self.span = a.attended  # cached tokens a query attends to (0: all)
+        self.indexer = IndexerCost(a, indexer_attention or attention) if a.has_indexer else None
         shapes = attention_shapes(a, hidden, t)
         self.heads, self.attention_gemms = shapes.heads, shapes.gemms
         self.prefill_widths, self.prefill_kv = shapes.prefill_widths, shapes.prefill_kv
@@ -162,6 +201,10 @@ class GroupCost:
         else:
             self.decode_per_token, self.decode_per_sequence = self.count * per_token, self.count * per_sequence
         self.decode_fixed = self.count * self.kernels * attention.decode_overhead
+        if self.indexer:  # it scores every cached token
+            self.decode_per_token += self.count * self.indexer.decode_per_token
+            self.decode_fixed += self.count * self.indexer.decode_fixed
+            self.kernels += 2
 
     def host_ops(self, all_reduces: int) -> int:
         """Operations the host dispatches for all ``count`` layers of the group in one forward pass outside CUDA
@@ -227,6 +270,11 @@ class GroupCost:
             kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
                                              tiles)
         return self.count * (kernel + attention.overhead)
+
+
+    def indexer_prefill_time(self, pairs: float, tokens: int, cached: int) -> float:
+        """The sparse-attention indexer's kernels of all ``count`` layers over all causal pairs (0 without one)."""
+        return self.count * self.indexer.prefill_time(pairs, tokens, cached) if self.indexer else 0.0
 
 
 def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0) -> tuple[float, int, int, int, int]:

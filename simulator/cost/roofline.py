@@ -143,6 +143,16 @@ class RooflineCostModel(CostModel):
         framework_attention = AttentionModel(self.engine.attention_hardware(hardware, kv), kv, *scales)
         latent_attention = AttentionModel(self.engine.mla_hardware(hardware, kv), kv, *scales)
         pooled_attention = AttentionModel(hardware, kv, *scales)
+        # a sparse-attention indexer's kernels (multi-query logits over an FP8 cache): the compute rate of the
+        # framework's MLA kernels (multi-query too) at the GPU's FP8 tensor-core peak, and HBM at the GPU's streaming
+        # rate (the MLA fits' bandwidths describe their own kernels' dequantisation, not a stream of FP8 keys)
+        indexer_attention = None
+        if any(group.attention.has_indexer for group in model.layers):
+            fp8_rate = hardware.peak_tflops.fp8 / hardware.peak_tflops.bf16 if hardware.has_peak("fp8") else 1.0
+            streaming = {"attention_io_efficiency": hardware.bandwidth_efficiency,
+                         "decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency}
+            indexer_attention = AttentionModel(self.engine.mla_hardware(hardware).model_copy(update=streaming),
+                                               "fp8", scales[0] * fp8_rate, *scales[1:])
         attention = {kind: framework_attention for kind in FRAMEWORK_ATTENTION_KINDS} | {"mla": latent_attention}
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}
@@ -158,9 +168,13 @@ class RooflineCostModel(CostModel):
         slots = expert_slots(model, expert_parallel, eplb_redundant_experts)
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts,
                                  attention.get(group.attention.kind, pooled_attention), self.w,
-                                 self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots)
+                                 self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots,
+                                 indexer_attention)
                        for group in model.layers]
         self.spans = {group.span for group in self.groups}
+        self.indexed = any(group.indexer for group in self.groups)
+        if self.indexed:
+            self.spans.add(0)  # the indexer scores every cached token
         # all-reduces per layer: two, one in an MoE layer under attention DP (its exchange replaces one)
         reduces = [1 if group.moe and data_parallel > 1 else 2 for group in self.groups]
         self._all_reduces = sum(group.count * n for group, n in zip(self.groups, reduces, strict=True))
@@ -273,11 +287,15 @@ class RooflineCostModel(CostModel):
 
     def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
         """Every group's prefill attention kernels over the iteration's prompt chunks (new, cached tokens)."""
-        if len(self.groups) == 1:
+        if len(self.groups) == 1 and not self.indexed:
             group = self.groups[0]
             return group.prefill_attention_time(*span_totals(chunks, group.span))
         totals = {span: span_totals(chunks, span) for span in self.spans}
-        return sum(group.prefill_attention_time(*totals[group.span]) for group in self.groups)
+        time = sum(group.prefill_attention_time(*totals[group.span]) for group in self.groups)
+        if self.indexed:
+            pairs, tokens, cached = totals[0][:3]
+            time += sum(group.indexer_prefill_time(pairs, tokens, cached) for group in self.groups)
+        return time
 
     # --- iteration ---------------------------------------------------------------------------------------------
     def _attention_time(self, shape: IterationShape) -> float:
