@@ -823,3 +823,23 @@ def test_layers_sharing_a_selection_run_no_indexer(tmp_path):
     assert every.kv_bytes_per_token(2.0) - listed.kv_bytes_per_token(2.0) == 4 * (16 + 4)
     with pytest.raises(LLMSimError, match="indexer_types must list 'full' or 'shared' for each of the 8 layers"):
         _load(tmp_path, {**config, "indexer_types": ["full"]})
+
+
+def test_ernie_moe_layer_range_and_top_k(tmp_path):
+    """ERNIE-4.5-21B-A3B's own names (its config.json): experts from moe_layer_start_index on, every
+    moe_layer_interval-th layer, up to moe_layer_end_index; moe_k per token; moe_num_shared_experts × the expert
+    width shared. Routed experts with no top-k at all are refused rather than read as one per token."""
+    config = {"model_type": "ernie4_5_moe", "num_hidden_layers": 28, "hidden_size": 2560, "num_attention_heads": 20,
+              "num_key_value_heads": 4, "intermediate_size": 12288, "moe_num_experts": 64, "moe_k": 6,
+              "moe_intermediate_size": 1536, "moe_layer_start_index": 1, "moe_layer_interval": 1,
+              "moe_layer_end_index": None, "moe_num_shared_experts": 2, "vocab_size": 103424,
+              "tie_word_embeddings": True}
+    model = _load(tmp_path, config)
+    assert [(g.count, g.ffn.kind) for g in model.layers] == [(1, "dense"), (27, "moe")]
+    moe = model.layers[1].ffn
+    assert (moe.num_experts, moe.experts_per_token, moe.intermediate_size, moe.shared_intermediate_size) == (
+        64, 6, 1536, 2 * 1536)
+    ranged = _load(tmp_path, {**config, "moe_layer_end_index": 20, "moe_layer_interval": 2})
+    assert sorted(g.count for g in ranged.layers if g.ffn.kind == "moe") == [10]  # layers 1, 3, ..., 19
+    with pytest.raises(LLMSimError, match="names 64 routed experts but not how many each token is sent to"):
+        _load(tmp_path, {key: value for key, value in config.items() if key != "moe_k"})

@@ -12,11 +12,13 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   global: Gemma 3's 6, and Gemma 2's 2 where the config does not say) or ``no_rope_layers`` with
   ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
   (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
-- FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` layers
-  (DeepSeek), layers off ``moe_layer_freq`` / ``decoder_sparse_step`` / ``interleave_moe_layer_step``, and
-  ``mlp_only_layers``; routed experts of ``moe_intermediate_size`` (else ``intermediate_size``); dense layers of
-  ``intermediate_size_mlp`` (Llama 4) or ``intermediate_size``; shared experts of ``shared_expert_intermediate_size``
-  or ``n_shared_experts`` × the expert width (Llama 4 runs one shared expert per MoE layer);
+- FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` (DeepSeek) or
+  ``moe_layer_start_index`` (ERNIE 4.5) layers, those after ``moe_layer_end_index``, layers off ``moe_layer_freq`` /
+  ``decoder_sparse_step`` / ``interleave_moe_layer_step`` / ``moe_layer_interval``, and ``mlp_only_layers``; routed
+  experts of ``moe_intermediate_size`` (else ``intermediate_size``), as many per token as the config says (routed
+  experts without a top-k are one line, not a silent 1); dense layers of ``intermediate_size_mlp`` (Llama 4) or
+  ``intermediate_size``; shared experts of ``shared_expert_intermediate_size`` or ``n_shared_experts`` × the expert
+  width (Llama 4 runs one shared expert per MoE layer);
 - a ``hybrid_override_pattern`` (Nemotron-H) gives one block per layer: ``M`` a Mamba2 mixer (``mamba_*``,
   ``ssm_state_size``, ``n_groups``, ``conv_kernel``), ``*`` attention, ``-`` an MLP, ``E`` a mixture of experts.
   A Mamba2 mixer's heads × head width is ``mamba_expand`` × ``hidden_size``, so a config may give either (or a
@@ -55,9 +57,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "vocab_size": ("vocab_size", "padded_vocab_size"),
     "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
     "num_experts": ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
-    "experts_per_token": ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k"),
+    "experts_per_token": ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k", "moe_k"),
     "expert_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
-    "shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts"),
     "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size"),
     "window": ("sliding_window", "attention_window"),
     "chunk": ("attention_chunk_size",),
@@ -305,14 +307,22 @@ def _hybrid_blocks(config: dict[str, Any], layers: int, where: str) -> list[tupl
 
 def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
     """Whether layer ``index`` (0-based) runs the routed experts, by the family's pattern fields."""
-    first_dense = config.get("first_k_dense_replace") or 0
-    if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
-        raise LLMSimError(f"{where}: first_k_dense_replace must be a non-negative integer, got {_shown(first_dense)}")
-    if index < first_dense:
-        return False
+    for key in ("first_k_dense_replace", "moe_layer_start_index"):
+        first_dense = config.get(key) or 0
+        if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
+            raise LLMSimError(f"{where}: {key} must be a non-negative integer, got {_shown(first_dense)}")
+        if index < first_dense:
+            return False
+    last = config.get("moe_layer_end_index")
+    if last is not None:
+        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+            raise LLMSimError(f"{where}: moe_layer_end_index must be a non-negative integer, got {_shown(last)}")
+        if index > last:
+            return False
     if index in (_int_list(config, "mlp_only_layers", where) or []):
         return False
-    for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1)):
+    for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
+                        ("moe_layer_interval", 1)):
         step = config.get(key)
         if step is None:
             continue
@@ -348,6 +358,9 @@ def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
     experts = _get(config, "num_experts", where, 1)
     if experts == 1:
         return None
+    if _get(config, "experts_per_token", where, None) is None:
+        raise LLMSimError(f"{where}: the config names {experts} routed experts but not how many each token is sent to "
+                          f"({' / '.join(ALIASES['experts_per_token'])})")
     expert_width = _get(config, "expert_intermediate_size", where,
                         _get(config, "intermediate_size", where, 4 * _get(config, "hidden_size", where)))
     family = str(config.get("model_type", "")).split("_")[0]
