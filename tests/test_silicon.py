@@ -12,7 +12,14 @@ import pytest
 
 from simulator.cli import main
 from simulator.errors import LLMSimError
-from simulator.fidelity.silicon import RunSettings, is_fit_row, read_runs, row_experiment, validate_runs
+from simulator.fidelity.silicon import (
+    RunSettings,
+    Unsupported,
+    is_fit_row,
+    read_runs,
+    row_experiment,
+    validate_runs,
+)
 
 HEADER = ["id", "backend", "model_path", "system", "precision", "mode", "isl", "osl", "gemm_quant_mode",
           "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size",
@@ -87,6 +94,18 @@ def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
     assert (gpt_oss.dtype, gpt_oss.kv_cache.dtype) == ("mxfp4", "auto")
 
 
+def test_a_moe_degree_of_zero_is_not_stated():
+    """The file writes 0 for a degree it does not state (vLLM rows without expert parallelism): moe_tp 0 is what
+    expert parallelism leaves of the GPUs, as an empty cell is, not a degree of 1 (which over 4 GPUs would refuse the
+    row); a moe_tp that does not cover the GPUs still is refused."""
+    for moe_tp in ("", "0", "4"):
+        config = row_experiment(_row(model_path="Qwen/Qwen3-30B-A3B", tp_size="4", moe_tp_size=moe_tp,
+                                     moe_ep_size="0"), "x:2", None)
+        assert (config.cluster.tensor_parallel, config.cluster.expert_parallel) == (4, 1)
+    with pytest.raises(Unsupported, match="MoE parallelism moe_tp 2 x moe_ep 1 over 4 GPUs"):
+        row_experiment(_row(model_path="Qwen/Qwen3-30B-A3B", tp_size="4", moe_tp_size="2"), "x:2", None)
+
+
 @pytest.mark.parametrize("changes, reason", [
     ({"mode": "disagg"}, "prefill_num_workers is not stated"),
     ({"mode": "disagg", **{f"{role}_{key}": "1" for role in ("prefill", "decode")
@@ -109,8 +128,6 @@ def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
     ({"model_path": "nobody/unknown-model"}, "unknown model"),
 ])
 def test_rows_the_simulator_cannot_represent_say_why(changes, reason):
-    from simulator.fidelity.silicon import Unsupported
-
     with pytest.raises(Unsupported) as caught:
         row_experiment(_row(**changes), "x:7", None)
     assert reason in str(caught.value)

@@ -188,9 +188,9 @@ def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: 
 
 
 def _check_moe_parallelism(row: dict[str, str], prefix: str, gpus: int, ep: int, where: str) -> None:
-    """The MoE columns must cover the GPUs: ``moe_tp × moe_ep`` = dp × tp (an empty moe_tp: whatever EP leaves)."""
-    key = f"{prefix}moe_tp_size"
-    moe_tp = _degree(row, key, where) if (row.get(key) or "").strip() else gpus // ep
+    """The MoE columns must cover the GPUs: ``moe_tp × moe_ep`` = dp × tp (a moe_tp left empty or 0, as the file
+    writes a degree it does not state: whatever EP leaves)."""
+    moe_tp = _stated_degree(row, f"{prefix}moe_tp_size", where) or gpus // ep
     if moe_tp * ep != gpus:
         raise Unsupported(f"MoE parallelism moe_tp {moe_tp} x moe_ep {ep} over {gpus} GPUs")
 
@@ -268,14 +268,19 @@ def _number(row: dict[str, str], key: str, where: str, integer: bool = True) -> 
 
 def _degree(row: dict[str, str], key: str, where: str) -> int:
     """A parallelism column: empty or 0 counts as 1; anything else must be a positive integer."""
+    return max(_stated_degree(row, key, where), 1)
+
+
+def _stated_degree(row: dict[str, str], key: str, where: str) -> int:
+    """A parallelism column as stated: 0 when empty or 0 (not stated), else a positive integer."""
     text = (row.get(key) or "").strip()
     try:
-        value = float(text) if text else 1.0
+        value = float(text) if text else 0.0
     except ValueError:
         raise Unsupported(f"{where}: {key} must be a number, got {text!r}") from None
     if not math.isfinite(value) or value != int(value) or value < 0:
         raise Unsupported(f"{where}: {key} must be a non-negative integer, got {text!r}")
-    return max(int(value), 1)
+    return int(value)
 
 
 def model_path(model_id: str, model_dir: Path | None) -> str:
