@@ -147,6 +147,8 @@ def test_every_bundled_config_imports_or_fails_with_one_line():
     ({"model_type": "phi3", "sliding_window": 262144, "max_position_embeddings": 131072}, {("full", 0): 4}),
     ({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": True, "max_window_layers": 1},
      {("full", 0): 1, ("sliding", 4096): 3}),
+    ({"model_type": "exaone4", "sliding_window": 4096, "sliding_window_pattern": "LLLG"},
+     {("sliding", 4096): 3, ("full", 0): 1}),
 ])
 def test_sliding_window_patterns_of_the_families(tmp_path, fields, expected):
     config = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 100,
@@ -843,3 +845,20 @@ def test_ernie_moe_layer_range_and_top_k(tmp_path):
     assert sorted(g.count for g in ranged.layers if g.ffn.kind == "moe") == [10]  # layers 1, 3, ..., 19
     with pytest.raises(LLMSimError, match="names 64 routed experts but not how many each token is sent to"):
         _load(tmp_path, {key: value for key, value in config.items() if key != "moe_k"})
+
+
+def test_fields_nested_in_attention_and_ffn_sections(tmp_path):
+    """DBRX nests its experts and KV heads (ffn_config, attn_config) and names its context max_seq_len; read as if
+    at the top level it is what Databricks published: 132B total, 36B active, 16 experts of 10752, 4 per token."""
+    config = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
+              "vocab_size": 100352, "tie_word_embeddings": False,
+              "attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000, "model_type": ""},
+              "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4, "model_type": ""}}
+    model = _load(tmp_path, config)
+    group = model.layers[0]
+    assert (group.count, group.attention.num_kv_heads, group.ffn.num_experts, group.ffn.experts_per_token,
+            group.ffn.intermediate_size) == (40, 8, 16, 4, 10752)
+    assert model.max_position_embeddings == 32768
+    assert _close(model.num_params / 1e9, 132) and _close(model.active_params / 1e9, 36)
+    with pytest.raises(LLMSimError, match="ffn_config must be a mapping"):
+        _load(tmp_path, {**config, "ffn_config": [16, 4]})

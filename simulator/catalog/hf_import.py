@@ -9,7 +9,8 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   Granite-4.0-H's ``attention`` and ``mamba``) or ``attn_layer_indices`` (Bamba: attention there, Mamba2 elsewhere)
   or ``full_attention_interval`` (Qwen3-Next: every N-th layer full, the others Gated DeltaNet; 4 for the family
   where the config does not say, as transformers derives it) or ``sliding_window_pattern`` (every N-th layer
-  global: Gemma 3's 6, and Gemma 2's 2 where the config does not say) or ``no_rope_layers`` with
+  global: Gemma 3's 6, and Gemma 2's 2 where the config does not say; or a string of L and G, EXAONE 4's "LLLG")
+  or ``no_rope_layers`` with
   ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
   (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
 - FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` (DeepSeek) or
@@ -32,8 +33,9 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
 float 8-bit, 4-bit AWQ/GPTQ (``int4``); ``modules_to_not_convert`` naming attention keeps attention 16-bit. A
 declared 8-bit float KV cache (ModelOpt ``kv_cache_quant_algo: FP8``, compressed-tensors ``kv_cache_scheme`` of
 8-bit floats) is the checkpoint's KV format (:attr:`simulator.catalog.models.Quantization.kv_cache`).
-A window at least as long as the context (Phi-3's 262,144 on 131,072 positions) is full attention. A field the
-importer cannot honour (an unknown layer kind or quantisation, ...) is one line.
+A window at least as long as the context (Phi-3's 262,144 on 131,072 positions) is full attention. Fields nested in
+an ``attn_config`` or ``ffn_config`` (DBRX, MPT) read as if at the top level. A field the importer cannot honour
+(an unknown layer kind or quantisation, ...) is one line.
 """
 
 from __future__ import annotations
@@ -50,12 +52,13 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "num_layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
     "hidden_size": ("hidden_size", "d_model", "n_embd", "dim"),
     "num_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
-    "num_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"),
+    "num_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "kv_n_heads"),
     "head_dim": ("head_dim", "kv_channels", "attention_head_dim"),
     "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
     "dense_intermediate_size": ("intermediate_size_mlp",),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
-    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
+                                "max_seq_len"),
     "num_experts": ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
     "experts_per_token": ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k", "moe_k"),
     "expert_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
@@ -140,14 +143,27 @@ def _int_list(config: dict[str, Any], key: str, where: str, length: int | None =
     return value
 
 
+# sections some families nest their attention and FFN fields in (DBRX, MPT), read as if at the top level
+NESTED_SECTIONS = ("attn_config", "ffn_config")
+
+
 def text_config(config: dict[str, Any], where: str) -> dict[str, Any]:
-    """The language model's fields: a nested ``text_config`` over the top level (which keeps the quantisation)."""
+    """The language model's fields: a nested ``text_config`` over the top level (which keeps the quantisation), and
+    the fields of its :data:`NESTED_SECTIONS` where the top level does not give them."""
     nested = config.get("text_config")
-    if nested is None:
-        return config
-    if not isinstance(nested, dict):
+    if nested is not None and not isinstance(nested, dict):
         raise LLMSimError(f"{where}: text_config must be a mapping, got {_shown(nested, 40)}")
-    return {**config, **nested}
+    text = config if nested is None else {**config, **nested}
+    sections = {key: text[key] for key in NESTED_SECTIONS if text.get(key) is not None}
+    for key, section in sections.items():
+        if not isinstance(section, dict):
+            raise LLMSimError(f"{where}: {key} must be a mapping, got {_shown(section, 40)}")
+    if not sections:
+        return text
+    merged: dict[str, Any] = {}
+    for section in sections.values():
+        merged.update(section)
+    return {**merged, **text}
 
 
 def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[str]:
@@ -181,8 +197,11 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
     pattern = _get(config, "window", where, None) and config.get("sliding_window_pattern",
                                                                  SLIDING_PATTERN_BY_FAMILY.get(family))
     if pattern:
+        if isinstance(pattern, str) and set(pattern) <= {"L", "G"}:  # EXAONE 4: "LLLG", repeated over the layers
+            return ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(layers)]
         if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
-            raise LLMSimError(f"{where}: sliding_window_pattern must be a positive integer, got {pattern!r}")
+            raise LLMSimError(f"{where}: sliding_window_pattern must be a positive integer or a string of L (local) "
+                              f"and G (global), got {pattern!r}")
         return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
     if _get(config, "window", where, None) and _flag(config, "use_sliding_window", where, True):
         full_first = config.get("max_window_layers") if "use_sliding_window" in config else 0
