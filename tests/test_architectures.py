@@ -862,3 +862,24 @@ def test_fields_nested_in_attention_and_ffn_sections(tmp_path):
     assert _close(model.num_params / 1e9, 132) and _close(model.active_params / 1e9, 36)
     with pytest.raises(LLMSimError, match="ffn_config must be a mapping"):
         _load(tmp_path, {**config, "ffn_config": [16, 4]})
+
+
+def test_expert_fields_given_per_layer(tmp_path):
+    """Hunyuan-A13B writes its top-k, shared experts and expert width once per layer; the same on every layer, they
+    read as one value, and the model is what Tencent published: 80B total, 13B active. Values that differ from layer
+    to layer, and KV caches shared across layers (use_cla), are refused in one line."""
+    layers = 32
+    config = {"model_type": "hunyuan_v1_moe", "hidden_size": 4096, "num_hidden_layers": layers,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "attention_head_dim": 128,
+              "intermediate_size": 3072, "num_experts": 64, "moe_topk": [8] * layers,
+              "num_shared_expert": [1] * layers, "moe_intermediate_size": [3072] * layers, "use_cla": False,
+              "cla_share_factor": 2, "vocab_size": 128167, "max_position_embeddings": 32768,
+              "tie_word_embeddings": True}
+    model = _load(tmp_path, config)
+    moe = model.layers[0].ffn
+    assert (moe.experts_per_token, moe.intermediate_size, moe.shared_intermediate_size) == (8, 3072, 3072)
+    assert _close(model.num_params / 1e9, 80) and _close(model.active_params / 1e9, 13)
+    with pytest.raises(LLMSimError, match=r"moe_topk varies from layer to layer .*not modelled yet"):
+        _load(tmp_path, {**config, "moe_topk": [8] * (layers - 1) + [4]})
+    with pytest.raises(LLMSimError, match="use_cla: KV caches shared across layers"):
+        _load(tmp_path, {**config, "use_cla": True})

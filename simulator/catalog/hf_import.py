@@ -60,9 +60,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
                                 "max_seq_len"),
     "num_experts": ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
-    "experts_per_token": ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k", "moe_k"),
+    "experts_per_token": ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k", "moe_k",
+                          "moe_topk"),
     "expert_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
-    "shared_experts": ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "num_shared_expert"),
     "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size"),
     "window": ("sliding_window", "attention_window"),
     "chunk": ("attention_chunk_size",),
@@ -109,11 +110,16 @@ def _shown(value: Any, limit: int = 40) -> str:
 
 
 def _get(config: dict[str, Any], fact: str, where: str, default: Any = ...) -> Any:
-    """The first alias of ``fact`` present (not null) as a positive integer; absent gives ``default``."""
+    """The first alias of ``fact`` present (not null) as a positive integer (a list of one value per layer, as
+    Hunyuan writes its expert fields, when every layer has the same); absent gives ``default``."""
     for key in ALIASES[fact]:
         value = config.get(key)
         if value is None:
             continue
+        if isinstance(value, list) and value:
+            if any(item != value[0] for item in value):
+                raise LLMSimError(f"{where}: {key} varies from layer to layer ({_shown(value, 40)}): not modelled yet")
+            value = value[0]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise LLMSimError(f"{where}: {key} must be a positive integer, got {_shown(value, 40)}")
         return value
@@ -385,7 +391,8 @@ def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
     family = str(config.get("model_type", "")).split("_")[0]
     stated = {key: config[key] for key in (*ALIASES["shared_intermediate_size"], *ALIASES["shared_experts"])
               if config.get(key) is not None}
-    if any(value == 0 and not isinstance(value, bool) for value in stated.values()):
+    if any((value == 0 and not isinstance(value, bool)) or (isinstance(value, list) and set(value) == {0})
+           for value in stated.values()):
         shared = 0  # "no shared experts", said explicitly
     else:
         shared = _get(config, "shared_intermediate_size", where, None)
@@ -470,6 +477,9 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
     for key, layout in UNMODELLED_LAYOUTS.items():
         if text.get(key) is not None:
             raise LLMSimError(f"{where}: {key}: {layout} are not modelled yet")
+    if text.get("use_cla") is True:
+        raise LLMSimError(f"{where}: use_cla: KV caches shared across layers (Hunyuan's cross-layer attention) are not "
+                          "modelled yet")
     layers = _get(text, "num_layers", where)
     blocks = _hybrid_blocks(text, layers, where)
     if blocks is None:
