@@ -825,6 +825,8 @@ def test_layers_sharing_a_selection_run_no_indexer(tmp_path):
     assert every.kv_bytes_per_token(2.0) - listed.kv_bytes_per_token(2.0) == 4 * (16 + 4)
     with pytest.raises(LLMSimError, match="indexer_types must list 'full' or 'shared' for each of the 8 layers"):
         _load(tmp_path, {**config, "indexer_types": ["full"]})
+    with pytest.raises(LLMSimError, match="index_topk: sparse attention over other than latent"):
+        _load(tmp_path, {key: value for key, value in config.items() if key != "kv_lora_rank"})
 
 
 def test_ernie_moe_layer_range_and_top_k(tmp_path):

@@ -496,8 +496,11 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
                               "names no routed experts (n_routed_experts / num_experts)")
         none = validate(FFN, {"kind": "none"}, where)
         kinds, ffns = [a for a, _ in blocks], [{"dense": dense, "moe": moe, "none": none}[f] for _, f in blocks]
-    shared = (_index_shared(text, layers, where) if text.get("index_topk") and text.get("kv_lora_rank") is not None
-              else [False] * layers)
+    sparse = _get(text, "index_topk", where, 0)
+    if sparse and text.get("kv_lora_rank") is None:
+        raise LLMSimError(f"{where}: index_topk: sparse attention over other than latent (MLA) attention is not "
+                          "modelled yet")
+    shared = _index_shared(text, layers, where) if sparse else [False] * layers
     attentions = {(kind, reuse): _attention(text, kind, where, reuse)
                   for kind, reuse in set(zip(kinds, shared, strict=True))}
     family = str(text.get("model_type", ""))
