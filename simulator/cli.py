@@ -174,6 +174,14 @@ def _cmd_kv_size(args: argparse.Namespace) -> int:
     return 0
 
 
+def _attended(attention) -> str:
+    """How many cached tokens a layer's queries see, as ``llmsim models`` labels it: ``(W)`` for a span of W,
+    ``(top-K)`` for a sparse selection, nothing for the whole context."""
+    if attention.span:
+        return f"({attention.span})"
+    return f"(top-{attention.index_topk})" if attention.index_topk else ""
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     """The model catalog: layer groups, total and active parameters, checkpoint format, KV bytes per token."""
     from simulator.catalog import model_names
@@ -184,8 +192,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         growing = sum(g.count * g.attention.kv_bytes_per_token(2.0) for g in model.layers if not g.attention.span)
         rows.append({
             "name": name, "source": model.source, "layers": model.num_layers,
-            "groups": [f"{g.count}x {g.attention.kind}{f'({g.attention.attended})' if g.attention.attended else ''} "
-                       f"{g.ffn.kind}" for g in model.layers],
+            "groups": [f"{g.count}x {g.attention.kind}{_attended(g.attention)} {g.ffn.kind}" for g in model.layers],
             "total_params": model.num_params, "active_params": model.active_params,
             "checkpoint_dtype": model.quantization.dtype if model.quantization else "bf16",
             "kv_bytes_per_token": growing, "kv_bytes_per_token_in_windows": model.kv_bytes_per_token(2.0),

@@ -36,10 +36,11 @@ counts only the pairs inside the bound.
 
 DeepSeek Sparse Attention's lightning indexer (``Attention.index_topk``; replicated on every tensor-parallel GPU, as
 the engines run it): its GEMMs — queries (T × r_q)·(r_q × H_I·d_I), its key (T × D)·(D × d_I), the head weights
-(T × D)·(D × H_I) — and two kernels per layer, priced by the MLA kernels' fit at the GPU's FP8 rate
-(:class:`IndexerCost`): the logits, 2·H_I·d_I FLOPs per query-key pair over all cached tokens, reading each cached
-token's key (d_I + 4 bytes) and writing an fp32 logit per pair; and the top-k selection, reading those logits. In
-decode that is affine in the context: per cached token 2·H_I·d_I FLOPs and d_I + 4 + 8 bytes.
+(T × D)·(D × H_I) — and two kernels per layer (:class:`IndexerCost`; the framework's MLA kernels' compute rate at
+the GPU's FP8 peak, HBM at its streaming rate, :class:`simulator.cost.roofline.RooflineCostModel`): the logits,
+2·H_I·d_I FLOPs per query-key pair over all cached tokens, reading each cached token's key (d_I + 4 bytes) and
+writing an fp32 logit per pair; and the top-k selection, reading those logits. In decode that is affine in the
+context: per cached token 2·H_I·d_I FLOPs and d_I + 4 + 8 bytes.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def attention_shapes(a: Attention, hidden: int, tensor_parallel: int) -> Attenti
 
 class IndexerCost:
     """One layer's lightning indexer (DeepSeek Sparse Attention) on one GPU: its two kernels (module docstring),
-    priced by ``attention`` (the MLA kernels' fit over an FP8 cache, at the GPU's FP8 rate)."""
+    priced by ``attention`` (an FP8 cache's kernels)."""
 
     LOGIT_BYTES = 4  # an fp32 score per query-key pair, written by the logits kernel and read by the top-k one
 
@@ -270,7 +271,6 @@ class GroupCost:
             kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
                                              tiles)
         return self.count * (kernel + attention.overhead)
-
 
     def indexer_prefill_time(self, pairs: float, tokens: int, cached: int) -> float:
         """The sparse-attention indexer's kernels of all ``count`` layers over all causal pairs (0 without one)."""
