@@ -67,6 +67,7 @@ CATALOG_PUBLISHED = [
     # GLM's activated counts leave out both the embedding and the output table: 2 × 151552 × hidden
     ("glm-4.5", 355, 32 + 2 * 151552 * 5120 / 1e9, "GLM-4.5 report: 355B total, 32B activated"),
     ("glm-4.5-air", 106, 12 + 2 * 151552 * 4096 / 1e9, "GLM-4.5 report: Air 106B total, 12B activated"),
+    ("glm-5", 744, 40 + 2 * 154880 * 6144 / 1e9, "GLM-5 release: 744B total, 40B activated"),
 ]
 
 

@@ -113,6 +113,13 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         "vocab_size": 131072, "max_position_embeddings": 8192, "tie_word_embeddings": False}),
     "glm-4.5": ("zai-org/GLM-4.5", _glm4_moe(92, 5120, 3, 12288, 1536, 160)),
     "glm-4.5-air": ("zai-org/GLM-4.5-Air", _glm4_moe(46, 4096, 1, 10944, 1408, 128)),
+    "glm-5": ("zai-org/GLM-5", {  # DeepSeek-V3's shape of layers, its sparse attention's indexer 32 heads of 128
+        "model_type": "glm_moe_dsa", "num_hidden_layers": 78, "hidden_size": 6144, "num_attention_heads": 64,
+        "num_key_value_heads": 64, "intermediate_size": 12288, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+        "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 3, "q_lora_rank": 2048,
+        "kv_lora_rank": 512, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256, "index_topk": 2048,
+        "index_n_heads": 32, "index_head_dim": 128, "vocab_size": 154880, "max_position_embeddings": 202752,
+        "tie_word_embeddings": False}),
     "minimax-m2.5": ("MiniMaxAI/MiniMax-M2.5", {
         "model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "num_local_experts": 256,
