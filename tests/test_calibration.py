@@ -170,6 +170,48 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
 
 
+def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp_path):
+    """A framework whose prefill timings over an fp8 cache hold one of its four layer shapes, timed by a slower
+    kernel (a quarter of the 16-bit one's compute rate: another kernel for that shape), while its decode timings
+    over fp8 span all four: the fp8 decode kernel is fitted back to its values, its fp8 prefill keeps the 16-bit
+    fit's rather than take that one shape's for every model's (``spans_the_shapes``: half the shapes or more)."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.fidelity.kernel_fit import fit_framework_attention, spans_the_shapes
+
+    sixteen = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
+               "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
+               "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
+               "attention_overhead_us": 8.0, "decode_attention_overhead_us": 5.0}
+    eight_bit = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
+                 "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
+    other_kernel = {"attention_efficiency": 0.155}
+    shapes = ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512))
+    h100 = load_hardware("h100-sxm").model_copy(update=sixteen)
+    folder = tmp_path / "h100_sxm" / "attention" / "sglang" / "0.5"
+    folder.mkdir(parents=True)
+    for stem, phase in (("context", "prefill"), ("generation", "decode")):
+        table = []
+        for kv in ("bfloat16", "fp8"):
+            fields = {"decode": eight_bit, "prefill": other_kernel}[phase] if kv == "fp8" else {}
+            model = AttentionModel(h100.model_copy(update=fields), {"bfloat16": "bf16", "fp8": "fp8"}[kv])
+            for batch in (1, 8, 64):
+                for seq in (16, 200, 1024, 8192):
+                    for heads, kv_heads, window in shapes[:1] if (kv, phase) == ("fp8", "prefill") else shapes:
+                        isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
+                        latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
+                        table.append({"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
+                                      "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
+                                      "attn_dtype": "bfloat16", "kv_cache_dtype": kv, "latency": float(latency)})
+        pd.DataFrame(table).to_parquet(folder / f"{stem}_attention_perf.parquet")
+    fitted, _ = fit_framework_attention(tmp_path, "sglang")
+    assert fitted.pop("kv_8bit") == pytest.approx({**sixteen, **eight_bit})
+    assert fitted == pytest.approx(sixteen)
+    table = pd.DataFrame({"phase": ["prefill"] * 4, "heads": [32, 64, 32, 32], "kv_heads": [8, 2, 32, 8],
+                          "head_dim": [128] * 4, "window": [0, 0, 0, 512]})
+    assert spans_the_shapes(table.iloc[:2], table, "prefill") and not spans_the_shapes(table.iloc[:1], table,
+                                                                                         "prefill")
+
+
 @pytest.mark.slow
 def test_a_shipped_profiles_kernel_fits_are_reproduced_from_the_cli(shared_data, tmp_path, capsys):
     """``llmsim calibrate --kernels --gpu a100_sxm --framework sglang`` writes engine-profile fields that are the

@@ -211,18 +211,46 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     hardware = load_hardware(GPUS[gpu])
     profile = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency})
 
-    def descend(start: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
+    def descend(start: HardwareSpec, rows: pd.DataFrame, grid: dict[str, list[float]]) -> HardwareSpec:
         sample = _sample(rows.reset_index(drop=True), ["phase"], per_group)
-        return coordinate_descent(start, FRAMEWORK_ATTENTION_GRID, scorer(sample, ["phase"]), **ATTENTION_DESCENT)
+        return coordinate_descent(start, grid, scorer(sample, ["phase"]), **ATTENTION_DESCENT)
 
-    profile = descend(profile, sixteen) if len(sixteen) else profile
+    profile = descend(profile, sixteen, FRAMEWORK_ATTENTION_GRID) if len(sixteen) else profile
     fitted: dict = {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}
     parts = [errors({gpu: profile}, sixteen)]
     if len(eight):
-        over_8bit = descend(profile, eight)
+        phases = [phase for phase in PHASE_PARAMETERS if spans_the_shapes(eight, sixteen, phase)]
+        grid = {name: values for name, values in FRAMEWORK_ATTENTION_GRID.items()
+                if any(name in PHASE_PARAMETERS[phase] for phase in phases)}
+        over_8bit = descend(profile, eight[eight["phase"].isin(phases)], grid) if grid else profile
         fitted["kv_8bit"] = {name: getattr(over_8bit, name) for name in FRAMEWORK_ATTENTION_GRID}
         parts.append(errors({gpu: over_8bit}, eight))
     return fitted, pd.concat(parts)
+
+
+# each phase's parameters of an attention fit (the rest of FRAMEWORK_ATTENTION_GRID is the other phase's)
+PHASE_PARAMETERS = {
+    "prefill": ("attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
+                "prefill_attention_ns_per_tile", "attention_overhead_us"),
+    "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_overhead_us",
+               "decode_attention_bandwidth_efficiency"),
+}
+SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
+
+
+def spans_the_shapes(table: pd.DataFrame, reference: pd.DataFrame, phase: str) -> bool:
+    """Whether ``table``'s timings of ``phase`` cover at least half the layer shapes (query and KV heads, head
+    width, window) of ``reference``'s: what a fit on them may price. SGLang's H100 prefill timings over an fp8 cache
+    hold two shapes of 40 (head widths 256 with a 1024-token window and 512, which its 16-bit kernels also run 5× off
+    its others' rate), too few to stand for its fp8 prefill of every model: that phase keeps the 16-bit fit."""
+    columns = [column for column in SHAPE_COLUMNS if column in table.columns]
+
+    def shapes(frame: pd.DataFrame) -> set:
+        rows = frame[frame["phase"] == phase]
+        return set(map(tuple, rows[columns].drop_duplicates().to_numpy().tolist()))
+
+    wanted = shapes(reference)
+    return bool(wanted) and 2 * len(shapes(table) & wanted) >= len(wanted)
 
 
 FRAMEWORK_GEMM_GRID: dict[str, list[float]] = {name: GEMM_GRID[name] for name in (
