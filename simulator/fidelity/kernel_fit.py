@@ -241,8 +241,9 @@ SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 def spans_the_shapes(table: pd.DataFrame, reference: pd.DataFrame, phase: str) -> bool:
     """Whether ``table``'s timings of ``phase`` cover at least half the layer shapes (query and KV heads, head
     width, window) of ``reference``'s: what a fit on them may price. SGLang's H100 prefill timings over an fp8 cache
-    hold two shapes of 40 (head widths 256 with a 1024-token window and 512, which its 16-bit kernels also run 5× off
-    its others' rate), too few to stand for its fp8 prefill of every model: that phase keeps the 16-bit fit."""
+    hold 10 of its 147 (two head widths only: 256 with a 1024-token window, and 512, which its 16-bit kernels also
+    run 5× off its others' rate), too few to stand for its fp8 prefill of every model: that phase keeps the 16-bit
+    fit."""
     columns = [column for column in SHAPE_COLUMNS if column in table.columns]
 
     def shapes(frame: pd.DataFrame) -> set:
