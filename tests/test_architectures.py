@@ -772,7 +772,7 @@ def test_sparse_attention_decode_reads_a_fraction_of_the_dense_latents():
     """Per cached token a dense MLA decode reads the 576-element latent (1,152 bytes in 16 bits) for 128 heads; the
     sparse one only scores it (64 FP8 dot products of 128 over a 132-byte key, an fp32 logit written and read) and
     attends to a fixed 2048 per sequence. So a decode step stays affine in the context sum, its slope at least the
-    indexer's bytes at HBM speed and under a quarter of the dense slope, and beyond ~9k tokens of context the sparse
+    indexer's bytes at HBM speed and under a quarter of the dense slope, and beyond ~7k tokens of context the sparse
     step is the cheaper one."""
     from simulator.cost.base import IterationShape
 
