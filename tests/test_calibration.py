@@ -140,17 +140,21 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
     window, the decode kernel's fixed cost and KV streaming rate apart from the prefill kernel's and the GEMMs',
     another decode kernel over the fp8 cache (slower streaming, a lower cost per KV head; the prefill kernel the
-    16-bit one, which the fit over fp8 timings finds again), and a prefill cost per query row and per query tile
+    16-bit one, which the fit over fp8 timings finds again), a decode cost per query head within a KV head's block
+    besides the block's own (the groups of 1, 4 and 32 tell the two apart), and a prefill cost per query row and per
+    query tile
     (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart): fitted back to those values from
     the generation's pooled ones, with no error left."""
-    from simulator.fidelity.kernel_fit import FRAMEWORK_ATTENTION_GRID, fit_framework_attention
+    from simulator.fidelity.kernel_fit import FRAMEWORK_MHA_GRID, fit_framework_attention
 
     truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
                     "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
                     "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
-                    "attention_overhead_us": 8.0, "decode_attention_overhead_us": 5.0}
+                    "decode_attention_ns_per_query_head": 2.0, "attention_overhead_us": 8.0,
+                    "decode_attention_overhead_us": 5.0}
     eight_bit = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
-                 "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
+                 "decode_attention_ns_per_head": 4.0, "decode_attention_ns_per_query_head": 0.5,
+                 "decode_attention_overhead_us": 7.0}
     def rows(model, phase: str):
         for batch in (1, 8, 64):
             for seq in (16, 200, 1024, 8192):
@@ -166,7 +170,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
     assert fitted.pop("kv_8bit") == pytest.approx({**truth_fields, **eight_bit})
     assert fitted == pytest.approx(truth_fields)
-    assert set(fitted) == set(FRAMEWORK_ATTENTION_GRID)
+    assert set(fitted) == set(FRAMEWORK_MHA_GRID)
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
 
 
@@ -181,7 +185,8 @@ def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp
     sixteen = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
                "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
                "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
-               "attention_overhead_us": 8.0, "decode_attention_overhead_us": 5.0}
+               "decode_attention_ns_per_query_head": 0.0, "attention_overhead_us": 8.0,
+               "decode_attention_overhead_us": 5.0}
     eight_bit = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
                  "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
     other_kernel = {"attention_efficiency": 0.155}

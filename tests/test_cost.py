@@ -518,3 +518,23 @@ def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
         read = ((k + n) * 2 + k * n * q) / (3350e9 * 0.85)
         math_ = 2 * 32 * n * k / (989.4e12 * 0.81)
         assert gemm_time(h100, 1, n, k, dtype) == pytest.approx((read**2 + math_**2 + serial**2) ** 0.5 + 2.8e-6)
+
+
+def test_a_decode_cost_per_query_head_within_each_kv_head_block():
+    """``decode_attention_ns_per_query_head`` (TensorRT-LLM's kernels: a block's work on each query head of its
+    group) adds, per sequence and layer, that cost for each query head on the GPU, beside the per-(sequence, KV head)
+    block cost: by hand, B × heads × x per kernel, and in a decode step B × L × (H / t) × x — a constant per sequence,
+    so the step stays affine in the context sum."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.roofline import RooflineCostModel
+
+    hw = load_hardware("h100-sxm")
+    with_cost = hw.model_copy(update={"decode_attention_ns_per_query_head": 3.0})
+    batch, heads = 16, 32
+    difference = (AttentionModel(with_cost).kernel_times("decode", batch, 1000, heads, 8, 128, 0)
+                  - AttentionModel(hw).kernel_times("decode", batch, 1000, heads, 8, 128, 0))
+    assert difference == pytest.approx(batch * heads * 3e-9)
+    model, tp, decodes = load_model("llama-3-8b"), 2, 24
+    a0, c0 = RooflineCostModel(model, hw, tp).decode_step_coefficients(decodes)
+    a1, c1 = RooflineCostModel(model, with_cost, tp).decode_step_coefficients(decodes)
+    assert c1 == c0 and a1 - a0 == pytest.approx(decodes * model.num_layers * (32 / tp) * 3e-9)

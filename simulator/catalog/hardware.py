@@ -86,7 +86,8 @@ FITTED_FIELDS = (
     "gemm_k_latency_ns", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
-    "decode_attention_efficiency", "decode_attention_ns_per_head", "attention_overhead_us",
+    "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
+    "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
     "moe_expert_overhead_us", "moe_kernels", "deepep",
 )
@@ -133,6 +134,9 @@ class HardwareSpec(BaseModel):
         "epilogue), whole-GPU ns")
     decode_attention_efficiency: float = Field(gt=0, le=1, description="decode attention: fraction of 16-bit peak")
     decode_attention_ns_per_head: float = Field(ge=0, description="decode attention: per (sequence, KV head)")
+    decode_attention_ns_per_query_head: float = Field(
+        default=0.0, ge=0, description="decode attention: per (sequence, query head) — each query head's softmax and "
+        "output within its KV head's block (0: a block costs the same whatever its group)")
     decode_attention_bandwidth_efficiency: float | None = Field(
         default=None, gt=0, le=1, description="decode attention: fraction of HBM GB/s it streams the KV cache at; "
         "None: bandwidth_efficiency")

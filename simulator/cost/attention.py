@@ -22,8 +22,11 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
 - decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 2·H·(d_qk + d_v)·S at
   ``decode_attention_efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
   ``decode_attention_bandwidth_efficiency`` × HBM bandwidth (unset: the GEMMs' streaming ``bandwidth_efficiency``),
-  plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel schedules. A decode step of
-  a batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
+  plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel schedules and
+  ``decode_attention_ns_per_query_head`` for every (sequence, query head) within them (a block's work on each of its
+  group's query heads: TensorRT-LLM's kernels, whose multi-head blocks cost less than their grouped ones; 0 for the
+  pooled fit). A decode step of a batch is therefore affine in the context sum, as :mod:`simulator.cost.base`
+  needs.
 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
@@ -33,8 +36,8 @@ frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel reache
 rate; its prefill kernel pays 22 ns per query tile and head where vLLM's pays 1.5 on H100), so each engine profile
 also carries the same parameters, its decode kernel's own fixed cost and KV streaming rate, and — its kernels over
 an 8-bit cache being other kernels — their parameters apart (``kv_8bit``: SGLang's and vLLM's H100 decode kernels
-dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16; TensorRT-LLM's pays 9 ns
-per (sequence, KV head) against 26.5, and its fp8 prefill runs at 0.84 of the 16-bit peak on fp8 tensor cores),
+dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16; TensorRT-LLM's pays 0.9 ns
+per (sequence, query head) against 3.7, and its fp8 prefill runs at 0.84 of the 16-bit peak on fp8 tensor cores),
 fitted on its own framework's tables (``attention_by_generation``,
 :meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
 attention; and the same for its MLA kernels on its MLA tables (``mla_by_generation``,
@@ -64,7 +67,7 @@ class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
     __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "io_bandwidth", "overhead", "p", "per_head",
-                 "per_row", "per_tile", "prefill_flops", "v")
+                 "per_query_head", "per_row", "per_tile", "prefill_flops", "v")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -79,6 +82,7 @@ class AttentionModel:
         self.decode_bandwidth = bandwidth * (hardware.decode_attention_bandwidth_efficiency
                                              or hardware.bandwidth_efficiency)
         self.per_head = hardware.decode_attention_ns_per_head * 1e-9
+        self.per_query_head = hardware.decode_attention_ns_per_query_head * 1e-9
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
@@ -117,7 +121,7 @@ class AttentionModel:
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
         return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim)
-                + batch * kv_heads * self.per_head + self.decode_overhead)
+                + batch * (kv_heads * self.per_head + heads * self.per_query_head) + self.decode_overhead)
 
 
 def attention_time(

@@ -72,6 +72,8 @@ class AttentionFields(BaseModel):
     decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of the peak")
     decode_attention_bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of "
                                                                 "HBM bandwidth")
+    decode_attention_ns_per_query_head: float | None = Field(default=None, ge=0, description="decode: per "
+                                                             "(sequence, query head)")
     decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
                                                        "head) block")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
@@ -83,8 +85,8 @@ class AttentionKernels(AttentionFields):
     """A framework's own attention kernels of one kind on one GPU generation (:class:`AttentionFields`), and its
     kernels over an 8-bit (fp8, int8) KV cache where those are other kernels (``kv_8bit``: fields left out are the
     16-bit kernels'). SGLang's and vLLM's H100 decode kernels dequantise an fp8 cache in registers and stream it at
-    ~0.7 of HBM bandwidth instead of ~0.9; TensorRT-LLM's XQA pays a third of its 16-bit cost per (sequence, KV
-    head); SGLang's fp8 prefill kernel is 5x slower than its bf16 one."""
+    ~0.7 of HBM bandwidth instead of ~0.9; TensorRT-LLM's XQA pays a quarter of its 16-bit cost per (sequence, query
+    head)."""
 
     kv_8bit: AttentionFields | None = Field(default=None, description="its kernels over an 8-bit KV cache, where "
                                             "other kernels")

@@ -124,6 +124,11 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_ns_per_head": _steps(0.0, 120.0, 0.5),
     "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
     "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01)}
+# a framework's MHA/GQA decode kernel also pays per (sequence, query head) within a KV head's block: TensorRT-LLM's
+# H100 and A100 kernels run multi-head blocks (one query head each) far cheaper than grouped ones, which one cost
+# per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out)
+FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
+    **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1)}
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
@@ -179,7 +184,8 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_attention_score,
-                                             lambda hw, rows: _pooled_attention_errors(kernels_dir, hw, rows))
+                                             lambda hw, rows: _pooled_attention_errors(kernels_dir, hw, rows),
+                                             FRAMEWORK_MHA_GRID)
     return fitted, _summary(f"{framework} attention on {gpu}", errors, ["phase"])
 
 
@@ -197,14 +203,16 @@ def fit_framework_mla(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
 
 def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
                             scorer: Callable[[pd.DataFrame, list[str]], Callable[[HardwareSpec], float]],
-                            errors: Callable[[dict[str, HardwareSpec], pd.DataFrame], pd.DataFrame]):
+                            errors: Callable[[dict[str, HardwareSpec], pd.DataFrame], pd.DataFrame],
+                            parameters: dict[str, list[float]] = FRAMEWORK_ATTENTION_GRID):
     """One framework's attention kernels of one kind on one GPU (``table``: its prefill and decode timings): the
-    attention parameters of the pooled fit (:data:`ATTENTION_GRID`), its decode kernel's own fixed cost
-    (``decode_attention_overhead_us``, from the shared one) and KV streaming rate
-    (``decode_attention_bandwidth_efficiency``, from the GEMMs'), by the attention fits' coordinate descent
-    (:data:`ATTENTION_DESCENT`) from the generation's pooled values on ``per_group`` sampled timings per phase over
-    16-bit caches; then, where the table has timings over fp8 caches, all of them again on those alone, from the
-    16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels).
+    ``parameters`` (:data:`FRAMEWORK_ATTENTION_GRID`: those of the pooled fit, :data:`ATTENTION_GRID`, its decode
+    kernel's own fixed cost, ``decode_attention_overhead_us``, from the shared one, and KV streaming rate,
+    ``decode_attention_bandwidth_efficiency``, from the GEMMs'; :data:`FRAMEWORK_MHA_GRID` adds a cost per query
+    head), by the attention fits' coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled values
+    on ``per_group`` sampled timings per phase over 16-bit caches; then, where the table has timings over fp8 caches,
+    those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the 16-bit kernels' values
+    (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels).
     ``scorer(sample, by)`` scores a profile on a sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the
     fitted fields and every timing's errors."""
     sixteen, eight = table[table["kv_dtype"] != "fp8"], table[table["kv_dtype"] == "fp8"]
@@ -215,25 +223,25 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
         sample = _sample(rows.reset_index(drop=True), ["phase"], per_group)
         return coordinate_descent(start, grid, scorer(sample, ["phase"]), **ATTENTION_DESCENT)
 
-    profile = descend(profile, sixteen, FRAMEWORK_ATTENTION_GRID) if len(sixteen) else profile
-    fitted: dict = {name: getattr(profile, name) for name in FRAMEWORK_ATTENTION_GRID}
+    profile = descend(profile, sixteen, parameters) if len(sixteen) else profile
+    fitted: dict = {name: getattr(profile, name) for name in parameters}
     parts = [errors({gpu: profile}, sixteen)]
     if len(eight):
         phases = [phase for phase in PHASE_PARAMETERS if spans_the_shapes(eight, sixteen, phase)]
-        grid = {name: values for name, values in FRAMEWORK_ATTENTION_GRID.items()
+        grid = {name: values for name, values in parameters.items()
                 if any(name in PHASE_PARAMETERS[phase] for phase in phases)}
         over_8bit = descend(profile, eight[eight["phase"].isin(phases)], grid) if grid else profile
-        fitted["kv_8bit"] = {name: getattr(over_8bit, name) for name in FRAMEWORK_ATTENTION_GRID}
+        fitted["kv_8bit"] = {name: getattr(over_8bit, name) for name in parameters}
         parts.append(errors({gpu: over_8bit}, eight))
     return fitted, pd.concat(parts)
 
 
-# each phase's parameters of an attention fit (the rest of FRAMEWORK_ATTENTION_GRID is the other phase's)
+# each phase's parameters of an attention fit (FRAMEWORK_MHA_GRID's, of which FRAMEWORK_ATTENTION_GRID is a part)
 PHASE_PARAMETERS = {
     "prefill": ("attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
                 "prefill_attention_ns_per_tile", "attention_overhead_us"),
-    "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_overhead_us",
-               "decode_attention_bandwidth_efficiency"),
+    "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
+               "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency"),
 }
 SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 
