@@ -125,7 +125,7 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
     "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01)}
 # a framework's MHA/GQA decode kernel also pays per (sequence, query head) within a KV head's block: TensorRT-LLM's
-# H100 and A100 kernels run multi-head blocks (one query head each) far cheaper than grouped ones, which one cost
+# H100 and A100 kernels run a multi-head block (one query head) at a quarter to a third of a block of 8, which one cost
 # per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out)
 FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1)}
