@@ -135,6 +135,32 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
     assert "2 0.0%/0.0%" in summary
 
 
+# a framework's attention kernels, as the fits below should find them again (the H100's spec sheet beneath)
+ATTENTION_TRUTH = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
+                   "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
+                   "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
+                   "decode_attention_ns_per_query_head": 2.0, "attention_overhead_us": 8.0,
+                   "decode_attention_overhead_us": 5.0}
+# its decode kernel over an fp8 cache, another kernel
+ATTENTION_8_BIT_DECODE = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
+                          "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
+# (query heads, KV heads, window): MHA, GQA, a group of 32 (decode compute counts) and a sliding window
+ATTENTION_SHAPES = ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512))
+
+
+def attention_rows(model, phase: str, shapes):
+    """Timings of ``model`` (an AttentionModel) over ``shapes`` in the layout of ``../shared/data/kernels`` (latency
+    in ms), batches 1–64, 16–8,192 tokens (200 and 16: not whole query tiles)."""
+    for batch in (1, 8, 64):
+        for seq in (16, 200, 1024, 8192):
+            for heads, kv_heads, window in shapes:
+                isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
+                latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
+                yield {"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
+                       "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
+                       "attn_dtype": "bfloat16", "latency": float(latency)}
+
+
 def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
@@ -147,29 +173,12 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     the generation's pooled ones, with no error left."""
     from simulator.fidelity.kernel_fit import FRAMEWORK_MHA_GRID, fit_framework_attention
 
-    truth_fields = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
-                    "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
-                    "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
-                    "decode_attention_ns_per_query_head": 2.0, "attention_overhead_us": 8.0,
-                    "decode_attention_overhead_us": 5.0}
-    eight_bit = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
-                 "decode_attention_ns_per_head": 4.0, "decode_attention_ns_per_query_head": 0.5,
-                 "decode_attention_overhead_us": 7.0}
-    def rows(model, phase: str):
-        for batch in (1, 8, 64):
-            for seq in (16, 200, 1024, 8192):
-                for heads, kv_heads, window in ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512)):
-                    isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
-                    latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
-                    yield {"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
-                           "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
-                           "attn_dtype": "bfloat16", "latency": float(latency)}
-
-    write_timed_tables(tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0", "attention", truth_fields, eight_bit,
-                       rows)
+    eight_bit = {**ATTENTION_8_BIT_DECODE, "decode_attention_ns_per_query_head": 0.5}
+    write_timed_tables(tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0", "attention", ATTENTION_TRUTH, eight_bit,
+                       lambda model, phase: attention_rows(model, phase, ATTENTION_SHAPES))
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
-    assert fitted.pop("kv_8bit") == pytest.approx({**truth_fields, **eight_bit})
-    assert fitted == pytest.approx(truth_fields)
+    assert fitted.pop("kv_8bit") == pytest.approx({**ATTENTION_TRUTH, **eight_bit})
+    assert fitted == pytest.approx(ATTENTION_TRUTH)
     assert set(fitted) == set(FRAMEWORK_MHA_GRID)
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
 
@@ -182,35 +191,21 @@ def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp
     from simulator.cost.attention import AttentionModel
     from simulator.fidelity.kernel_fit import fit_framework_attention, spans_the_shapes
 
-    sixteen = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33, "prefill_attention_ns_per_row": 0.2,
-               "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
-               "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
-               "decode_attention_ns_per_query_head": 0.0, "attention_overhead_us": 8.0,
-               "decode_attention_overhead_us": 5.0}
-    eight_bit = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
-                 "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
     other_kernel = {"attention_efficiency": 0.155}
-    shapes = ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512))
-    h100 = load_hardware("h100-sxm").model_copy(update=sixteen)
+    h100 = load_hardware("h100-sxm").model_copy(update=ATTENTION_TRUTH)
     folder = tmp_path / "h100_sxm" / "attention" / "sglang" / "0.5"
     folder.mkdir(parents=True)
     for stem, phase in (("context", "prefill"), ("generation", "decode")):
         table = []
         for kv in ("bfloat16", "fp8"):
-            fields = {"decode": eight_bit, "prefill": other_kernel}[phase] if kv == "fp8" else {}
+            fields = {"decode": ATTENTION_8_BIT_DECODE, "prefill": other_kernel}[phase] if kv == "fp8" else {}
             model = AttentionModel(h100.model_copy(update=fields), {"bfloat16": "bf16", "fp8": "fp8"}[kv])
-            for batch in (1, 8, 64):
-                for seq in (16, 200, 1024, 8192):
-                    for heads, kv_heads, window in shapes[:1] if (kv, phase) == ("fp8", "prefill") else shapes:
-                        isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
-                        latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
-                        table.append({"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
-                                      "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
-                                      "attn_dtype": "bfloat16", "kv_cache_dtype": kv, "latency": float(latency)})
+            shapes = ATTENTION_SHAPES[:1] if (kv, phase) == ("fp8", "prefill") else ATTENTION_SHAPES
+            table += [{**row, "kv_cache_dtype": kv} for row in attention_rows(model, phase, shapes)]
         pd.DataFrame(table).to_parquet(folder / f"{stem}_attention_perf.parquet")
     fitted, _ = fit_framework_attention(tmp_path, "sglang")
-    assert fitted.pop("kv_8bit") == pytest.approx({**sixteen, **eight_bit})
-    assert fitted == pytest.approx(sixteen)
+    assert fitted.pop("kv_8bit") == pytest.approx({**ATTENTION_TRUTH, **ATTENTION_8_BIT_DECODE})
+    assert fitted == pytest.approx(ATTENTION_TRUTH)
     table = pd.DataFrame({"phase": ["prefill"] * 4, "heads": [32, 64, 32, 32], "kv_heads": [8, 2, 32, 8],
                           "head_dim": [128] * 4, "window": [0, 0, 0, 512]})
     assert spans_the_shapes(table.iloc[:2], table, "prefill") and not spans_the_shapes(table.iloc[:1], table,
