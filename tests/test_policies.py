@@ -308,3 +308,33 @@ def test_admission_leaves_the_watermark_and_the_decodes_next_step(monkeypatch, s
     )))
     assert checked["admissions"] >= 200 and result.summary["num_preemptions"] > 0
     assert (result.requests["status"] == "finished").all()
+
+
+def test_prefill_first_batching_chunks_a_long_prompt_as_sglang_does():
+    """SGLang's chunked_prefill_size: prefill-first, a prompt of 2,500 tokens with a 1,000-token budget takes three
+    prefill iterations (1,000, 1,000, 500). By hand with linear costs (10 ms + 0.1 ms a token per prefill
+    iteration): alone, its TTFT is 3 × 10 + 2,500 × 0.1 = 280 ms. With a second such request 50 ms behind it, the
+    chunked prompt keeps its chunk first and the newcomer takes the rest of the third iteration (500 + 500 tokens:
+    110 ms), so the first TTFT is 110 + 110 + 110 = 330 ms, and the second prompt's two remaining chunks (1,000 and
+    1,000) follow before any decode: its TTFT is 330 + 110 + 110 − 50 = 500 ms. Without chunk_long_prompts the same
+    configuration is refused in one line; decode-first batching has no such knob."""
+    def config(requests: int, chunks: bool = True, priority: bool = True) -> dict:
+        return experiment(
+            scheduler={"kind": "continuous", "prefill_priority": priority, "chunk_long_prompts": chunks,
+                       "max_num_batched_tokens": 1000, "max_model_len": 4000},
+            kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 1024},  # room for both prompts
+            cost_model={"kind": "linear", "prefill_ms_per_token": 0.1, "decode_ms_per_step": 5.0,
+                        "overhead_ms": 10.0},
+            workload={"num_requests": requests, "arrival": {"kind": "constant", "rate": 20.0},
+                      "input_tokens": {"kind": "fixed", "value": 2500},
+                      "output_tokens": {"kind": "fixed", "value": 3}})
+
+    alone = simulator.run(simulator.load(config(1))).requests
+    assert alone["ttft_ms"].tolist() == pytest.approx([280.0])
+    pair = simulator.run(simulator.load(config(2))).requests.sort_values("arrival_s")
+    assert pair["ttft_ms"].tolist() == pytest.approx([330.0, 500.0])
+    assert (pair["status"] == "finished").all()
+    with pytest.raises(ConfigError, match="max_num_batched_tokens: 1000 is below max_model_len 4000"):
+        simulator.run(simulator.load(config(1, chunks=False)))
+    with pytest.raises(ConfigError, match="chunk_long_prompts applies to prefill-first batching"):
+        simulator.load(config(1, priority=False))

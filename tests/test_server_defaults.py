@@ -22,14 +22,14 @@ def _load(**sections):
 
 def test_left_out_sections_are_the_servers():
     """vLLM v1 on an H100: chunked prefill, 8,192 tokens, 1,024 sequences, 16-token blocks in 90% of memory;
-    SGLang: prefill-first continuous batching, 8,192 tokens, page size 1, 88%."""
+    SGLang: prefill-first continuous batching, 8,192 tokens (a longer prompt in chunks of that), page size 1, 88%."""
     vllm = _load(engine="vllm", scheduler=None, kv_cache=None)
     assert (vllm.scheduler.kind, vllm.scheduler.max_num_batched_tokens, vllm.scheduler.max_num_seqs) == (
         "chunked", 8192, 1024)
     assert (vllm.kv_cache.block_size, vllm.kv_cache.gpu_memory_utilization) == (16, 0.9)
     sglang = _load(engine="sglang", scheduler=None, kv_cache=None)
-    assert (sglang.scheduler.kind, sglang.scheduler.prefill_priority, sglang.scheduler.max_num_batched_tokens) == (
-        "continuous", True, 8192)
+    assert (sglang.scheduler.kind, sglang.scheduler.prefill_priority, sglang.scheduler.max_num_batched_tokens,
+            sglang.scheduler.chunk_long_prompts) == ("continuous", True, 8192, True)
     assert (sglang.kv_cache.block_size, sglang.kv_cache.gpu_memory_utilization) == (1, 0.88)
     # the default engine is vllm
     data = experiment()
@@ -118,3 +118,18 @@ def test_a_profile_that_extends_another_states_only_what_differs(tmp_path):
     (tmp_path / "d.yaml").write_text("extends: vllm-9\nname: d\n")
     with pytest.raises(LLMSimError, match=r"d.yaml: extends: unknown engine profile 'vllm-9' \(catalog: "):
         load_engine(str(tmp_path / "d.yaml"))
+
+
+def test_sglang_serves_prompts_longer_than_its_chunk():
+    """SGLang prefills a prompt longer than chunked_prefill_size in chunks: a Qwen3-8B server with its 40,960-token
+    context and 12,000-token prompts runs (it was refused: a whole prompt had to fit 8,192 tokens) and every request
+    completes."""
+    import simulator
+
+    data = experiment(model="qwen3-8b", engine="sglang",
+                      workload={"num_requests": 4, "arrival": {"kind": "poisson", "rate": 1.0},
+                                "input_tokens": {"kind": "fixed", "value": 12000},
+                                "output_tokens": {"kind": "fixed", "value": 4}})
+    del data["scheduler"], data["kv_cache"]
+    result = simulator.run(load_experiment(data))
+    assert result.summary["completed"] == 4 and result.summary["prefill_tokens_computed"] == 4 * 12000

@@ -79,11 +79,12 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
     if sched.kind == "chunked":
         return max_model_len, sched.max_num_batched_tokens  # the schema checks long_prefill_token_threshold against it
     batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
-    if batched < max_model_len and sched.kind in ("static", "continuous"):
+    chunks = getattr(sched, "chunk_long_prompts", False)
+    if batched < max_model_len and sched.kind in ("static", "continuous") and not chunks:
         raise ConfigError(
             f"scheduler.max_num_batched_tokens: {batched} is below max_model_len {max_model_len}; without chunked "
-            "prefill a whole prompt must fit one iteration (raise it, lower scheduler.max_model_len, or use "
-            "kind: chunked)"
+            "prefill a whole prompt must fit one iteration (raise it, lower scheduler.max_model_len, use "
+            "kind: chunked, or with prefill_priority chunk_long_prompts: true)"
         )
     return max_model_len, batched
 

@@ -8,6 +8,10 @@ iteration's tokens fit ``max_num_batched_tokens`` and the KV allocator has room 
   those, and running requests wait a step; otherwise every running request decodes one token.
 - ``prefill_priority: false`` (decode-first, Orca): every iteration decodes all running requests, and admits the
   whole prompts that fit the remaining token budget and memory into the same iteration.
+- ``chunk_long_prompts: true`` (prefill-first, SGLang's ``chunked_prefill_size``): the head of the queue whose prompt
+  exceeds what is left of the budget is admitted with a chunk of that size, which ends the iteration's admissions;
+  each prefill iteration after it starts with that prompt's next chunk, until it completes. Decodes wait while a
+  prompt is being chunked, as they do for any prefill iteration.
 
 If the KV cache cannot grow by one token for every decoding request, the running request that arrived last is
 preempted until it can (recomputed later, or swapped out to host memory with ``preemption: swap``; a swapped-out
@@ -27,18 +31,39 @@ from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 class ContinuousScheduler(Scheduler):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # a user's subclass may run with a custom config: then the knob keeps its default
+        # a user's subclass may run with a custom config: then the knobs keep their defaults
         self.prefill_priority = getattr(self.config, "prefill_priority", True)
+        self.chunk_long_prompts = getattr(self.config, "chunk_long_prompts", False)
+
+    def _admitted_tokens(self, request: Request, budget: int) -> int:
+        """Prompt tokens (cached ones included) the head of the queue would be admitted with: its whole prompt when
+        the budget holds it, else — chunking long prompts — a chunk of what is left of the budget; 0 for none."""
+        tokens = request.prefill_tokens
+        cached = self.cached_tokens(request) if request.prefix else 0  # no call without a prefix: runs per arrival
+        if tokens - cached <= budget:
+            return tokens
+        return cached + budget if self.chunk_long_prompts and budget > 0 else 0
 
     def _admissible(self, request: Request, budget: int, running: int, reserve_growth: bool = False) -> bool:
-        """A free slot, then memory for a swap-in, or the prompt within the token budget and memory for it."""
+        """A free slot, then memory for a swap-in, or the prompt (or its first chunk) within the token budget and
+        memory for it."""
         if running >= self.max_num_seqs:
             return False
         if request.swapped_tokens:
             return self.can_swap_in(request)
-        tokens = request.prefill_tokens
-        cached = self.cached_tokens(request) if request.prefix else 0  # no call without a prefix: runs per arrival
-        return tokens - cached <= budget and self.fits(request, tokens, reserve_growth)
+        tokens = self._admitted_tokens(request, budget)
+        return tokens > 0 and self.fits(request, tokens, reserve_growth)
+
+    def _continue_chunks(self, batch: Batch, budget: int, reserve_growth: bool) -> int:
+        """The next chunk of each prompt being chunked, within the budget; returns what is left of it."""
+        for request in list(self.prefilling.values()):
+            n = min(request.prefill_tokens - request.prefilled, budget)
+            if n <= 0 or not self.fits_append(request, n, reserve_growth):
+                break
+            self.kv.append(request.request_id, n)
+            batch.prefills.append((request, n, request.prefilled))
+            budget -= n
+        return budget
 
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
         passed = [] if self.lora is not None else None  # requests whose adapter must wait for a GPU slot
@@ -50,10 +75,12 @@ class ContinuousScheduler(Scheduler):
                 if request.swapped_tokens:
                     self.swap_in(request, batch, now)
                     continue
-                tokens = request.prefill_tokens
+                tokens = self._admitted_tokens(request, budget)
                 cached = self.admit(request, now, tokens)
                 batch.prefills.append((request, tokens - cached, cached))
                 budget -= tokens - cached
+                if tokens < request.prefill_tokens:
+                    return  # a chunk took the rest of the budget
         finally:
             if passed:
                 self.restore_passed(passed)
@@ -65,8 +92,12 @@ class ContinuousScheduler(Scheduler):
     def schedule(self, now: float) -> Batch:
         batch = Batch()
         if self.prefill_priority:
-            if self.waiting:  # leaving the decodes their next step: an admission they would evict at once is none
-                self._admit_prompts(batch, now, self.max_num_batched_tokens, reserve_growth=bool(self.decoding))
+            if self.waiting or self.prefilling:  # leaving the decodes their next step: an admission they would evict
+                reserve = bool(self.decoding)       # at once is none
+                budget = self.max_num_batched_tokens
+                if self.prefilling:
+                    budget = self._continue_chunks(batch, budget, reserve)
+                self._admit_prompts(batch, now, budget, reserve_growth=reserve)
                 if batch.prefills:
                     return batch
             self._grow_or_preempt(batch, now)
