@@ -92,9 +92,9 @@ class ContinuousScheduler(Scheduler):
     def schedule(self, now: float) -> Batch:
         batch = Batch()
         if self.prefill_priority:
-            if self.waiting or self.prefilling:  # leaving the decodes their next step: an admission they would evict
-                reserve = bool(self.decoding)       # at once is none
-                budget = self.max_num_batched_tokens
+            if self.waiting or self.prefilling:
+                reserve = bool(self.decoding)  # leaving the decodes their next step: an admission they would evict
+                budget = self.max_num_batched_tokens  # at once is none
                 if self.prefilling:
                     budget = self._continue_chunks(batch, budget, reserve)
                 self._admit_prompts(batch, now, budget, reserve_growth=reserve)
