@@ -538,3 +538,33 @@ def test_a_decode_cost_per_query_head_within_each_kv_head_block():
     a0, c0 = RooflineCostModel(model, hw, tp).decode_step_coefficients(decodes)
     a1, c1 = RooflineCostModel(model, with_cost, tp).decode_step_coefficients(decodes)
     assert c1 == c0 and a1 - a0 == pytest.approx(decodes * model.num_layers * (32 / tp) * 3e-9)
+
+
+
+def test_a_decode_group_beyond_the_kernels_largest_runs_its_fallback_per_query_head(tmp_path):
+    """``decode_attention_max_group`` (TensorRT-LLM's XQA: up to 32 query heads per KV head from one read of it):
+    a larger group is priced per (query head, cached token, 128 elements of head width) at
+    ``decode_attention_ns_per_query_token`` instead of streaming the KV, by hand: 999 more cached tokens of 4
+    sequences at 64 heads cost 4 × 999 × 64 × 0.08 ns (twice that at head width 256, the same at 64); a group of 32
+    keeps the streaming price; and in a serving decode step a multi-query model's 2 layers of 48 query heads over
+    one KV head cost 2 × 48 × 0.08 ns per cached token (the step stays affine in the context sum)."""
+    import json
+
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.roofline import RooflineCostModel
+
+    hw = load_hardware("h100-sxm")
+    fallback = hw.model_copy(update={"decode_attention_max_group": 32, "decode_attention_ns_per_query_token": 0.08})
+    model = AttentionModel(fallback)
+    for head_dim, widths in ((64, 1), (128, 1), (256, 2)):
+        longer = (model.kernel_times("decode", 4, 1000, 64, 1, head_dim, 0)
+                  - model.kernel_times("decode", 4, 1, 64, 1, head_dim, 0))
+        assert longer == pytest.approx(4 * 999 * 64 * widths * 0.08e-9)
+    assert model.kernel_times("decode", 4, 1000, 32, 1, 128, 0) == AttentionModel(hw).kernel_times(
+        "decode", 4, 1000, 32, 1, 128, 0)
+    config = tmp_path / "mqa.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 6144, "num_attention_heads": 48,
+                                  "num_key_value_heads": 1, "num_hidden_layers": 2, "intermediate_size": 16384,
+                                  "vocab_size": 32000, "max_position_embeddings": 8192}))
+    _, slope = RooflineCostModel(load_model(str(config)), fallback, 1).decode_step_coefficients(8)
+    assert slope == pytest.approx(2 * 48 * 0.08e-9)

@@ -87,7 +87,7 @@ FITTED_FIELDS = (
     "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
-    "attention_overhead_us",
+    "decode_attention_max_group", "decode_attention_ns_per_query_token", "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
     "moe_expert_overhead_us", "moe_kernels", "deepep",
 )
@@ -137,6 +137,12 @@ class HardwareSpec(BaseModel):
     decode_attention_ns_per_query_head: float = Field(
         default=0.0, ge=0, description="decode attention: per (sequence, query head) — each query head's softmax and "
         "output within its KV head's block (0: a block costs the same whatever its group)")
+    decode_attention_max_group: int = Field(
+        default=0, ge=0, description="decode attention: the most query heads per KV head its kernel serves from one "
+        "read of the KV head; a larger group runs a fallback kernel (decode_attention_ns_per_query_token); 0: any")
+    decode_attention_ns_per_query_token: float = Field(
+        default=0.0, ge=0, description="decode attention's fallback kernel (groups above decode_attention_max_group):"
+        " per (query head, cached token, 128 elements of head width), whole-GPU ns")
     decode_attention_bandwidth_efficiency: float | None = Field(
         default=None, gt=0, le=1, description="decode attention: fraction of HBM GB/s it streams the KV cache at; "
         "None: bandwidth_efficiency")

@@ -25,8 +25,14 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel schedules and
   ``decode_attention_ns_per_query_head`` for every (sequence, query head) within them (a block's work on each of its
   group's query heads: TensorRT-LLM's kernels, whose multi-head blocks cost less than their grouped ones; 0 for the
-  pooled fit). A decode step of a batch is therefore affine in the context sum, as :mod:`simulator.cost.base`
-  needs.
+  pooled fit). A kernel that serves at most ``decode_attention_max_group`` query heads per KV head from one read of
+  it (0: any) runs a fallback kernel for larger groups, priced per cached token at
+  ``decode_attention_ns_per_query_token`` for every query head and 128 elements of its width instead of the
+  streaming above: TensorRT-LLM's XQA kernels serve groups of up to 32 query heads at the cost of one KV head's
+  read, while its timings of groups of 48–128 (multi-query attention with many heads) grow with the query heads,
+  the same over an fp8 cache as over bf16 and for head widths 64 and 128 (~0.08 ns per (query head, token) on
+  H100), as a kernel bound by its work per query head and not by the bytes it reads. A decode step of a batch is
+  therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
@@ -36,8 +42,8 @@ frameworks' kernels differ among themselves (TensorRT-LLM's decode kernel reache
 rate; its prefill kernel pays 22 ns per query tile and head where vLLM's pays 1.5 on H100), so each engine profile
 also carries the same parameters, its decode kernel's own fixed cost and KV streaming rate, and — its kernels over
 an 8-bit cache being other kernels — their parameters apart (``kv_8bit``: SGLang's and vLLM's H100 decode kernels
-dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16; TensorRT-LLM's pays 0.9 ns
-per (sequence, query head) against 3.7, and its fp8 prefill runs at 0.84 of the 16-bit peak on fp8 tensor cores),
+dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16; TensorRT-LLM's pays 0.3 ns
+per (sequence, query head) against 3.0, and its fp8 prefill runs at 0.84 of the 16-bit peak on fp8 tensor cores),
 fitted on its own framework's tables (``attention_by_generation``,
 :meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
 attention; and the same for its MLA kernels on its MLA tables (``mla_by_generation``,
@@ -55,6 +61,7 @@ from simulator.catalog import HardwareSpec, resolve_hardware
 from simulator.dtypes import bytes_per_element
 
 QUERY_TILE = 128  # queries per thread block of the FlashAttention-2/3-class prefill kernels (d ≤ 128)
+FALLBACK_WIDTH = 128  # head-width elements the decode fallback kernel's cost per (query head, token) covers
 
 
 def query_tiles(new_tokens):
@@ -66,8 +73,8 @@ def query_tiles(new_tokens):
 class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
-    __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "io_bandwidth", "overhead", "p", "per_head",
-                 "per_query_head", "per_row", "per_tile", "prefill_flops", "v")
+    __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "io_bandwidth", "max_group", "overhead", "p",
+                 "per_head", "per_query_head", "per_query_token", "per_row", "per_tile", "prefill_flops", "v")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -83,6 +90,8 @@ class AttentionModel:
                                              or hardware.bandwidth_efficiency)
         self.per_head = hardware.decode_attention_ns_per_head * 1e-9
         self.per_query_head = hardware.decode_attention_ns_per_query_head * 1e-9
+        self.max_group = hardware.decode_attention_max_group
+        self.per_query_token = hardware.decode_attention_ns_per_query_token * 1e-9
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
@@ -104,9 +113,15 @@ class AttentionModel:
         return (self.combine(2 * heads * widths * pairs / self.prefill_flops, kv_bytes / self.io_bandwidth)
                 + heads * (new_tokens * self.per_row + tiles * self.per_tile))
 
-    def decode_per_token(self, heads: float, widths: float, kv_elements: float) -> float:
-        """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum)."""
-        return self.combine(2 * heads * widths / self.decode_flops, kv_elements * self.v / self.decode_bandwidth)
+    def decode_per_token(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0):
+        """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum); with more than
+        ``max_group`` query heads per KV head (of ``kv_heads``; 0: not grouped attention), the fallback kernel's
+        cost per (query head, token, 128 elements of the head's width d = widths / 2). Scalars or arrays."""
+        streaming = self.combine(2 * heads * widths / self.decode_flops, kv_elements * self.v / self.decode_bandwidth)
+        if not self.max_group:
+            return streaming
+        fallback = heads * np.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token
+        return np.where((np.asarray(kv_heads) > 0) & (heads > self.max_group * kv_heads), fallback, streaming)
 
     def kernel_times(self, phase: str, batch, seq_len, heads, kv_heads, head_dim, window):
         """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""
@@ -120,7 +135,7 @@ class AttentionModel:
                                               query_tiles(seq_len))
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
-        return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim)
+        return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim, kv_heads)
                 + batch * (kv_heads * self.per_head + heads * self.per_query_head) + self.decode_overhead)
 
 

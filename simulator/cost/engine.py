@@ -76,6 +76,10 @@ class AttentionFields(BaseModel):
                                                              "(sequence, query head)")
     decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
                                                        "head) block")
+    decode_attention_max_group: int | None = Field(default=None, ge=0, description="decode: the most query heads "
+                                                   "per KV head one kernel block serves (0: any)")
+    decode_attention_ns_per_query_token: float | None = Field(default=None, ge=0, description="decode: the fallback "
+                                                              "kernel's cost per (query head, token, 128 widths)")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
     decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
                                                        "(None: attention_overhead_us)")
@@ -85,7 +89,7 @@ class AttentionKernels(AttentionFields):
     """A framework's own attention kernels of one kind on one GPU generation (:class:`AttentionFields`), and its
     kernels over an 8-bit (fp8, int8) KV cache where those are other kernels (``kv_8bit``: fields left out are the
     16-bit kernels'). SGLang's and vLLM's H100 decode kernels dequantise an fp8 cache in registers and stream it at
-    ~0.7 of HBM bandwidth instead of ~0.9; TensorRT-LLM's XQA pays a quarter of its 16-bit cost per (sequence, query
+    ~0.7 of HBM bandwidth instead of ~0.9; TensorRT-LLM's XQA pays a tenth of its 16-bit cost per (sequence, query
     head)."""
 
     kv_8bit: AttentionFields | None = Field(default=None, description="its kernels over an 8-bit KV cache, where "

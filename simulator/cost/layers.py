@@ -191,7 +191,7 @@ class GroupCost:
         self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
         self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
         self.activation_width = (self.topk * width + shared) if self.moe else width
-        per_token = attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv)
+        per_token = float(attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks))
         per_sequence = self.kv_blocks * attention.per_head + self.heads * attention.per_query_head
         if self.state_bytes:  # a recurrence: read and write the state, its FLOPs, once per sequence
             per_sequence += attention.combine(self.state_flops / attention.decode_flops,

@@ -48,7 +48,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
-from simulator.cost.attention import AttentionModel
+from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel
 from simulator.cost.engine import load_engine
 from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score
@@ -126,9 +126,12 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01)}
 # a framework's MHA/GQA decode kernel also pays per (sequence, query head) within a KV head's block: TensorRT-LLM's
 # H100 and A100 kernels run a multi-head block (one query head) at a quarter to a third of a block of 8, which one cost
-# per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out)
+# per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out); and,
+# where its decode kernel serves at most decode_attention_max_group query heads per KV head, its fallback kernel's
+# cost per (query head, token) for larger groups (fitted only then)
 FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
-    **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1)}
+    **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1),
+    "decode_attention_ns_per_query_token": _steps(0.0, 0.5, 0.002)}
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
@@ -179,14 +182,36 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
                             per_group: int = 2000) -> tuple[dict, str]:
     """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
     decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out), by
-    :func:`fit_kernels_over_caches`. The values go in the engine profile's ``attention_by_generation`` under the
-    GPU's generation."""
+    :func:`fit_kernels_over_caches`. Its decode kernel's largest query group (``decode_attention_max_group``, a
+    kernel-dispatch fact its profile states for the generation) is kept, and the fallback kernel's cost per
+    (query head, token) starts from :func:`fallback_rate` of the larger groups' timings. The values go in the engine
+    profile's ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
+    max_group = load_engine(framework).attention_hardware(load_hardware(GPUS[gpu])).decode_attention_max_group
+    start = {"decode_attention_max_group": max_group,
+             "decode_attention_ns_per_query_token": fallback_rate(table, max_group)} if max_group else {}
+    grid = {name: values for name, values in FRAMEWORK_MHA_GRID.items()
+            if max_group or name != "decode_attention_ns_per_query_token"}
     fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_attention_score,
                                              lambda hw, rows: _pooled_attention_errors(kernels_dir, hw, rows),
-                                             FRAMEWORK_MHA_GRID)
+                                             grid, start)
+    if max_group:
+        fitted["decode_attention_max_group"] = max_group
     return fitted, _summary(f"{framework} attention on {gpu}", errors, ["phase"])
+
+
+def fallback_rate(table: pd.DataFrame, max_group: int) -> float:
+    """The median nanoseconds per (query head, cached token, 128 elements of head width) of the 16-bit decode
+    timings whose groups exceed ``max_group`` query heads per KV head (0 without any): where the decode fit of
+    their fallback kernel starts."""
+    rows = table[(table["phase"] == "decode") & (table["kv_dtype"] != "fp8")
+                 & (table["heads"] > max_group * table["kv_heads"])]
+    if rows.empty:
+        return 0.0
+    context = np.where((rows["window"] > 0) & (rows["seq_len"] > rows["window"]), rows["window"], rows["seq_len"])
+    work = rows["batch"] * context * rows["heads"] * np.ceil(rows["head_dim"] / FALLBACK_WIDTH)
+    return float(np.median(rows["measured_s"] / work) * 1e9)
 
 
 def fit_framework_mla(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
@@ -204,7 +229,7 @@ def fit_framework_mla(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
 def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
                             scorer: Callable[[pd.DataFrame, list[str]], Callable[[HardwareSpec], float]],
                             errors: Callable[[dict[str, HardwareSpec], pd.DataFrame], pd.DataFrame],
-                            parameters: dict[str, list[float]] = FRAMEWORK_ATTENTION_GRID):
+                            parameters: dict[str, list[float]] = FRAMEWORK_ATTENTION_GRID, start: dict | None = None):
     """One framework's attention kernels of one kind on one GPU (``table``: its prefill and decode timings): the
     ``parameters`` (:data:`FRAMEWORK_ATTENTION_GRID`: those of the pooled fit, :data:`ATTENTION_GRID`, its decode
     kernel's own fixed cost, ``decode_attention_overhead_us``, from the shared one, and KV streaming rate,
@@ -212,12 +237,13 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     head), by the attention fits' coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled values
     on ``per_group`` sampled timings per phase over 16-bit caches; then, where the table has timings over fp8 caches,
     those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the 16-bit kernels' values
-    (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels).
-    ``scorer(sample, by)`` scores a profile on a sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the
-    fitted fields and every timing's errors."""
+    (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels); ``start``: fields of the starting
+    profile besides the pooled ones (kept unless in ``parameters``). ``scorer(sample, by)`` scores a profile on a
+    sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the fitted fields and every timing's errors."""
     sixteen, eight = table[table["kv_dtype"] != "fp8"], table[table["kv_dtype"] == "fp8"]
     hardware = load_hardware(GPUS[gpu])
-    profile = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency})
+    profile = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency,
+                                          **(start or {})})
 
     def descend(start: HardwareSpec, rows: pd.DataFrame, grid: dict[str, list[float]]) -> HardwareSpec:
         sample = _sample(rows.reset_index(drop=True), ["phase"], per_group)
@@ -241,7 +267,8 @@ PHASE_PARAMETERS = {
     "prefill": ("attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
                 "prefill_attention_ns_per_tile", "attention_overhead_us"),
     "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
-               "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency"),
+               "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
+               "decode_attention_ns_per_query_token"),
 }
 SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 
