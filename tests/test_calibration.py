@@ -149,15 +149,17 @@ ATTENTION_SHAPES = ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512))
 
 
 def attention_rows(model, phase: str, shapes):
-    """Timings of ``model`` (an AttentionModel) over ``shapes`` in the layout of ``../shared/data/kernels`` (latency
-    in ms), batches 1–64, 16–8,192 tokens (200 and 16: not whole query tiles)."""
+    """Timings of ``model`` (an AttentionModel) over ``shapes`` (query heads, KV heads, window[, head width: 128])
+    in the layout of ``../shared/data/kernels`` (latency in ms), batches 1–64, 16–8,192 tokens (200 and 16: not
+    whole query tiles)."""
     for batch in (1, 8, 64):
         for seq in (16, 200, 1024, 8192):
-            for heads, kv_heads, window in shapes:
+            for heads, kv_heads, window, *width in shapes:
+                head_dim = width[0] if width else 128
                 isl, step = (seq, 0) if phase == "prefill" else (1, seq - 1)
-                latency = model.kernel_times(phase, batch, seq, heads, kv_heads, 128, window) * 1e3
+                latency = model.kernel_times(phase, batch, seq, heads, kv_heads, head_dim, window) * 1e3
                 yield {"batch_size": batch, "isl": isl, "step": step, "num_heads": heads,
-                       "num_key_value_heads": kv_heads, "head_dim": 128, "window_size": window,
+                       "num_key_value_heads": kv_heads, "head_dim": head_dim, "window_size": window,
                        "attn_dtype": "bfloat16", "latency": float(latency)}
 
 
@@ -183,7 +185,8 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     over_8bit = {key: value for key, value in {**truth, **eight_bit}.items() if key != "decode_attention_max_group"}
     assert fitted.pop("kv_8bit") == pytest.approx(over_8bit)
     assert fitted == pytest.approx(truth)
-    assert set(fitted) == {*FRAMEWORK_MHA_GRID, "decode_attention_max_group"}
+    # no prefill fallback stated: its cost is not fitted
+    assert set(fitted) == {*FRAMEWORK_MHA_GRID, "decode_attention_max_group"} - {"prefill_fallback_efficiency"}
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
 
 
@@ -209,11 +212,32 @@ def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp
         pd.DataFrame(table).to_parquet(folder / f"{stem}_attention_perf.parquet")
     fitted, _ = fit_framework_attention(tmp_path, "sglang")
     assert fitted.pop("kv_8bit") == pytest.approx({**ATTENTION_TRUTH, **ATTENTION_8_BIT_DECODE})
-    assert fitted == pytest.approx(ATTENTION_TRUTH)
+    assert fitted == pytest.approx({**ATTENTION_TRUTH, **SGLANG_PREFILL_DISPATCH})  # no timing falls back: no cost
     table = pd.DataFrame({"phase": ["prefill"] * 4, "heads": [32, 64, 32, 32], "kv_heads": [8, 2, 32, 8],
                           "head_dim": [128] * 4, "window": [0, 0, 0, 512]})
     assert spans_the_shapes(table.iloc[:2], table, "prefill") and not spans_the_shapes(table.iloc[:1], table,
                                                                                          "prefill")
+
+
+# the head widths from which SGLang's H100 prefill runs its fallback kernel (its profile states them), and a window
+SGLANG_PREFILL_DISPATCH = {"prefill_fallback_head_dim": 512, "prefill_fallback_window_head_dim": 256}
+
+
+def test_a_prefill_fallback_kernels_rate_is_fitted_back(tmp_path):
+    """A framework whose prefill of head width 512, or of 256 under a window, runs a fallback kernel computing every
+    causal pair at 0.1 of the peak (SGLang's H100 dispatch, which its profile states), beside its kernels at
+    head width 128 with and without a window: the fit keeps the dispatch and finds the fallback's rate again, the
+    other parameters too, with no error left."""
+    from simulator.fidelity.kernel_fit import fit_framework_attention
+
+    truth = {**ATTENTION_TRUTH, **SGLANG_PREFILL_DISPATCH, "prefill_fallback_efficiency": 0.1}
+    shapes = (*ATTENTION_SHAPES, (16, 8, 0, 512), (16, 8, 1024, 256), (16, 8, 0, 256))
+    write_timed_tables(tmp_path / "h100_sxm" / "attention" / "sglang" / "0.5", "attention", truth, {},
+                       lambda model, phase: attention_rows(model, phase, shapes))
+    fitted, summary = fit_framework_attention(tmp_path, "sglang")
+    fitted.pop("kv_8bit")
+    assert fitted == pytest.approx(truth)
+    assert "prefill 0.0%/0.0%" in summary
 
 
 @pytest.mark.slow

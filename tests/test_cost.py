@@ -568,3 +568,40 @@ def test_a_decode_group_beyond_the_kernels_largest_runs_its_fallback_per_query_h
                                   "vocab_size": 32000, "max_position_embeddings": 8192}))
     _, slope = RooflineCostModel(load_model(str(config)), fallback, 1).decode_step_coefficients(8)
     assert slope == pytest.approx(2 * 48 * 0.08e-9)
+
+
+def test_a_prefill_fallback_kernel_computes_every_causal_pair_at_its_own_rate(tmp_path):
+    """``prefill_fallback_head_dim`` / ``prefill_fallback_window_head_dim`` (SGLang's H100 prefill of head width
+    512, or 256 under a window): such a prefill computes every causal pair at ``prefill_fallback_efficiency`` of the
+    peak, its window unused — priced as the same kernel without a window at that efficiency; a narrower windowed
+    head keeps the window and the kernel's own rate. In serving, a sliding-window model of head width 256 prefills
+    a prompt as the same model without a window would at that efficiency."""
+    import json
+
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.roofline import RooflineCostModel
+
+    hw = load_hardware("h100-sxm")
+    dispatch = {"prefill_fallback_head_dim": 512, "prefill_fallback_window_head_dim": 256,
+                "prefill_fallback_efficiency": 0.1}
+    fallback, slow = hw.model_copy(update=dispatch), hw.model_copy(update={"attention_efficiency": 0.1})
+
+    def prefill(profile, head_dim, window):
+        return AttentionModel(profile).kernel_times("prefill", 2, 4096, 16, 8, head_dim, window)
+
+    assert prefill(fallback, 256, 1024) == pytest.approx(prefill(slow, 256, 0))
+    assert prefill(fallback, 512, 0) == pytest.approx(prefill(slow, 512, 0))
+    assert prefill(fallback, 256, 0) == prefill(hw, 256, 0)
+    assert prefill(fallback, 128, 1024) == prefill(hw, 128, 1024) < prefill(hw, 128, 0)
+
+    def model(window):
+        config = tmp_path / f"window{window}.json"
+        config.write_text(json.dumps({"model_type": "mistral", "hidden_size": 2048, "num_attention_heads": 8,
+                                      "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 2,
+                                      "intermediate_size": 8192, "vocab_size": 32000, "sliding_window": window,
+                                      "max_position_embeddings": 32768}))
+        return load_model(str(config))
+
+    windowed = RooflineCostModel(model(1024), fallback, 1).prefill_attention_time(((4096, 0),))
+    assert windowed == pytest.approx(RooflineCostModel(model(None), slow, 1).prefill_attention_time(((4096, 0),)))
+    assert windowed > RooflineCostModel(model(1024), hw, 1).prefill_attention_time(((4096, 0),))

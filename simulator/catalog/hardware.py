@@ -87,7 +87,8 @@ FITTED_FIELDS = (
     "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
-    "decode_attention_max_group", "decode_attention_ns_per_query_token", "attention_overhead_us",
+    "decode_attention_max_group", "decode_attention_ns_per_query_token", "prefill_fallback_head_dim",
+    "prefill_fallback_window_head_dim", "prefill_fallback_efficiency", "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
     "moe_expert_overhead_us", "moe_kernels", "deepep",
 )
@@ -132,6 +133,14 @@ class HardwareSpec(BaseModel):
     prefill_attention_ns_per_tile: float = Field(
         default=0.0, ge=0, description="prefill attention: per (query tile, head) thread block (its prologue and "
         "epilogue), whole-GPU ns")
+    prefill_fallback_head_dim: int = Field(
+        default=0, ge=0, description="prefill attention: the head width from which its kernel is a fallback that "
+        "computes every causal query-key pair at prefill_fallback_efficiency (0: none)")
+    prefill_fallback_window_head_dim: int = Field(
+        default=0, ge=0, description="prefill attention: the head width from which a windowed (or chunked local) "
+        "prefill runs that fallback, its window unused (0: none)")
+    prefill_fallback_efficiency: float = Field(
+        default=0.0, ge=0, le=1, description="prefill attention's fallback kernel: fraction of the 16-bit peak")
     decode_attention_efficiency: float = Field(gt=0, le=1, description="decode attention: fraction of 16-bit peak")
     decode_attention_ns_per_head: float = Field(ge=0, description="decode attention: per (sequence, KV head)")
     decode_attention_ns_per_query_head: float = Field(

@@ -73,8 +73,9 @@ def query_tiles(new_tokens):
 class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
-    __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "io_bandwidth", "max_group", "overhead", "p",
-                 "per_head", "per_query_head", "per_query_token", "per_row", "per_tile", "prefill_flops", "v")
+    __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops", "fallback_head_dim",
+                 "fallback_window_head_dim", "io_bandwidth", "max_group", "overhead", "p", "per_head", "per_query_head",
+                 "per_query_token", "per_row", "per_tile", "prefill_flops", "v")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -84,6 +85,10 @@ class AttentionModel:
         peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency  # the 16-bit peak
         bandwidth = hardware.memory_bandwidth_gb_per_s * 1e9 * memory_scale
         self.prefill_flops = peak * hardware.attention_efficiency * compute_scale
+        self.fallback_flops = peak * hardware.prefill_fallback_efficiency * compute_scale
+        falls_back = hardware.prefill_fallback_efficiency > 0  # a fallback without its rate is none
+        self.fallback_head_dim = hardware.prefill_fallback_head_dim if falls_back else 0
+        self.fallback_window_head_dim = hardware.prefill_fallback_window_head_dim if falls_back else 0
         self.decode_flops = peak * hardware.decode_attention_efficiency * compute_scale
         self.io_bandwidth = bandwidth * hardware.attention_io_efficiency
         self.decode_bandwidth = bandwidth * (hardware.decode_attention_bandwidth_efficiency
@@ -105,13 +110,28 @@ class AttentionModel:
         return (compute_s**p + memory_s**p) ** (1 / p)
 
     def prefill_parts(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
-                      cached_read: float, tiles: float) -> float:
+                      cached_read: float, tiles: float, flops=None) -> float:
         """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries in ``tiles`` query tiles
         (:func:`query_tiles`, summed over the chunks) and ``cached_read`` cached K/V tokens read (no fixed cost);
-        ``widths`` = d_qk + d_v, ``kv_elements`` = e; scalars or arrays."""
+        ``widths`` = d_qk + d_v, ``kv_elements`` = e; ``flops``: the kernel's FLOP rate (None: ``prefill_flops``;
+        :meth:`prefill_rate` for one that may fall back); scalars or arrays."""
         kv_bytes = (new_tokens + cached_read) * kv_elements * self.v
-        return (self.combine(2 * heads * widths * pairs / self.prefill_flops, kv_bytes / self.io_bandwidth)
+        flops = self.prefill_flops if flops is None else flops
+        return (self.combine(2 * heads * widths * pairs / flops, kv_bytes / self.io_bandwidth)
                 + heads * (new_tokens * self.per_row + tiles * self.per_tile))
+
+    def prefill_falls_back(self, head_dim, windowed):
+        """Whether a prefill of head width ``head_dim`` (``windowed``: under a window or local chunk) runs the
+        fallback kernel: from ``prefill_fallback_head_dim``, or windowed from ``prefill_fallback_window_head_dim``
+        (0: never); scalars or arrays."""
+        wide = np.asarray(head_dim) >= (self.fallback_head_dim or np.inf)
+        if not self.fallback_window_head_dim:
+            return wide
+        return wide | (windowed & (head_dim >= self.fallback_window_head_dim))
+
+    def prefill_rate(self, fallback):
+        """The prefill kernel's FLOP rate: the fallback's where ``fallback`` (:meth:`prefill_falls_back`)."""
+        return np.where(fallback, self.fallback_flops, self.prefill_flops)
 
     def decode_per_token(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0):
         """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum); with more than
@@ -129,10 +149,11 @@ class AttentionModel:
             np.asarray(x, dtype=float) for x in (batch, seq_len, heads, kv_heads, head_dim, window))
         windowed = (window > 0) & (seq_len > window)
         if phase == "prefill":
-            pairs = np.where(windowed, window * (window + 1) / 2 + (seq_len - window) * window,
+            fallback = self.prefill_falls_back(head_dim, window > 0)
+            pairs = np.where(windowed & ~fallback, window * (window + 1) / 2 + (seq_len - window) * window,
                              seq_len * (seq_len + 1) / 2)
             per_sequence = self.prefill_parts(heads, 2 * head_dim, 2 * kv_heads * head_dim, pairs, seq_len, 0,
-                                              query_tiles(seq_len))
+                                              query_tiles(seq_len), self.prefill_rate(fallback))
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
         return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim, kv_heads)

@@ -31,7 +31,7 @@ import copy
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simulator.catalog.generations import BORROWS_FROM, generation_names
 from simulator.catalog.hardware import HardwareSpec
@@ -76,6 +76,12 @@ class AttentionFields(BaseModel):
                                                              "(sequence, query head)")
     decode_attention_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, KV "
                                                        "head) block")
+    prefill_fallback_head_dim: int | None = Field(default=None, ge=0, description="prefill: the head width from "
+                                                  "which its kernel is a fallback (0: none)")
+    prefill_fallback_window_head_dim: int | None = Field(default=None, ge=0, description="prefill: the head width "
+                                                         "from which a windowed prefill runs it (0: none)")
+    prefill_fallback_efficiency: float | None = Field(default=None, ge=0, le=1, description="prefill: the fallback "
+                                                      "kernel's fraction of the 16-bit peak, every causal pair")
     decode_attention_max_group: int | None = Field(default=None, ge=0, description="decode: the most query heads "
                                                    "per KV head one kernel block serves (0: any)")
     decode_attention_ns_per_query_token: float | None = Field(default=None, ge=0, description="decode: the fallback "
@@ -94,6 +100,14 @@ class AttentionKernels(AttentionFields):
 
     kv_8bit: AttentionFields | None = Field(default=None, description="its kernels over an 8-bit KV cache, where "
                                             "other kernels")
+
+    @model_validator(mode="after")
+    def _fallback_has_a_rate(self) -> AttentionKernels:
+        if (self.prefill_fallback_head_dim or self.prefill_fallback_window_head_dim) and not \
+                self.prefill_fallback_efficiency:
+            raise ValueError("a prefill fallback (prefill_fallback_head_dim, prefill_fallback_window_head_dim) needs "
+                             "its prefill_fallback_efficiency (> 0)")
+        return self
 
 
 class GemmKernels(BaseModel):

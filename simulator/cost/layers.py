@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 from simulator.catalog.architecture import INDEX_SCALE_BYTES, Attention, LayerGroup
 from simulator.cost.attention import AttentionModel, query_tiles
+from simulator.cost.engine import FRAMEWORK_ATTENTION_KINDS
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
 
@@ -170,6 +171,11 @@ class GroupCost:
         self.elementwise_kernels = elementwise_kernels
         t, a, f = tensor_parallel, group.attention, group.ffn
         self.span = a.attended  # cached tokens a query attends to (0: all)
+        # a prefill kernel that falls back (its head width) computes every causal pair at the fallback's rate
+        fallback = a.kind in FRAMEWORK_ATTENTION_KINDS and bool(
+            attention.prefill_falls_back(a.head_dim, self.span > 0))
+        self.prefill_span = 0 if fallback else self.span
+        self.prefill_flops = float(attention.prefill_rate(fallback))
         self.indexer = IndexerCost(a, indexer_attention or attention) if a.has_indexer else None
         shapes = attention_shapes(a, hidden, t)
         self.heads, self.attention_gemms = shapes.heads, shapes.gemms
@@ -255,7 +261,8 @@ class GroupCost:
         return self.count * kernels * self.attention_gemm.memory_kernel(nbytes / kernels)
 
     def prefill_attention_time(self, pairs: float, tokens: int, cached: int, sequences: int, tiles: int) -> float:
-        """One prefill kernel per layer over ``pairs`` query-key pairs (:func:`span_totals` for this group's span),
+        """One prefill kernel per layer over ``pairs`` query-key pairs (:func:`span_totals` for this group's
+        ``prefill_span``: its span, or all its causal pairs where its kernel falls back),
         ``tokens`` new queries in ``tiles`` query tiles, ``cached`` cached K/V tokens read, of ``sequences`` prompt
         chunks (a state layer: the recurrence's FLOPs per token, its inputs and outputs, and each chunk's state read
         and written)."""
@@ -269,7 +276,7 @@ class GroupCost:
                  + sequences * 2 * self.state_bytes) / attention.io_bandwidth)
         else:
             kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
-                                             tiles)
+                                             tiles, self.prefill_flops)
         return self.count * (kernel + attention.overhead)
 
     def indexer_prefill_time(self, pairs: float, tokens: int, cached: int) -> float:

@@ -171,7 +171,7 @@ class RooflineCostModel(CostModel):
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots,
                                  indexer_attention)
                        for group in model.layers]
-        self.spans = {group.span for group in self.groups}
+        self.spans = {group.prefill_span for group in self.groups}
         self.indexed = any(group.indexer for group in self.groups)
         if self.indexed:
             self.spans.add(0)  # the indexer scores every cached token
@@ -289,9 +289,9 @@ class RooflineCostModel(CostModel):
         """Every group's prefill attention kernels over the iteration's prompt chunks (new, cached tokens)."""
         if len(self.groups) == 1 and not self.indexed:
             group = self.groups[0]
-            return group.prefill_attention_time(*span_totals(chunks, group.span))
+            return group.prefill_attention_time(*span_totals(chunks, group.prefill_span))
         totals = {span: span_totals(chunks, span) for span in self.spans}
-        time = sum(group.prefill_attention_time(*totals[group.span]) for group in self.groups)
+        time = sum(group.prefill_attention_time(*totals[group.prefill_span]) for group in self.groups)
         if self.indexed:
             pairs, tokens, cached = totals[0][:3]
             time += sum(group.indexer_prefill_time(pairs, tokens, cached) for group in self.groups)

@@ -131,7 +131,12 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
 # cost per (query head, token) for larger groups (fitted only then)
 FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1),
-    "decode_attention_ns_per_query_token": _steps(0.0, 0.5, 0.002)}
+    "decode_attention_ns_per_query_token": _steps(0.0, 0.5, 0.002),
+    "prefill_fallback_efficiency": _steps(0.01, 0.60, 0.01)}
+# which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
+DISPATCH_FIELDS = ("decode_attention_max_group", "prefill_fallback_head_dim", "prefill_fallback_window_head_dim")
+# the fallback kernels' costs: fitted only where the profile states their dispatch
+FALLBACK_COSTS = ("decode_attention_ns_per_query_token", "prefill_fallback_efficiency")
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
@@ -182,36 +187,52 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
                             per_group: int = 2000) -> tuple[dict, str]:
     """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
     decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out), by
-    :func:`fit_kernels_over_caches`. Its decode kernel's largest query group (``decode_attention_max_group``, a
-    kernel-dispatch fact its profile states for the generation) is kept, and the fallback kernel's cost per
-    (query head, token) starts from :func:`fallback_rate` of the larger groups' timings. The values go in the engine
-    profile's ``attention_by_generation`` under the GPU's generation."""
+    :func:`fit_kernels_over_caches`. Which kernel runs which shape is a fact its profile states for the generation
+    (:data:`DISPATCH_FIELDS`: its decode kernel's largest query group, the head widths from which its prefill falls
+    back); those are kept, and a fallback's cost is fitted where its timings exist, starting from
+    :func:`fallback_rate` and :func:`fallback_efficiency` of them. The values go in the engine profile's
+    ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
-    max_group = load_engine(framework).attention_hardware(load_hardware(GPUS[gpu])).decode_attention_max_group
-    start = {"decode_attention_max_group": max_group,
-             "decode_attention_ns_per_query_token": fallback_rate(table, max_group)} if max_group else {}
+    hardware = load_hardware(GPUS[gpu])
+    stated = load_engine(framework).attention_hardware(hardware)
+    dispatch = {name: getattr(stated, name) for name in DISPATCH_FIELDS if getattr(stated, name)}
+    costs = {"decode_attention_ns_per_query_token": fallback_rate(table, stated.decode_attention_max_group),
+             "prefill_fallback_efficiency": fallback_efficiency(table, stated)}
+    start = {**dispatch, **{name: value for name, value in costs.items() if value is not None}}
     grid = {name: values for name, values in FRAMEWORK_MHA_GRID.items()
-            if max_group or name != "decode_attention_ns_per_query_token"}
+            if name not in FALLBACK_COSTS or name in start}
     fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_attention_score,
                                              lambda hw, rows: _pooled_attention_errors(kernels_dir, hw, rows),
                                              grid, start)
-    if max_group:
-        fitted["decode_attention_max_group"] = max_group
-    return fitted, _summary(f"{framework} attention on {gpu}", errors, ["phase"])
+    return {**fitted, **dispatch}, _summary(f"{framework} attention on {gpu}", errors, ["phase"])
 
 
-def fallback_rate(table: pd.DataFrame, max_group: int) -> float:
+def fallback_rate(table: pd.DataFrame, max_group: int) -> float | None:
     """The median nanoseconds per (query head, cached token, 128 elements of head width) of the 16-bit decode
-    timings whose groups exceed ``max_group`` query heads per KV head (0 without any): where the decode fit of
-    their fallback kernel starts."""
+    timings whose groups exceed ``max_group`` query heads per KV head (None without a limit or such timings): where
+    the decode fit of their fallback kernel starts."""
     rows = table[(table["phase"] == "decode") & (table["kv_dtype"] != "fp8")
                  & (table["heads"] > max_group * table["kv_heads"])]
-    if rows.empty:
-        return 0.0
+    if not max_group or rows.empty:
+        return None
     context = np.where((rows["window"] > 0) & (rows["seq_len"] > rows["window"]), rows["window"], rows["seq_len"])
     work = rows["batch"] * context * rows["heads"] * np.ceil(rows["head_dim"] / FALLBACK_WIDTH)
     return float(np.median(rows["measured_s"] / work) * 1e9)
+
+
+def fallback_efficiency(table: pd.DataFrame, hardware: HardwareSpec) -> float | None:
+    """The grid value nearest the median fraction of the 16-bit peak at which the 16-bit prefill timings that
+    ``hardware``'s dispatch sends to its fallback kernel (:meth:`AttentionModel.prefill_falls_back`) compute every
+    causal pair (None without such timings): where the prefill fit of that kernel starts."""
+    rows = table[(table["phase"] == "prefill") & (table["kv_dtype"] != "fp8")]
+    rows = rows[AttentionModel(hardware).prefill_falls_back(rows["head_dim"].to_numpy(), rows["window"].to_numpy() > 0)]
+    if rows.empty:
+        return None
+    flops = 4 * rows["heads"] * rows["head_dim"] * rows["batch"] * rows["seq_len"] * (rows["seq_len"] + 1) / 2
+    peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency
+    achieved = float(np.median(flops / rows["measured_s"]) / peak)
+    return min(FRAMEWORK_MHA_GRID["prefill_fallback_efficiency"], key=lambda value: abs(value - achieved))
 
 
 def fit_framework_mla(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
@@ -265,7 +286,7 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
 # each phase's parameters of an attention fit (FRAMEWORK_MHA_GRID's, of which FRAMEWORK_ATTENTION_GRID is a part)
 PHASE_PARAMETERS = {
     "prefill": ("attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
-                "prefill_attention_ns_per_tile", "attention_overhead_us"),
+                "prefill_attention_ns_per_tile", "attention_overhead_us", "prefill_fallback_efficiency"),
     "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
                "decode_attention_ns_per_query_token"),
