@@ -140,7 +140,7 @@ ATTENTION_TRUTH = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33
                    "prefill_attention_ns_per_tile": 12.5, "decode_attention_efficiency": 0.2,
                    "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 10.0,
                    "decode_attention_ns_per_query_head": 2.0, "attention_overhead_us": 8.0,
-                   "decode_attention_overhead_us": 5.0}
+                   "decode_attention_overhead_us": 5.0, "decode_attention_block_gb_per_s": 320}
 # its decode kernel over an fp8 cache, another kernel
 ATTENTION_8_BIT_DECODE = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
                           "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
@@ -332,7 +332,9 @@ def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
 def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     """An MLA table of one framework (the layout of ``../shared/data/kernels``: DeepSeek-V3's latent shapes, heads
     per GPU, a decode row's context ``isl + step``) timed with known parameters — MLA's absorbed decode near half
-    the peak, and over the fp8 cache another decode kernel streaming slower — is fitted back to them: the 16-bit
+    the peak, each sequence's latent cache streamed at 40 GB/s at most (one block per sequence: 1–64 sequences do
+    not reach the GPU's bandwidth), and over the fp8 cache another decode kernel streaming slower — is fitted back
+    to them: the 16-bit
     kernels' values, and ``kv_8bit`` with the same prefill and that decode kernel."""
     from simulator.fidelity.kernel_fit import fit_framework_mla
     from simulator.fidelity.kernels import mla_kernel_times
@@ -340,7 +342,8 @@ def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     truth_fields = {"attention_efficiency": 0.55, "attention_io_efficiency": 0.5, "prefill_attention_ns_per_row": 0.4,
                     "prefill_attention_ns_per_tile": 10.0, "decode_attention_efficiency": 0.6,
                     "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 30.0,
-                    "attention_overhead_us": 12.0, "decode_attention_overhead_us": 9.0}
+                    "attention_overhead_us": 12.0, "decode_attention_overhead_us": 9.0,
+                    "decode_attention_block_gb_per_s": 40}
     eight_bit = {"decode_attention_bandwidth_efficiency": 0.3, "decode_attention_overhead_us": 14.0}
     def rows(model, phase: str):
         for heads in (16, 128):

@@ -605,3 +605,34 @@ def test_a_prefill_fallback_kernel_computes_every_causal_pair_at_its_own_rate(tm
     windowed = RooflineCostModel(model(1024), fallback, 1).prefill_attention_time(((4096, 0),))
     assert windowed == pytest.approx(RooflineCostModel(model(None), slow, 1).prefill_attention_time(((4096, 0),)))
     assert windowed > RooflineCostModel(model(1024), hw, 1).prefill_attention_time(((4096, 0),))
+
+
+def test_a_decode_step_of_few_blocks_streams_at_their_rate():
+    """``decode_attention_block_gb_per_s``: each (sequence, KV head) block streams the cache at most at that rate,
+    so the memory side of a decode kernel is the smooth maximum (the GPU's knee p) of the cache's bytes at its HBM
+    fraction and at the blocks' rate — by hand for one sequence of one KV head and for 4 × 8 blocks; and in serving
+    a step's cost per cached token falls toward the unlimited one as its sequences (blocks) grow, the step affine
+    in the context sum at each batch."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.base import IterationShape
+    from simulator.cost.roofline import RooflineCostModel
+
+    hw = load_hardware("h100-sxm")
+    limited = hw.model_copy(update={"decode_attention_block_gb_per_s": 40.0})
+    p, bandwidth = hw.gemm_knee, hw.memory_bandwidth_gb_per_s * 1e9 * hw.bandwidth_efficiency
+    flops = hw.achievable_flops("bf16") / hw.flops_efficiency * hw.decode_attention_efficiency
+    for batch, kv_heads in ((1, 1), (4, 8)):
+        per_token_bytes = 2 * kv_heads * 128 * 2
+        memory = ((per_token_bytes / bandwidth) ** p + (per_token_bytes / (batch * kv_heads * 40e9)) ** p) ** (1 / p)
+        compute = 2 * 8 * kv_heads * 256 / flops
+        per_token = (compute**p + memory**p) ** (1 / p)
+        longer = (AttentionModel(limited).kernel_times("decode", batch, 10_001, 8 * kv_heads, kv_heads, 128, 0)
+                  - AttentionModel(limited).kernel_times("decode", batch, 1, 8 * kv_heads, kv_heads, 128, 0))
+        assert longer == pytest.approx(batch * 10_000 * per_token)
+    model = load_model("llama-3-8b")
+    plain, slow = RooflineCostModel(model, hw, 1), RooflineCostModel(model, limited, 1)
+    slopes = [slow.decode_step_coefficients(batch)[1] / plain.decode_step_coefficients(batch)[1]
+              for batch in (1, 8, 64, 512)]
+    assert slopes[0] > slopes[1] > slopes[2] > slopes[3] > 1 and slopes[3] == pytest.approx(1, abs=0.01)
+    a, c = slow.decode_step_coefficients(8)
+    assert slow.iteration_time(IterationShape((), 8, 8 * 4000)) == pytest.approx(a + c * 8 * 4000)

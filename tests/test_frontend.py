@@ -140,23 +140,22 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     pooled = AttentionModel(h100)
     dense = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
     group = dense.groups[0]
-    assert group.decode_per_token == pytest.approx(group.count * own.decode_per_token(32, 256, 2 * 8 * 128))
+    assert group.decode_terms(1)[1] == pytest.approx(group.count * own.decode_per_token(32, 256, 2 * 8 * 128))
     assert own.decode_per_token(32, 256, 2048) != pooled.decode_per_token(32, 256, 2048)
     fp8_cache = RooflineCostModel(load_model("llama-3-8b"), h100, 1, kv_dtype="fp8", engine=eight_bit).groups[0]
     slower = AttentionModel(h100.model_copy(update={**fit, "decode_attention_bandwidth_efficiency": 0.7}), "fp8")
-    assert fp8_cache.decode_per_token == pytest.approx(fp8_cache.count * slower.decode_per_token(32, 256, 2048))
+    assert fp8_cache.decode_terms(1)[1] == pytest.approx(fp8_cache.count * slower.decode_per_token(32, 256, 2048))
     latent = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=engine)
     plain = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=EngineProfile(name="none"))
-    assert latent.decode_attention_per_token == plain.decode_attention_per_token
-    assert latent.decode_attention_per_sequence == plain.decode_attention_per_sequence
+    assert latent.decode_attention_terms(1) == plain.decode_attention_terms(1)
     # its own MLA kernels (mla_by_generation) price the latent attention, and only that (DeepSeek-V3 at TP 8: 16
     # heads per GPU, absorbed decode widths 576 + 512 over a latent of 576 elements per token)
     own_mla = EngineProfile(name="e", mla_by_generation={"hopper": fit})
     mla = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=own_mla)
-    assert mla.decode_attention_per_token == pytest.approx(
-        plain.decode_attention_per_token * own.decode_per_token(16, 1088, 576) / pooled.decode_per_token(16, 1088, 576))
-    assert RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=own_mla).groups[0].decode_per_token == (
-        RooflineCostModel(load_model("llama-3-8b"), h100, 1).groups[0].decode_per_token)
+    assert mla.decode_attention_terms(1)[1] == pytest.approx(plain.decode_attention_terms(1)[1] * own.decode_per_token(
+        16, 1088, 576) / pooled.decode_per_token(16, 1088, 576))
+    assert RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=own_mla).groups[0].decode_terms(1) == (
+        RooflineCostModel(load_model("llama-3-8b"), h100, 1).groups[0].decode_terms(1))
     with pytest.raises(ValueError, match="unknown GPU generation 'hoper'"):
         EngineProfile(name="e", attention_by_generation={"hoper": fit})
     with pytest.raises(ValueError, match="attention_speed"):

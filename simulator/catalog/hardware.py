@@ -87,7 +87,8 @@ FITTED_FIELDS = (
     "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
-    "decode_attention_max_group", "decode_attention_ns_per_query_token", "prefill_fallback_head_dim",
+    "decode_attention_max_group", "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
+    "prefill_fallback_head_dim",
     "prefill_fallback_window_head_dim", "prefill_fallback_efficiency", "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
     "moe_expert_overhead_us", "moe_kernels", "deepep",
@@ -146,6 +147,10 @@ class HardwareSpec(BaseModel):
     decode_attention_ns_per_query_head: float = Field(
         default=0.0, ge=0, description="decode attention: per (sequence, query head) — each query head's softmax and "
         "output within its KV head's block (0: a block costs the same whatever its group)")
+    decode_attention_block_gb_per_s: float = Field(
+        default=0.0, ge=0, description="decode attention: the HBM rate one (sequence, KV head) block of its kernel "
+        "streams the cache at (with its split-KV partitions), so a step of few blocks does not reach the GPU's "
+        "bandwidth; 0: no limit")
     decode_attention_max_group: int = Field(
         default=0, ge=0, description="decode attention: the most query heads per KV head its kernel serves from one "
         "read of the KV head; a larger group runs a fallback kernel (decode_attention_ns_per_query_token); 0: any")

@@ -21,7 +21,10 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   with an HBM fraction of 0.19, which then overprices multi-head attention);
 - decode of one token over ``S`` cached (S ← min(S, w)): FLOPs 2·H·(d_qk + d_v)·S at
   ``decode_attention_efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
-  ``decode_attention_bandwidth_efficiency`` × HBM bandwidth (unset: the GEMMs' streaming ``bandwidth_efficiency``),
+  ``decode_attention_bandwidth_efficiency`` × HBM bandwidth (unset: the GEMMs' streaming ``bandwidth_efficiency``)
+  and, where ``decode_attention_block_gb_per_s`` is set, at most at that rate per (sequence, KV head) block of the
+  step (smooth maximum of the two: a step of few blocks does not reach the GPU's bandwidth; TensorRT-LLM's A100
+  MLA decode, without split-KV, streams one sequence's latent cache at ~10 GB/s),
   plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel schedules and
   ``decode_attention_ns_per_query_head`` for every (sequence, query head) within them (a block's work on each of its
   group's query heads: TensorRT-LLM's kernels, whose multi-head blocks cost less than their grouped ones; 0 for the
@@ -73,9 +76,9 @@ def query_tiles(new_tokens):
 class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
-    __slots__ = ("decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops", "fallback_head_dim",
-                 "fallback_window_head_dim", "io_bandwidth", "max_group", "overhead", "p", "per_head", "per_query_head",
-                 "per_query_token", "per_row", "per_tile", "prefill_flops", "v")
+    __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops",
+                 "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "max_group", "overhead", "p",
+                 "per_head", "per_query_head", "per_query_token", "per_row", "per_tile", "prefill_flops", "v")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -93,6 +96,7 @@ class AttentionModel:
         self.io_bandwidth = bandwidth * hardware.attention_io_efficiency
         self.decode_bandwidth = bandwidth * (hardware.decode_attention_bandwidth_efficiency
                                              or hardware.bandwidth_efficiency)
+        self.block_bandwidth = hardware.decode_attention_block_gb_per_s * 1e9 * memory_scale
         self.per_head = hardware.decode_attention_ns_per_head * 1e-9
         self.per_query_head = hardware.decode_attention_ns_per_query_head * 1e-9
         self.max_group = hardware.decode_attention_max_group
@@ -133,11 +137,18 @@ class AttentionModel:
         """The prefill kernel's FLOP rate: the fallback's where ``fallback`` (:meth:`prefill_falls_back`)."""
         return np.where(fallback, self.fallback_flops, self.prefill_flops)
 
-    def decode_per_token(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0):
-        """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum); with more than
-        ``max_group`` query heads per KV head (of ``kv_heads``; 0: not grouped attention), the fallback kernel's
-        cost per (query head, token, 128 elements of the head's width d = widths / 2). Scalars or arrays."""
-        streaming = self.combine(2 * heads * widths / self.decode_flops, kv_elements * self.v / self.decode_bandwidth)
+    def decode_per_token(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0,
+                         blocks: float = 0):
+        """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum), its memory side
+        at most ``blocks`` (sequence, KV head) blocks' streaming rate (``decode_attention_block_gb_per_s``; 0 blocks:
+        not limited); with more than ``max_group`` query heads per KV head (of ``kv_heads``; 0: not grouped
+        attention), the fallback kernel's cost per (query head, token, 128 elements of the head's width d =
+        widths / 2). Scalars or arrays."""
+        memory = kv_elements * self.v / self.decode_bandwidth
+        if self.block_bandwidth:
+            memory = np.where(np.asarray(blocks) > 0, self.combine(
+                memory, kv_elements * self.v / (np.maximum(blocks, 1) * self.block_bandwidth)), memory)
+        streaming = self.combine(2 * heads * widths / self.decode_flops, memory)
         if not self.max_group:
             return streaming
         fallback = heads * np.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token
@@ -156,7 +167,8 @@ class AttentionModel:
                                               query_tiles(seq_len), self.prefill_rate(fallback))
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
-        return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim, kv_heads)
+        return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim, kv_heads,
+                                                        batch * kv_heads)
                 + batch * (kv_heads * self.per_head + heads * self.per_query_head) + self.decode_overhead)
 
 

@@ -82,6 +82,8 @@ class AttentionFields(BaseModel):
                                                          "from which a windowed prefill runs it (0: none)")
     prefill_fallback_efficiency: float | None = Field(default=None, ge=0, le=1, description="prefill: the fallback "
                                                       "kernel's fraction of the 16-bit peak, every causal pair")
+    decode_attention_block_gb_per_s: float | None = Field(default=None, ge=0, description="decode: the HBM GB/s one "
+                                                          "(sequence, KV head) block streams at (0: no limit)")
     decode_attention_max_group: int | None = Field(default=None, ge=0, description="decode: the most query heads "
                                                    "per KV head one kernel block serves (0: any)")
     decode_attention_ns_per_query_token: float | None = Field(default=None, ge=0, description="decode: the fallback "

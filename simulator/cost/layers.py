@@ -197,21 +197,30 @@ class GroupCost:
         self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
         self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
         self.activation_width = (self.topk * width + shared) if self.moe else width
-        per_token = float(attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks))
         per_sequence = self.kv_blocks * attention.per_head + self.heads * attention.per_query_head
         if self.state_bytes:  # a recurrence: read and write the state, its FLOPs, once per sequence
             per_sequence += attention.combine(self.state_flops / attention.decode_flops,
                                                2 * self.state_bytes / attention.decode_bandwidth)
-        if self.span:  # a bounded span: a constant per sequence
-            self.decode_per_token, self.decode_per_sequence = 0.0, self.count * (
-                per_sequence + self.span * per_token)
-        else:
-            self.decode_per_token, self.decode_per_sequence = self.count * per_token, self.count * per_sequence
+        self._decode_block_cost = per_sequence
         self.decode_fixed = self.count * self.kernels * attention.decode_overhead
         if self.indexer:  # it scores every cached token
-            self.decode_per_token += self.count * self.indexer.decode_per_token
             self.decode_fixed += self.count * self.indexer.decode_fixed
             self.kernels += 2
+
+    def decode_terms(self, sequences: int) -> tuple[float, float]:
+        """Seconds per sequence and per cached token (its context) of all ``count`` layers' decode kernels in a step
+        of ``sequences`` sequences (their number sets the kernel's blocks, and so how close its streaming comes to
+        the GPU's bandwidth: :meth:`AttentionModel.decode_per_token`); a bounded span makes the context's cost a
+        constant per sequence, and a sparse-attention indexer scores every cached token."""
+        attention = self.attention
+        per_token = float(attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,
+                                                     sequences * self.kv_blocks))
+        per_sequence = self._decode_block_cost
+        if self.span:
+            per_sequence, per_token = per_sequence + self.span * per_token, 0.0
+        if self.indexer:
+            per_token += self.indexer.decode_per_token
+        return self.count * per_sequence, self.count * per_token
 
     def host_ops(self, all_reduces: int) -> int:
         """Operations the host dispatches for all ``count`` layers of the group in one forward pass outside CUDA

@@ -183,13 +183,12 @@ class RooflineCostModel(CostModel):
         # all-reduces only where there is a tensor-parallel group to reduce over)
         self.eager_floor = self.engine.eager_kernel_us * 1e-6 * sum(
             group.host_ops(n if tensor_parallel > 1 else 0) for group, n in zip(self.groups, reduces, strict=True))
-        self.decode_attention_per_token = sum(g.decode_per_token for g in self.groups)
-        self.decode_attention_per_sequence = sum(g.decode_per_sequence for g in self.groups)
         self.decode_attention_fixed = sum(g.decode_fixed for g in self.groups)
         self._body_cache: dict[int, float] = {}
         self._decode_body_cache: dict[int, float] = {}  # iterations without prompt chunks
         self._per_sequence_cache: dict[tuple[int, int], float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
+        self._decode_attention_cache: dict[int, tuple[float, float]] = {}
         self._prefill_cache: dict[tuple[tuple[int, int], ...], float] = {}  # prompt-only iterations by their chunks
 
     @classmethod
@@ -298,11 +297,21 @@ class RooflineCostModel(CostModel):
         return time
 
     # --- iteration ---------------------------------------------------------------------------------------------
+    def decode_attention_terms(self, num_decodes: int) -> tuple[float, float]:
+        """Seconds per sequence and per cached token of every group's decode attention in a step of
+        ``num_decodes`` sequences (:meth:`GroupCost.decode_terms`)."""
+        cached = self._decode_attention_cache.get(num_decodes)
+        if cached is None:
+            terms = [group.decode_terms(num_decodes) for group in self.groups]
+            cached = self._decode_attention_cache[num_decodes] = (sum(t[0] for t in terms), sum(t[1] for t in terms))
+        return cached
+
     def _attention_time(self, shape: IterationShape) -> float:
         time = self.prefill_attention_time(shape.prefill_chunks) if shape.prefill_chunks else 0.0
         if shape.num_decodes:
-            time += (self.decode_attention_fixed + self.decode_attention_per_sequence * shape.num_decodes
-                     + self.decode_attention_per_token * shape.decode_context_sum)
+            per_sequence, per_token = self.decode_attention_terms(shape.num_decodes)
+            time += (self.decode_attention_fixed + per_sequence * shape.num_decodes
+                     + per_token * shape.decode_context_sum)
         return time
 
     def _passes(self, shape: IterationShape) -> list[IterationShape]:
@@ -360,7 +369,8 @@ class RooflineCostModel(CostModel):
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
         cached = self._decode_cache.get(num_decodes)
         if cached is None:
+            per_sequence, per_token = self.decode_attention_terms(num_decodes)
             a = (self._body_time(num_decodes, True) + self._per_sequence_time(num_decodes) + self.decode_attention_fixed
-                 + self.decode_attention_per_sequence * num_decodes)
-            cached = self._decode_cache[num_decodes] = (a, self.decode_attention_per_token)
+                 + per_sequence * num_decodes)
+            cached = self._decode_cache[num_decodes] = (a, per_token)
         return cached

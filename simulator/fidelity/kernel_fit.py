@@ -123,7 +123,8 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
     "prefill_attention_ns_per_tile": _steps(0.0, 60.0, 0.25), "decode_attention_efficiency": _steps(0.02, 0.90, 0.01),
     "decode_attention_ns_per_head": _steps(0.0, 120.0, 0.5),
     "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
-    "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01)}
+    "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01),
+    "decode_attention_block_gb_per_s": [0.0, *(round(5 * 2 ** (i / 2)) for i in range(20))]}
 # a framework's MHA/GQA decode kernel also pays per (sequence, query head) within a KV head's block: TensorRT-LLM's
 # H100 and A100 kernels run a multi-head block (one query head) at a quarter to a third of a block of 8, which one cost
 # per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out); and,
@@ -289,7 +290,7 @@ PHASE_PARAMETERS = {
                 "prefill_attention_ns_per_tile", "attention_overhead_us", "prefill_fallback_efficiency"),
     "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
-               "decode_attention_ns_per_query_token"),
+               "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s"),
 }
 SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 
