@@ -88,8 +88,8 @@ FITTED_FIELDS = (
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
     "decode_attention_max_group", "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
-    "prefill_fallback_head_dim",
-    "prefill_fallback_window_head_dim", "prefill_fallback_efficiency", "attention_overhead_us",
+    "prefill_fallback_head_dim", "prefill_fallback_window_head_dim", "prefill_fallback_efficiency",
+    "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
     "moe_expert_overhead_us", "moe_kernels", "deepep",
 )

@@ -26,9 +26,10 @@ The result is what :mod:`simulator.catalog.generations` holds for the GPU's gene
 complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR --gpu G --framework F``,
 :func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
 format (:func:`fit_framework_gemm`), its own attention and MLA kernels (:func:`fit_framework_attention`,
-:func:`fit_framework_mla`: the pooled fit's attention parameters on its tables alone, its decode kernel's fixed cost
-and KV streaming rate apart, and its kernels over fp8 caches apart from those over 16-bit ones,
-:func:`fit_kernels_over_caches`), and its fused-MoE kernel per expert format (:func:`fit_framework_moe`).
+:func:`fit_framework_mla`: the pooled fit's attention parameters on its tables alone, its decode kernel's fixed cost,
+KV streaming rate and a block's streaming rate apart, the fallback kernels its profile states it dispatches to, and
+its kernels over fp8 caches apart from those over 16-bit ones, :func:`fit_kernels_over_caches`), and its fused-MoE
+kernel per expert format (:func:`fit_framework_moe`).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
 Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel; vLLM's FlashInfer CUTLASS
@@ -116,8 +117,9 @@ ATTENTION_DESCENT = {"rounds": 20, "diagonal": True}
 # one framework's kernels: its decode kernel's fixed cost apart from its prefill kernel's (another kernel, which also
 # combines its split-KV partials) and the HBM fraction it streams the KV cache at apart from the GEMMs' (the pooled
 # fit keeps one fixed cost for both and the GEMMs' streaming: it prices the kernels no framework's fit covers), over
-# wider ranges (MLA's absorbed decode reaches half the peak and more; fp8 caches dequantised in registers, and
-# TensorRT-LLM's A100 MLA decode, stream at a fraction of the bandwidth)
+# wider ranges (MLA's absorbed decode reaches half the peak and more; fp8 caches dequantised in registers stream at a
+# fraction of the bandwidth), and the rate one (sequence, KV head) block streams at (0: no limit, then 5 GB/s
+# doubling every two steps: TensorRT-LLM's A100 MLA decode, without split-KV, streams a sequence at ~10 GB/s)
 FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
     **ATTENTION_GRID, "attention_io_efficiency": _steps(0.05, 0.95, 0.01),
     "prefill_attention_ns_per_tile": _steps(0.0, 60.0, 0.25), "decode_attention_efficiency": _steps(0.02, 0.90, 0.01),
@@ -136,7 +138,8 @@ FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     "prefill_fallback_efficiency": _steps(0.01, 0.60, 0.01)}
 # which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
 DISPATCH_FIELDS = ("decode_attention_max_group", "prefill_fallback_head_dim", "prefill_fallback_window_head_dim")
-# the fallback kernels' costs: fitted only where the profile states their dispatch
+# the fallback kernels' costs: fitted only where the profile states their dispatch and the table has timings it sends
+# there
 FALLBACK_COSTS = ("decode_attention_ns_per_query_token", "prefill_fallback_efficiency")
 
 MOE_GRID: dict[str, list[float]] = {
@@ -254,9 +257,10 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
                             parameters: dict[str, list[float]] = FRAMEWORK_ATTENTION_GRID, start: dict | None = None):
     """One framework's attention kernels of one kind on one GPU (``table``: its prefill and decode timings): the
     ``parameters`` (:data:`FRAMEWORK_ATTENTION_GRID`: those of the pooled fit, :data:`ATTENTION_GRID`, its decode
-    kernel's own fixed cost, ``decode_attention_overhead_us``, from the shared one, and KV streaming rate,
-    ``decode_attention_bandwidth_efficiency``, from the GEMMs'; :data:`FRAMEWORK_MHA_GRID` adds a cost per query
-    head), by the attention fits' coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled values
+    kernel's own fixed cost, ``decode_attention_overhead_us``, from the shared one, its KV streaming rate,
+    ``decode_attention_bandwidth_efficiency``, from the GEMMs', and a block's, ``decode_attention_block_gb_per_s``;
+    :data:`FRAMEWORK_MHA_GRID` adds a cost per query head and the fallback kernels' costs), by the attention fits'
+    coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled values
     on ``per_group`` sampled timings per phase over 16-bit caches; then, where the table has timings over fp8 caches,
     those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the 16-bit kernels' values
     (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels); ``start``: fields of the starting
