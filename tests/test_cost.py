@@ -540,7 +540,6 @@ def test_a_decode_cost_per_query_head_within_each_kv_head_block():
     assert c1 == c0 and a1 - a0 == pytest.approx(decodes * model.num_layers * (32 / tp) * 3e-9)
 
 
-
 def test_a_decode_group_beyond_the_kernels_largest_runs_its_fallback_per_query_head(tmp_path):
     """``decode_attention_max_group`` (TensorRT-LLM's XQA: up to 32 query heads per KV head from one read of it):
     a larger group is priced per (query head, cached token, 128 elements of head width) at

@@ -375,6 +375,22 @@ class Scheduler(ABC):
             return self._fits_beside_speculation(kv.blocks_for(tokens + n) - kv.blocks_for(tokens))
         return kv.can_append(request.request_id, n, reserve_growth)
 
+    def continue_chunks(self, batch: Batch, budget: int, reserve_growth: bool,
+                        chunk: int | None = None) -> tuple[int, bool]:
+        """Each prompt being prefilled, in admission order, takes its next chunk (its rest, at most ``chunk`` tokens)
+        within ``budget``, until one does not fit the budget or memory; returns what is left of the budget and
+        whether every one took its chunk."""
+        for request in list(self.prefilling.values()):
+            n = min(request.prefill_tokens - request.prefilled, budget)
+            if chunk is not None:
+                n = min(n, chunk)
+            if n <= 0 or not self.fits_append(request, n, reserve_growth):
+                return budget, False
+            self.kv.append(request.request_id, n)
+            batch.prefills.append((request, n, request.prefilled))
+            budget -= n
+        return budget, True
+
     @property
     def decode_budget_tokens(self) -> int:
         """Tokens of the iteration's budget that the decodes take (k + 1 each when speculating)."""

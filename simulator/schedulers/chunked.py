@@ -23,15 +23,11 @@ class ChunkedScheduler(Scheduler):
         self.prompt_chunk_cap = cap or self.max_num_batched_tokens
 
     def _fill_chunks(self, batch: Batch, now: float) -> None:
-        kv, chunk, reserve = self.kv, self.prompt_chunk_cap, bool(self.decoding)
-        budget = self.max_num_batched_tokens - self.decode_budget_tokens
-        for request in list(self.prefilling.values()):
-            n = min(chunk, request.prefill_tokens - request.prefilled, budget)
-            if n <= 0 or not self.fits_append(request, n, reserve):
-                return
-            kv.append(request.request_id, n)
-            batch.prefills.append((request, n, request.prefilled))
-            budget -= n
+        chunk, reserve = self.prompt_chunk_cap, bool(self.decoding)
+        budget, every_chunk = self.continue_chunks(batch, self.max_num_batched_tokens - self.decode_budget_tokens,
+                                                   reserve, chunk)
+        if not every_chunk:
+            return
         passed = [] if self.lora is not None else None  # requests whose adapter must wait for a GPU slot
         try:
             # as vLLM v1: no new admissions in an iteration that had to preempt (they would be the next victims)

@@ -54,17 +54,6 @@ class ContinuousScheduler(Scheduler):
         tokens = self._admitted_tokens(request, budget)
         return tokens > 0 and self.fits(request, tokens, reserve_growth)
 
-    def _continue_chunks(self, batch: Batch, budget: int, reserve_growth: bool) -> int:
-        """The next chunk of each prompt being chunked, within the budget; returns what is left of it."""
-        for request in list(self.prefilling.values()):
-            n = min(request.prefill_tokens - request.prefilled, budget)
-            if n <= 0 or not self.fits_append(request, n, reserve_growth):
-                break
-            self.kv.append(request.request_id, n)
-            batch.prefills.append((request, n, request.prefilled))
-            budget -= n
-        return budget
-
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
         passed = [] if self.lora is not None else None  # requests whose adapter must wait for a GPU slot
         try:
@@ -96,7 +85,7 @@ class ContinuousScheduler(Scheduler):
                 reserve = bool(self.decoding)  # leaving the decodes their next step: an admission they would evict
                 budget = self.max_num_batched_tokens  # at once is none
                 if self.prefilling:
-                    budget = self._continue_chunks(batch, budget, reserve)
+                    budget, _ = self.continue_chunks(batch, budget, reserve)
                 self._admit_prompts(batch, now, budget, reserve_growth=reserve)
                 if batch.prefills:
                     return batch
