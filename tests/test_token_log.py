@@ -29,6 +29,13 @@ def _recomputed(result):
     {"scheduler": {"kind": "chunked", "max_num_seqs": 16, "max_num_batched_tokens": 128, "max_model_len": 2048},
      "cost_model": {"kind": "roofline"}},
     {"kv_cache": {"kind": "paged", "block_size": 16, "num_gpu_blocks": 40}},  # preemptions
+    {"engine": "sglang", "cost_model": {"kind": "roofline"},  # held first tokens (7 of 50), preemptions (5)
+     "kv_cache": {"kind": "paged", "block_size": 16, "num_gpu_blocks": 150},
+     "scheduler": {"kind": "continuous", "max_num_seqs": 16, "max_model_len": 1024, "max_num_batched_tokens": 1024,
+                   "prefill_priority": True, "async_scheduling": True},
+     "workload": {"num_requests": 50, "arrival": {"kind": "poisson", "rate": 800.0},
+                  "input_tokens": {"kind": "uniform", "min": 10, "max": 600},
+                  "output_tokens": {"kind": "uniform", "min": 1, "max": 100}}},
     {"cluster": {"replicas": 3, "router": "round_robin", "fault_retries": 2,
                  "faults": [{"at_s": 0.6, "replica": 1, "kind": "crash", "duration_s": 0.5}]}},
 ])

@@ -206,9 +206,8 @@ def _build_pool(
         config = config.model_copy(update={"scheduler": sched})
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache
-    lora_cost = None
+    lora_cost, engine = None, load_engine(config.engine)
     if config.lora is not None:
-        engine = load_engine(config.engine)
         lora_cost = LoRACost(model, hardware, pool.tensor_parallel, config.lora.rank, config.lora.target_modules,
                              config.dtype, engine.compute_efficiency, engine.memory_efficiency)
     budget = kv_budget(
@@ -252,6 +251,7 @@ def _build_pool(
         replica.new_scheduler = lambda index=replica.index: new_scheduler(index)
         replica.lora_cost = lora_cost
         replica.async_scheduling = sched.async_scheduling
+        replica.holds_first_tokens = sched.async_scheduling and engine.prompt_batch_holds_outputs
     if pool.data_parallel > 1:  # the attention-DP ranks of each replica step together
         for first in range(0, len(replicas), pool.data_parallel):
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)

@@ -214,6 +214,12 @@ class EngineProfile(BaseModel):
         description="host time to dispatch one operation outside CUDA graphs (Python, op dispatch, kernel "
         "launch); an iteration with prompt chunks runs eagerly and takes at least its operations times this",
     )
+    prompt_batch_holds_outputs: bool = Field(
+        default=False,
+        description="with async scheduling, a batch's outputs are handed out only once the next batch is launched, "
+        "and a batch with prompt tokens (eager) is launched only as its GPU work ends (SGLang's overlap loop): the "
+        "first tokens of a prompt batch that another prompt batch follows leave at that one's end",
+    )
     frontend_ms_per_request: float = Field(
         default=0.0, ge=0, description="API-server work per request (HTTP, hand-off), serial per replica"
     )
