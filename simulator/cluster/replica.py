@@ -28,12 +28,13 @@ a batch's outputs out only once the next batch is launched, ``resolve_last_batch
 ``launch_done``, and a batch with prompt tokens runs eagerly, its launch done only as its GPU work ends): the first
 token of a prompt that completes in one piece of work leaves at the end of the next when that one has prompt
 tokens too (prefill-priority engines run prompt batches back to back), else at once. The request's first gap
-shrinks by as much, so TTFT plus its gaps is still its latency. On SGLang's H100 rows the measured TTFT exceeds the
-prediction without it by what the TPOT falls short of it times the output tokens — the same latency, the first
-token later (Qwen3-32B at TP 2, 16 clients, 1,024 / 128 tokens: 841 ms and 16.5 ms measured, 606 and 18.0 ms
-predicted without, 793 and 17.0 ms with it and the profile's fixed costs refitted). Decode tokens before a prompt batch are held the same way; they are left
-at their step's end here (their gaps keep their sizes, the stall counted in the gap after them instead of before),
-as are the tokens of a prompt that finishes with its first token and of a re-prefill after preemption.
+shrinks by as much, so TTFT plus its gaps is still its latency. Without it, SGLang's H100 rows measure a longer
+TTFT than predicted by what the predicted TPOT exceeds the measured one times the output tokens — the same latency,
+the first token later (Qwen3-32B at TP 2, 16 clients, 1,024 / 128 tokens: 841 ms and 16.5 ms measured, 606 and
+18.0 ms predicted without it, 793 and 17.0 ms with it and the profile's fixed costs refitted). Decode tokens before
+a prompt batch are held the same way; they are left at their step's end here (their gaps keep their sizes, the
+stall counted in the gap after them instead of before), as are the tokens of a prompt that finishes with its
+first token and of a re-prefill after preemption.
 
 Inter-token gaps: decoding requests are grouped by the time of their last token (the end of the last decode run, or
 the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
