@@ -351,7 +351,8 @@ def _validate_runs(args: argparse.Namespace) -> int:
     if args.report:
         _check_output_file(Path(args.report), "--report")
     frame = validate_runs(args.runs, model_dir, args.jobs,
-                          RunSettings(length_range=args.length_range, generation=args.generation))
+                          RunSettings(length_range=args.length_range, generation=args.generation,
+                                      client_connections=args.client_connections))
     if args.output:
         frame.to_csv(args.output, index=False)
     text = runs_report(frame, Path(args.plot) if args.plot else None)
@@ -817,6 +818,10 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--length-range", type=_length_range, metavar="LOW:HIGH",
                      help="with --runs: every request's prompt and output lengths uniform on [LOW, HIGH] times the "
                      "row's isl and osl (a benchmark client that draws lengths); default: exactly isl and osl")
+    val.add_argument("--client-connections", type=_positive_int, metavar="N",
+                     help="with --runs: the benchmark client's connection pool holds N connections, its requests "
+                     "timed from their send, the wait for a connection included (aiohttp's default session: 100); "
+                     "default: one per client")
     val.add_argument("--report", metavar="FILE", help="also write the report and its plot as self-contained HTML")
     val.set_defaults(func=_cmd_validate)
 

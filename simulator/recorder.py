@@ -136,7 +136,7 @@ class Recorder:
         self.peak_batch_tokens = [0] * num_replicas  # most tokens (prompt chunks + decodes) in one iteration
         self.prefill_tokens = 0  # prompt tokens computed, recomputation after preemption included
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
-        self.on_complete = None  # called with each finished or rejected request
+        self.on_complete: list = []  # called in turn with each finished or rejected request (clients, connections)
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
         self.adapter_totals: Counter = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
@@ -145,7 +145,8 @@ class Recorder:
         # the per-replica numbers above are filled in by the replicas when the simulation ends
 
     def request_done(self, request: Request) -> None:
-        """Record a finished or rejected request (and tell ``on_complete``, e.g. a closed-loop client)."""
+        """Record a finished or rejected request (and tell each of ``on_complete``: a client's connection pool, a
+        closed-loop client)."""
         self.requests.append(request)
-        if self.on_complete is not None:
-            self.on_complete(request)
+        for listener in self.on_complete:
+            listener(request)

@@ -169,6 +169,38 @@ def test_closed_loop_obeys_the_interactive_response_time_law(users):
         assert response_s > (2 + 20 + 9 * 5.2) / 1000  # users queue behind each other
 
 
+@pytest.mark.parametrize(("limits", "ttft_ms"), [
+    ({}, [42.0] * 4),
+    ({"client_connections": 2}, [22.0, 22.0, 44.0, 44.0]),
+    ({"max_concurrency": 2}, [22.0] * 4),
+])
+def test_a_client_connection_pool_counts_the_wait_for_a_connection(tmp_path, limits, ttft_ms):
+    """Four 100-token prompts of one output token at 0 s (prefill 2 ms + 0.1 ms per token). Unlimited: prefilled
+    together in 2 + 40 = 42 ms. Two client connections: two go out and end at 22 ms, the other two then, ending at
+    44 ms, their wait counted (sent at 0). ``max_concurrency`` 2 holds them back instead and sends them at 22 ms:
+    22 ms each from its send."""
+    from tests.test_lockstep import _trace
+
+    workload = {**_trace(tmp_path, [(0.0, 100, 1)] * 4), **limits}
+    rows = simulator.run(load_experiment(experiment(workload=workload))).requests.sort_values("request_id")
+    assert rows["ttft_ms"].to_numpy() == pytest.approx(ttft_ms)
+    assert rows["first_token_s"].to_numpy() * 1000 == pytest.approx([22.0, 22.0, 44.0, 44.0] if limits else [42.0] * 4)
+
+
+def test_closed_loop_clients_over_fewer_connections_wait_their_turn():
+    """Six clients without think time over two connections, fixed 100-token prompts of one output token: requests go
+    out in pairs, each pair's prefill 2 + 0.1 · 200 = 22 ms. A client's request waits for the two pairs ahead of it
+    (Little's law: 6 in the loop, 2 served per 22 ms), so past the first round each request's latency is 3 × 22 ms,
+    and never more than two requests run at once."""
+    workload = {"num_requests": 60, "client_connections": 2, "arrival": {"kind": "closed_loop", "users": 6},
+                "input_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 1}}
+    result = simulator.run(load_experiment(experiment(workload=workload)))
+    rows = result.requests.sort_values("request_id")
+    assert result.summary["completed"] == 60 and result.summary["peak_running"] <= 2
+    assert rows["e2el_ms"].to_numpy()[:6] == pytest.approx([22, 22, 44, 44, 66, 66])
+    assert rows["e2el_ms"].to_numpy()[6:] == pytest.approx(66.0)
+
+
 def test_max_concurrency_caps_the_requests_outstanding_and_counts_latency_from_the_send():
     """Arrivals far faster than the server with max_concurrency 2: never more than two requests running, every
     request completes, each is sent when an earlier one ends (in arrival order), and its TTFT is one unqueued

@@ -47,10 +47,13 @@ def test_think_time_separates_the_turns():
     assert (gaps >= 0).all() and gaps.mean() == pytest.approx(2.0, rel=0.1)
 
 
-def test_a_rejected_turn_ends_its_session_and_every_turn_is_counted():
-    """max_model_len 150: turn 3's 160-token prompt is rejected, and turn 4 after it, with that reason."""
+@pytest.mark.parametrize("connections", [None, 1])
+def test_a_rejected_turn_ends_its_session_and_every_turn_is_counted(connections):
+    """max_model_len 150: turn 3's 160-token prompt is rejected, and turn 4 after it, with that reason (over one
+    client connection too: a turn rejected at the client never held one)."""
     config = _sessions(num_sessions=2, turns=4)
     config["scheduler"]["max_model_len"] = 150
+    config["workload"]["client_connections"] = connections
     result = simulator.run(load_experiment(config))
     rows = result.requests.sort_values("request_id")
     assert len(rows) == 8 and result.summary["completed"] + result.summary["num_rejected"] == 8

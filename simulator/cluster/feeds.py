@@ -17,16 +17,17 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 import simpy
 
-from simulator.cluster.replica import Replica
-from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import ClosedLoopArrival
 from simulator.recorder import Recorder
 from simulator.request import FINISHED, REJECTED, Request
+
+Send = Callable[[Request], None]  # hands a request to the cluster: routes it to a replica of the entry pool
 
 
 class RequestFactory:
@@ -67,11 +68,8 @@ class RequestFactory:
 class ArrivalFeed:
     CHUNK = 4096
 
-    def __init__(
-        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
-        replicas: list[Replica],
-    ) -> None:
-        self.env, self.factory, self.router, self.replicas = env, factory, router, replicas
+    def __init__(self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, send: Send) -> None:
+        self.env, self.factory, self.send = env, factory, send
         due = factory.workload.arrival_s + delay_s
         # requests reach the server in due order (tokenization can reorder them); ties keep arrival order
         self._order = np.argsort(due, kind="stable") if np.any(np.diff(due) < 0) else None
@@ -115,21 +113,20 @@ class ArrivalFeed:
 
     def _arrive(self, request_id: int, sent_s: float, input_tokens: int, output_tokens: int, prefix, class_id) -> None:
         """A request reaches the server, sent by its client at ``sent_s``."""
-        request = self.factory.make(request_id, sent_s, input_tokens, output_tokens, prefix, class_id)
-        self.replicas[self.router.route(request)].submit(request)
+        self.send(self.factory.make(request_id, sent_s, input_tokens, output_tokens, prefix, class_id))
 
 
 class CappedArrivalFeed(ArrivalFeed):
     """:class:`ArrivalFeed` with at most ``cap`` requests outstanding (sent and not yet finished or rejected); the cap
     is checked when a request would reach the server (with a network delay, that much after its client sent it)."""
 
-    def __init__(self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
-                 replicas: list[Replica], recorder: Recorder, cap: int) -> None:
+    def __init__(self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, send: Send,
+                 recorder: Recorder, cap: int) -> None:
         self.cap, self.outstanding = cap, 0
         self._waiting: deque[tuple] = deque()  # (id, inputs, outputs, prefix, class) due while at the cap
         self._delays = delay_s
-        recorder.on_complete = self._ended
-        super().__init__(env, factory, delay_s, router, replicas)
+        recorder.on_complete.append(self._ended)
+        super().__init__(env, factory, delay_s, send)
 
     def _arrive(self, request_id: int, sent_s: float, *lengths_prefix_class) -> None:
         if self.outstanding < self.cap:
@@ -154,15 +151,15 @@ class ClosedLoopFeed:
     the workload's ``num_requests``."""
 
     def __init__(
-        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
-        replicas: list[Replica], recorder: Recorder, config: ClosedLoopArrival, rng: np.random.Generator,
+        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, send: Send, recorder: Recorder,
+        config: ClosedLoopArrival, rng: np.random.Generator,
     ) -> None:
-        self.env, self.factory, self.router, self.replicas = env, factory, router, replicas
+        self.env, self.factory, self.send = env, factory, send
         self.config, self.rng = config, rng
         self._delay = delay_s.tolist()  # client-side delay of each request (network, tokenization)
         self._sent = 0
         self._user_of: dict[int, int] = {}
-        recorder.on_complete = self._ended
+        recorder.on_complete.append(self._ended)
         users = min(config.users, factory.total)
         for user in range(users):
             self._after_think(user, user / config.users * config.ramp_s)
@@ -187,7 +184,7 @@ class ClosedLoopFeed:
         request = self.factory.make(request_id, sent_s, inputs[0], outputs[0],
                                     prefixes[0] if prefixes else None, classes[0] if classes else None)
         self._user_of[request_id] = user
-        self.replicas[self.router.route(request)].submit(request)
+        self.send(request)
 
     def _ended(self, request: Request) -> None:
         user = self._user_of.pop(request.request_id, None)
@@ -203,11 +200,10 @@ class SessionFeed:
     are rejected at once, with the reason, and so on to the session's end: every generated turn is accounted for."""
 
     def __init__(
-        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, router: Router,
-        replicas: list[Replica], recorder: Recorder, think_ms: float, rng: np.random.Generator,
-        fixed_think: bool = False,
+        self, env: simpy.Environment, factory: RequestFactory, delay_s: np.ndarray, send: Send, recorder: Recorder,
+        think_ms: float, rng: np.random.Generator, fixed_think: bool = False,
     ) -> None:
-        self.env, self.factory, self.router, self.replicas, self.recorder = env, factory, router, replicas, recorder
+        self.env, self.factory, self.send, self.recorder = env, factory, send, recorder
         workload = factory.workload
         self._sessions, self._turns = workload.sessions.tolist(), workload.turns.tolist()
         # a turn's requests are consecutive: [first, end) of each request's turn
@@ -220,7 +216,7 @@ class SessionFeed:
         self._broken: dict[int, str] = {}  # turns (by first request) with a rejected or failed request: its status
         self._delay = delay_s.tolist()
         self._think_s, self.rng, self._fixed = think_ms / 1000, rng, fixed_think
-        recorder.on_complete = self._ended
+        recorder.on_complete.append(self._ended)
         self._firsts = np.flatnonzero(workload.turns == 0).tolist()
         self._firsts = [i for i in self._firsts if self._first[i] == i]  # each session's first turn, in start order
         self._starts = workload.arrival_s[self._firsts].tolist()
@@ -250,8 +246,7 @@ class SessionFeed:
         """Send every request of the turn starting at ``first``."""
         self._left[first] = self._end[first] - first
         for request_id in range(first, self._end[first]):
-            request = self._request(request_id, sent_s)
-            self.replicas[self.router.route(request)].submit(request)
+            self.send(self._request(request_id, sent_s))
 
     def _ended(self, request: Request) -> None:
         first = self._first[request.request_id]

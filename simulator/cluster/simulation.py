@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from simulator.catalog import load_hardware, load_model
 from simulator.cluster.autoscaler import Autoscaler, cold_start_s
+from simulator.cluster.connections import ConnectionPool
 from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.faults import Faults
 from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory, SessionFeed
@@ -366,17 +367,23 @@ def simulate(
                                 len(workload.arrival_s), router)
         entry = autoscaler.entries
     arrival = config.workload.arrival
+
+    def send(request):
+        entry[router.route(request)].submit(request)
+
+    if config.workload.client_connections is not None:  # registers before the feed (simulator.cluster.connections)
+        send = ConnectionPool(config.workload.client_connections, send, recorder).send
     if config.workload.sessions is not None:
         sessions = config.workload.sessions
-        SessionFeed(env, factory, delay_s, router, entry, recorder, sessions.think_ms,
+        SessionFeed(env, factory, delay_s, send, recorder, sessions.think_ms,
                     np.random.default_rng(np.random.SeedSequence([config.seed, 5])), sessions.think == "fixed")
     elif arrival is not None and arrival.kind == "closed_loop":
-        ClosedLoopFeed(env, factory, delay_s, router, entry, recorder, arrival, np.random.default_rng(
+        ClosedLoopFeed(env, factory, delay_s, send, recorder, arrival, np.random.default_rng(
             np.random.SeedSequence([config.seed, 3])))
     elif config.workload.max_concurrency is not None:
-        CappedArrivalFeed(env, factory, delay_s, router, entry, recorder, config.workload.max_concurrency)
+        CappedArrivalFeed(env, factory, delay_s, send, recorder, config.workload.max_concurrency)
     else:
-        ArrivalFeed(env, factory, delay_s, router, entry)
+        ArrivalFeed(env, factory, delay_s, send)
     total = len(workload.arrival_s)
     bar = progress_bar(total, "run", "request", progress and total >= LONG_RUN)
     if not isinstance(bar, NoProgress):

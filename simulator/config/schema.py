@@ -878,6 +878,10 @@ class WorkloadConfig(Strict):
         default=None, ge=1, le=MAX_REQUESTS,
         description="open-loop arrivals: at most this many requests outstanding; the others wait at the client and "
         "are sent when one ends (vLLM bench's --max-concurrency: latencies count from the send)")
+    client_connections: int | None = Field(
+        default=None, ge=1, le=MAX_REQUESTS,
+        description="the client's connection pool: at most this many requests on the wire; the others wait for a "
+        "connection, their latencies counted from their send, the wait included (aiohttp's default session: 100)")
     sessions: SessionsConfig | None = Field(
         default=None, description="multi-turn sessions: num_requests counts sessions, the arrival their starts")
     dataset: DatasetConfig | None = Field(

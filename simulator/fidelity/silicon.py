@@ -152,6 +152,9 @@ class RunSettings:
     # each request's prompt and output lengths uniform on [low·isl, high·isl] and [low·osl, high·osl] (a client
     # that draws lengths, e.g. a random dataset's range ratio); None: every request exactly isl and osl
     length_range: tuple[float, float] | None = None
+    # the client's connection pool (``workload.client_connections``): a client of fewer connections than clients
+    # runs at most this many requests, the others' TTFT holding their wait (docstring); None: one per client
+    client_connections: int | None = None
     engines: tuple[tuple[str, str], ...] = ()  # engine profile a row runs (:func:`row_engine`) -> another (name/path)
     # price the rows' GPU with this generation's fitted parameters instead of its own (``<gpu>@<generation>``,
     # :func:`simulator.catalog.hardware.load_hardware`): what a GPU without measurements can expect; None: its own
@@ -344,6 +347,7 @@ def row_experiment(
             "arrival": {"kind": "closed_loop", "users": users, "think_ms": settings.client_jitter_ms},
             "input_tokens": request_lengths(isl, settings.length_range),
             "output_tokens": request_lengths(osl, settings.length_range),
+            "client_connections": settings.client_connections,
         },
         # the recipe's max_batch_size (per rank); the rest: the engine's server defaults (config loader)
         "scheduler": {"max_model_len": longest(isl, settings.length_range) + longest(osl, settings.length_range),
