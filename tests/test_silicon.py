@@ -277,17 +277,20 @@ def test_every_h100_row_is_ok_or_unsupported_with_a_reason(shared_data):
 
 def test_the_slice_table_gives_the_bias_beside_the_errors():
     """Two rows of one slice predicted 20% too slow and 10% too fast: median absolute error 15%, bias (the median
-    signed error) +5%; a row that did not run counts in ``rows`` only."""
+    signed error) +5%; a row that did not run counts in ``rows`` only. Their latencies (11 outputs): 100 + 10 · 10
+    = 200 ms measured against 120 + 10 · 8 = 200 predicted (0%), 300 against 180 + 10 · 10 = 280 (−6.7%): the
+    latency's bias −3.3%, while TTFT's is +5% and TPOT's −10%."""
     from simulator.fidelity.silicon import slice_table
 
     frame = pd.DataFrame({"system": "h100_sxm", "backend": "vllm", "engine": "vllm", "model_path": "m", "mode": "agg",
-                          "subset": "fit", "status": ["ok", "ok", "unsupported: x"],
+                          "subset": "fit", "status": ["ok", "ok", "unsupported: x"], "osl": ["11", "11", "11"],
                           "silicon_ttft_ms": [100.0, 200.0, 50.0], "predicted_ttft_ms": [120.0, 180.0, np.nan],
-                          "silicon_tpot_ms": [10.0, 10.0, 5.0], "predicted_tpot_ms": [10.0, 10.0, np.nan],
-                          "ttft_error": [0.2, 0.1, np.nan], "tpot_error": [0.0, 0.0, np.nan]})
+                          "silicon_tpot_ms": [10.0, 10.0, 5.0], "predicted_tpot_ms": [8.0, 10.0, np.nan],
+                          "ttft_error": [0.2, 0.1, np.nan], "tpot_error": [0.2, 0.0, np.nan]})
     row = slice_table(frame).iloc[0]
     assert (row["rows"], row["ok"]) == (3, 2)
-    assert (row["ttft_median_pct"], row["ttft_bias_pct"], row["tpot_bias_pct"]) == (15.0, 5.0, 0.0)
+    assert (row["ttft_median_pct"], row["ttft_bias_pct"], row["tpot_bias_pct"]) == (15.0, 5.0, -10.0)
+    assert row["e2e_bias_pct"] == pytest.approx(-3.3)
 
 
 def test_vllm_and_trtllm_rows_run_with_the_benchmark_recipes_token_budget():

@@ -470,11 +470,17 @@ SLICE = ["system", "backend", "engine", "model_path", "mode", "subset"]
 
 def slice_table(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """Rows, rows ok, and per slice the median / p90 absolute percentage error of TTFT and TPOT and their bias: the
-    median signed error, predicted / measured − 1 (positive: predicted too slow)."""
+    median signed error, predicted / measured − 1 (positive: predicted too slow); and the bias of a request's
+    latency, TTFT + (osl − 1) · TPOT — near 0 while TTFT's and TPOT's are not, the split between them is off, not
+    the speed (a first token that leaves earlier or later than the engine hands it out)."""
     by = by or SLICE
     ok = frame[frame["status"] == "ok"].copy()
     for metric in ("ttft", "tpot"):
         ok[f"{metric}_signed"] = ok[f"predicted_{metric}_ms"] / pd.to_numeric(ok[f"silicon_{metric}_ms"]) - 1
+    decode_steps = pd.to_numeric(ok["osl"]) - 1
+    ok["e2e_signed"] = ((ok["predicted_ttft_ms"] + decode_steps * ok["predicted_tpot_ms"])
+                        / (pd.to_numeric(ok["silicon_ttft_ms"]) + decode_steps * pd.to_numeric(ok["silicon_tpot_ms"]))
+                        - 1)
     grouped = ok.groupby(by)
     table = pd.DataFrame({"rows": frame.groupby(by).size()})
     table["ok"] = grouped.size()
@@ -482,6 +488,7 @@ def slice_table(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFram
         table[f"{metric}_median_pct"] = grouped[f"{metric}_error"].median() * 100
         table[f"{metric}_p90_pct"] = grouped[f"{metric}_error"].quantile(0.9) * 100
         table[f"{metric}_bias_pct"] = grouped[f"{metric}_signed"].median() * 100
+    table["e2e_bias_pct"] = grouped["e2e_signed"].median() * 100
     return table.fillna({"ok": 0}).astype({"ok": int}).round(1)
 
 
