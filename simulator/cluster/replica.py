@@ -505,18 +505,22 @@ class Replica:
 
     def _release_first_tokens(self, at: float) -> None:
         """The held first tokens leave at ``at`` (at or after the end of the work that produced them): their
-        requests' first and last token times, and their gap group, move there."""
+        requests' first and last token times move there, and the gap group of those still decoding here (one
+        preempted by the batch just formed has left its group: :meth:`_forget`)."""
         held, self._held = self._held, []
         groups = self._gap_groups
         for request in held:
-            if at != request.first_token_s:
+            if at == request.first_token_s:
+                continue
+            if request.gap_run >= 0:
                 remaining = groups[request.gap_key] - 1
                 if remaining:
                     groups[request.gap_key] = remaining
                 else:
                     del groups[request.gap_key]
-                request.first_token_s = request.last_token_s = request.gap_key = at
+                request.gap_key = at
                 groups[at] = groups.get(at, 0) + 1
+            request.first_token_s = request.last_token_s = at
         if self.tokens is not None:
             self.tokens.record(self.index, at, at, (0.0, 0.0, 0, 0), 0, [], [r.request_id for r in held])
 
