@@ -9,6 +9,7 @@ Inter-token gaps go into a :class:`~simulator.histogram.LogHistogram` per decode
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -136,7 +137,8 @@ class Recorder:
         self.peak_batch_tokens = [0] * num_replicas  # most tokens (prompt chunks + decodes) in one iteration
         self.prefill_tokens = 0  # prompt tokens computed, recomputation after preemption included
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
-        self.on_complete: list = []  # called in turn with each finished or rejected request (clients, connections)
+        # called in turn with each finished or rejected request (a client's connection pool, its clients)
+        self.on_complete: list[Callable[[Request], None]] = []
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
         self.adapter_totals: Counter = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
