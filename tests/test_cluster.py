@@ -223,3 +223,35 @@ def test_max_concurrency_caps_the_requests_outstanding_and_counts_latency_from_t
         simulator.load({"model": "llama-3-8b", "hardware": "h100-sxm", "workload": {
             "num_requests": 4, "max_concurrency": 2, "arrival": {"kind": "closed_loop", "users": 2},
             "input_tokens": {"kind": "fixed", "value": 8}, "output_tokens": {"kind": "fixed", "value": 8}}})
+
+
+@pytest.mark.parametrize("policy", ["max_utilization", "guaranteed_no_evict"])
+def test_guaranteed_no_evict_admits_whole_lengths_and_never_preempts(tmp_path, policy):
+    """Eight requests at 0 s of 100 prompt and 300 output tokens (399 KV tokens at the end: 25 blocks of 16) on a
+    pool of 100 blocks. guaranteed_no_evict (TensorRT-LLM's default) admits four — their whole lengths fill the
+    pool — which prefill together (2 + 0.1 · 400 = 42 ms) and decode 299 steps of 5 + 0.2 · 4 = 5.8 ms, ending at
+    1,776.2 ms; the other four start then (TTFT 1,776.2 + 42 ms) and nothing is preempted. max_utilization (vLLM's
+    way) admits on the blocks free now, runs more at once and preempts as they grow."""
+    from tests.test_lockstep import _trace
+
+    config = experiment(workload=_trace(tmp_path, [(0.0, 100, 300)] * 8),
+                        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 100},
+                        scheduler={"kind": "continuous", "max_num_seqs": 16, "max_model_len": 2048,
+                                   "capacity_policy": policy})
+    result = simulator.run(load_experiment(config))
+    rows = result.requests.sort_values("request_id")
+    assert result.summary["completed"] == 8
+    if policy == "guaranteed_no_evict":
+        assert result.summary["num_preemptions"] == 0 and result.summary["peak_running"] == 4
+        assert rows["ttft_ms"].to_numpy() == pytest.approx([42.0] * 4 + [1776.2 + 42.0] * 4)
+        assert rows["e2el_ms"].to_numpy()[:4] == pytest.approx(1776.2)
+    else:
+        assert result.summary["num_preemptions"] > 0 and result.summary["peak_running"] > 4
+
+
+def test_guaranteed_no_evict_needs_a_paged_cache():
+    config = experiment(kv_cache={"kind": "contiguous", "block_size": 16, "num_gpu_blocks": 256},
+                        scheduler={"kind": "continuous", "max_num_seqs": 16, "max_model_len": 2048,
+                                   "capacity_policy": "guaranteed_no_evict"})
+    with pytest.raises(ConfigError, match=r"guaranteed_no_evict needs kv_cache\.kind: paged"):
+        simulator.run(load_experiment(config))

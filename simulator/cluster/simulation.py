@@ -234,6 +234,10 @@ def _build_pool(
     if getattr(sched, "speculative", None) is not None and kv_cfg.kind != "paged":
         raise ConfigError(f"scheduler.speculative: needs kv_cache.kind: paged (drafted tokens take KV blocks), "
                           f"got {kv_cfg.kind!r}")
+    if sched.capacity_policy == "guaranteed_no_evict" and kv_cfg.kind != "paged":
+        raise ConfigError(f"scheduler.capacity_policy: guaranteed_no_evict needs kv_cache.kind: paged (a contiguous "
+                          f"cache reserves its slabs by kv_cache.reserve), got {kv_cfg.kind!r}")
+
     def new_scheduler(index: int) -> Scheduler:
         """An empty scheduler and KV pool for replica ``index`` (also what a crashed replica restarts with)."""
         scheduler = scheduler_cls(

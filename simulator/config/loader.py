@@ -160,7 +160,15 @@ def _apply_server_defaults(data: dict[str, Any]) -> None:
         if given is None:
             data[section] = defaults
         elif isinstance(given, dict) and given.get("kind", defaults.get("kind")) == defaults.get("kind"):
+            for pair in ALTERNATIVES:  # the experiment's choice of one excludes the default's other
+                if any(key in given for key in pair):
+                    defaults = {key: value for key, value in defaults.items() if key not in pair}
             data[section] = {**defaults, **given}
+
+
+# settings of which a section takes one: the KV pool as a share of the GPU (vLLM, SGLang) or of what is left free
+# (TensorRT-LLM)
+ALTERNATIVES = (("gpu_memory_utilization", "free_memory_fraction"),)
 
 
 KINDS = (  # files of another kind: their name, the top-level keys only they have, and the command that runs them

@@ -359,6 +359,13 @@ class SchedulerBase(Strict):
         "TensorRT-LLM's overlap scheduler, SGLang's overlap schedule): a request arriving during a step joins one "
         "step later",
     )
+    capacity_policy: Literal["max_utilization", "guaranteed_no_evict"] = Field(
+        default="max_utilization",
+        description="admission under KV pressure: max_utilization (vLLM's way) admits on the blocks free now and "
+        "preempts when running requests cannot grow; guaranteed_no_evict (TensorRT-LLM's default capacity "
+        "scheduler) admits a request only when the blocks of its whole length (prompt + output) fit beside what "
+        "every running request will hold at its end, so none is ever preempted",
+    )
     watermark: float = Field(
         default=0.01, ge=0, lt=1,
         description="fraction of the KV blocks that admitting a request must leave free while others run (vLLM's "

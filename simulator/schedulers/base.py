@@ -99,6 +99,9 @@ class Scheduler(ABC):
         self.swap_capacity_tokens = swap_capacity_tokens if config.preemption == "swap" else 0
         self.swapped_tokens = 0  # KV tokens in host memory
         self.watermark_blocks = int(getattr(config, "watermark", 0.0) * kv.num_blocks)
+        # guaranteed_no_evict: the blocks every request holding KV here will hold at its end (prompt + output)
+        self.no_evict = getattr(config, "capacity_policy", "max_utilization") == "guaranteed_no_evict"
+        self.committed_blocks = 0
         self.on_remote_admit: Callable[[Request], None] | None = None  # disaggregated: a prefill replica's KV taken
         self.lora: AdapterSlots | None = None  # LoRA adapters (simulator.schedulers.lora), set by the replica's pool
 
@@ -258,6 +261,8 @@ class Scheduler(ABC):
                 self.kv.free(request.request_id)
             request.status = FINISHED
             request.finish_s = now
+            if self.no_evict:
+                self.committed_blocks -= self.kv.blocks_for(request.total_tokens)
         if self.lora is not None:
             for request in finished:
                 self.lora.leave(request.adapter)
@@ -277,6 +282,8 @@ class Scheduler(ABC):
         that could not take its next step would only be swapped out again. (Both the placement that will happen and
         one more token are checked: a contiguous allocator places a slab of exactly the tokens it is given.)"""
         kv, tokens, final = self.kv, request.swapped_tokens, request.total_tokens
+        if self.no_evict and not self._commitment_fits(request):
+            return False
         if self.speculative:
             positions = self.speculative.num_speculative_tokens + 1
             return self._fits_beside_speculation(kv.blocks_for(tokens + positions))
@@ -289,6 +296,8 @@ class Scheduler(ABC):
         its KV comes back during this iteration."""
         self.waiting.popleft()
         self.kv.allocate(request.request_id, request.swapped_tokens, final_tokens=request.total_tokens)
+        if self.no_evict:
+            self.committed_blocks += self.kv.blocks_for(request.total_tokens)
         request.status = RUNNING
         if self.lora is not None:
             self.lora.join(request.adapter)
@@ -305,6 +314,9 @@ class Scheduler(ABC):
         leaving the decodes room for their next step) and, while other requests run, leave ``watermark`` of the
         blocks free (counted without prefix-cache hits: conservative)."""
         kv = self.kv
+        if self.no_evict:  # its whole length beside the running requests' whole lengths; the blocks for now too
+            return self._commitment_fits(request) and kv.can_allocate(
+                tokens, final_tokens=request.total_tokens, prefix=request.prefix)
         if self.watermark_blocks and (self.prefilling or self.decoding) and (
             kv.free_blocks + tokens // -kv.block_size < self.watermark_blocks  # free − blocks for the tokens
         ):
@@ -312,6 +324,11 @@ class Scheduler(ABC):
         if self.speculative and reserve_growth:
             return self._fits_beside_speculation(kv.blocks_for(tokens))
         return kv.can_allocate(tokens, reserve_growth, final_tokens=request.total_tokens, prefix=request.prefix)
+
+    def _commitment_fits(self, request: Request) -> bool:
+        """guaranteed_no_evict: the blocks of ``request``'s whole length fit beside the running requests' whole
+        lengths (prefix-cache hits not counted: conservative)."""
+        return self.committed_blocks + self.kv.blocks_for(request.total_tokens) <= self.kv.num_blocks
 
     def pass_over_lora_blocked(self, passed: list[Request]) -> bool:
         """vLLM's max_loras rule at the head of the queue: while the head's adapter would exceed the GPU slots, move
@@ -336,6 +353,8 @@ class Scheduler(ABC):
         cached = self.kv.allocate(
             request.request_id, tokens, final_tokens=request.total_tokens, prefix=request.prefix
         )
+        if self.no_evict:
+            self.committed_blocks += self.kv.blocks_for(request.total_tokens)
         request.cached_tokens = cached
         request.status = RUNNING
         if self.lora is not None:
@@ -452,6 +471,8 @@ class Scheduler(ABC):
             del self.prefilling[victim.request_id]
             victim.prefilled = 0
         self.kv.free(victim.request_id)
+        if self.no_evict:
+            self.committed_blocks -= self.kv.blocks_for(victim.total_tokens)
         if self.lora is not None:
             self.lora.leave(victim.adapter)
         victim.status = WAITING
