@@ -47,6 +47,16 @@ def test_a_section_of_the_same_or_no_kind_keeps_its_own_keys_and_another_kind_is
     assert own.kv_cache.kind == "contiguous"
 
 
+def test_tensorrt_llm_sizes_its_pool_from_free_memory_and_admits_whole_lengths():
+    """trtllm-serve: KV in free_gpu_memory_fraction 0.9 of the memory left after the weights, its capacity scheduler
+    GUARANTEED_NO_EVICT; an experiment that sizes the pool vLLM's way instead gets that alone, not both."""
+    trt = _load(engine="trtllm", scheduler=None, kv_cache=None)
+    assert (trt.kv_cache.free_memory_fraction, trt.scheduler.capacity_policy) == (0.9, "guaranteed_no_evict")
+    own = _load(engine="trtllm", scheduler=None, kv_cache={"kind": "paged", "gpu_memory_utilization": 0.8})
+    assert (own.kv_cache.free_memory_fraction, own.kv_cache.gpu_memory_utilization) == (None, 0.8)
+    assert _load(engine="vllm", scheduler=None, kv_cache=None).scheduler.capacity_policy == "max_utilization"
+
+
 def _checkpoint(folder, quantization: dict) -> str:
     """A small Llama-style config.json in ``folder`` with a ModelOpt ``hf_quant_config.json`` of ``quantization``
     beside it."""
