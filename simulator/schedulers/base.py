@@ -312,9 +312,11 @@ class Scheduler(ABC):
     def fits(self, request: Request, tokens: int, reserve_growth: bool = False) -> bool:
         """Whether the allocator could admit ``request`` with KV for its first ``tokens`` now (``reserve_growth``:
         leaving the decodes room for their next step) and, while other requests run, leave ``watermark`` of the
-        blocks free (counted without prefix-cache hits: conservative)."""
+        blocks free (counted without prefix-cache hits: conservative). Under ``guaranteed_no_evict``: whether its
+        whole length fits beside the running requests' whole lengths, and its first ``tokens`` in the blocks free
+        now (the decodes' growth is reserved already, the watermark moot)."""
         kv = self.kv
-        if self.no_evict:  # its whole length beside the running requests' whole lengths; the blocks for now too
+        if self.no_evict:
             return self._commitment_fits(request) and kv.can_allocate(
                 tokens, final_tokens=request.total_tokens, prefix=request.prefix)
         if self.watermark_blocks and (self.prefilling or self.decoding) and (
