@@ -115,15 +115,16 @@ ATTENTION_GRID: dict[str, list[float]] = {
 # bytes and rows, trade off), which takes more rounds
 ATTENTION_DESCENT = {"rounds": 20, "diagonal": True}
 # one framework's kernels: its decode kernel's fixed cost apart from its prefill kernel's (another kernel, which also
-# combines its split-KV partials) and the HBM fraction it streams the KV cache at apart from the GEMMs' (the pooled
-# fit keeps one fixed cost for both and the GEMMs' streaming: it prices the kernels no framework's fit covers), over
-# wider ranges (MLA's absorbed decode reaches half the peak and more; fp8 caches dequantised in registers stream at a
-# fraction of the bandwidth), and the rate one (sequence, KV head) block streams at (0: no limit, then 5 GB/s
-# doubling every two steps: TensorRT-LLM's A100 MLA decode, without split-KV, streams a sequence at ~10 GB/s)
+# combines its split-KV partials) and the HBM fraction it streams the KV cache at apart from the GEMMs' (the pooled fit
+# keeps one fixed cost for both and the GEMMs' streaming: it prices the kernels no framework's fit covers), over wider
+# ranges (MLA's absorbed decode reaches half the peak and more; SGLang's MLA prefill, over heads decompressed to width
+# 192, a fifth of it; fp8 caches dequantised in registers stream at a fraction of the bandwidth), and the rate one
+# (sequence, KV head) block streams at (0: no limit, then 5 GB/s doubling every two steps: TensorRT-LLM's A100 MLA
+# decode, without split-KV, streams a sequence at ~10 GB/s)
 FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
-    **ATTENTION_GRID, "attention_io_efficiency": _steps(0.05, 0.95, 0.01),
-    "prefill_attention_ns_per_tile": _steps(0.0, 60.0, 0.25), "decode_attention_efficiency": _steps(0.02, 0.90, 0.01),
-    "decode_attention_ns_per_head": _steps(0.0, 120.0, 0.5),
+    **ATTENTION_GRID, "attention_efficiency": _steps(0.10, 0.90, 0.01),
+    "attention_io_efficiency": _steps(0.05, 0.95, 0.01), "prefill_attention_ns_per_tile": _steps(0.0, 60.0, 0.25),
+    "decode_attention_efficiency": _steps(0.02, 0.90, 0.01), "decode_attention_ns_per_head": _steps(0.0, 120.0, 0.5),
     "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
     "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01),
     "decode_attention_block_gb_per_s": [0.0, *(round(5 * 2 ** (i / 2)) for i in range(20))]}
