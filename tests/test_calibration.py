@@ -168,25 +168,30 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
     window, the decode kernel's fixed cost and KV streaming rate apart from the prefill kernel's and the GEMMs',
     another decode kernel over the fp8 cache (slower streaming, a lower cost per KV head; the prefill kernel the
-    16-bit one, which the fit over fp8 timings finds again), a decode cost per query head within a KV head's block
-    besides the block's own (the groups of 1, 4 and 32 tell the two apart), a group of 64 beyond the kernel's
-    largest (32, which TensorRT-LLM's profile states) run by a fallback kernel at 0.08 ns per (query head, token),
-    and a prefill cost per query row and per query tile
-    (prompts of 200 and 16 tokens, which are not whole tiles, tell the two apart): fitted back to those values from
-    the generation's pooled ones, with no error left."""
-    from simulator.fidelity.kernel_fit import FRAMEWORK_MHA_GRID, fit_framework_attention
+    16-bit one, which the fit over fp8 timings finds again), a decode cost per query-head row within a KV head's
+    block besides the block's own, in whole tiles of 16 of which the block's own cost covers the first (the groups
+    of 4 and 32, one tile and two, tell the two apart), a multi-head kernel of its own for one query head per block
+    at 6 ns per (sequence, head) (the group of 1), which also runs a group of 64 beyond the grouped kernel's largest
+    (32; TensorRT-LLM's profile states both, and the tile) as a fallback at 0.08 ns per (query head, token), and a
+    prefill cost per query row and per query tile (prompts of 200 and 16 tokens, which are not whole query tiles,
+    tell the two apart): fitted back to those values from the generation's pooled ones and the profile's multi-head
+    cost, with no error left."""
+    from simulator.fidelity.kernel_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention
 
-    truth = {**ATTENTION_TRUTH, "decode_attention_max_group": 32, "decode_attention_ns_per_query_token": 0.08}
-    eight_bit = {**ATTENTION_8_BIT_DECODE, "decode_attention_ns_per_query_head": 0.5}
+    truth = {**ATTENTION_TRUTH, "decode_attention_max_group": 32, "decode_attention_query_tile": 16,
+             "decode_attention_ns_per_query_token": 0.08, "decode_attention_mha_ns_per_head": 6.0}
+    eight_bit = {**ATTENTION_8_BIT_DECODE, "decode_attention_ns_per_query_head": 0.5,
+                 "decode_attention_mha_ns_per_head": 3.0}
     write_timed_tables(tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0", "attention", truth, eight_bit,
                        lambda model, phase: attention_rows(model, phase, (*ATTENTION_SHAPES, (64, 1, 0))))
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
-    # the fp8 kernels' fit states the fields it fits; the largest group is the 16-bit entry's, which they share
-    over_8bit = {key: value for key, value in {**truth, **eight_bit}.items() if key != "decode_attention_max_group"}
+    # the fp8 kernels' fit states the fields it fits; which kernel runs which group is the 16-bit entry's, shared
+    over_8bit = {key: value for key, value in {**truth, **eight_bit}.items() if key not in DISPATCH_FIELDS}
     assert fitted.pop("kv_8bit") == pytest.approx(over_8bit)
     assert fitted == pytest.approx(truth)
     # no prefill fallback stated: its cost is not fitted
-    assert set(fitted) == {*FRAMEWORK_MHA_GRID, "decode_attention_max_group"} - {"prefill_fallback_efficiency"}
+    assert set(fitted) == ({*FRAMEWORK_MHA_GRID, "decode_attention_max_group", "decode_attention_query_tile"}
+                           - {"prefill_fallback_efficiency"})
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
 
 

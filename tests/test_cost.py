@@ -569,6 +569,36 @@ def test_a_decode_group_beyond_the_kernels_largest_runs_its_fallback_per_query_h
     assert slope == pytest.approx(2 * 48 * 0.08e-9)
 
 
+def test_a_decode_kernels_query_tiles_and_its_multi_head_kernel():
+    """``decode_attention_query_tile`` (TensorRT-LLM's XQA: a group's query heads as 16-row MMA tiles) and
+    ``decode_attention_mha_ns_per_head`` (its masked multi-head kernel for one query head per block, and for groups
+    above ``decode_attention_max_group``), by hand at 31 ns a block, 1.1 ns a row of each further tile, 8.5 ns a
+    multi-head (sequence, head), per sequence: groups of 2 and 16 one tile, 8 × 31 and 2 × 31 ns; a group of 17 and
+    of 32 two tiles, 2 × (31 + 16 × 1.1) and 1 × (31 + 16 × 1.1) ns; multi-head 32 × 8.5; a group of 64 beyond 32
+    64 × 8.5. Without them (the pooled fit), a block and each query head pay: KV heads × 31 + heads × 1.1. In a
+    decode step the same per sequence and layer (the step stays affine in the context sum)."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.roofline import RooflineCostModel
+
+    costs = {"decode_attention_ns_per_head": 31.0, "decode_attention_ns_per_query_head": 1.1}
+    pooled = load_hardware("h100-sxm").model_copy(update=costs)
+    trt = pooled.model_copy(update={"decode_attention_query_tile": 16, "decode_attention_mha_ns_per_head": 8.5,
+                                    "decode_attention_max_group": 32})
+    for heads, kv_heads, by_hand in ((16, 8, 8 * 31), (32, 2, 2 * 31), (34, 2, 2 * (31 + 16 * 1.1)),
+                                     (32, 1, 31 + 16 * 1.1), (32, 32, 32 * 8.5), (64, 1, 64 * 8.5)):
+        assert AttentionModel(trt).decode_block_cost(heads, kv_heads) == pytest.approx(by_hand * 1e-9)
+        assert AttentionModel(pooled).decode_block_cost(heads, kv_heads) == pytest.approx(
+            (kv_heads * 31 + heads * 1.1) * 1e-9)
+    # a kernel of 4 sequences: the blocks' cost 4 × theirs beside the same streaming
+    difference = (AttentionModel(trt).kernel_times("decode", 4, 1000, 32, 8, 128, 0)
+                  - AttentionModel(pooled).kernel_times("decode", 4, 1000, 32, 8, 128, 0))
+    assert difference == pytest.approx(4 * (8 * 31 - (8 * 31 + 32 * 1.1)) * 1e-9)
+    model, tp, decodes = load_model("llama-3-8b"), 2, 24  # 32 query heads, 8 KV heads: 16 and 4 per GPU, one tile
+    a0, c0 = RooflineCostModel(model, pooled, tp).decode_step_coefficients(decodes)
+    a1, c1 = RooflineCostModel(model, trt, tp).decode_step_coefficients(decodes)
+    assert c1 == c0 and a0 - a1 == pytest.approx(decodes * model.num_layers * 16 * 1.1e-9)
+
+
 def test_a_prefill_fallback_kernel_computes_every_causal_pair_at_its_own_rate(tmp_path):
     """``prefill_fallback_head_dim`` / ``prefill_fallback_window_head_dim`` (SGLang's H100 prefill of head width
     512, or 256 under a window): such a prefill computes every causal pair at ``prefill_fallback_efficiency`` of the

@@ -88,6 +88,7 @@ FITTED_FIELDS = (
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
     "decode_attention_max_group", "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
+    "decode_attention_query_tile", "decode_attention_mha_ns_per_head",
     "prefill_fallback_head_dim", "prefill_fallback_window_head_dim", "prefill_fallback_efficiency",
     "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
@@ -154,6 +155,14 @@ class HardwareSpec(BaseModel):
     decode_attention_max_group: int = Field(
         default=0, ge=0, description="decode attention: the most query heads per KV head its kernel serves from one "
         "read of the KV head; a larger group runs a fallback kernel (decode_attention_ns_per_query_token); 0: any")
+    decode_attention_query_tile: int = Field(
+        default=0, ge=0, description="decode attention: the rows of the matrix-multiply tiles its kernel computes a "
+        "KV head's query heads in (a block's first tile is in decode_attention_ns_per_head, every row of its further "
+        "tiles pays decode_attention_ns_per_query_head); 0: every query head pays it")
+    decode_attention_mha_ns_per_head: float | None = Field(
+        default=None, ge=0, description="decode attention: per (sequence, query head) of the kernel that runs one "
+        "query head per block (multi-head attention, and groups above decode_attention_max_group), instead of the "
+        "grouped kernel's block costs; None: that kernel is the grouped one")
     decode_attention_ns_per_query_token: float = Field(
         default=0.0, ge=0, description="decode attention's fallback kernel (groups above decode_attention_max_group):"
         " per (query head, cached token, 128 elements of head width), whole-GPU ns")

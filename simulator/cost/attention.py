@@ -27,15 +27,21 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   MLA decode, without split-KV, streams one sequence's latent cache at ~10 GB/s),
   plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel schedules and
   ``decode_attention_ns_per_query_head`` for every (sequence, query head) within them (a block's work on each of its
-  group's query heads: TensorRT-LLM's kernels, whose multi-head blocks cost less than their grouped ones; 0 for the
-  pooled fit). A kernel that serves at most ``decode_attention_max_group`` query heads per KV head from one read of
-  it (0: any) runs a fallback kernel for larger groups, priced per cached token at
-  ``decode_attention_ns_per_query_token`` for every query head and 128 elements of its width instead of the
+  group's query heads; 0 for the pooled fit) — where the kernel computes a group's query heads as the rows of
+  matrix-multiply tiles of ``decode_attention_query_tile`` rows, a block's first tile is in its own cost and every
+  row of its further tiles pays, (ceil(H / G / tile) − 1) · tile per KV head (TensorRT-LLM's XQA: one tile of 16
+  rows costs the same for groups of 2 to 16; on H100 a block of a group of 2–12 costs 37–39 ns in its tables at
+  short contexts, 16 costs 41, 24–32 cost 53–57). A kernel that serves at most ``decode_attention_max_group`` query
+  heads per KV head from one read of it (0: any) runs a fallback kernel for larger groups, priced per cached token
+  at ``decode_attention_ns_per_query_token`` for every query head and 128 elements of its width instead of the
   streaming above: TensorRT-LLM's XQA kernels serve groups of up to 32 query heads at the cost of one KV head's
-  read, while its timings of groups of 48–128 (multi-query attention with many heads) grow with the query heads,
-  the same over an fp8 cache as over bf16 and for head widths 64 and 128 (~0.08 ns per (query head, token) on
-  H100), as a kernel bound by its work per query head and not by the bytes it reads. A decode step of a batch is
-  therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
+  read, while its timings of groups of 48–128 (multi-query attention with many heads) grow with the query heads, the
+  same over an fp8 cache as over bf16 and for head widths 64 and 128 (~0.08 ns per (query head, token) on H100), as
+  a kernel bound by its work per query head and not by the bytes it reads. Where
+  ``decode_attention_mha_ns_per_head`` is set, one query head per block — multi-head attention, and that fallback
+  — runs another kernel (TensorRT-LLM's masked multi-head attention), which pays it per (sequence, query head)
+  instead of the grouped kernel's block costs (~10 ns on H100 against ~38 for an XQA block). A decode step of a
+  batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
@@ -77,8 +83,9 @@ class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
     __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops",
-                 "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "max_group", "overhead", "p",
-                 "per_head", "per_query_head", "per_query_token", "per_row", "per_tile", "prefill_flops", "v")
+                 "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "max_group", "mha_per_head",
+                 "overhead", "p", "per_head", "per_query_head", "per_query_token", "per_row", "per_tile",
+                 "prefill_flops", "query_tile", "v")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -100,6 +107,9 @@ class AttentionModel:
         self.per_head = hardware.decode_attention_ns_per_head * 1e-9
         self.per_query_head = hardware.decode_attention_ns_per_query_head * 1e-9
         self.max_group = hardware.decode_attention_max_group
+        self.query_tile = hardware.decode_attention_query_tile
+        mha = hardware.decode_attention_mha_ns_per_head
+        self.mha_per_head = None if mha is None else mha * 1e-9
         self.per_query_token = hardware.decode_attention_ns_per_query_token * 1e-9
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
@@ -154,6 +164,24 @@ class AttentionModel:
         fallback = heads * np.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token
         return np.where((np.asarray(kv_heads) > 0) & (heads > self.max_group * kv_heads), fallback, streaming)
 
+    def decode_block_cost(self, heads, kv_heads):
+        """Seconds per sequence of a decode kernel's blocks over ``heads`` query heads and ``kv_heads`` KV heads:
+        ``kv_heads`` · ``per_head`` + rows · ``per_query_head``, rows = ``heads``, or with a query tile the rows of
+        each block's tiles after its first, (ceil(heads / kv_heads / tile) − 1) · tile · kv_heads; where the
+        multi-head kernel runs (``mha_per_head`` set, and one query head per KV head or a group above
+        ``max_group``), ``heads`` · ``mha_per_head``. Scalars or
+        arrays."""
+        rows = heads
+        if self.query_tile:
+            group = np.asarray(heads) / np.maximum(kv_heads, 1)
+            rows = kv_heads * (np.ceil(group / self.query_tile) - 1) * self.query_tile
+        grouped = kv_heads * self.per_head + rows * self.per_query_head
+        if self.mha_per_head is None:
+            return grouped
+        single = (np.asarray(heads) == kv_heads) | (bool(self.max_group) & (np.asarray(heads) > self.max_group
+                                                                              * np.asarray(kv_heads)))
+        return np.where(single, heads * self.mha_per_head, grouped)
+
     def kernel_times(self, phase: str, batch, seq_len, heads, kv_heads, head_dim, window):
         """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""
         batch, seq_len, heads, kv_heads, head_dim, window = (
@@ -169,7 +197,7 @@ class AttentionModel:
         context = np.where(windowed, window, seq_len)
         return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim, kv_heads,
                                                         batch * kv_heads)
-                + batch * (kv_heads * self.per_head + heads * self.per_query_head) + self.decode_overhead)
+                + batch * self.decode_block_cost(heads, kv_heads) + self.decode_overhead)
 
 
 def attention_time(

@@ -88,6 +88,10 @@ class AttentionFields(BaseModel):
                                                    "per KV head one kernel block serves (0: any)")
     decode_attention_ns_per_query_token: float | None = Field(default=None, ge=0, description="decode: the fallback "
                                                               "kernel's cost per (query head, token, 128 widths)")
+    decode_attention_query_tile: int | None = Field(default=None, ge=0, description="decode: the rows of the tiles "
+                                                    "its grouped kernel computes query heads in (0: none)")
+    decode_attention_mha_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, "
+                                                           "query head) of its multi-head kernel")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
     decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
                                                        "(None: attention_overhead_us)")

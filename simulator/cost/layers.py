@@ -197,7 +197,7 @@ class GroupCost:
         self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
         self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
         self.activation_width = (self.topk * width + shared) if self.moe else width
-        per_sequence = self.kv_blocks * attention.per_head + self.heads * attention.per_query_head
+        per_sequence = float(attention.decode_block_cost(self.heads, self.kv_blocks))
         if self.state_bytes:  # a recurrence: read and write the state, its FLOPs, once per sequence
             per_sequence += attention.combine(self.state_flops / attention.decode_flops,
                                                2 * self.state_bytes / attention.decode_bandwidth)

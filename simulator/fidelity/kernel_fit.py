@@ -136,12 +136,17 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
 FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1),
     "decode_attention_ns_per_query_token": _steps(0.0, 0.5, 0.002),
-    "prefill_fallback_efficiency": _steps(0.01, 0.60, 0.01)}
+    "prefill_fallback_efficiency": _steps(0.01, 0.60, 0.01),
+    "decode_attention_mha_ns_per_head": _steps(0.0, 40.0, 0.1)}
 # which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
-DISPATCH_FIELDS = ("decode_attention_max_group", "prefill_fallback_head_dim", "prefill_fallback_window_head_dim")
+DISPATCH_FIELDS = ("decode_attention_max_group", "decode_attention_query_tile", "prefill_fallback_head_dim",
+                   "prefill_fallback_window_head_dim")
 # the fallback kernels' costs: fitted only where the profile states their dispatch and the table has timings it sends
 # there
 FALLBACK_COSTS = ("decode_attention_ns_per_query_token", "prefill_fallback_efficiency")
+# a multi-head decode kernel apart from the grouped one: its cost fitted only where the profile states it has one
+# (a value to start from)
+MHA_KERNEL_COSTS = ("decode_attention_mha_ns_per_head",)
 
 MOE_GRID: dict[str, list[float]] = {
     "moe_tile_m": [8, 16, 32, 64, 128],
@@ -193,9 +198,10 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     """A framework's own attention kernels fitted on its tables of one GPU (``attention/<framework>``: prefill and
     decode, ``per_group`` sampled timings of each, scored alike; the other timings are held out), by
     :func:`fit_kernels_over_caches`. Which kernel runs which shape is a fact its profile states for the generation
-    (:data:`DISPATCH_FIELDS`: its decode kernel's largest query group, the head widths from which its prefill falls
-    back); those are kept, and a fallback's cost is fitted where its timings exist, starting from
-    :func:`fallback_rate` and :func:`fallback_efficiency` of them. The values go in the engine profile's
+    (:data:`DISPATCH_FIELDS`: its decode kernel's largest query group and query tile, the head widths from which its
+    prefill falls back); those are kept, and a fallback's cost is fitted where its timings exist, starting from
+    :func:`fallback_rate` and :func:`fallback_efficiency` of them, and a multi-head decode kernel's where the
+    profile states one (:data:`MHA_KERNEL_COSTS`), from its value. The values go in the engine profile's
     ``attention_by_generation`` under the GPU's generation."""
     table = attention_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
@@ -204,9 +210,10 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     dispatch = {name: getattr(stated, name) for name in DISPATCH_FIELDS if getattr(stated, name)}
     costs = {"decode_attention_ns_per_query_token": fallback_rate(table, stated.decode_attention_max_group),
              "prefill_fallback_efficiency": fallback_efficiency(table, stated)}
+    costs.update({name: getattr(stated, name) for name in MHA_KERNEL_COSTS})
     start = {**dispatch, **{name: value for name, value in costs.items() if value is not None}}
     grid = {name: values for name, values in FRAMEWORK_MHA_GRID.items()
-            if name not in FALLBACK_COSTS or name in start}
+            if name not in FALLBACK_COSTS + MHA_KERNEL_COSTS or name in start}
     fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_attention_score,
                                              lambda hw, rows: _pooled_attention_errors(kernels_dir, hw, rows),
                                              grid, start)
@@ -295,7 +302,8 @@ PHASE_PARAMETERS = {
                 "prefill_attention_ns_per_tile", "attention_overhead_us", "prefill_fallback_efficiency"),
     "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
-               "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s"),
+               "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
+               "decode_attention_mha_ns_per_head"),
 }
 SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 
