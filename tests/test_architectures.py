@@ -321,6 +321,35 @@ def test_expert_parallelism_inside_the_tensor_parallel_group():
     assert with_ep.decode_step_coefficients(1)[0] == pytest.approx(tp_only.decode_step_coefficients(1)[0], rel=0.25)
 
 
+def test_a_fused_moe_kernels_passes_over_the_tokens_it_is_handed():
+    """``moe_token_pass_bytes`` and ``moe_ep_overhead_us`` (TensorRT-LLM's kernel: passes over every token it is
+    handed, whatever its experts, and what expert parallelism adds), by hand on H100 for Qwen3-235B's layer (hidden
+    4,096, top-8 of 128): 12 bytes per (token, hidden element) of 1,000 tokens at the MoE streaming bandwidth,
+    12 · 1000 · 4096 / (3,350 GB/s · 0.85 · moe_bandwidth_efficiency), and 5 µs more under expert parallelism. At
+    TP 4 with EP 4 every GPU is handed every token; with attention data parallelism 4 and EP 4 the all-to-all hands
+    each GPU the assignments it serves, T·k/ep of the ranks' T tokens."""
+    from simulator.cost.moe import ExpertsModel
+
+    hw = load_hardware("h100-sxm")
+    passes = hw.model_copy(update={"moe_token_pass_bytes": 12.0, "moe_ep_overhead_us": 5.0})
+    plain, with_passes = ExpertsModel(hw, "bf16"), ExpertsModel(passes, "bf16")
+    pass_s = 12 * 1000 * 4096 / (3350e9 * 0.85 * hw.moe_bandwidth_efficiency)
+    shape = (4096, 1536, 2, 8, 128)
+    assert with_passes.time(1000, *shape, 1) - plain.time(1000, *shape, 1) == pytest.approx(pass_s)
+    assert with_passes.time(1000, *shape, 4) - plain.time(1000, *shape, 4) == pytest.approx(pass_s + 5e-6)
+    handed = with_passes.time(1000, *shape, 4, handed=250) - plain.time(1000, *shape, 4)
+    assert handed == pytest.approx(pass_s / 4 + 5e-6)
+    model = load_model("qwen3-235b-a22b")
+    (tp_group,) = RooflineCostModel(model, passes, 4, expert_parallel=4).groups
+    (dp_group,) = RooflineCostModel(model, passes, 1, expert_parallel=4, data_parallel=4).groups
+    for tokens in (64, 1000):
+        assert tp_group.experts_time(tokens) == pytest.approx(
+            94 * ExpertsModel(passes, "bf16").time(tokens, 4096, 1536, 2, 8, 128, 4))
+        # 4 ranks of `tokens` each: 4·tokens routed, each GPU handed 4·tokens·8/4 assignments
+        assert dp_group.experts_time(tokens) == pytest.approx(
+            94 * ExpertsModel(passes, "bf16").time(4 * tokens, 4096, 1536, 2, 8, 128, 4, handed=8 * tokens))
+
+
 @pytest.mark.parametrize("cluster, problem", [
     ({"tensor_parallel": 4, "expert_parallel": 3}, r"expert_parallel \(3\) must divide data_parallel × tensor_par"),
     ({"tensor_parallel": 2, "expert_parallel": 2, "model": "llama-3-8b"}, "needs a mixture-of-experts model"),

@@ -92,7 +92,7 @@ FITTED_FIELDS = (
     "prefill_fallback_head_dim", "prefill_fallback_window_head_dim", "prefill_fallback_efficiency",
     "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
-    "moe_expert_overhead_us", "moe_kernels", "deepep",
+    "moe_expert_overhead_us", "moe_kernels", "moe_token_pass_bytes", "moe_ep_overhead_us", "deepep",
 )
 
 
@@ -183,6 +183,12 @@ class HardwareSpec(BaseModel):
     moe_expert_overhead_us: float = Field(ge=0, description="grouped expert GEMMs: a fixed cost per expert the batch "
                                           "touches (its tiles' prologue and epilogue, scale loads, scheduling)")
     moe_kernels: int = Field(ge=0, description="kernels one fused-MoE layer launches (routing, sorting, GEMMs, ...)")
+    moe_token_pass_bytes: float = Field(
+        default=0.0, ge=0, description="a fused-MoE layer's passes over every token it is handed, whatever its "
+        "experts: bytes per (token, hidden element) streamed at its bandwidth (its permutation and combine)")
+    moe_ep_overhead_us: float = Field(
+        default=0.0, ge=0, description="what a fused-MoE layer adds under expert parallelism (its local-expert "
+        "selection kernels)")
     link_efficiency: float = Field(gt=0, le=1, description="ring all-reduce (bandwidth protocol): fraction of link "
                                    "GB/s")
     p2p_efficiency: float = Field(default=0.9, gt=0, le=1, description="send/recv: fraction of link GB/s")

@@ -141,6 +141,9 @@ class MoEKernels(BaseModel):
     moe_bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1.2, description="weight streaming vs the "
                                                    "dense GEMMs'")
     moe_expert_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost per touched expert")
+    moe_token_pass_bytes: float | None = Field(default=None, ge=0, description="bytes per (token, hidden element) "
+                                               "of its passes over every token it is handed")
+    moe_ep_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost expert parallelism adds")
 
 
 class EngineProfile(BaseModel):

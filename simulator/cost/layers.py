@@ -258,9 +258,12 @@ class GroupCost:
         """The routed experts of all layers of the group (0 if dense; :class:`simulator.cost.moe.ExpertsModel`)."""
         if not self.moe:
             return 0.0
-        return self.count * self.experts_model.time(tokens * self.data_parallel, self.hidden, self.expert_width,
-                                                    self.up_matrices, self.topk, self.experts, self.expert_parallel,
-                                                    "uniform", self.expert_load_cv, self.expert_slots)
+        everyone = tokens * self.data_parallel
+        # attention data parallelism: the all-to-all hands a GPU the assignments it serves; else every token
+        handed = everyone * self.topk / self.expert_parallel if self.data_parallel > 1 else everyone
+        return self.count * self.experts_model.time(everyone, self.hidden, self.expert_width, self.up_matrices,
+                                                    self.topk, self.experts, self.expert_parallel, "uniform",
+                                                    self.expert_load_cv, self.expert_slots, handed)
 
     def elementwise_time(self, tokens: int) -> float:
         nbytes = tokens * (10 * self.hidden + 3 * self.activation_width) * self.w

@@ -23,7 +23,14 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
   that does not shrink with the expert's width, so narrow tensor-parallel slices of an expert cost more than their
   bytes say), plus the fixed cost of the ``moe_kernels`` kernels a fused-MoE layer launches (routing,
   sorting/alignment, activation quantisation, the two GEMMs, the combine) at the GPU's — or under CUDA graphs the
-  engine's — ``kernel_overhead_us`` each.
+  engine's — ``kernel_overhead_us`` each;
+- plus the passes over every token the kernel is handed, whatever its experts: ``moe_token_pass_bytes`` per
+  (token, hidden element) at the layer's streaming bandwidth (reading, permuting and scattering the tokens, writing
+  the combined output: TensorRT-LLM's kernel, handed all T tokens on each of ``ep`` GPUs, does this for all of
+  them, so its expert-parallel time does not fall with ``ep`` as its experts' work does: ~12 bytes per element on
+  H100), and with expert parallelism ``moe_ep_overhead_us`` (its local-expert selection). A GPU is handed all
+  ``T`` tokens when they are replicated over the expert-parallel GPUs (tensor parallelism, or the kernel tables'
+  collectors); under attention data parallelism the all-to-all hands it the assignments it serves, ``T·k/ep``.
 
 With expert parallelism the layer waits for the busiest rank. A rank holds ``E/ep`` experts and receives on average
 ``T·k/ep`` assignments; its load varies by the experts' popularity (coefficient of variation ``cv`` of one expert's
@@ -76,7 +83,8 @@ from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 class ExpertsModel:
     """The routed experts of one weight format on one GPU (the roofline's MoE layers keep one)."""
 
-    __slots__ = ("a", "bandwidth", "expert_overhead", "flops", "k_latency", "overhead", "p", "tile_m", "tile_n", "w")
+    __slots__ = ("a", "bandwidth", "ep_overhead", "expert_overhead", "flops", "k_latency", "overhead", "p",
+                 "tile_m", "tile_n", "token_pass", "w")
 
     def __init__(self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0) -> None:
@@ -88,14 +96,21 @@ class ExpertsModel:
         self.overhead = hardware.moe_kernels * hardware.kernel_overhead_us * 1e-6
         self.expert_overhead = hardware.moe_expert_overhead_us * 1e-6
         self.k_latency = hardware.gemm_k_latency_ns * 1e-9
+        self.token_pass = hardware.moe_token_pass_bytes
+        self.ep_overhead = hardware.moe_ep_overhead_us * 1e-6
 
     def time(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
-             expert_parallel: int = 1, distribution: str = "uniform", load_cv: float = 0.0, slots: int = 0) -> float:
+             expert_parallel: int = 1, distribution: str = "uniform", load_cv: float = 0.0, slots: int = 0,
+             handed: float | None = None) -> float:
         """Seconds of one MoE layer's routed experts on the busiest GPU; ``width`` = I/tp, ``up_matrices`` = 2 if
-        gated else 1, ``load_cv`` the experts' popularity spread, ``slots`` EPLB's expert slots (0: no EPLB; module
-        docstring)."""
+        gated else 1, ``load_cv`` the experts' popularity spread, ``slots`` EPLB's expert slots (0: no EPLB),
+        ``handed`` the tokens each GPU's kernel is handed (None: all ``tokens``, replicated over the expert-parallel
+        GPUs; module docstring)."""
         if tokens <= 0:
             return 0.0
+        passes = (tokens if handed is None else handed) * hidden * self.token_pass / self.bandwidth
+        if expert_parallel > 1:
+            passes += self.ep_overhead
         if expert_parallel > 1:
             tokens *= busiest_rank_factor(tokens, topk, experts, expert_parallel, load_cv, distribution == "uniform",
                                           slots)
@@ -113,7 +128,8 @@ class ExpertsModel:
                   + assignments * (2 * hidden + matrices * width) * self.a) / self.bandwidth
         serial = self.k_latency * (hidden + width)  # the two GEMMs' main loops walk k = hidden, then k = width
         p = self.p
-        return (compute**p + memory**p + serial**p) ** (1 / p) + touched * self.expert_overhead + self.overhead
+        return ((compute**p + memory**p + serial**p) ** (1 / p) + touched * self.expert_overhead + self.overhead
+                + passes)
 
 
 # probabilists' Gauss–Hermite rule (weights normalised to 1): E[f(Z)] ≈ Σ w·f(z) for a standard normal Z

@@ -69,6 +69,7 @@ from simulator.fidelity.kernels import (
     mla_kernel_times,
     moe_kernel_errors,
     moe_kernel_table,
+    moe_routing_kernel_table,
     nccl_kernel_errors,
     nccl_kernel_table,
 )
@@ -358,6 +359,13 @@ FRAMEWORK_MOE_GRID: dict[str, list[float]] = {
     "moe_bandwidth_efficiency": _steps(0.20, 1.20, 0.02),
     "moe_expert_overhead_us": _steps(0.0, 20.0, 0.1),
 }
+# where the framework's tables time its kernel under expert parallelism too, its passes over every token it is
+# handed and what expert parallelism adds (simulator.cost.moe), which only those rows tell from the experts' work
+FRAMEWORK_MOE_EP_GRID: dict[str, list[float]] = {
+    "moe_token_pass_bytes": _steps(0.0, 80.0, 0.5),
+    "moe_ep_overhead_us": _steps(0.0, 30.0, 0.25),
+}
+MOE_EP_SAMPLE = 2000  # expert-parallel timings per format a fit prices at each step (of the fit shapes')
 # the streaming rate and the per-expert cost trade off (both grow with the experts touched): moves of two at once
 MOE_DESCENT = {"rounds": 20, "diagonal": True}
 MOE_FIT_MIN_SHAPES = 4  # a format measured on fewer model shapes keeps the pooled fit (half of them are held out)
@@ -381,11 +389,15 @@ def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") 
     (``moe/<framework>``, balanced routing, no expert parallelism): for every format measured on at least
     :data:`MOE_FIT_MIN_SHAPES` model shapes (hidden, width, top-k, experts), :data:`FRAMEWORK_MOE_GRID`'s
     parameters by coordinate descent from the generation's pooled values on every other shape in sorted order
-    (the rest held out, :func:`moe_held_out`: models the fit has not seen); with the errors' summary per format,
-    fitted and held-out shapes apart. The values go in the engine profile's ``moe_by_generation`` under the GPU's
-    generation."""
+    (the rest held out, :func:`moe_held_out`: models the fit has not seen); where its tables also time the format
+    under expert parallelism (:func:`moe_routing_kernel_table`), :data:`FRAMEWORK_MOE_EP_GRID`'s too, on those rows
+    of every other of their shapes besides (:data:`MOE_EP_SAMPLE` of them, each table scored alike); with the
+    errors' summary per format, fitted and held-out shapes apart. The values go in the engine profile's
+    ``moe_by_generation`` under the GPU's generation."""
     table = moe_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
+    routing = moe_routing_kernel_table(kernels_dir)
+    routing = routing[(routing["gpu"] == gpu) & (routing["framework"] == framework)]
     hardware = load_hardware(GPUS[gpu])
     fitted: dict[str, dict[str, float]] = {}
     parts = []
@@ -394,21 +406,34 @@ def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") 
         held_out = moe_held_out(rows)
         if held_out is None:
             continue
-        profile = _fit_moe_format(kernels_dir, gpu, hardware, rows[~held_out].reset_index(drop=True))
-        fitted[dtype] = {name: getattr(profile, name) for name in FRAMEWORK_MOE_GRID}
+        parallel = routing[routing["dtype"] == dtype].reset_index(drop=True)
+        parallel_held_out = moe_held_out(parallel) if len(parallel) else None
+        grid = dict(FRAMEWORK_MOE_GRID)
+        tables = [rows[~held_out].reset_index(drop=True)]
+        if parallel_held_out is not None:
+            grid.update(FRAMEWORK_MOE_EP_GRID)
+            fit_rows = parallel[~parallel_held_out]
+            tables.append(fit_rows.sample(n=min(len(fit_rows), MOE_EP_SAMPLE), random_state=0).reset_index(drop=True))
+        profile = _fit_moe_format(kernels_dir, gpu, hardware, tables, grid)
+        fitted[dtype] = {name: getattr(profile, name) for name in grid}
         parts.append(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows).assign(
             shapes=np.where(held_out, "held out", "fitted")))
+        if parallel_held_out is not None:
+            parts.append(_pooled_moe_errors(kernels_dir, {gpu: profile}, parallel).assign(
+                shapes=np.where(parallel_held_out, "EP held out", "EP fitted")))
     if not parts:
         return {}, f"{framework} MoE on {gpu}: no format measured on {MOE_FIT_MIN_SHAPES} shapes or more"
     return fitted, _summary(f"{framework} MoE on {gpu}", pd.concat(parts), ["dtype", "shapes"])
 
 
-def _fit_moe_format(kernels_dir: Path, gpu: str, start: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
-    """``start`` with :data:`FRAMEWORK_MOE_GRID`'s parameters fitted on one framework's MoE ``rows`` of one format."""
+def _fit_moe_format(kernels_dir: Path, gpu: str, start: HardwareSpec, tables: list[pd.DataFrame],
+                    grid: dict[str, list[float]] = FRAMEWORK_MOE_GRID) -> HardwareSpec:
+    """``start`` with ``grid``'s parameters fitted on one framework's MoE ``tables`` of one format (each scored
+    alike)."""
     def evaluate(profile: HardwareSpec) -> float:
-        return score(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows))
+        return sum(score(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows)) for rows in tables)
 
-    return coordinate_descent(start, FRAMEWORK_MOE_GRID, evaluate, **MOE_DESCENT)
+    return coordinate_descent(start, grid, evaluate, **MOE_DESCENT)
 
 
 def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict, list[str]]:
