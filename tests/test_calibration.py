@@ -338,26 +338,32 @@ def test_framework_moe_fit_recovers_its_token_passes_from_expert_parallel_tables
     """A framework whose MoE tables also time its kernel under expert parallelism (TensorRT-LLM's: balanced
     routing, EP 2–16, every GPU handed all the tokens) timed with known passes over every token (14 bytes per
     (token, hidden element)) and a cost expert parallelism adds (6 µs), besides its experts' rates: fitted back to
-    all five from every other shape of each table, with no error left on the others."""
+    all five from every other shape of each table, with no error left on the others; a format timed only under
+    expert parallelism (its A100 tables' bf16) is fitted on those rows alone."""
     from simulator.cost.moe import moe_time
     from simulator.fidelity.kernel_fit import FRAMEWORK_MOE_EP_GRID, FRAMEWORK_MOE_GRID, fit_framework_moe
 
-    truth = {"moe_gemm_efficiency": 0.6, "moe_bandwidth_efficiency": 0.9, "moe_expert_overhead_us": 0.4,
-             "moe_token_pass_bytes": 14.0, "moe_ep_overhead_us": 6.0}
-    kernel = load_hardware("h100-sxm").model_copy(update=truth)
+    truth = {"bf16": {"moe_gemm_efficiency": 0.6, "moe_bandwidth_efficiency": 0.9, "moe_expert_overhead_us": 0.4,
+                      "moe_token_pass_bytes": 14.0, "moe_ep_overhead_us": 6.0},
+             "fp8_block": {"moe_gemm_efficiency": 0.5, "moe_bandwidth_efficiency": 1.0, "moe_expert_overhead_us": 0.8,
+                           "moe_token_pass_bytes": 20.0, "moe_ep_overhead_us": 3.0}}
+    h100 = load_hardware("h100-sxm")
     shapes = [(2048, 768, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
-    rows = [{"moe_dtype": "bfloat16", "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter,
+    tables = {"bfloat16": ("bf16", (1, 2, 4, 16)), "fp8_block": ("fp8_block", (2, 4, 16))}
+    rows = [{"moe_dtype": table, "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter,
              "topk": topk, "num_experts": experts, "moe_tp_size": 1, "moe_ep_size": ep, "distribution": "balanced",
-             "latency": moe_time(kernel, tokens, hidden, inter, topk, experts, 1, ep) * 1e3}
-            for hidden, inter, topk, experts in shapes for tokens in (1, 16, 128, 1024, 8192)
-            for ep in (1, 2, 4, 16)]
+             "latency": moe_time(h100.model_copy(update=truth[dtype]), tokens, hidden, inter, topk, experts, 1, ep,
+                                 dtype=dtype) * 1e3}
+            for table, (dtype, eps) in tables.items() for hidden, inter, topk, experts in shapes
+            for tokens in (1, 16, 128, 1024, 8192) for ep in eps]
     folder = tmp_path / "h100_sxm" / "moe" / "trtllm" / "1.0"
     folder.mkdir(parents=True)
     pd.DataFrame(rows).to_parquet(folder / "moe_perf.parquet")
     fitted, summary = fit_framework_moe(tmp_path, "trtllm")
-    assert set(fitted["bf16"]) == {*FRAMEWORK_MOE_GRID, *FRAMEWORK_MOE_EP_GRID}
-    assert fitted == {"bf16": pytest.approx(truth)}
+    assert set(fitted["bf16"]) == set(fitted["fp8_block"]) == {*FRAMEWORK_MOE_GRID, *FRAMEWORK_MOE_EP_GRID}
+    assert fitted == {dtype: pytest.approx(fields) for dtype, fields in truth.items()}
     assert "bf16/held out 0.0%/0.0%" in summary and "bf16/EP held out 0.0%/0.0%" in summary
+    assert "fp8_block/EP held out 0.0%/0.0%" in summary and "fp8_block/held out" not in summary
 
 
 def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):

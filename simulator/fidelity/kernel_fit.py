@@ -390,9 +390,10 @@ def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") 
     :data:`MOE_FIT_MIN_SHAPES` model shapes (hidden, width, top-k, experts), :data:`FRAMEWORK_MOE_GRID`'s
     parameters by coordinate descent from the generation's pooled values on every other shape in sorted order
     (the rest held out, :func:`moe_held_out`: models the fit has not seen); where its tables also time the format
-    under expert parallelism (:func:`moe_routing_kernel_table`), :data:`FRAMEWORK_MOE_EP_GRID`'s too, on those rows
-    of every other of their shapes besides (:data:`MOE_EP_SAMPLE` of them, each table scored alike); with the
-    errors' summary per format, fitted and held-out shapes apart. The values go in the engine profile's
+    under expert parallelism (:func:`moe_routing_kernel_table`) on that many shapes, :data:`FRAMEWORK_MOE_EP_GRID`'s
+    too, on those rows of every other of their shapes besides (:data:`MOE_EP_SAMPLE` of them, each table scored
+    alike) or alone where only they have the shapes; with the errors' summary per format, fitted and held-out shapes
+    apart. The values go in the engine profile's
     ``moe_by_generation`` under the GPU's generation."""
     table = moe_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
@@ -401,23 +402,24 @@ def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") 
     hardware = load_hardware(GPUS[gpu])
     fitted: dict[str, dict[str, float]] = {}
     parts = []
-    for dtype, rows in table.groupby("dtype", sort=True):
-        rows = rows.reset_index(drop=True)
-        held_out = moe_held_out(rows)
-        if held_out is None:
-            continue
+    for dtype in sorted({*table["dtype"], *routing["dtype"]}):
+        rows = table[table["dtype"] == dtype].reset_index(drop=True)
         parallel = routing[routing["dtype"] == dtype].reset_index(drop=True)
-        parallel_held_out = moe_held_out(parallel) if len(parallel) else None
-        grid = dict(FRAMEWORK_MOE_GRID)
-        tables = [rows[~held_out].reset_index(drop=True)]
+        held_out, parallel_held_out = moe_held_out(rows), moe_held_out(parallel)
+        if held_out is None and parallel_held_out is None:
+            continue
+        grid, tables = dict(FRAMEWORK_MOE_GRID), []
+        if held_out is not None:
+            tables.append(rows[~held_out].reset_index(drop=True))
         if parallel_held_out is not None:
             grid.update(FRAMEWORK_MOE_EP_GRID)
             fit_rows = parallel[~parallel_held_out]
             tables.append(fit_rows.sample(n=min(len(fit_rows), MOE_EP_SAMPLE), random_state=0).reset_index(drop=True))
         profile = _fit_moe_format(kernels_dir, gpu, hardware, tables, grid)
         fitted[dtype] = {name: getattr(profile, name) for name in grid}
-        parts.append(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows).assign(
-            shapes=np.where(held_out, "held out", "fitted")))
+        if held_out is not None:
+            parts.append(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows).assign(
+                shapes=np.where(held_out, "held out", "fitted")))
         if parallel_held_out is not None:
             parts.append(_pooled_moe_errors(kernels_dir, {gpu: profile}, parallel).assign(
                 shapes=np.where(parallel_held_out, "EP held out", "EP fitted")))
