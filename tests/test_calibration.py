@@ -366,6 +366,29 @@ def test_framework_moe_fit_recovers_its_token_passes_from_expert_parallel_tables
     assert "fp8_block/EP held out 0.0%/0.0%" in summary and "fp8_block/held out" not in summary
 
 
+def test_a_gpu_whose_moe_tables_time_only_expert_parallelism_gets_its_moe_fit(tmp_path):
+    """``calibrate --framework`` (``fit_framework_kernels``) on a GPU folder whose MoE tables time the framework's
+    kernel only under expert parallelism (TensorRT-LLM's A100 tables): its fused-MoE kernel is fitted from them and
+    written under the GPU's generation."""
+    from simulator.cost.moe import moe_time
+    from simulator.fidelity.kernel_fit import fit_framework_kernels
+
+    truth = {"moe_gemm_efficiency": 0.5, "moe_bandwidth_efficiency": 1.0, "moe_expert_overhead_us": 0.8,
+             "moe_token_pass_bytes": 20.0, "moe_ep_overhead_us": 3.0}
+    a100 = load_hardware("a100-80gb-sxm").model_copy(update=truth)
+    shapes = [(2048, 768, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
+    rows = [{"moe_dtype": "bfloat16", "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter,
+             "topk": topk, "num_experts": experts, "moe_tp_size": 1, "moe_ep_size": ep, "distribution": "balanced",
+             "latency": moe_time(a100, tokens, hidden, inter, topk, experts, 1, ep) * 1e3}
+            for hidden, inter, topk, experts in shapes for tokens in (1, 16, 128, 1024, 8192) for ep in (2, 4, 16)]
+    folder = tmp_path / "a100_sxm" / "moe" / "trtllm" / "1.0"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(folder / "moe_perf.parquet")
+    fields, report = fit_framework_kernels(tmp_path, "trtllm", "a100_sxm")
+    assert fields == {"moe_by_generation": {"ampere": {"bf16": pytest.approx(truth)}}}
+    assert any("bf16/EP held out 0.0%/0.0%" in line for line in report)
+
+
 def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     """An MLA table of one framework (the layout of ``../shared/data/kernels``: DeepSeek-V3's latent shapes, heads
     per GPU, a decode row's context ``isl + step``) timed with known parameters — MLA's absorbed decode near half

@@ -169,8 +169,7 @@ class AttentionModel:
         ``kv_heads`` · ``per_head`` + rows · ``per_query_head``, rows = ``heads``, or with a query tile the rows of
         each block's tiles after its first, (ceil(heads / kv_heads / tile) − 1) · tile · kv_heads; where the
         multi-head kernel runs (``mha_per_head`` set, and one query head per KV head or a group above
-        ``max_group``), ``heads`` · ``mha_per_head``. Scalars or
-        arrays."""
+        ``max_group``), ``heads`` · ``mha_per_head``. Scalars or arrays."""
         rows = heads
         if self.query_tile:
             group = np.asarray(heads) / np.maximum(kv_heads, 1)

@@ -24,12 +24,12 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
   bytes say), plus the fixed cost of the ``moe_kernels`` kernels a fused-MoE layer launches (routing,
   sorting/alignment, activation quantisation, the two GEMMs, the combine) at the GPU's — or under CUDA graphs the
   engine's — ``kernel_overhead_us`` each;
-- plus the passes over every token the kernel is handed, whatever its experts: ``moe_token_pass_bytes`` per
-  (token, hidden element) at the layer's streaming bandwidth (reading, permuting and scattering the tokens, writing
-  the combined output: TensorRT-LLM's kernel, handed all T tokens on each of ``ep`` GPUs, does this for all of
-  them, so its expert-parallel time does not fall with ``ep`` as its experts' work does: ~12 bytes per element on
-  H100), and with expert parallelism ``moe_ep_overhead_us`` (its local-expert selection). A GPU is handed all
-  ``T`` tokens when they are replicated over the expert-parallel GPUs (tensor parallelism, or the kernel tables'
+- plus the passes over every token the kernel is handed, whatever its experts: ``moe_token_pass_bytes`` per (token,
+  hidden element) at the layer's streaming bandwidth (reading, permuting and scattering the tokens, writing the
+  combined output: TensorRT-LLM's kernel, handed all T tokens on each of ``ep`` GPUs, does this for all of them, so
+  its expert-parallel time does not fall with ``ep`` as its experts' work does: 15–18 bytes per element on H100, 15.5
+  on A100), and with expert parallelism ``moe_ep_overhead_us`` (its local-expert selection). A GPU is handed all ``T``
+  tokens when they are replicated over the expert-parallel GPUs (tensor parallelism, or the kernel tables'
   collectors); under attention data parallelism the all-to-all hands it the assignments it serves, ``T·k/ep``.
 
 With expert parallelism the layer waits for the busiest rank. A rank holds ``E/ep`` experts and receives on average
@@ -111,7 +111,6 @@ class ExpertsModel:
         passes = (tokens if handed is None else handed) * hidden * self.token_pass / self.bandwidth
         if expert_parallel > 1:
             passes += self.ep_overhead
-        if expert_parallel > 1:
             tokens *= busiest_rank_factor(tokens, topk, experts, expert_parallel, load_cv, distribution == "uniform",
                                           slots)
         placed = slots or experts  # EPLB: a replicated expert's tokens split over its slots

@@ -393,8 +393,7 @@ def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") 
     under expert parallelism (:func:`moe_routing_kernel_table`) on that many shapes, :data:`FRAMEWORK_MOE_EP_GRID`'s
     too, on those rows of every other of their shapes besides (:data:`MOE_EP_SAMPLE` of them, each table scored
     alike) or alone where only they have the shapes; with the errors' summary per format, fitted and held-out shapes
-    apart. The values go in the engine profile's
-    ``moe_by_generation`` under the GPU's generation."""
+    apart. The values go in the engine profile's ``moe_by_generation`` under the GPU's generation."""
     table = moe_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     routing = moe_routing_kernel_table(kernels_dir)
@@ -426,6 +425,13 @@ def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") 
     if not parts:
         return {}, f"{framework} MoE on {gpu}: no format measured on {MOE_FIT_MIN_SHAPES} shapes or more"
     return fitted, _summary(f"{framework} MoE on {gpu}", pd.concat(parts), ["dtype", "shapes"])
+
+
+def _moe_tables_any_parallelism(kernels_dir: Path) -> pd.DataFrame:
+    """The (gpu, framework) of every fused-MoE timing, with expert parallelism or without (what
+    :func:`fit_framework_moe` may fit on)."""
+    columns = ["gpu", "framework"]
+    return pd.concat([moe_kernel_table(kernels_dir)[columns], moe_routing_kernel_table(kernels_dir)[columns]])
 
 
 def _fit_moe_format(kernels_dir: Path, gpu: str, start: HardwareSpec, tables: list[pd.DataFrame],
@@ -465,7 +471,7 @@ def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sx
         report.append(summary)
     for name, read, fit in (("attention_by_generation", attention_kernel_table, fit_framework_attention),
                             ("mla_by_generation", mla_kernel_table, fit_framework_mla),
-                            ("moe_by_generation", moe_kernel_table, fit_framework_moe)):
+                            ("moe_by_generation", _moe_tables_any_parallelism, fit_framework_moe)):
         table = read(kernels_dir)
         if ((table["gpu"] == gpu) & (table["framework"] == framework)).any():
             fitted, summary = fit(kernels_dir, framework, gpu)
