@@ -665,3 +665,42 @@ def test_a_decode_step_of_few_blocks_streams_at_their_rate():
     assert slopes[0] > slopes[1] > slopes[2] > slopes[3] > 1 and slopes[3] == pytest.approx(1, abs=0.01)
     a, c = slow.decode_step_coefficients(8)
     assert slow.iteration_time(IterationShape((), 8, 8 * 4000)) == pytest.approx(a + c * 8 * 4000)
+
+
+def test_a_decode_step_of_less_than_one_wave_of_blocks_pays_one_wave_and_its_split():
+    """``decode_attention_blocks_per_sm`` × the GPU's ``sm_count`` (spec sheet) blocks run at once: a decode step of
+    fewer (sequence, KV head) blocks pays one wave's block costs, and ``decode_attention_split_us`` to combine the
+    split-KV partials of contexts of ``decode_attention_split_tokens`` or more. By hand on H100 (132 SMs) at half a
+    block per SM (a wave of 66 blocks), 20 ns a block, 8 KV heads (160 ns a sequence), a 2 µs split from 128 tokens:
+    4 sequences (32 blocks) pay the block costs of 66 / 8 = 8.25 sequences and, at 1,024 cached tokens, the split
+    (at 64, none); 16 sequences (128 blocks) pay their own, unsplit. In serving, a step of 4 sequences pays per layer
+    8.25 × 160 ns + 2 µs (every context taken as split) and one of 16 none of it, the step affine in the context
+    sum; a GPU without a stated SM count has no waves."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.base import IterationShape
+    from simulator.cost.roofline import RooflineCostModel
+
+    hw = load_hardware("h100-sxm").model_copy(update={"decode_attention_ns_per_head": 20.0,
+                                                       "decode_attention_ns_per_query_head": 0.0})
+    waves = hw.model_copy(update={"decode_attention_blocks_per_sm": 0.5, "decode_attention_split_us": 2.0,
+                                  "decode_attention_split_tokens": 128})
+    assert hw.sm_count == 132
+
+    def extra(batch, context):
+        return (AttentionModel(waves).kernel_times("decode", batch, context, 32, 8, 128, 0)
+                - AttentionModel(hw).kernel_times("decode", batch, context, 32, 8, 128, 0))
+
+    assert extra(4, 1024) == pytest.approx((8.25 - 4) * 160e-9 + 2e-6)
+    assert extra(4, 64) == pytest.approx((8.25 - 4) * 160e-9)
+    assert extra(16, 1024) == pytest.approx(0, abs=1e-15)
+    model, tp = load_model("llama-3-8b"), 1  # 32 layers of 32 query heads over 8 KV heads
+    for decodes, by_hand in ((4, (8.25 - 4) * 160e-9 + 2e-6), (16, 0.0)):
+        a0, c0 = RooflineCostModel(model, hw, tp).decode_step_coefficients(decodes)
+        a1, c1 = RooflineCostModel(model, waves, tp).decode_step_coefficients(decodes)
+        assert c1 == c0 and a1 - a0 == pytest.approx(model.num_layers * by_hand, abs=1e-15)
+    a, c = RooflineCostModel(model, waves, tp).decode_step_coefficients(4)
+    assert RooflineCostModel(model, waves, tp).iteration_time(IterationShape((), 4, 4 * 3000)) == pytest.approx(
+        a + c * 4 * 3000)
+    unstated = waves.model_copy(update={"sm_count": 0})
+    assert AttentionModel(unstated).kernel_times("decode", 4, 1024, 32, 8, 128, 0) == pytest.approx(
+        AttentionModel(hw).kernel_times("decode", 4, 1024, 32, 8, 128, 0))

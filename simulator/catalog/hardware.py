@@ -88,7 +88,8 @@ FITTED_FIELDS = (
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
     "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
     "decode_attention_max_group", "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
-    "decode_attention_query_tile", "decode_attention_mha_ns_per_head",
+    "decode_attention_query_tile", "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm",
+    "decode_attention_split_us", "decode_attention_split_tokens",
     "prefill_fallback_head_dim", "prefill_fallback_window_head_dim", "prefill_fallback_efficiency",
     "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
@@ -115,6 +116,8 @@ class HardwareSpec(BaseModel):
     peak_tflops: PeakTflops
     interconnect_gb_per_s: float = Field(default=0.0, ge=0, description="GPU-GPU link per direction; 0 = none")
     host_link_gb_per_s: float = Field(default=32.0, gt=0, description="PCIe to host, per direction")
+    sm_count: int = Field(default=0, ge=0, description="streaming multiprocessors (compute units) the kernels' thread "
+                          "blocks run on; 0: not stated (no decode-attention waves)")
     node: NodeSpec = NodeSpec()
     flops_efficiency: float = Field(gt=0, le=1, description="large 16-bit GEMMs: fraction of peak")
     flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], float] = Field(
@@ -169,6 +172,16 @@ class HardwareSpec(BaseModel):
     decode_attention_bandwidth_efficiency: float | None = Field(
         default=None, gt=0, le=1, description="decode attention: fraction of HBM GB/s it streams the KV cache at; "
         "None: bandwidth_efficiency")
+    decode_attention_blocks_per_sm: float = Field(
+        default=0.0, ge=0, description="decode attention: thread blocks (one per sequence and KV head, or query head "
+        "where its multi-head kernel runs) that run at once per SM; a step of fewer than sm_count times as many still "
+        "pays one wave's block costs, and splits its sequences' context over the idle SMs "
+        "(decode_attention_split_us); 0: no waves")
+    decode_attention_split_us: float = Field(
+        default=0.0, ge=0, description="decode attention: what a step of less than one wave of blocks pays to "
+        "combine the split-KV partials of contexts of decode_attention_split_tokens or more")
+    decode_attention_split_tokens: int = Field(
+        default=0, ge=0, description="decode attention: the shortest context its kernel splits")
     attention_overhead_us: float = Field(ge=0, description="fixed cost of an attention kernel launched eagerly")
     decode_attention_overhead_us: float | None = Field(
         default=None, ge=0, description="fixed cost of a decode attention kernel launched eagerly (its split-KV "

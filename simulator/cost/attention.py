@@ -40,8 +40,17 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   a kernel bound by its work per query head and not by the bytes it reads. Where
   ``decode_attention_mha_ns_per_head`` is set, one query head per block — multi-head attention, and that fallback
   — runs another kernel (TensorRT-LLM's masked multi-head attention), which pays it per (sequence, query head)
-  instead of the grouped kernel's block costs (~10 ns on H100 against ~38 for an XQA block). A decode step of a
-  batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs.
+  instead of the grouped kernel's block costs (~10 ns on H100 against ~38 for an XQA block). The blocks (one per KV
+  head, or per query head where that kernel runs) run ``decode_attention_blocks_per_sm`` at once on each of the
+  GPU's ``sm_count`` SMs: a step of fewer blocks than that wave still takes one wave, so it pays the block costs of
+  max(B, wave / blocks per sequence) sequences rather than of its B
+  (the frameworks' tables are flat up to ~one block per SM: vLLM's H100 decode of 8 KV heads takes 11.8–12.7 µs at
+  1–16 sequences of short contexts, 16.6 at 32, then ~0.2 µs more per sequence), and splits each context of
+  ``decode_attention_split_tokens`` or more over the idle SMs, whose partial results another pass combines
+  (``decode_attention_split_us``: TensorRT-LLM's H100 step of 1–4 sequences costs ~2 µs more from 64 cached
+  tokens, one of 8 or more does not). A decode step of a batch is therefore affine in the context sum, as
+  :mod:`simulator.cost.base` needs (a serving step takes its contexts as long enough to split, a window's as its
+  span).
 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
@@ -85,7 +94,7 @@ class AttentionModel:
     __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops",
                  "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "max_group", "mha_per_head",
                  "overhead", "p", "per_head", "per_query_head", "per_query_token", "per_row", "per_tile",
-                 "prefill_flops", "query_tile", "v")
+                 "prefill_flops", "query_tile", "split", "split_tokens", "v", "wave")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -111,6 +120,9 @@ class AttentionModel:
         mha = hardware.decode_attention_mha_ns_per_head
         self.mha_per_head = None if mha is None else mha * 1e-9
         self.per_query_token = hardware.decode_attention_ns_per_query_token * 1e-9
+        self.wave = hardware.sm_count * hardware.decode_attention_blocks_per_sm  # blocks at once (0: no waves)
+        self.split = hardware.decode_attention_split_us * 1e-6
+        self.split_tokens = hardware.decode_attention_split_tokens
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
@@ -177,9 +189,32 @@ class AttentionModel:
         grouped = kv_heads * self.per_head + rows * self.per_query_head
         if self.mha_per_head is None:
             return grouped
-        single = (np.asarray(heads) == kv_heads) | (bool(self.max_group) & (np.asarray(heads) > self.max_group
-                                                                              * np.asarray(kv_heads)))
-        return np.where(single, heads * self.mha_per_head, grouped)
+        return np.where(self.runs_mha(heads, kv_heads), heads * self.mha_per_head, grouped)
+
+    def runs_mha(self, heads, kv_heads):
+        """Whether the multi-head decode kernel (``mha_per_head`` set) serves ``heads`` query heads over ``kv_heads``:
+        one query head per KV head, or a group above ``max_group``. Scalars or arrays."""
+        if self.mha_per_head is None:
+            return np.zeros_like(np.asarray(heads), dtype=bool)
+        return (np.asarray(heads) == kv_heads) | (bool(self.max_group) & (np.asarray(heads) > self.max_group
+                                                                          * np.asarray(kv_heads)))
+
+    def decode_blocks(self, heads, kv_heads):
+        """Thread blocks per sequence of a decode kernel: one per KV head, or per query head where the multi-head
+        kernel runs (:meth:`runs_mha`). Scalars or arrays."""
+        return np.where(self.runs_mha(heads, kv_heads), heads, kv_heads)
+
+    def decode_wave(self, sequences, blocks, context):
+        """(the sequences whose block costs (:meth:`decode_block_cost`) a decode step of ``sequences`` sequences of
+        ``blocks`` thread blocks each (:meth:`decode_blocks`) pays, the seconds it pays to combine split-KV
+        partials): with fewer blocks than one wave of ``wave`` (``sm_count`` × ``decode_attention_blocks_per_sm``),
+        max(sequences, wave / blocks) and, where ``context`` reaches ``decode_attention_split_tokens``, the split's
+        combine ``decode_attention_split_us``; else (sequences, 0). Scalars or arrays."""
+        if not self.wave:
+            return sequences, 0.0
+        short = np.asarray(sequences) * blocks < self.wave
+        return (np.maximum(sequences, self.wave / np.maximum(blocks, 1)),
+                np.where(short & (np.asarray(context) >= self.split_tokens), self.split, 0.0))
 
     def kernel_times(self, phase: str, batch, seq_len, heads, kv_heads, head_dim, window):
         """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""
@@ -194,9 +229,10 @@ class AttentionModel:
                                               query_tiles(seq_len), self.prefill_rate(fallback))
             return batch * per_sequence + self.overhead
         context = np.where(windowed, window, seq_len)
+        billed, split = self.decode_wave(batch, self.decode_blocks(heads, kv_heads), context)
         return (batch * context * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim, kv_heads,
                                                         batch * kv_heads)
-                + batch * self.decode_block_cost(heads, kv_heads) + self.decode_overhead)
+                + billed * self.decode_block_cost(heads, kv_heads) + self.decode_overhead + split)
 
 
 def attention_time(

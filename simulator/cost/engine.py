@@ -92,6 +92,12 @@ class AttentionFields(BaseModel):
                                                     "its grouped kernel computes query heads in (0: none)")
     decode_attention_mha_ns_per_head: float | None = Field(default=None, ge=0, description="decode: per (sequence, "
                                                            "query head) of its multi-head kernel")
+    decode_attention_blocks_per_sm: float | None = Field(default=None, ge=0, description="decode: blocks at once per "
+                                                         "SM (a step of fewer pays one wave; 0: no waves)")
+    decode_attention_split_us: float | None = Field(default=None, ge=0, description="decode: a step of less than "
+                                                    "one wave: the combine of its split-KV partials")
+    decode_attention_split_tokens: int | None = Field(default=None, ge=0, description="decode: the shortest "
+                                                      "context its kernel splits")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
     decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
                                                        "(None: attention_overhead_us)")

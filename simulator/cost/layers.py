@@ -197,11 +197,12 @@ class GroupCost:
         self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
         self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
         self.activation_width = (self.topk * width + shared) if self.moe else width
-        per_sequence = float(attention.decode_block_cost(self.heads, self.kv_blocks))
+        self._decode_block_cost = float(attention.decode_block_cost(self.heads, self.kv_blocks))
+        self._decode_blocks = float(attention.decode_blocks(self.heads, self.kv_blocks))
+        self._decode_state_cost = 0.0
         if self.state_bytes:  # a recurrence: read and write the state, its FLOPs, once per sequence
-            per_sequence += attention.combine(self.state_flops / attention.decode_flops,
-                                               2 * self.state_bytes / attention.decode_bandwidth)
-        self._decode_block_cost = per_sequence
+            self._decode_state_cost = attention.combine(self.state_flops / attention.decode_flops,
+                                                        2 * self.state_bytes / attention.decode_bandwidth)
         self.decode_fixed = self.count * self.kernels * attention.decode_overhead
         if self.indexer:  # it scores every cached token
             self.decode_fixed += self.count * self.indexer.decode_fixed
@@ -210,12 +211,16 @@ class GroupCost:
     def decode_terms(self, sequences: int) -> tuple[float, float]:
         """Seconds per sequence and per cached token (its context) of all ``count`` layers' decode kernels in a step
         of ``sequences`` sequences (their number sets the kernel's blocks, and so how close its streaming comes to
-        the GPU's bandwidth: :meth:`AttentionModel.decode_per_token`); a bounded span makes the context's cost a
+        the GPU's bandwidth, :meth:`AttentionModel.decode_per_token`, and whether they fill a wave,
+        :meth:`AttentionModel.decode_wave`, whose costs are spread over the sequences: every context taken as long
+        enough to split but a bounded span's, a state layer's none); a bounded span makes the context's cost a
         constant per sequence, and a sparse-attention indexer scores every cached token."""
         attention = self.attention
         per_token = float(attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,
                                                      sequences * self.kv_blocks))
-        per_sequence = self._decode_block_cost
+        billed, split = (attention.decode_wave(sequences, self._decode_blocks, self.span or math.inf)
+                         if self.decode_kv else (sequences, 0.0))  # a state layer has no cache to split
+        per_sequence = (float(billed) * self._decode_block_cost + float(split)) / sequences + self._decode_state_cost
         if self.span:
             per_sequence, per_token = per_sequence + self.span * per_token, 0.0
         if self.indexer:
