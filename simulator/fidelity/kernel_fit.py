@@ -52,7 +52,7 @@ from simulator.catalog.hardware import ExchangeFit
 from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel
 from simulator.cost.engine import load_engine
 from simulator.errors import LLMSimError
-from simulator.fidelity.calibrate import coordinate_descent, score
+from simulator.fidelity.calibrate import coordinate_descent, score, set_parameter
 from simulator.fidelity.kernels import (
     GEMM_DTYPES,
     GPUS,
@@ -138,7 +138,14 @@ FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1),
     "decode_attention_ns_per_query_token": _steps(0.0, 0.5, 0.002),
     "prefill_fallback_efficiency": _steps(0.01, 0.60, 0.01),
-    "decode_attention_mha_ns_per_head": _steps(0.0, 40.0, 0.1)}
+    "decode_attention_mha_ns_per_head": _steps(0.0, 40.0, 0.1),
+    **{name: values for name, values in (
+        ("decode_attention_blocks_per_sm", [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0]),
+        ("decode_attention_split_us", _steps(0.0, 10.0, 0.25)),
+        ("decode_attention_split_tokens", [16, 32, 64, 128, 256, 512, 1024, 2048]))}}
+# a decode kernel's waves: each value of its blocks per SM, then of the shortest context it splits, is descended from
+# (coordinate descent alone stays at no waves, from which one wave's costs and its split's are no single move away)
+WAVE_SCANS = ("decode_attention_blocks_per_sm", "decode_attention_split_tokens")
 # which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
 DISPATCH_FIELDS = ("decode_attention_max_group", "decode_attention_query_tile", "prefill_fallback_head_dim",
                    "prefill_fallback_window_head_dim")
@@ -268,8 +275,10 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     ``parameters`` (:data:`FRAMEWORK_ATTENTION_GRID`: those of the pooled fit, :data:`ATTENTION_GRID`, its decode
     kernel's own fixed cost, ``decode_attention_overhead_us``, from the shared one, its KV streaming rate,
     ``decode_attention_bandwidth_efficiency``, from the GEMMs', and a block's, ``decode_attention_block_gb_per_s``;
-    :data:`FRAMEWORK_MHA_GRID` adds a cost per query head and the fallback kernels' costs), by the attention fits'
-    coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled values
+    :data:`FRAMEWORK_MHA_GRID` adds a cost per query head, the fallback kernels' costs and the decode kernel's
+    waves), by the attention fits' coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled values
+    (then, where the waves are fitted, its decode parameters from each value of :data:`WAVE_SCANS` in turn, the best
+    kept)
     on ``per_group`` sampled timings per phase over 16-bit caches; then, where the table has timings over fp8 caches,
     those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the 16-bit kernels' values
     (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels); ``start``: fields of the starting
@@ -284,7 +293,22 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
         sample = _sample(rows.reset_index(drop=True), ["phase"], per_group)
         return coordinate_descent(start, grid, scorer(sample, ["phase"]), **ATTENTION_DESCENT)
 
-    profile = descend(profile, sixteen, parameters) if len(sixteen) else profile
+    def scan_waves(fitted: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
+        """``fitted`` with its decode parameters descended from each value of each of :data:`WAVE_SCANS` in turn
+        (the best kept), the split's shortest context from the middle of its grid (unset, every context splits)."""
+        decode = rows[rows["phase"] == "decode"]
+        sample_score = scorer(_sample(decode.reset_index(drop=True), ["phase"], per_group), ["phase"])
+        split = WAVE_SCANS[1]
+        if split in parameters and not getattr(fitted, split):
+            fitted = set_parameter(fitted, split, parameters[split][len(parameters[split]) // 2])
+        for scanned in (name for name in WAVE_SCANS if name in parameters and len(decode)):
+            grid = {name: values for name, values in parameters.items()
+                    if name in PHASE_PARAMETERS["decode"] and name != scanned}
+            fitted = min([fitted, *(descend(set_parameter(fitted, scanned, value), decode, grid)
+                                    for value in parameters[scanned])], key=sample_score)
+        return fitted
+
+    profile = scan_waves(descend(profile, sixteen, parameters), sixteen) if len(sixteen) else profile
     fitted: dict = {name: getattr(profile, name) for name in parameters}
     parts = [errors({gpu: profile}, sixteen)]
     if len(eight):
@@ -304,7 +328,8 @@ PHASE_PARAMETERS = {
     "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
                "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
-               "decode_attention_mha_ns_per_head"),
+               "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm", "decode_attention_split_us",
+               "decode_attention_split_tokens"),
 }
 SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 
