@@ -219,19 +219,19 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         rows.append({"name": name, "generation": hw.generation, "memory_gib": hw.memory_gib,
                      "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s, "peak_tflops": peaks,
                      "interconnect_gb_per_s": hw.interconnect_gb_per_s, "gpus_per_node": hw.node.gpus_per_node,
-                     "description": hw.description})
+                     "sm_count": hw.sm_count, "description": hw.description})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"{'gpu':16} {'generation':10} {'memory':>8} {'HBM GB/s':>9} {'bf16':>7} {'fp8':>7} {'fp4':>7} "
-          f"{'link GB/s':>9}  per node")
+          f"{'link GB/s':>9} {'SMs':>4}  per node")
     for row in rows:
         peak = row["peak_tflops"]
         cells = [f"{peak[k]:7,.0f}" if peak.get(k) else f"{'-':>7}" for k in ("bf16", "fp8", "fp4")]
         print(f"{row['name']:16} {row['generation']:10} {row['memory_gib']:6.0f}Gi "
-              f"{row['memory_bandwidth_gb_per_s']:9,.0f} {' '.join(cells)} {row['interconnect_gb_per_s']:9,.0f}  "
-              f"{row['gpus_per_node']}")
-    print("peaks: dense TFLOP/s per format; link: GPU-GPU per direction")
+              f"{row['memory_bandwidth_gb_per_s']:9,.0f} {' '.join(cells)} {row['interconnect_gb_per_s']:9,.0f} "
+              f"{row['sm_count'] or '-':>4}  {row['gpus_per_node']}")
+    print("peaks: dense TFLOP/s per format; link: GPU-GPU per direction; SMs: streaming multiprocessors (AMD: CUs)")
     return 0
 
 

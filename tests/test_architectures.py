@@ -386,6 +386,8 @@ def test_models_and_gpus_list_the_catalogs(capsys):
     assert main(["gpus", "--json"]) == 0
     gpus = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert gpus["h100-sxm"]["generation"] == "hopper" and gpus["gb200"]["gpus_per_node"] == 72
+    assert (gpus["a100-80gb-sxm"]["sm_count"], gpus["h100-sxm"]["sm_count"]) == (108, 132)  # the whitepapers'
+    assert all(row["sm_count"] > 0 for row in gpus.values())  # every catalog GPU states its SMs
     assert main(["gpus"]) == 0 and "h200-sxm" in capsys.readouterr().out
 
 
