@@ -110,13 +110,13 @@ def test_a_profile_that_extends_another_states_only_what_differs(tmp_path):
     from simulator.cost.engine import load_engine
 
     vllm, later = load_engine("vllm"), load_engine("vllm-0.14")
-    assert (later.name, later.per_iteration_ms, later.per_sequence_us) == ("vllm-0.14", 0.75, 0.0)
+    assert (later.name, later.per_iteration_ms, later.per_sequence_us) == ("vllm-0.14", 1.0, 0.0)
     assert later.model_dump(exclude={"name", "description", "per_iteration_ms", "per_sequence_us", "sources"}) == (
         vllm.model_dump(exclude={"name", "description", "per_iteration_ms", "per_sequence_us", "sources"}))
     (tmp_path / "mine.yaml").write_text("extends: vllm-0.14\nname: mine\nserver_defaults: {}\n")
     (tmp_path / "yours.yaml").write_text("extends: mine.yaml\nname: yours\nper_sequence_us: 5\n")
     yours = load_engine(str(tmp_path / "yours.yaml"))
-    assert (yours.name, yours.per_iteration_ms, yours.per_sequence_us, yours.server_defaults) == ("yours", 0.75, 5.0,
+    assert (yours.name, yours.per_iteration_ms, yours.per_sequence_us, yours.server_defaults) == ("yours", 1.0, 5.0,
                                                                                                 {})
     (tmp_path / "a.yaml").write_text("extends: b.yaml\nname: a\n")
     (tmp_path / "b.yaml").write_text("extends: a.yaml\nname: b\n")

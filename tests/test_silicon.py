@@ -78,7 +78,7 @@ def test_a_row_runs_the_engine_profile_of_its_backends_version(tmp_path):
         writer.writerows([_row(id="a", osl="4", backend_version="0.18.0"), _row(id="b", osl="4", backend_version="")])
     frame = validate_runs(runs)
     assert list(frame["engine"]) == ["vllm-0.14", "vllm"] and list(frame["status"]) == ["ok", "ok"]
-    assert frame.loc[0, "predicted_tpot_ms"] < frame.loc[1, "predicted_tpot_ms"]  # 0.75 ms a step, not 2 + 4 x 0.04
+    assert frame.loc[0, "predicted_tpot_ms"] < frame.loc[1, "predicted_tpot_ms"]  # 1.0 ms a step, not 2 + 4 x 0.04
 
 
 def test_a_quantised_checkpoint_runs_in_the_format_it_ships():

@@ -100,7 +100,7 @@ class AttentionModel:
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
         """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones;
         ``overhead_us``: the engine's per-kernel floor (CUDA-graph replay) instead of the eager ones (prefill and
-        decode alike)."""
+        decode alike, and at most that for a split's combine)."""
         peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency  # the 16-bit peak
         bandwidth = hardware.memory_bandwidth_gb_per_s * 1e9 * memory_scale
         self.prefill_flops = peak * hardware.attention_efficiency * compute_scale
@@ -121,7 +121,8 @@ class AttentionModel:
         self.mha_per_head = None if mha is None else mha * 1e-9
         self.per_query_token = hardware.decode_attention_ns_per_query_token * 1e-9
         self.wave = hardware.sm_count * hardware.decode_attention_blocks_per_sm  # blocks at once (0: no waves)
-        self.split = hardware.decode_attention_split_us * 1e-6
+        split = hardware.decode_attention_split_us  # the combine is a kernel: under CUDA graphs at most their floor
+        self.split = (split if overhead_us is None else min(split, overhead_us)) * 1e-6
         self.split_tokens = hardware.decode_attention_split_tokens
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
