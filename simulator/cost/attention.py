@@ -43,12 +43,12 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   instead of the grouped kernel's block costs (~10 ns on H100 against ~38 for an XQA block). The blocks (one per KV
   head, or per query head where that kernel runs) run ``decode_attention_blocks_per_sm`` at once on each of the
   GPU's ``sm_count`` SMs: a step of fewer blocks than that wave still takes one wave, so it pays the block costs of
-  max(B, wave / blocks per sequence) sequences rather than of its B
-  (the frameworks' tables are flat up to ~one block per SM: vLLM's H100 decode of 8 KV heads takes 11.8–12.7 µs at
-  1–16 sequences of short contexts, 16.6 at 32, then ~0.2 µs more per sequence), and splits each context of
-  ``decode_attention_split_tokens`` or more over the idle SMs, whose partial results another pass combines
-  (``decode_attention_split_us``: TensorRT-LLM's H100 step of 1–4 sequences costs ~2 µs more from 64 cached
-  tokens, one of 8 or more does not). A decode step of a batch is therefore affine in the context sum, as
+  max(B, wave / blocks per sequence) sequences rather than of its B (the frameworks' tables are flat in the batch
+  until the blocks approach the SMs: vLLM's H100 decode of 8 KV heads takes 11.8–12.7 µs at 1–16 sequences of
+  short contexts, 16.6 at 32, then ~0.2 µs more per sequence; its fit: half a block per SM), and splits each
+  context of ``decode_attention_split_tokens`` or more over the idle SMs, whose partial results another pass
+  combines (``decode_attention_split_us``: TensorRT-LLM's H100 step of 1–4 sequences costs ~2 µs more from 64
+  cached tokens, one of 8 or more does not; under CUDA graphs at most the engine's kernel floor). A decode step of a batch is therefore affine in the context sum, as
   :mod:`simulator.cost.base` needs (a serving step takes its contexts as long enough to split, a window's as its
   span).
 
@@ -121,7 +121,7 @@ class AttentionModel:
         self.mha_per_head = None if mha is None else mha * 1e-9
         self.per_query_token = hardware.decode_attention_ns_per_query_token * 1e-9
         self.wave = hardware.sm_count * hardware.decode_attention_blocks_per_sm  # blocks at once (0: no waves)
-        split = hardware.decode_attention_split_us  # the combine is a kernel: under CUDA graphs at most their floor
+        split = hardware.decode_attention_split_us  # the combine, a kernel: under CUDA graphs at most their floor
         self.split = (split if overhead_us is None else min(split, overhead_us)) * 1e-6
         self.split_tokens = hardware.decode_attention_split_tokens
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
