@@ -48,9 +48,9 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   short contexts, 16.6 at 32, then ~0.2 µs more per sequence; its fit: half a block per SM), and splits each
   context of ``decode_attention_split_tokens`` or more over the idle SMs, whose partial results another pass
   combines (``decode_attention_split_us``: TensorRT-LLM's H100 step of 1–4 sequences costs ~2 µs more from 64
-  cached tokens, one of 8 or more does not; under CUDA graphs at most the engine's kernel floor). A decode step of a batch is therefore affine in the context sum, as
-  :mod:`simulator.cost.base` needs (a serving step takes its contexts as long enough to split, a window's as its
-  span).
+  cached tokens, one of 8 or more does not; under CUDA graphs at most the engine's kernel floor). A decode step
+  of a batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs (a serving step takes
+  its contexts as long enough to split, a window's as its span).
 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
