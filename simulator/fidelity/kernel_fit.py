@@ -276,14 +276,14 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     kernel's own fixed cost, ``decode_attention_overhead_us``, from the shared one, its KV streaming rate,
     ``decode_attention_bandwidth_efficiency``, from the GEMMs', and a block's, ``decode_attention_block_gb_per_s``;
     :data:`FRAMEWORK_MHA_GRID` adds a cost per query head, the fallback kernels' costs and the decode kernel's
-    waves), by the attention fits' coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled values
-    (then, where the waves are fitted, its decode parameters from each value of :data:`WAVE_SCANS` in turn, the best
-    kept)
-    on ``per_group`` sampled timings per phase over 16-bit caches; then, where the table has timings over fp8 caches,
-    those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the 16-bit kernels' values
-    (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels); ``start``: fields of the starting
-    profile besides the pooled ones (kept unless in ``parameters``). ``scorer(sample, by)`` scores a profile on a
-    sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the fitted fields and every timing's errors."""
+    waves), by the attention fits' coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled
+    values on ``per_group`` sampled timings per phase over 16-bit caches (then, where the waves are fitted, its
+    decode parameters again from each value of :data:`WAVE_SCANS` in turn, the best kept); then, where the table has
+    timings over fp8 caches, those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the
+    16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels); ``start``:
+    fields of the starting profile besides the pooled ones (kept unless in ``parameters``). ``scorer(sample, by)``
+    scores a profile on a sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the fitted fields and every
+    timing's errors."""
     sixteen, eight = table[table["kv_dtype"] != "fp8"], table[table["kv_dtype"] == "fp8"]
     hardware = load_hardware(GPUS[gpu])
     profile = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency,
