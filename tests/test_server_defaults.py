@@ -4,6 +4,7 @@ framework's documented defaults)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -22,7 +23,8 @@ def _load(**sections):
 
 def test_left_out_sections_are_the_servers():
     """vLLM v1 on an H100: chunked prefill, 8,192 tokens, 1,024 sequences, 16-token blocks in 90% of memory;
-    SGLang: prefill-first continuous batching, 8,192 tokens (a longer prompt in chunks of that), page size 1, 88%."""
+    SGLang: prefill-first continuous batching, 8,192 tokens (a longer prompt in chunks of that), page size 1, its
+    weights and pool in the share of memory its server reserves by default (mem_fraction_static: auto)."""
     vllm = _load(engine="vllm", scheduler=None, kv_cache=None)
     assert (vllm.scheduler.kind, vllm.scheduler.max_num_batched_tokens, vllm.scheduler.max_num_seqs) == (
         "chunked", 8192, 1024)
@@ -30,7 +32,7 @@ def test_left_out_sections_are_the_servers():
     sglang = _load(engine="sglang", scheduler=None, kv_cache=None)
     assert (sglang.scheduler.kind, sglang.scheduler.prefill_priority, sglang.scheduler.max_num_batched_tokens,
             sglang.scheduler.chunk_long_prompts) == ("continuous", True, 8192, True)
-    assert (sglang.kv_cache.block_size, sglang.kv_cache.gpu_memory_utilization) == (1, 0.88)
+    assert (sglang.kv_cache.block_size, sglang.kv_cache.mem_fraction_static) == (1, "auto")
     # the default engine is vllm
     data = experiment()
     del data["scheduler"], data["kv_cache"]
@@ -55,6 +57,40 @@ def test_tensorrt_llm_sizes_its_pool_from_free_memory_and_admits_whole_lengths()
     own = _load(engine="trtllm", scheduler=None, kv_cache={"kind": "paged", "gpu_memory_utilization": 0.8})
     assert (own.kv_cache.free_memory_fraction, own.kv_cache.gpu_memory_utilization) == (None, 0.8)
     assert _load(engine="vllm", scheduler=None, kv_cache=None).scheduler.capacity_policy == "max_utilization"
+
+
+def test_sglang_keeps_its_default_share_of_memory_for_weights_and_pool():
+    """SGLang's default --mem-fraction-static, by hand: on an 80 GiB H100 (81,920 MB) at TP 1 with 8,192-token
+    chunks it reserves 512 + 1.5 × 8,192 + 2 × 256 (CUDA graphs up to 256 sequences) + 1,024 / 8 = 13,440 MB, so
+    round(68,480 / 81,920, 3) = 0.836; at TP 8 graphs go up to 512: 14,848 MB, 0.819; a B200's 180 GiB at TP 8
+    keeps 0.919; a 24 GiB A10 (graphs up to 24, no 10 GiB floor) 0.472; attention data parallelism of 8 ranks
+    of one GPU (SGLang's tp_size 8) adds 3 × 512 × 8 and 1.5 × 512 × 8 MB: 0.594. Qwen3-32B on one H100 then
+    pools 0.836 × 80 GiB less its weights (the activations live in the rest), and an experiment that states
+    gpu_memory_utilization sizes the pool vLLM's way instead."""
+    from simulator.api import run
+    from simulator.catalog import load_hardware, load_model
+    from simulator.kv.sglang_memory import mem_fraction_static
+    from simulator.kv.sizing import kv_budget
+
+    assert mem_fraction_static(80, 8192, 1) == 0.836 and mem_fraction_static(80, 8192, 8) == 0.819
+    assert mem_fraction_static(180, 8192, 8) == 0.919 and mem_fraction_static(24, 8192, 1) == 0.472
+    assert mem_fraction_static(80, 8192, 8, data_parallel=8) == round((81920 - 14848 - 4.5 * 512 * 8) / 81920, 3)
+    model, h100 = load_model("qwen3-32b"), load_hardware("h100-sxm")
+    budget = kv_budget(model, h100, tensor_parallel=1, weight_dtype="bf16", kv_dtype_name="bf16",
+                       gpu_memory_utilization=0.9, block_size=1, max_num_batched_tokens=8192, max_num_seqs=16,
+                       max_model_len=4096, mem_fraction_static=0.836)
+    per_token = 64 * 2 * 8 * 128 * 2  # layers × K and V × KV heads × head width × bytes
+    assert budget.num_blocks == int((80 * 2**30 * 0.836 - budget.weight_bytes) // per_token)
+    config = _load(engine="sglang", model="qwen3-32b", hardware="h100-sxm", scheduler={"max_model_len": 4096},
+                   kv_cache=None)
+    assert run(config.model_copy(update={"workload": config.workload.model_copy(update={"num_requests": 2})})
+               ).summary["kv_capacity_tokens"] == budget.num_blocks
+    vllm_way = _load(engine="sglang", kv_cache={"gpu_memory_utilization": 0.9})
+    assert (vllm_way.kv_cache.mem_fraction_static, vllm_way.kv_cache.gpu_memory_utilization) == (None, 0.9)
+    for bad in (1.5, 0, "half", True):
+        with pytest.raises(ConfigError, match=r"kv_cache\.mem_fraction_static: must be 'auto' or a share of GPU "
+                           r"memory in \(0, 1\], got " + re.escape(repr(bad)) + "$"):
+            _load(engine="sglang", kv_cache={"mem_fraction_static": bad})
 
 
 def _checkpoint(folder, quantization: dict) -> str:

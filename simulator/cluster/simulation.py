@@ -30,7 +30,7 @@ from simulator.cost.lora import LoRACost
 from simulator.cost.roofline import expert_slots
 from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
-from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype
+from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype, sglang_memory
 from simulator.kv.span_reserve import SpanReserve, span_reserve
 from simulator.observe import Observer
 from simulator.progress import NoProgress, progress_bar
@@ -218,6 +218,10 @@ def _build_pool(
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
         free_memory_fraction=kv_cfg.free_memory_fraction,
+        mem_fraction_static=(sglang_memory.mem_fraction_static(
+            hardware.memory_gib, batched_tokens, pool.data_parallel * pool.tensor_parallel, pool.pipeline_parallel,
+            pool.data_parallel)
+            if kv_cfg.mem_fraction_static == "auto" else kv_cfg.mem_fraction_static),
         adapter_bytes=lora_cost.bytes_per_gpu * config.lora.max_loras if lora_cost is not None else 0.0,
         expert_replication=_expert_replication(config, model, pool.expert_parallel),
     )

@@ -166,9 +166,9 @@ def _apply_server_defaults(data: dict[str, Any]) -> None:
             data[section] = {**defaults, **given}
 
 
-# settings of which a section takes one: the KV pool as a share of the GPU (vLLM, SGLang) or of what is left free
-# (TensorRT-LLM)
-ALTERNATIVES = (("gpu_memory_utilization", "free_memory_fraction"),)
+# settings of which a section takes one: the KV pool as a share of the GPU (vLLM), of what is left free
+# (TensorRT-LLM), or the weights and the pool together as one (SGLang)
+ALTERNATIVES = (("gpu_memory_utilization", "free_memory_fraction", "mem_fraction_static"),)
 
 
 KINDS = (  # files of another kind: their name, the top-level keys only they have, and the command that runs them

@@ -14,7 +14,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from simulator.catalog.workloads import with_preset
 from simulator.renames import renamed
@@ -455,6 +455,15 @@ SchedulerConfig = Annotated[
 
 
 # --- KV cache ------------------------------------------------------------------------------------------------
+def _share_or_auto(value: Any) -> Any:
+    """``auto``, a share in (0, 1] or None; anything else one error naming both (not one per union member)."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
+        return float(value)
+    raise ValueError(f"must be 'auto' or a share of GPU memory in (0, 1], got {value!r}")
+
+
 class KVCacheBase(Strict):
     """The pool: sized from GPU memory (or fixed at ``num_gpu_blocks`` × ``block_size`` token slots)."""
 
@@ -466,6 +475,11 @@ class KVCacheBase(Strict):
         default=None, gt=0, le=1,
         description="instead: the pool takes this share of the memory the weights and the activation workspace "
         "leave (TensorRT-LLM's free_gpu_memory_fraction)")
+    mem_fraction_static: Annotated[float | Literal["auto"] | None, BeforeValidator(_share_or_auto)] = Field(
+        default=None,
+        description="instead: the weights and the pool together take this share of the GPU, the rest held for "
+        "activations and CUDA graphs (SGLang's --mem-fraction-static); auto: SGLang's default for the GPU's memory, "
+        "the prefill chunk (max_num_batched_tokens) and the parallelism (simulator/kv/sglang_memory.py)")
     dtype: Literal["auto", "fp16", "bf16", "fp8", "int8"] = "auto"
     num_gpu_blocks: int | None = Field(default=None, ge=1, le=10**9, description="override the pool size (as vLLM's)")
     swap_space_gib: float = Field(default=4.0, ge=0, description="host memory per GPU for swapped-out KV (vLLM's)")

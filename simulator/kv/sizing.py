@@ -5,7 +5,9 @@
                           kv_lora_rank + qk_rope_head_dim; :mod:`simulator.catalog.architecture`)
     KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − LoRA slots − activation workspace, or
                           with free_memory_fraction f: f × (memory − weights/(t·p) − LoRA slots − workspace),
-                          TensorRT-LLM's way (LoRA slots: max_loras adapters, :mod:`simulator.cost.lora`)
+                          TensorRT-LLM's way, or with mem_fraction_static s: memory × s − weights/(t·p) − LoRA
+                          slots, SGLang's (its 1 − s holds the activations; :mod:`simulator.kv.sglang_memory`)
+                          (LoRA slots: max_loras adapters, :mod:`simulator.cost.lora`)
     weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2;
                           the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
@@ -77,7 +79,7 @@ def kv_budget(
     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
     expert_shards: int | None = None, free_memory_fraction: float | None = None, adapter_bytes: float = 0.0,
-    expert_replication: float = 1.0,
+    expert_replication: float = 1.0, mem_fraction_static: float | None = None,
 ) -> KVBudget:
     """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
     spread over, default t; ``adapter_bytes``: LoRA slots per GPU, taken like weights; ``expert_replication``:
@@ -85,7 +87,7 @@ def kv_budget(
     room for one full request."""
     t, p = tensor_parallel, pipeline_parallel
     w = bytes_per_element(activation_dtype(weight_dtype))
-    usable = hardware.memory_bytes * gpu_memory_utilization
+    usable = hardware.memory_bytes * (mem_fraction_static or gpu_memory_utilization)
     parts = model.part_bytes(bytes_per_element(weight_dtype), w)
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
@@ -113,17 +115,19 @@ def kv_budget(
                 "fixes the KV pool, not the weights); use more tensor_parallel or a larger GPU"
             )
     else:
-        pool = usable - weights - adapter_bytes - workspace
+        pool = usable - weights - adapter_bytes - (0.0 if mem_fraction_static else workspace)
         if free_memory_fraction is not None:  # a share of what the weights and workspace leave
             pool = (hardware.memory_bytes - weights - adapter_bytes - workspace) * free_memory_fraction
         num_blocks = max(0, math.floor(pool / (block_size * per_token)))
         needed_blocks = math.ceil(longest / block_size)
         if num_blocks < needed_blocks:
             missing = (needed_blocks * block_size * per_token - pool) / GIB
+            taken = "" if mem_fraction_static else f" + workspace {workspace / GIB:.2f} GiB"
+            share = "mem_fraction_static" if mem_fraction_static else "gpu_memory_utilization"
             raise LLMSimError(
-                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora} + workspace "
-                f"{workspace / GIB:.2f} GiB leave {max(pool, 0) / GIB:.2f} GiB of the {usable / GIB:.2f} GiB usable "
-                f"per GPU for KV cache, {missing:.2f} GiB short of one {max_model_len}-token request; use more "
-                "tensor_parallel, a larger GPU, a higher gpu_memory_utilization or a smaller max_model_len"
+                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora}{taken} "
+                f"leave {max(pool, 0) / GIB:.2f} GiB of the {usable / GIB:.2f} GiB usable per GPU for KV cache, "
+                f"{missing:.2f} GiB short of one {max_model_len}-token request; use more tensor_parallel, a larger "
+                f"GPU, a higher {share} or a smaller max_model_len"
             )
     return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks, spans, adapter_bytes)
