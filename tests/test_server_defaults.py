@@ -93,6 +93,66 @@ def test_sglang_keeps_its_default_share_of_memory_for_weights_and_pool():
             _load(engine="sglang", kv_cache={"mem_fraction_static": bad})
 
 
+def test_vllm_batch_limits_follow_the_gpu_as_its_server_picks_them():
+    """vLLM's EngineArgs.get_batch_defaults (API server): 8,192 tokens and 1,024 sequences on GPUs of 70 GiB or more
+    that are not A100s, 2,048 and 256 elsewhere — an A100 of 80 GB by its name, an L40S (48 GiB) by its memory; a
+    limit the experiment states is kept."""
+    limits = {hw: (lambda c: (c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs))(
+        _load(engine="vllm", hardware=hw, scheduler=None, kv_cache=None))
+        for hw in ("h100-sxm", "h200-sxm", "b200", "a100-80gb-sxm", "l40s")}
+    assert limits == {"h100-sxm": (8192, 1024), "h200-sxm": (8192, 1024), "b200": (8192, 1024),
+                      "a100-80gb-sxm": (2048, 256), "l40s": (2048, 256)}
+    stated = _load(engine="vllm", hardware="a100-80gb-sxm", scheduler={"max_num_seqs": 64}, kv_cache=None).scheduler
+    assert (stated.max_num_batched_tokens, stated.max_num_seqs) == (2048, 64)
+
+
+def test_sglang_prefill_chunk_follows_the_gpu_memory_and_its_memory_share_follows_the_chunk():
+    """SGLang's chunked_prefill_size by memory: 2,048 below 35 GiB (A10), 4,096 below 60 (L40S), 8,192 to 160
+    (H100, H200), 16,384 from 160 (B200). On a B200 at TP 8 its reserve is then 512 + 1.5 × 16,384 + 2 × 512 +
+    1,024 = 27,136 MB of 184,320: mem_fraction_static round(157,184 / 184,320, 3) = 0.853, and the run's pool is
+    that share less the weights."""
+    from simulator.api import run
+    from simulator.catalog import load_hardware, load_model
+    from simulator.kv.sglang_memory import mem_fraction_static
+    from simulator.kv.sizing import kv_budget
+
+    chunks = {hw: _load(engine="sglang", hardware=hw, scheduler=None, kv_cache=None).scheduler.max_num_batched_tokens
+              for hw in ("a10", "l40s", "h100-sxm", "h200-sxm", "b200")}
+    assert chunks == {"a10": 2048, "l40s": 4096, "h100-sxm": 8192, "h200-sxm": 8192, "b200": 16384}
+    assert mem_fraction_static(180, 16384, 8) == 0.853
+    config = _load(engine="sglang", model="llama-3-70b", hardware="b200", scheduler={"max_model_len": 4096},
+                   kv_cache=None, cluster={"tensor_parallel": 8})
+    budget = kv_budget(load_model("llama-3-70b"), load_hardware("b200"), tensor_parallel=8, weight_dtype="bf16",
+                       kv_dtype_name="bf16", gpu_memory_utilization=0.9, block_size=1, max_num_batched_tokens=16384,
+                       max_num_seqs=1024, max_model_len=4096, mem_fraction_static=0.853)
+    assert run(config.model_copy(update={"workload": config.workload.model_copy(update={"num_requests": 2})})
+               ).summary["kv_capacity_tokens"] == budget.num_blocks
+
+
+def test_a_pool_of_another_gpu_starts_with_that_gpus_batch_limits():
+    """Colocated pools of an H100 (the experiment's GPU) and an A100 under vLLM: the A100's server starts with
+    2,048 tokens and 256 sequences, the H100's with 8,192 and 1,024; a limit the scheduler section or the pool states
+    is the experiment's for every pool."""
+    pools = [{"replicas": 1}, {"replicas": 1, "hardware": "a100-80gb-sxm"}]
+    config = _load(engine="vllm", scheduler=None, kv_cache=None, cluster={"pools": pools})
+    a100 = config.cluster.pools[1]
+    assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
+    assert (config.cluster.pools[0].max_num_seqs, config.scheduler.max_num_seqs) == (None, 1024)
+    stated = _load(engine="vllm", scheduler={"max_num_seqs": 64}, kv_cache=None,
+                   cluster={"pools": [{"replicas": 1}, {"replicas": 1, "hardware": "a100-80gb-sxm",
+                                                        "max_num_batched_tokens": 4096}]})
+    assert (stated.cluster.pools[1].max_num_batched_tokens, stated.cluster.pools[1].max_num_seqs) == (4096, None)
+
+
+def test_a_gpu_rule_must_name_its_gpus(tmp_path):
+    path = tmp_path / "engine.yaml"
+    path.write_text("extends: vllm\nname: mine\nserver_defaults_by_gpu:\n  - {scheduler: {max_num_seqs: 8}}\n")
+    from simulator.cost.engine import load_engine
+
+    with pytest.raises(LLMSimError, match="memory_below_gib, memory_from_gib or name_contains"):
+        load_engine(str(path))
+
+
 def _checkpoint(folder, quantization: dict) -> str:
     """A small Llama-style config.json in ``folder`` with a ModelOpt ``hf_quant_config.json`` of ``quantization``
     beside it."""

@@ -4,9 +4,10 @@ Relative file paths inside an experiment (model, hardware, trace) are resolved a
 falling back to the current directory, and stored absolute in the resolved config.
 
 The engine profile's server defaults (:meth:`simulator.cost.engine.EngineProfile.server_experiment`: how the
-framework's server batches and sizes its KV cache when started without flags) fill what the experiment leaves out:
-a missing ``scheduler`` or ``kv_cache`` section is the server's, and a section that names no ``kind`` or the
-server's kind takes the server's values for the keys it does not set. A section of another kind is used as written.
+framework's server batches and sizes its KV cache when started without flags on the experiment's GPU) fill what the
+experiment leaves out: a missing ``scheduler`` or ``kv_cache`` section is the server's, and a section that names no
+``kind`` or the server's kind takes the server's values for the keys it does not set. A section of another kind is
+used as written. A pool of another GPU whose server would start with other batch limits gets those as its own.
 """
 
 from __future__ import annotations
@@ -148,14 +149,28 @@ def _resolve_checkpoint(data: dict[str, Any], where: str) -> None:
         kv_cache["dtype"] = quantization.kv_cache
 
 
+def _gpu(name: Any):
+    """The hardware profile ``name`` names, or None where it names none (validation or the run reports it)."""
+    from simulator.catalog import load_hardware  # local: the catalog's loading helpers import the config errors
+
+    try:
+        return load_hardware(name) if isinstance(name, str) else None
+    except LLMSimError:
+        return None
+
+
 def _apply_server_defaults(data: dict[str, Any]) -> None:
-    """Fill the scheduler and KV-cache settings the experiment leaves out from its engine's server defaults."""
+    """Fill the scheduler and KV-cache settings the experiment leaves out from its engine's server defaults on the
+    experiment's GPU, and give a pool of another GPU that GPU's batch limits (:func:`_pool_server_defaults`)."""
     from simulator.cost.engine import load_engine  # local: the cost package imports the config schema
 
     engine = data.get("engine", ExperimentConfig.model_fields["engine"].default)
     if not isinstance(engine, str):
         return  # validation names the field
-    for section, defaults in load_engine(engine).server_experiment().items():
+    profile, hardware = load_engine(engine), _gpu(data.get("hardware"))
+    given = data.get("scheduler")
+    _pool_server_defaults(data, profile, hardware, given if isinstance(given, dict) else {})
+    for section, defaults in profile.server_experiment(hardware).items():
         given = data.get(section)
         if given is None:
             data[section] = defaults
@@ -164,6 +179,27 @@ def _apply_server_defaults(data: dict[str, Any]) -> None:
                 if any(key in given for key in pair):
                     defaults = {key: value for key, value in defaults.items() if key not in pair}
             data[section] = {**defaults, **given}
+
+
+def _pool_server_defaults(data: dict[str, Any], profile, hardware, given: dict[str, Any]) -> None:
+    """A pool of another GPU (``cluster.pools``, ``prefill``, ``decode``) whose server would start with other batch
+    limits (``max_num_seqs``, ``max_num_batched_tokens``) than the experiment's GPU's takes its own, unless the pool
+    or the experiment's scheduler section states them."""
+    cluster = data.get("cluster")
+    if not isinstance(cluster, dict):
+        return
+    pools = [*(cluster.get("pools") if isinstance(cluster.get("pools"), list) else []), cluster.get("prefill"),
+             cluster.get("decode")]
+    base = profile.server_experiment(hardware).get("scheduler", {})
+    if given.get("kind", base.get("kind")) != base.get("kind"):
+        return  # a scheduler of another kind takes nothing from the server's
+    for pool in pools:
+        if not isinstance(pool, dict) or pool.get("hardware") in (None, data.get("hardware")):
+            continue
+        own = profile.server_experiment(_gpu(pool["hardware"])).get("scheduler", {})
+        for key in ("max_num_seqs", "max_num_batched_tokens"):
+            if key in own and own[key] != base.get(key) and key not in given and key not in pool:
+                pool[key] = own[key]
 
 
 # settings of which a section takes one: the KV pool as a share of the GPU (vLLM), of what is left free

@@ -152,6 +152,32 @@ class MoEKernels(BaseModel):
     moe_ep_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost expert parallelism adds")
 
 
+class GpuServerDefaults(BaseModel):
+    """Server defaults a framework picks by the GPU it starts on (``server_defaults_by_gpu``): a rule matches a GPU
+    of less memory than ``memory_below_gib``, of at least ``memory_from_gib``, whose profile name contains
+    ``name_contains`` (every condition it gives), and replaces those keys of its ``scheduler`` and ``kv_cache``
+    sections — vLLM's batch limits by memory and device name (``EngineArgs.get_batch_defaults``), SGLang's prefill
+    chunk by memory (``ServerArgs._handle_gpu_memory_settings``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    memory_below_gib: float | None = Field(default=None, gt=0)
+    memory_from_gib: float | None = Field(default=None, gt=0)
+    name_contains: str | None = Field(default=None, min_length=1)
+    scheduler: dict[str, Any] = Field(default_factory=dict)
+    kv_cache: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names_a_gpu(self) -> GpuServerDefaults:
+        if self.memory_below_gib is None and self.memory_from_gib is None and self.name_contains is None:
+            raise ValueError("a rule needs memory_below_gib, memory_from_gib or name_contains (the GPUs it is for)")
+        return self
+
+    def matches(self, hardware: HardwareSpec) -> bool:
+        return (self.memory_below_gib is None or hardware.memory_gib < self.memory_below_gib) and (
+            self.memory_from_gib is None or hardware.memory_gib >= self.memory_from_gib) and (
+            self.name_contains is None or self.name_contains.lower() in hardware.name.lower())
+
+
 class EngineProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
@@ -241,6 +267,9 @@ class EngineProfile(BaseModel):
         default_factory=dict,
         description="experiment sections (scheduler, kv_cache) as the framework's server sets them by default",
     )
+    server_defaults_by_gpu: list[GpuServerDefaults] = Field(
+        default_factory=list, description="the server's defaults that depend on the GPU: the first matching rule "
+        "replaces those keys of server_defaults")
     sources: list[str] = Field(default_factory=list)
 
     @field_validator("custom_allreduce_by_generation", "attention_by_generation", "mla_by_generation",
@@ -252,10 +281,17 @@ class EngineProfile(BaseModel):
             raise ValueError(f"unknown GPU generation {unknown[0]!r} (allowed: {', '.join(generation_names())})")
         return table
 
-    def server_experiment(self) -> dict[str, Any]:
-        """The experiment sections the framework's server uses when started without flags: a copy of its
-        ``server_defaults``."""
-        return copy.deepcopy(self.server_defaults)
+    def server_experiment(self, hardware: HardwareSpec | None = None) -> dict[str, Any]:
+        """The experiment sections the framework's server uses when started without flags on ``hardware``: a copy
+        of its ``server_defaults``, with the first of ``server_defaults_by_gpu`` that matches the GPU laid over
+        them (none without a GPU)."""
+        sections = copy.deepcopy(self.server_defaults)
+        rule = next((rule for rule in self.server_defaults_by_gpu if rule.matches(hardware)), None) if (
+            hardware is not None) else None
+        for section in ("scheduler", "kv_cache"):
+            if rule is not None and getattr(rule, section):
+                sections[section] = {**sections.get(section, {}), **copy.deepcopy(getattr(rule, section))}
+        return sections
 
     def custom_allreduce(self, generation: str) -> CustomAllReduceFit | None:
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in
