@@ -709,3 +709,27 @@ def test_a_decode_step_of_less_than_one_wave_of_blocks_pays_one_wave_and_its_spl
     unstated = waves.model_copy(update={"sm_count": 0})
     assert AttentionModel(unstated).kernel_times("decode", 4, 1024, 32, 8, 128, 0) == pytest.approx(
         AttentionModel(hw).kernel_times("decode", 4, 1024, 32, 8, 128, 0))
+
+
+def test_a_decode_kernel_may_split_below_another_occupancy_than_its_wave():
+    """``decode_attention_split_blocks_per_sm``: a step of fewer blocks than ``sm_count`` × it splits (as
+    FlashAttention's heuristic splits below 0.8 of the SMs), whatever its wave. By hand on H100 (132 SMs), a wave of
+    half a block per SM (66 blocks), splitting below 0.8 (105.6 blocks), 8 KV heads: 8 sequences (64 blocks) pay one
+    wave's block costs (8.25 sequences' at 20 ns a block) and the 2 µs split, 12 (96 blocks) their own block costs
+    and still the split, 16 (128 blocks) neither; unstated, the split follows the wave (12 sequences: no split)."""
+    from simulator.cost.attention import AttentionModel
+
+    hw = load_hardware("h100-sxm").model_copy(update={"decode_attention_ns_per_head": 20.0,
+                                                       "decode_attention_ns_per_query_head": 0.0})
+    waves = hw.model_copy(update={"decode_attention_blocks_per_sm": 0.5, "decode_attention_split_us": 2.0,
+                                  "decode_attention_split_tokens": 128})
+    split_wider = waves.model_copy(update={"decode_attention_split_blocks_per_sm": 0.8})
+
+    def extra(profile, batch):
+        return (AttentionModel(profile).kernel_times("decode", batch, 1024, 32, 8, 128, 0)
+                - AttentionModel(hw).kernel_times("decode", batch, 1024, 32, 8, 128, 0))
+
+    assert extra(split_wider, 8) == pytest.approx((8.25 - 8) * 160e-9 + 2e-6)
+    assert extra(split_wider, 12) == pytest.approx(2e-6)
+    assert extra(split_wider, 16) == pytest.approx(0, abs=1e-15)
+    assert extra(waves, 12) == pytest.approx(0, abs=1e-15)

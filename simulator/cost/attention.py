@@ -45,12 +45,14 @@ kernel, which also launches the combine of its split-KV partials; unset, the pre
   GPU's ``sm_count`` SMs: a step of fewer blocks than that wave still takes one wave, so it pays the block costs of
   max(B, wave / blocks per sequence) sequences rather than of its B (the frameworks' tables are flat in the batch
   until the blocks approach the SMs: vLLM's H100 decode of 8 KV heads takes 11.8–12.7 µs at 1–16 sequences of
-  short contexts, 16.6 at 32, then ~0.2 µs more per sequence; its fit: half a block per SM), and splits each
-  context of ``decode_attention_split_tokens`` or more over the idle SMs, whose partial results another pass
-  combines (``decode_attention_split_us``: TensorRT-LLM's H100 step of 1–4 sequences costs ~2 µs more from 64
-  cached tokens, one of 8 or more does not; under CUDA graphs at most the engine's kernel floor). A decode step
-  of a batch is therefore affine in the context sum, as :mod:`simulator.cost.base` needs (a serving step takes
-  its contexts as long enough to split, a window's as its span).
+  short contexts, 16.6 at 32, then ~0.2 µs more per sequence; its fit: half a block per SM); a step of fewer
+  blocks than ``sm_count`` × ``decode_attention_split_blocks_per_sm`` (by default the wave; FlashAttention's
+  heuristic splits below 0.8 of the SMs) splits each context of ``decode_attention_split_tokens`` or more over the
+  idle SMs, whose partial results another pass combines (``decode_attention_split_us``: TensorRT-LLM's H100 step
+  of 1–4 sequences costs ~2 µs more from 64 cached tokens, one of 8 or more does not; under CUDA graphs at most the
+  engine's kernel floor). A decode step of a batch is therefore affine in the context sum, as
+  :mod:`simulator.cost.base` needs (a serving step takes its contexts as long enough to split, a window's as its
+  span).
 
 With ``d_qk = d_v = d`` and ``e = 2·G·d`` these are the familiar 4·H·d FLOPs per pair and 2·G·d·v bytes per token.
 
@@ -94,7 +96,7 @@ class AttentionModel:
     __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops",
                  "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "max_group", "mha_per_head",
                  "overhead", "p", "per_head", "per_query_head", "per_query_token", "per_row", "per_tile",
-                 "prefill_flops", "query_tile", "split", "split_tokens", "v", "wave")
+                 "prefill_flops", "query_tile", "split", "split_tokens", "split_wave", "v", "wave")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -124,6 +126,9 @@ class AttentionModel:
         split = hardware.decode_attention_split_us  # the combine, a kernel: under CUDA graphs at most their floor
         self.split = (split if overhead_us is None else min(split, overhead_us)) * 1e-6
         self.split_tokens = hardware.decode_attention_split_tokens
+        split_blocks = hardware.decode_attention_split_blocks_per_sm
+        self.split_wave = hardware.sm_count * (hardware.decode_attention_blocks_per_sm if split_blocks is None
+                                               else split_blocks)  # a step of fewer blocks splits
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
@@ -208,14 +213,15 @@ class AttentionModel:
     def decode_wave(self, sequences, blocks, context):
         """(the sequences whose block costs (:meth:`decode_block_cost`) a decode step of ``sequences`` sequences of
         ``blocks`` thread blocks each (:meth:`decode_blocks`) pays, the seconds it pays to combine split-KV
-        partials): with fewer blocks than one wave of ``wave`` (``sm_count`` × ``decode_attention_blocks_per_sm``),
-        max(sequences, wave / blocks) and, where ``context`` reaches ``decode_attention_split_tokens``, the split's
-        combine ``decode_attention_split_us``; else (sequences, 0). Scalars or arrays."""
+        partials): max(sequences, wave / blocks) with one wave of ``wave`` (``sm_count`` ×
+        ``decode_attention_blocks_per_sm``) blocks, and, with fewer blocks than ``split_wave`` (``sm_count`` ×
+        ``decode_attention_split_blocks_per_sm``, by default the wave) where ``context`` reaches
+        ``decode_attention_split_tokens``, the split's combine ``decode_attention_split_us``; (sequences, 0) without
+        waves. Scalars or arrays."""
         if not self.wave:
             return sequences, 0.0
-        short = np.asarray(sequences) * blocks < self.wave
-        return (np.maximum(sequences, self.wave / np.maximum(blocks, 1)),
-                np.where(short & (np.asarray(context) >= self.split_tokens), self.split, 0.0))
+        splits = (np.asarray(sequences) * blocks < self.split_wave) & (np.asarray(context) >= self.split_tokens)
+        return np.maximum(sequences, self.wave / np.maximum(blocks, 1)), np.where(splits, self.split, 0.0)
 
     def kernel_times(self, phase: str, batch, seq_len, heads, kv_heads, head_dim, window):
         """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""

@@ -98,6 +98,8 @@ class AttentionFields(BaseModel):
                                                     "one wave: the combine of its split-KV partials")
     decode_attention_split_tokens: int | None = Field(default=None, ge=0, description="decode: the shortest "
                                                       "context its kernel splits")
+    decode_attention_split_blocks_per_sm: float | None = Field(default=None, ge=0, description="decode: a step of "
+                                                               "fewer blocks than the SMs times this splits")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
     decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
                                                        "(None: attention_overhead_us)")

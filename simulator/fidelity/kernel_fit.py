@@ -142,7 +142,8 @@ FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     **{name: values for name, values in (
         ("decode_attention_blocks_per_sm", [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0]),
         ("decode_attention_split_us", _steps(0.0, 10.0, 0.25)),
-        ("decode_attention_split_tokens", [16, 32, 64, 128, 256, 512, 1024, 2048]))}}
+        ("decode_attention_split_tokens", [16, 32, 64, 128, 256, 512, 1024, 2048]),
+        ("decode_attention_split_blocks_per_sm", [0.25, 0.5, 0.75, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0]))}}
 # a decode kernel's waves: each value of its blocks per SM, then of the shortest context it splits, is descended from
 # (coordinate descent alone stays at no waves, from which one wave's costs and its split's are no single move away)
 WAVE_SCANS = ("decode_attention_blocks_per_sm", "decode_attention_split_tokens")
@@ -329,7 +330,7 @@ PHASE_PARAMETERS = {
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
                "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
                "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm", "decode_attention_split_us",
-               "decode_attention_split_tokens"),
+               "decode_attention_split_tokens", "decode_attention_split_blocks_per_sm"),
 }
 SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 
