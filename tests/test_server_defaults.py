@@ -63,7 +63,8 @@ def test_sglang_keeps_its_default_share_of_memory_for_weights_and_pool():
     """SGLang's default --mem-fraction-static, by hand: on an 80 GiB H100 (81,920 MB) at TP 1 with 8,192-token
     chunks it reserves 512 + 1.5 × 8,192 + 2 × 256 (CUDA graphs up to 256 sequences) + 1,024 / 8 = 13,440 MB, so
     round(68,480 / 81,920, 3) = 0.836; at TP 8 graphs go up to 512: 14,848 MB, 0.819; a B200's 180 GiB at TP 8
-    keeps 0.919; a 24 GiB A10 (graphs up to 24, no 10 GiB floor) 0.472; attention data parallelism of 8 ranks
+    with the same chunks would keep 0.919; a 24 GiB A10 with its own 2,048-token chunks (graphs up to 24, no 10 GiB
+    floor) 512 + 3,072 + 48 + 128 = 3,760 MB: 0.847; attention data parallelism of 8 ranks
     of one GPU (SGLang's tp_size 8) adds 3 × 512 × 8 and 1.5 × 512 × 8 MB: 0.594. Qwen3-32B on one H100 then
     pools 0.836 × 80 GiB less its weights (the activations live in the rest), and an experiment that states
     gpu_memory_utilization sizes the pool vLLM's way instead."""
@@ -73,7 +74,7 @@ def test_sglang_keeps_its_default_share_of_memory_for_weights_and_pool():
     from simulator.kv.sizing import kv_budget
 
     assert mem_fraction_static(80, 8192, 1) == 0.836 and mem_fraction_static(80, 8192, 8) == 0.819
-    assert mem_fraction_static(180, 8192, 8) == 0.919 and mem_fraction_static(24, 8192, 1) == 0.472
+    assert mem_fraction_static(180, 8192, 8) == 0.919 and mem_fraction_static(24, 2048, 1) == 0.847
     assert mem_fraction_static(80, 8192, 8, data_parallel=8) == round((81920 - 14848 - 4.5 * 512 * 8) / 81920, 3)
     model, h100 = load_model("qwen3-32b"), load_hardware("h100-sxm")
     budget = kv_budget(model, h100, tensor_parallel=1, weight_dtype="bf16", kv_dtype_name="bf16",
