@@ -168,8 +168,8 @@ def _apply_server_defaults(data: dict[str, Any]) -> None:
     if not isinstance(engine, str):
         return  # validation names the field
     profile, hardware = load_engine(engine), _gpu(data.get("hardware"))
-    given = data.get("scheduler")
-    _pool_server_defaults(data, profile, hardware, given if isinstance(given, dict) else {})
+    scheduler = data.get("scheduler")
+    _pool_server_defaults(data, profile, hardware, scheduler if isinstance(scheduler, dict) else {})
     for section, defaults in profile.server_experiment(hardware).items():
         given = data.get(section)
         if given is None:

@@ -159,7 +159,8 @@ class GpuServerDefaults(BaseModel):
     of less memory than ``memory_below_gib``, of at least ``memory_from_gib``, whose profile name contains
     ``name_contains`` (every condition it gives), and replaces those keys of its ``scheduler`` and ``kv_cache``
     sections — vLLM's batch limits by memory and device name (``EngineArgs.get_batch_defaults``), SGLang's prefill
-    chunk by memory (``ServerArgs._handle_gpu_memory_settings``)."""
+    chunk by memory (``ServerArgs._handle_gpu_memory_settings``). A pool of another GPU than the experiment's takes
+    only its rule's batch limits (a pool has no KV-cache section of its own)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     memory_below_gib: float | None = Field(default=None, gt=0)

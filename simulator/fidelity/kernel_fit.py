@@ -133,7 +133,8 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
 # H100 and A100 kernels run a multi-head block (one query head) at a quarter to a third of a block of 8, which one cost
 # per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out); and,
 # where its decode kernel serves at most decode_attention_max_group query heads per KV head, its fallback kernel's
-# cost per (query head, token) for larger groups (fitted only then)
+# cost per (query head, token) for larger groups (fitted only then); its decode waves, their split's combine, the
+# shortest context split and the occupancy below which a step splits (simulator.cost.attention)
 FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1),
     "decode_attention_ns_per_query_token": _steps(0.0, 0.5, 0.002),
