@@ -80,7 +80,10 @@ def _write(tmp_path, data) -> str:
 BAD_CASES = {
     "negative rate": (["--set", "workload.arrival.rate=-1"], "workload.arrival.rate: must be >= 1e-06, got -1"),
     "unknown key": (["--set", "scheduler.max_batch=4"], "scheduler.max_batch: unknown key (allowed: max_num_seqs,"),
-    "wrong type": (["--set", "scheduler.max_num_seqs=lots"], "scheduler.max_num_seqs: input should be a valid integer"),
+    "wrong type": (["--set", "workload.num_requests=lots"], "workload.num_requests: input should be a valid integer"),
+    "neither a count nor auto": (["--set", "scheduler.max_num_seqs=lots"],
+                                 "scheduler.max_num_seqs: must be 'auto' or a whole number of sequences from 1 to "
+                                 "100,000,000, got 'lots'"),
     "unknown kind": (["--set", "workload.arrival.kind=weibull"], "workload.arrival: unknown kind 'weibull'"),
     "unknown model": (["--set", "model=gpt-9"], "model: unknown model 'gpt-9' (catalog:"),
     "unknown gpu": (["--set", "hardware=tpu-v9"], "hardware: unknown GPU 'tpu-v9' (catalog:"),

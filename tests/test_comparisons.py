@@ -44,7 +44,8 @@ def test_findings_bound_one_variant_or_a_ratio():
     ({"metrics": ["nope"]}, "metrics: unknown metric 'nope'"),
     ({"findings": [{"metric": "mean_ttft_ms", "variant": "zz", "max": 1}]}, "findings[0]: unknown variant 'zz'"),
     ({"findings": [{"metric": "mean_ttft_ms", "variant": "a"}]}, "give min, max or both"),
-    ({"variants": {"a": {"scheduler": {"max_num_seqs": 0}}}}, "variants.a: scheduler.max_num_seqs: must be >= 1"),
+    ({"variants": {"a": {"scheduler": {"max_num_seqs": 0}}}},
+     "variants.a: scheduler.max_num_seqs: must be 'auto' or a whole number of sequences from 1"),
     ({"variants": {}}, "variants: "),
 ])
 def test_bad_comparison_files_get_one_line_errors(tmp_path, spec, message):

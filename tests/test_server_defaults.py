@@ -94,6 +94,40 @@ def test_sglang_keeps_its_default_share_of_memory_for_weights_and_pool():
             _load(engine="sglang", kv_cache={"mem_fraction_static": bad})
 
 
+def test_sglang_runs_as_many_requests_as_its_pool_sets():
+    """SGLang's max_running_requests, left unset: min(pool / 2, its request slots min(max(pool / context_len × 512,
+    2,048), 4,096)). Qwen3-32B on one H100 with 4,096-token requests pools 23,985 tokens (its 0.836 share less the
+    weights, 256 KiB a token: the test above), so int(23,985 / 4,096 × 512) = 2,998 slots, under 23,985 / 2: 3,200
+    requests of 2 + 4 tokens at once (19,200 tokens: the pool holds them) run at most 2,998 at a time. Without
+    SGLang's memory share the rule has no pool to read and is refused; a bad value is one error."""
+    from simulator.api import run
+    from simulator.catalog import load_hardware, load_model
+    from simulator.kv.sglang_memory import max_running_requests
+    from simulator.kv.sizing import kv_budget
+
+    assert max_running_requests(23985, 4096) == 2998
+    assert (max_running_requests(3000, 4096), max_running_requests(10**6, 4096)) == (1500, 4096)
+    pool = kv_budget(load_model("qwen3-32b"), load_hardware("h100-sxm"), tensor_parallel=1, weight_dtype="bf16",
+                     kv_dtype_name="bf16", gpu_memory_utilization=0.9, block_size=1, max_num_batched_tokens=8192,
+                     max_num_seqs=1, max_model_len=4096, mem_fraction_static=0.836).capacity_tokens
+    workload = {"num_requests": 3200, "arrival": {"kind": "poisson", "rate": 1e6},
+                "input_tokens": {"kind": "fixed", "value": 2}, "output_tokens": {"kind": "fixed", "value": 4}}
+    config = _load(engine="sglang", model="qwen3-32b", hardware="h100-sxm", scheduler={"max_model_len": 4096},
+                   kv_cache=None, workload=workload)
+    summary = run(config).summary
+    assert pool == 23985 and pool > 3200 * 6
+    assert (summary["kv_capacity_tokens"], summary["peak_running"], summary["num_preemptions"]) == (pool, 2998, 0)
+    vllm_way = _load(engine="sglang", model="qwen3-32b", scheduler={"max_model_len": 4096},
+                     kv_cache={"gpu_memory_utilization": 0.9}, workload=workload)
+    with pytest.raises(ConfigError, match=r"scheduler\.max_num_seqs: auto \(SGLang's, from the KV pool\) needs "
+                       r"kv_cache\.mem_fraction_static"):
+        run(vllm_way)
+    for bad in (0, 2.5, "many", True):
+        with pytest.raises(ConfigError, match=r"scheduler\.max_num_seqs: must be 'auto' or a whole number of "
+                           r"sequences from 1 to 100,000,000, got " + re.escape(repr(bad)) + "$"):
+            _load(engine="sglang", scheduler={"max_num_seqs": bad})
+
+
 def test_vllm_batch_limits_follow_the_gpu_as_its_server_picks_them():
     """vLLM's EngineArgs.get_batch_defaults (API server): 8,192 tokens and 1,024 sequences on GPUs of 70 GiB or more
     that are not A100s, 2,048 and 256 elsewhere — an A100 of 80 GB by its name, an L40S (48 GiB) by its memory; a

@@ -56,17 +56,27 @@ class SimulationOutput:
     gpus_per_replica: int = 0  # with an autoscaler
 
 
-def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
-    """(max_model_len, max_num_batched_tokens) with vLLM's defaults and checks."""
-    max_model_len, batched = _token_limits(config, model_max_len)
-    speculative = getattr(config.scheduler, "speculative", None)
+def _check_running_fit_budget(sched, batched: int) -> None:
+    """Where running requests' decode tokens share an iteration's token budget (all but prefill-first continuous
+    batching, whose prompt batches alone are budgeted), every one of ``max_num_seqs`` must fit it, as vLLM checks."""
+    if getattr(sched, "prefill_priority", False):
+        return
+    speculative = getattr(sched, "speculative", None)
     positions = speculative.num_speculative_tokens + 1 if speculative is not None else 1
-    if batched < config.scheduler.max_num_seqs * positions:
+    if batched < sched.max_num_seqs * positions:
         per = f" × {positions} verified positions" if positions > 1 else ""
         raise ConfigError(
-            f"scheduler.max_num_batched_tokens: {batched} is below max_num_seqs {config.scheduler.max_num_seqs}"
+            f"scheduler.max_num_batched_tokens: {batched} is below max_num_seqs {sched.max_num_seqs}"
             f"{per}; every running request must fit an iteration's token budget"
         )
+
+
+def _limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
+    """(max_model_len, max_num_batched_tokens) with vLLM's defaults and checks (``max_num_seqs: auto``: checked
+    once the pool has set it, :func:`_build_pool`)."""
+    max_model_len, batched = _token_limits(config, model_max_len)
+    if config.scheduler.max_num_seqs != "auto":
+        _check_running_fit_budget(config.scheduler, batched)
     return max_model_len, batched
 
 
@@ -211,10 +221,15 @@ def _build_pool(
     if config.lora is not None:
         lora_cost = LoRACost(model, hardware, pool.tensor_parallel, config.lora.rank, config.lora.target_modules,
                              config.dtype, engine.compute_efficiency, engine.memory_efficiency)
+    running_from_pool = sched.max_num_seqs == "auto"
+    if running_from_pool and kv_cfg.mem_fraction_static is None:
+        raise ConfigError("scheduler.max_num_seqs: auto (SGLang's, from the KV pool) needs kv_cache."
+                          "mem_fraction_static, which keeps the activations out of the pool it is taken from")
     budget = kv_budget(
         model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
-        block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens, max_num_seqs=sched.max_num_seqs,
+        block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens,
+        max_num_seqs=1 if running_from_pool else sched.max_num_seqs,
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
         free_memory_fraction=kv_cfg.free_memory_fraction,
@@ -225,6 +240,10 @@ def _build_pool(
         adapter_bytes=lora_cost.bytes_per_gpu * config.lora.max_loras if lora_cost is not None else 0.0,
         expert_replication=_expert_replication(config, model, pool.expert_parallel),
     )
+    if running_from_pool:  # SGLang sets its running requests from the pool (its activations live outside it)
+        sched = sched.model_copy(update={"max_num_seqs": sglang_memory.max_running_requests(
+            budget.capacity_tokens, max_model_len)})
+        _check_running_fit_budget(sched, batched_tokens)
     shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
         "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})

@@ -337,8 +337,21 @@ class SpeculativeConfig(Strict):
         return self
 
 
+def _count_or_auto(value: Any) -> Any:
+    """``auto`` or a whole number of sequences in [1, MAX_REQUESTS]; anything else one error naming both."""
+    if value == "auto":
+        return value
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if whole and not isinstance(value, bool) and 1 <= value <= MAX_REQUESTS:
+        return int(value)
+    raise ValueError(f"must be 'auto' or a whole number of sequences from 1 to {MAX_REQUESTS:,}, got {value!r}")
+
+
 class SchedulerBase(Strict):
-    max_num_seqs: int = Field(default=256, ge=1, le=MAX_REQUESTS)
+    max_num_seqs: Annotated[int | Literal["auto"], BeforeValidator(_count_or_auto)] = Field(
+        default=256, description="sequences running at once per replica (attention-DP rank); auto: SGLang's "
+        "--max-running-requests from the KV pool and max_model_len (simulator/kv/sglang_memory.py; needs "
+        "kv_cache.mem_fraction_static)")
     speculative: SpeculativeConfig | None = None
     max_num_batched_tokens: int | None = Field(
         default=None, ge=1,

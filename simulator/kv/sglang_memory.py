@@ -1,4 +1,5 @@
-"""SGLang's default share of GPU memory for weights and KV cache (``--mem-fraction-static``, left unset).
+"""SGLang's memory defaults: its share of GPU memory for weights and KV cache (``--mem-fraction-static``, left
+unset) and the requests it runs at once from the pool that leaves (``--max-running-requests``, left unset).
 
 SGLang (0.5.x, ``ServerArgs._handle_gpu_memory_settings``) reserves, in MB of a GPU of ``M`` MB,
 
@@ -11,6 +12,10 @@ the KV pool together. Its CUDA graphs go up to ``cuda_graph_max_bs`` sequences: 
 512 from 4 on a GPU of 60–160 GB (H100, H200), 512 above (B200), fewer on smaller GPUs (the table below). The pool is
 then ``M × mem_fraction_static − weights`` (SGLang measures M as the memory free at start-up, after the CUDA
 context; a speculative draft model's 2 GB reserve is not counted here).
+
+Its request pool (``ModelRunner.init_memory_pool``) has min(max(pool tokens / context_len × 512, 2,048), 4,096)
+slots, and its scheduler runs at most min(pool tokens / 2, those slots) requests (each attention-DP rank of its own
+pool): 2,048 for a pool of less than 4 contexts, 4,096 from 8, fewer only for a pool under 4,096 tokens.
 """
 
 from __future__ import annotations
@@ -38,3 +43,10 @@ def mem_fraction_static(memory_gib: float, chunked_prefill_size: int, tp_size: i
     if memory_gib > 60:
         reserved = max(reserved, 10 * 1024)
     return round((memory_mb - reserved) / memory_mb, 3)
+
+
+def max_running_requests(pool_tokens: int, context_len: int) -> int:
+    """SGLang's default ``--max-running-requests`` on a rank whose KV pool holds ``pool_tokens`` tokens for requests
+    of up to ``context_len`` (module docstring); at least 1."""
+    slots = min(max(int(pool_tokens / context_len * 512), 2048), 4096)
+    return max(1, min(pool_tokens // 2, slots))
