@@ -6,7 +6,8 @@
     KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − LoRA slots − activation workspace, or
                           with free_memory_fraction f: f × (memory − weights/(t·p) − LoRA slots − workspace),
                           TensorRT-LLM's way, or with mem_fraction_static s: memory × s − weights/(t·p) − LoRA
-                          slots, SGLang's (its 1 − s holds the activations; :mod:`simulator.kv.sglang_memory`)
+                          slots, SGLang's (its 1 − s holds the activations and CUDA graphs, and is the workspace
+                          reported; :mod:`simulator.kv.sglang_memory`)
                           (LoRA slots: max_loras adapters, :mod:`simulator.cost.lora`)
     weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2;
                           the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t
@@ -95,6 +96,8 @@ def kv_budget(
     widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
     workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
                  + max_num_seqs * model.vocab_size / t * 4)
+    if mem_fraction_static:  # the activations (and CUDA graphs) live in what the share leaves: that is the workspace
+        workspace = hardware.memory_bytes - usable
     layers = model.num_layers
     growing, span_bytes = model.kv_layout(bytes_per_element(kv_dtype_name), t)
     if not growing:  # no KV grows with the context: windowed layers count in full (an upper bound), states stay
@@ -106,23 +109,24 @@ def kv_budget(
     per_token = growing * math.ceil(layers / p) / layers
     spans = tuple((span, nbytes / growing) for span, nbytes in span_bytes)
     longest = max_model_len + span_reserve(spans, max_model_len)
+    beside = 0.0 if mem_fraction_static else workspace  # what the usable memory holds besides weights and KV
+    taken = "" if mem_fraction_static else f" + workspace {workspace / GIB:.2f} GiB"
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
-        if weights + adapter_bytes + workspace > usable:  # a fixed pool still needs the weights to fit beside it
+        if weights + adapter_bytes + beside > usable:  # a fixed pool still needs the weights to fit beside it
             raise LLMSimError(
-                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora} + workspace "
-                f"{workspace / GIB:.2f} GiB exceed the {usable / GIB:.2f} GiB usable per GPU (kv_cache.num_gpu_blocks "
-                "fixes the KV pool, not the weights); use more tensor_parallel or a larger GPU"
+                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora}{taken} "
+                f"exceed the {usable / GIB:.2f} GiB usable per GPU (kv_cache.num_gpu_blocks fixes the KV pool, not "
+                "the weights); use more tensor_parallel or a larger GPU"
             )
     else:
-        pool = usable - weights - adapter_bytes - (0.0 if mem_fraction_static else workspace)
+        pool = usable - weights - adapter_bytes - beside
         if free_memory_fraction is not None:  # a share of what the weights and workspace leave
             pool = (hardware.memory_bytes - weights - adapter_bytes - workspace) * free_memory_fraction
         num_blocks = max(0, math.floor(pool / (block_size * per_token)))
         needed_blocks = math.ceil(longest / block_size)
         if num_blocks < needed_blocks:
             missing = (needed_blocks * block_size * per_token - pool) / GIB
-            taken = "" if mem_fraction_static else f" + workspace {workspace / GIB:.2f} GiB"
             share = "mem_fraction_static" if mem_fraction_static else "gpu_memory_utilization"
             raise LLMSimError(
                 f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora}{taken} "
