@@ -229,7 +229,7 @@ def _build_pool(
         model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
         block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens,
-        max_num_seqs=1 if running_from_pool else sched.max_num_seqs,
+        max_num_seqs=1 if running_from_pool else sched.max_num_seqs,  # (under a memory share: not read)
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
         free_memory_fraction=kv_cfg.free_memory_fraction,
