@@ -15,7 +15,8 @@ context; a speculative draft model's 2 GB reserve is not counted here).
 
 Its request pool (``ModelRunner.init_memory_pool``) has min(max(pool tokens / context_len × 512, 2,048), 4,096)
 slots, and its scheduler runs at most min(pool tokens / 2, those slots) requests (each attention-DP rank of its own
-pool): 2,048 for a pool of less than 4 contexts, 4,096 from 8, fewer only for a pool under 4,096 tokens.
+pool): 2,048 for a pool of under 4 contexts, 4,096 from 8 (in proportion between), and pool / 2 where that is fewer
+(pools of a few thousand tokens).
 """
 
 from __future__ import annotations
