@@ -175,11 +175,11 @@ class HardwareSpec(BaseModel):
     decode_attention_blocks_per_sm: float = Field(
         default=0.0, ge=0, description="decode attention: thread blocks (one per sequence and KV head, or query head "
         "where its multi-head kernel runs) that run at once per SM; a step of fewer than sm_count times as many still "
-        "pays one wave's block costs, and splits its sequences' context over the idle SMs "
-        "(decode_attention_split_us); 0: no waves")
+        "pays one wave's block costs; 0: no waves (and no splits)")
     decode_attention_split_us: float = Field(
-        default=0.0, ge=0, description="decode attention: what a step of less than one wave of blocks pays to "
-        "combine the split-KV partials of contexts of decode_attention_split_tokens or more")
+        default=0.0, ge=0, description="decode attention: what a step that splits (fewer blocks than "
+        "decode_attention_split_blocks_per_sm allows) pays to combine the split-KV partials of contexts of "
+        "decode_attention_split_tokens or more")
     decode_attention_split_tokens: int = Field(
         default=0, ge=0, description="decode attention: the shortest context its kernel splits")
     decode_attention_split_blocks_per_sm: float | None = Field(

@@ -94,8 +94,8 @@ class AttentionFields(BaseModel):
                                                            "query head) of its multi-head kernel")
     decode_attention_blocks_per_sm: float | None = Field(default=None, ge=0, description="decode: blocks at once per "
                                                          "SM (a step of fewer pays one wave; 0: no waves)")
-    decode_attention_split_us: float | None = Field(default=None, ge=0, description="decode: a step of less than "
-                                                    "one wave: the combine of its split-KV partials")
+    decode_attention_split_us: float | None = Field(default=None, ge=0, description="decode: a step that splits: "
+                                                    "the combine of its split-KV partials")
     decode_attention_split_tokens: int | None = Field(default=None, ge=0, description="decode: the shortest "
                                                       "context its kernel splits")
     decode_attention_split_blocks_per_sm: float | None = Field(default=None, ge=0, description="decode: a step of "
