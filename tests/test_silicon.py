@@ -198,11 +198,16 @@ def test_the_measured_requests_start_with_every_client_at_once():
 
 def test_validate_never_stops_on_a_bad_row(tmp_path):
     path = tmp_path / "runs.csv"
-    _write(path, [_row(id="a"), _row(id="b", isl="lots"), _row(id="c", system="mars")])
+    _write(path, [_row(id="a"), _row(id="b", isl="lots"), _row(id="c", system="mars"),
+                  _row(id="d", model_path="nobody/no-such-model"), _row(id="e", mode="disagg")])
     frame = validate_runs(path)
     assert frame["status"].tolist()[0] == "ok"
     assert frame["status"][1] == f"unsupported: {path}:3: isl must be a number, got 'lots'"
     assert frame["status"][2].startswith(f"unsupported: {path}:4: unknown system 'mars'")
+    # every reason names its row once, whichever check refused it
+    assert frame["status"][3].startswith(f"unsupported: {path}:5: model: unknown model 'nobody/no-such-model'")
+    assert frame["status"][4].startswith(f"unsupported: {path}:6: disaggregated workers:")
+    assert frame["status"].str.count(str(path)).tolist()[1:] == [1, 1, 1, 1]
     assert math.isnan(frame["predicted_ttft_ms"][1])
     # the good row ran to its measured window
     assert frame["predicted_ttft_ms"][0] > 0 and frame["predicted_tpot_ms"][0] > 0
@@ -225,7 +230,7 @@ def test_cli_writes_every_row_back(tmp_path, capsys):
     assert main(["validate", "--runs", str(path), "--output", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
     assert [r["id"] for r in rows] == ["a", "b"]
-    assert rows[0]["status"] == "ok" and rows[1]["status"].startswith("unsupported: disaggregated")
+    assert rows[0]["status"] == "ok" and rows[1]["status"].startswith(f"unsupported: {path}:3: disaggregated")
     assert {"predicted_ttft_ms", "predicted_tpot_ms", "subset"} <= set(rows[0])
     assert "disaggregated workers: prefill_num_workers is not stated" in capsys.readouterr().out
 

@@ -411,10 +411,9 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         config = row_experiment(row, where, model_dir, settings)
         ttft, tpot = predict_row(config, int(config.workload.arrival.users), settings)
         return ttft, tpot, "ok"
-    except Unsupported as exc:
-        return math.nan, math.nan, f"unsupported: {exc}"
-    except LLMSimError as exc:
-        return math.nan, math.nan, f"unsupported: {where}: {exc}"
+    except (Unsupported, LLMSimError) as exc:  # every reason names the row's file:line, once
+        reason = str(exc)
+        return math.nan, math.nan, f"unsupported: {reason if reason.startswith(where + ':') else f'{where}: {reason}'}"
 
 
 def is_fit_row(row: dict[str, str]) -> bool:
