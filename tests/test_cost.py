@@ -711,6 +711,38 @@ def test_a_decode_step_of_less_than_one_wave_of_blocks_pays_one_wave_and_its_spl
         AttentionModel(hw).kernel_times("decode", 4, 1024, 32, 8, 128, 0))
 
 
+def test_a_decode_kernel_reads_the_cache_in_whole_tiles():
+    """``decode_attention_kv_tile``: a decode kernel's loop reads the cache a tile at a step, a partial tile as a
+    whole one. With a 64-token tile every context of 1–64 tokens costs what 64 cost, 65 costs 64 tokens more than 64
+    (the untiled kernel's cost per token, read off its own slope), and a 100-token window reads 128. In serving the
+    step stays affine in the context sum: each sequence pays its tiles' mean padding, (64 − 1) / 2 tokens — the exact
+    mean of ceil(S / 64) · 64 − S over contexts spread evenly over whole tiles."""
+    import numpy as np
+
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.roofline import RooflineCostModel
+
+    hw = load_hardware("h100-sxm")
+    assert hw.decode_attention_blocks_per_sm == 0  # the pooled fit: no waves, no splits
+    tiled = hw.model_copy(update={"decode_attention_kv_tile": 64})
+
+    def kernel(profile, context, window=0):
+        return float(AttentionModel(profile).kernel_times("decode", 8, context, 32, 8, 128, window))
+
+    per_token = (kernel(hw, 3000) - kernel(hw, 2000)) / (8 * 1000)  # seconds per cached token of all 8 sequences
+    assert {round(kernel(tiled, s) * 1e12) for s in (1, 17, 63, 64)} == {round(kernel(hw, 64) * 1e12)}
+    assert kernel(tiled, 65) - kernel(tiled, 64) == pytest.approx(8 * 64 * per_token)
+    assert kernel(tiled, 5000, window=100) == pytest.approx(kernel(hw, 128))
+    assert kernel(tiled, 1024) == pytest.approx(kernel(hw, 1024))  # whole tiles: nothing to pad
+    contexts = np.arange(1, 64 * 40 + 1)
+    assert np.mean(np.ceil(contexts / 64) * 64 - contexts) == pytest.approx((64 - 1) / 2)
+    model = load_model("llama-3-8b")  # every layer full attention
+    for decodes in (1, 8, 64):
+        a0, c0 = RooflineCostModel(model, hw, 1).decode_step_coefficients(decodes)
+        a1, c1 = RooflineCostModel(model, tiled, 1).decode_step_coefficients(decodes)
+        assert c1 == pytest.approx(c0) and a1 - a0 == pytest.approx(decodes * 31.5 * c0)
+
+
 def test_a_decode_kernel_may_split_below_another_occupancy_than_its_wave():
     """``decode_attention_split_blocks_per_sm``: a step of fewer blocks than ``sm_count`` × it splits (as
     FlashAttention's heuristic splits below 0.8 of the SMs), whatever its wave. By hand on H100 (132 SMs), a wave of

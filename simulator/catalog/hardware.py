@@ -90,8 +90,8 @@ FITTED_FIELDS = (
     "decode_attention_max_group", "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
     "decode_attention_query_tile", "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm",
     "decode_attention_split_us", "decode_attention_split_tokens", "decode_attention_split_blocks_per_sm",
-    "prefill_fallback_head_dim", "prefill_fallback_window_head_dim", "prefill_fallback_efficiency",
-    "attention_overhead_us",
+    "decode_attention_kv_tile", "prefill_fallback_head_dim", "prefill_fallback_window_head_dim",
+    "prefill_fallback_efficiency", "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
     "moe_expert_overhead_us", "moe_kernels", "moe_token_pass_bytes", "moe_ep_overhead_us", "deepep",
 )
@@ -186,6 +186,9 @@ class HardwareSpec(BaseModel):
         default=None, ge=0, description="decode attention: a step of fewer blocks than sm_count times this splits "
         "its contexts (FlashAttention's heuristic: fewer than 0.8 of the SMs); None: decode_attention_blocks_per_sm, "
         "the wave")
+    decode_attention_kv_tile: int = Field(
+        default=0, ge=0, description="decode attention: the cached tokens a block's loop reads at once; a context is "
+        "read in whole tiles (0: token by token)")
     attention_overhead_us: float = Field(ge=0, description="fixed cost of an attention kernel launched eagerly")
     decode_attention_overhead_us: float | None = Field(
         default=None, ge=0, description="fixed cost of a decode attention kernel launched eagerly (its split-KV "

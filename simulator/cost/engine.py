@@ -100,6 +100,8 @@ class AttentionFields(BaseModel):
                                                       "context its kernel splits")
     decode_attention_split_blocks_per_sm: float | None = Field(default=None, ge=0, description="decode: a step of "
                                                                "fewer blocks than the SMs times this splits")
+    decode_attention_kv_tile: int | None = Field(default=None, ge=0, description="decode: the cached tokens a "
+                                                 "block's loop reads at once (0: token by token)")
     attention_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost of one kernel, eager")
     decode_attention_overhead_us: float | None = Field(default=None, ge=0, description="a decode kernel's, eager "
                                                        "(None: attention_overhead_us)")

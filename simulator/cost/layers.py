@@ -214,7 +214,9 @@ class GroupCost:
         the GPU's bandwidth, :meth:`AttentionModel.decode_per_token`, and whether they fill a wave,
         :meth:`AttentionModel.decode_wave`, whose costs are spread over the sequences: every context taken as long
         enough to split but a bounded span's, a state layer's none); a bounded span makes the context's cost a
-        constant per sequence, and a sparse-attention indexer scores every cached token."""
+        constant per sequence, and a sparse-attention indexer scores every cached token. A kernel that reads the
+        cache in whole tiles (``decode_attention_kv_tile``) reads a bounded span's tiles, and any other context its
+        tiles' mean padding more, (tile − 1) / 2 tokens per sequence: the step stays affine in the context sum."""
         attention = self.attention
         per_token = float(attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,
                                                      sequences * self.kv_blocks))
@@ -222,7 +224,9 @@ class GroupCost:
                          if self.decode_kv else (sequences, 0.0))  # a state layer has no cache to split
         per_sequence = (float(billed) * self._decode_block_cost + float(split)) / sequences + self._decode_state_cost
         if self.span:
-            per_sequence, per_token = per_sequence + self.span * per_token, 0.0
+            per_sequence, per_token = per_sequence + float(attention.tiled(self.span)) * per_token, 0.0
+        elif self.decode_kv:  # contexts read in whole tiles: their mean padding
+            per_sequence += attention.tile_padding * per_token
         if self.indexer:
             per_token += self.indexer.decode_per_token
         return self.count * per_sequence, self.count * per_token

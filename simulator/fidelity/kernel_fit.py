@@ -134,7 +134,8 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
 # per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out); and,
 # where its decode kernel serves at most decode_attention_max_group query heads per KV head, its fallback kernel's
 # cost per (query head, token) for larger groups (fitted only then); its decode waves, their split's combine, the
-# shortest context split and the occupancy below which a step splits (simulator.cost.attention)
+# shortest context split, the occupancy below which a step splits, and the KV tile its loop reads the cache in
+# (simulator.cost.attention)
 FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
     **FRAMEWORK_ATTENTION_GRID, "decode_attention_ns_per_query_head": _steps(0.0, 10.0, 0.1),
     "decode_attention_ns_per_query_token": _steps(0.0, 0.5, 0.002),
@@ -144,10 +145,12 @@ FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
         ("decode_attention_blocks_per_sm", [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0]),
         ("decode_attention_split_us", _steps(0.0, 10.0, 0.25)),
         ("decode_attention_split_tokens", [16, 32, 64, 128, 256, 512, 1024, 2048]),
-        ("decode_attention_split_blocks_per_sm", [0.25, 0.5, 0.75, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0]))}}
-# a decode kernel's waves: each value of its blocks per SM, then of the shortest context it splits, is descended from
-# (coordinate descent alone stays at no waves, from which one wave's costs and its split's are no single move away)
-WAVE_SCANS = ("decode_attention_blocks_per_sm", "decode_attention_split_tokens")
+        ("decode_attention_split_blocks_per_sm", [0.25, 0.5, 0.75, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0]),
+        ("decode_attention_kv_tile", [0, 16, 32, 64, 128]))}}
+# a decode kernel's waves and its loop's KV tile: each value of its blocks per SM, then of the shortest context it
+# splits, then of its tile, is descended from (coordinate descent alone stays at no waves, from which one wave's costs
+# and its split's are no single move away; a tile moves the cost from the sequences to their tokens)
+WAVE_SCANS = ("decode_attention_blocks_per_sm", "decode_attention_split_tokens", "decode_attention_kv_tile")
 # which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
 DISPATCH_FIELDS = ("decode_attention_max_group", "decode_attention_query_tile", "prefill_fallback_head_dim",
                    "prefill_fallback_window_head_dim")
@@ -331,7 +334,7 @@ PHASE_PARAMETERS = {
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
                "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
                "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm", "decode_attention_split_us",
-               "decode_attention_split_tokens", "decode_attention_split_blocks_per_sm"),
+               "decode_attention_split_tokens", "decode_attention_split_blocks_per_sm", "decode_attention_kv_tile"),
 }
 SHAPE_COLUMNS = ("heads", "kv_heads", "head_dim", "window")
 
