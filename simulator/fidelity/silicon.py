@@ -411,9 +411,11 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         config = row_experiment(row, where, model_dir, settings)
         ttft, tpot = predict_row(config, int(config.workload.arrival.users), settings)
         return ttft, tpot, "ok"
-    except (Unsupported, LLMSimError) as exc:  # every reason names the row's file:line, once
+    except (Unsupported, LLMSimError) as exc:
         reason = str(exc)
-        return math.nan, math.nan, f"unsupported: {reason if reason.startswith(where + ':') else f'{where}: {reason}'}"
+        if not reason.startswith(f"{where}:"):  # every reason names the row's file:line, once
+            reason = f"{where}: {reason}"
+        return math.nan, math.nan, f"unsupported: {reason}"
 
 
 def is_fit_row(row: dict[str, str]) -> bool:
