@@ -144,7 +144,9 @@ ATTENTION_TRUTH = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33
                    # a wave of 66 blocks on the H100's 132 SMs; contexts of 2,048 tokens or more split in steps
                    # of fewer than 132 blocks
                    "decode_attention_blocks_per_sm": 0.5, "decode_attention_split_us": 2.0,
-                   "decode_attention_split_tokens": 2048, "decode_attention_split_blocks_per_sm": 1.0}
+                   "decode_attention_split_tokens": 2048, "decode_attention_split_blocks_per_sm": 1.0,
+                   # its decode loop reads the cache in tiles of 32 tokens (contexts of 16 and 200: not whole tiles)
+                   "decode_attention_kv_tile": 32}
 # its decode kernel over an fp8 cache, another kernel
 ATTENTION_8_BIT_DECODE = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
                           "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
@@ -179,8 +181,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     (32; TensorRT-LLM's profile states both, and the tile) as a fallback at 0.08 ns per (query head, token), a
     decode step of fewer blocks than one wave paying one wave's block costs and, from 2,048 cached tokens in a step
     of fewer than 132 blocks, a split's combine (1–64 sequences of 1–32 KV heads: 1–2,048 blocks about a wave of
-    66), and a
-    prefill cost per query row and per query tile (prompts of 200 and 16 tokens, which are not whole query tiles,
+    66), the cache read in whole tiles of 32 tokens (the profile's start: 64), and a prefill cost per query row and per query tile (prompts of 200 and 16 tokens, which are not whole query tiles,
     tell the two apart): fitted back to those values from the generation's pooled ones and the profile's multi-head
     cost, with no error left."""
     from simulator.fidelity.kernel_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention

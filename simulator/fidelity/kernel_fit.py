@@ -151,6 +151,10 @@ FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
 # splits, then of its tile, is descended from (coordinate descent alone stays at no waves, from which one wave's costs
 # and its split's are no single move away; a tile moves the cost from the sequences to their tokens)
 WAVE_SCANS = ("decode_attention_blocks_per_sm", "decode_attention_split_tokens", "decode_attention_kv_tile")
+# what the kernels over an 8-bit cache, fitted by descent alone, keep of the 16-bit kernels' fit: their loop's KV tile
+# (the same loop over the cache; a descent from it trades the tile against the costs per sequence and stalls where
+# they fit best for the tile it started with — every framework's scan over its fp8 timings kept the 16-bit tile)
+KEPT_OVER_8_BIT = ("decode_attention_kv_tile",)
 # which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
 DISPATCH_FIELDS = ("decode_attention_max_group", "decode_attention_query_tile", "prefill_fallback_head_dim",
                    "prefill_fallback_window_head_dim")
@@ -285,7 +289,8 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     values on ``per_group`` sampled timings per phase over 16-bit caches (then, where the waves are fitted, its
     decode parameters again from each value of :data:`WAVE_SCANS` in turn, the best kept); then, where the table has
     timings over fp8 caches, those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the
-    16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels); ``start``:
+    16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels, but for
+    :data:`KEPT_OVER_8_BIT`); ``start``:
     fields of the starting profile besides the pooled ones (kept unless in ``parameters``). ``scorer(sample, by)``
     scores a profile on a sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the fitted fields and every
     timing's errors."""
@@ -319,7 +324,7 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     if len(eight):
         phases = [phase for phase in PHASE_PARAMETERS if spans_the_shapes(eight, sixteen, phase)]
         grid = {name: values for name, values in parameters.items()
-                if any(name in PHASE_PARAMETERS[phase] for phase in phases)}
+                if any(name in PHASE_PARAMETERS[phase] for phase in phases) and name not in KEPT_OVER_8_BIT}
         over_8bit = descend(profile, eight[eight["phase"].isin(phases)], grid) if grid else profile
         fitted["kv_8bit"] = {name: getattr(over_8bit, name) for name in parameters}
         parts.append(errors({gpu: over_8bit}, eight))
