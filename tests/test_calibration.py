@@ -181,9 +181,9 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     (32; TensorRT-LLM's profile states both, and the tile) as a fallback at 0.08 ns per (query head, token), a
     decode step of fewer blocks than one wave paying one wave's block costs and, from 2,048 cached tokens in a step
     of fewer than 132 blocks, a split's combine (1–64 sequences of 1–32 KV heads: 1–2,048 blocks about a wave of
-    66), the cache read in whole tiles of 32 tokens (the profile's start: 64), and a prefill cost per query row and per query tile (prompts of 200 and 16 tokens, which are not whole query tiles,
-    tell the two apart): fitted back to those values from the generation's pooled ones and the profile's multi-head
-    cost, with no error left."""
+    66), the cache read in whole tiles of 32 tokens (the profile's start: 64), and a prefill cost per query row and
+    per query tile (prompts of 200 and 16 tokens, which are not whole query tiles, tell the two apart): fitted back
+    to those values from the generation's pooled ones and the profile's multi-head cost, with no error left."""
     from simulator.fidelity.kernel_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention
 
     truth = {**ATTENTION_TRUTH, "decode_attention_max_group": 32, "decode_attention_query_tile": 16,
