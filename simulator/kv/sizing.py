@@ -93,11 +93,12 @@ def kv_budget(
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
     lora = f" + LoRA slots {adapter_bytes / GIB:.2f} GiB" if adapter_bytes else ""
-    widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
-    workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
-                 + max_num_seqs * model.vocab_size / t * 4)
     if mem_fraction_static:  # the activations (and CUDA graphs) live in what the share leaves: that is the workspace
         workspace = hardware.memory_bytes - usable
+    else:
+        widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
+        workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
+                     + max_num_seqs * model.vocab_size / t * 4)
     layers = model.num_layers
     growing, span_bytes = model.kv_layout(bytes_per_element(kv_dtype_name), t)
     if not growing:  # no KV grows with the context: windowed layers count in full (an upper bound), states stay
