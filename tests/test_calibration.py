@@ -146,7 +146,10 @@ ATTENTION_TRUTH = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33
                    "decode_attention_blocks_per_sm": 0.5, "decode_attention_split_us": 2.0,
                    "decode_attention_split_tokens": 2048, "decode_attention_split_blocks_per_sm": 1.0,
                    # its decode loop reads the cache in tiles of 32 tokens (contexts of 16 and 200: not whole tiles)
-                   "decode_attention_kv_tile": 32}
+                   "decode_attention_kv_tile": 32,
+                   # its prefill blocks pack a KV head's query heads, and half a block per SM runs at once (one
+                   # 1,024-token prompt of 32 heads: 256 blocks, the longest 128 queries over 1,024 keys)
+                   "prefill_attention_packs_gqa": True, "prefill_attention_blocks_per_sm": 0.5}
 # its decode kernel over an fp8 cache, another kernel
 ATTENTION_8_BIT_DECODE = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
                           "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
@@ -182,8 +185,9 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     decode step of fewer blocks than one wave paying one wave's block costs and, from 2,048 cached tokens in a step
     of fewer than 132 blocks, a split's combine (1–64 sequences of 1–32 KV heads: 1–2,048 blocks about a wave of
     66), the cache read in whole tiles of 32 tokens (the profile's start: 64), and a prefill cost per query row and
-    per query tile (prompts of 200 and 16 tokens, which are not whole query tiles, tell the two apart): fitted back
-    to those values from the generation's pooled ones and the profile's multi-head cost, with no error left."""
+    per query tile (prompts of 200 and 16 tokens, which are not whole query tiles, tell the two apart) whose tiles
+    pack a KV head's query heads, half a block per SM at once (the longest block a bound): fitted back to those
+    values from the generation's pooled ones and the profile's multi-head cost, with no error left."""
     from simulator.fidelity.kernel_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention
 
     truth = {**ATTENTION_TRUTH, "decode_attention_max_group": 32, "decode_attention_query_tile": 16,
@@ -401,17 +405,19 @@ def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     """An MLA table of one framework (the layout of ``../shared/data/kernels``: DeepSeek-V3's latent shapes, heads
     per GPU, a decode row's context ``isl + step``) timed with known parameters — MLA's absorbed decode near half
     the peak, each sequence's latent cache streamed at 40 GB/s at most (one block per sequence: 1–64 sequences do
-    not reach the GPU's bandwidth), and over the fp8 cache another decode kernel streaming slower — is fitted back
-    to them: the 16-bit
-    kernels' values, and ``kv_8bit`` with the same prefill and that decode kernel."""
+    not reach the GPU's bandwidth), its prefill blocks three quarters of a block per SM at once (a prompt of 16
+    heads is 16 blocks per 128 tokens: its longest block a bound), and over the fp8 cache another decode kernel
+    streaming slower — is fitted back to them: the 16-bit
+    kernels' values, and ``kv_8bit`` with the same prefill and that decode kernel (its prefill's K/V bytes per token
+    grow with the heads as its rows do: the bytes' cost is fitted, the rows' is none)."""
     from simulator.fidelity.kernel_fit import fit_framework_mla
     from simulator.fidelity.kernels import mla_kernel_times
 
-    truth_fields = {"attention_efficiency": 0.55, "attention_io_efficiency": 0.5, "prefill_attention_ns_per_row": 0.4,
+    truth_fields = {"attention_efficiency": 0.55, "attention_io_efficiency": 0.5, "prefill_attention_ns_per_row": 0.0,
                     "prefill_attention_ns_per_tile": 10.0, "decode_attention_efficiency": 0.6,
                     "decode_attention_bandwidth_efficiency": 0.9, "decode_attention_ns_per_head": 30.0,
                     "attention_overhead_us": 12.0, "decode_attention_overhead_us": 9.0,
-                    "decode_attention_block_gb_per_s": 40}
+                    "decode_attention_block_gb_per_s": 40, "prefill_attention_blocks_per_sm": 0.75}
     eight_bit = {"decode_attention_bandwidth_efficiency": 0.3, "decode_attention_overhead_us": 14.0}
     def rows(model, phase: str):
         for heads in (16, 128):

@@ -45,8 +45,9 @@ def roof(flops: float, nbytes: float) -> float:
 
 # Hand calculation, bf16 (2 bytes). Prefill of one 100-token prompt (T = 100):
 #   QKV   m=100 n=(4+2·2)·16=128 k=64: FLOPs 2·100·128·64 = 1,638,400; bytes (6400+8192+12800)·2 = 54,784
-#   attention: FLOPs 4·4·16·(100·101/2) = 1,292,800; bytes: K,V 2·2·16·2·100 = 12,800; plus 100 ns for each of
-#              the 100·4 (query, head) rows and 1 µs for each of the 4 heads' one 128-query tile: 44 µs
+#   attention: FLOPs 4·4·16·(100·101/2) = 1,292,800, plus (not overlapped) its K,V bytes 2·2·16·2·100 = 12,800;
+#              plus 100 ns for each of the 100·4 (query, head) rows and 1 µs for each of the 4 heads' one 128-query
+#              tile: 44 µs
 #   O     m=100 n=64 k=64: FLOPs 819,200; bytes (6400+4096+6400)·2 = 33,792
 #   up    m=100 n=2·128 k=64: FLOPs 3,276,800; bytes (6400+16384+25600)·2 = 96,768
 #   down  m=100 n=64 k=128: FLOPs 1,638,400; bytes (12800+8192+6400)·2 = 54,784
@@ -56,7 +57,7 @@ def roof(flops: float, nbytes: float) -> float:
 #              LM head m=1 n=1000 k=64: FLOPs 128,000, bytes (64+64000+1000)·2 = 130,128;
 #              sampling: read + write 1 × 1000 fp32 logits = 8,000 bytes
 PREFILL_LAYER = (
-    roof(1_638_400, 54_784) + roof(1_292_800, 12_800) + 44e-6 + roof(819_200, 33_792)
+    roof(1_638_400, 54_784) + 1_292_800 / F + 12_800 / BW + 44e-6 + roof(819_200, 33_792)
     + roof(3_276_800, 96_768) + roof(1_638_400, 54_784) + roof(0, 204_800)
 )
 PER_MODEL = roof(0, 12_800) + roof(0, 25_600) + roof(128_000, 130_128) + roof(0, 8_000)
@@ -349,20 +350,23 @@ def test_an_eager_iteration_takes_at_least_its_host_dispatches():
 
 
 def test_attention_efficiency_slows_only_attention_flops():
-    """Prefill attention of one 4096-token prompt on Llama-3-8B (A100, TP 1): 32 layers ×
-    (smooth-max(4·32·128·4096·4097/2 FLOPs / (F · a), 4096·128·2·8·2 K/V bytes / B) + 32 heads × (4096 rows ×
-    0.7 ns + 32 query tiles × 3.75 ns) + 14 µs per kernel), with Ampere's fitted attention parameters (F: 0.55 of
-    the 16-bit peak, B: 0.26 of HBM bandwidth); an engine at a = 0.5 changes nothing else."""
+    """Prefill attention of one 4096-token prompt on Llama-3-8B (A100, TP 1): 32 layers × (the smooth maximum
+    (p = 2) of 4·32·128·4096·4097/2 FLOPs and of its longest block's, one head's last 128 queries over 4096 keys,
+    2·256·128·4096 FLOPs at 1 / (108 SMs × 0.75 blocks per SM) of the rate, both at F · a; plus 4096·128·2·8·2 K/V
+    bytes at B; plus 32 heads × (4096 rows × 0.52 ns + 32 query tiles × 4.75 ns); plus 13.8 µs per kernel), with
+    Ampere's fitted attention parameters (F: 0.58 of the 16-bit peak, B: 0.27 of HBM bandwidth); an engine at
+    a = 0.5 changes nothing else."""
     model, hardware = load_model("llama-3-8b"), load_hardware("a100-80gb-sxm")
-    F, B = 312e12 * 0.55, 2039e9 * 0.26
-    flops, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 4096 * 128 * 2 * 8 * 2
-    rows_and_tiles = 32 * (4096 * 0.7e-9 + 32 * 3.75e-9)
+    F, B = 312e12 * 0.58, 2039e9 * 0.27
+    flops, longest, nbytes = 4 * 32 * 128 * 4096 * 4097 / 2, 2 * 256 * 128 * 4096 * 108 * 0.75, 4096 * 128 * 2 * 8 * 2
+    rows_and_tiles = 32 * (4096 * 0.52e-9 + 32 * 4.75e-9)
     shape = IterationShape(((4096, 0),))
     parts = {}
     for a in (1.0, 0.5):
         engine = EngineProfile(name="test", attention_efficiency=a)
         parts[a] = RooflineCostModel(model, hardware, 1, engine=engine).breakdown(shape)
-        expected = 32 * (((flops / (F * a)) ** 2 + (nbytes / B) ** 2) ** 0.5 + rows_and_tiles + 14e-6)
+        compute = ((flops / (F * a)) ** 2 + (longest / (F * a)) ** 2) ** 0.5
+        expected = 32 * (compute + nbytes / B + rows_and_tiles + 13.8e-6)
         assert parts[a]["attention_s"] == pytest.approx(expected, rel=1e-9)
     assert {k: v for k, v in parts[0.5].items() if k != "attention_s"} == {
         k: v for k, v in parts[1.0].items() if k != "attention_s"
@@ -459,30 +463,33 @@ def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():
 
 
 def test_attention_time_by_hand():
-    """H100 (Hopper fit: prefill at 0.62 of 989.4 TFLOP/s, its K/V at 0.19 of 3.35 TB/s, 0.38 ns per (query, head)
-    row and 7 ns per (128-query tile, head); decode FLOPs at 0.11 of the peak, KV reads at 0.85 of the bandwidth,
-    20.6 ns per sequence and KV head; 12.4 µs per kernel; smooth maximum p = 2)."""
+    """H100 (Hopper fit: prefill at 0.67 of 989.4 TFLOP/s — its longest block, one head's last 128 queries, at
+    1 / (132 SMs × 1.0) of that, smooth maximum p = 2 — its K/V at 0.29 of 3.35 TB/s, 0.34 ns per (query, head) row
+    and 10.25 ns per (128-query tile, head), 12.2 µs per kernel; decode FLOPs at 0.11 of the peak, KV reads at 0.85
+    of the bandwidth, 21.0 ns per sequence and KV head, the smooth maximum p = 2 of the two, 12.2 µs per kernel)."""
     from simulator.cost import attention_time  # the public name
 
     peak, bw = 989.4e12, 3350e9
     h, g, d = 32, 8, 128
-    # prefill: 4 sequences of 2048 tokens, full causal; then a 512-token window (pairs 512·513/2 + 1536·512)
-    for window, pairs in ((0, 2048 * 2049 / 2), (512, 512 * 513 / 2 + 1536 * 512)):
-        tc = 4 * 4 * h * d * pairs / (peak * 0.62)
-        tm = 4 * 2048 * d * 2 * g * 2 / (bw * 0.19)
-        expected = (tc**2 + tm**2) ** 0.5 + 4 * h * (2048 * 0.38e-9 + 16 * 7e-9) + 12.4e-6
+    # prefill: 4 sequences of 2048 tokens, full causal; then a 512-token window (pairs 512·513/2 + 1536·512, the
+    # longest block's last query over 512 keys)
+    for window, pairs, keys in ((0, 2048 * 2049 / 2, 2048), (512, 512 * 513 / 2 + 1536 * 512, 512)):
+        tc = 4 * 4 * h * d * pairs / (peak * 0.67)
+        longest = 2 * 2 * d * 128 * keys * 132 / (peak * 0.67)
+        tm = 4 * 2048 * d * 2 * g * 2 / (bw * 0.29)
+        expected = (tc**2 + longest**2) ** 0.5 + tm + 4 * h * (2048 * 0.34e-9 + 16 * 10.25e-9) + 12.2e-6
         assert attention_time("h100-sxm", "prefill", 4, 2048, h, g, d, window=window) == pytest.approx(expected)
     # decode: 16 sequences over 4096 cached tokens, fp8 KV (1 byte); a 1024 window caps what is read
     def decode_kernel(context: int, fixed_s: float, streaming: float = 0.85) -> float:
         tc, tm = 4 * h * d * context / (peak * 0.11), 2 * g * d * 1 * context / (bw * streaming)
-        return 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 20.6e-9 + fixed_s
+        return 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 21.0e-9 + fixed_s
 
     for window, context in ((0, 4096), (1024, 1024)):
         got = attention_time("h100-sxm", "decode", 16, 4096, h, g, d, kv_dtype="fp8", window=window)
-        assert got == pytest.approx(decode_kernel(context, 12.4e-6))
+        assert got == pytest.approx(decode_kernel(context, 12.2e-6))
     assert attention_time("h100-sxm", "decode", 0, 4096, h, g, d) == 0.0
     # a decode kernel with its own fixed cost (a framework's fit) pays that instead; the prefill kernel keeps
-    # 12.4 µs (the 512-window case above); a CUDA-graph floor replaces both
+    # 12.2 µs (the 512-window case above); a CUDA-graph floor replaces both
     from simulator.catalog import load_hardware
     from simulator.cost.attention import AttentionModel
 
@@ -495,7 +502,7 @@ def test_attention_time_by_hand():
     # a decode kernel that streams the cache at its own fraction of the bandwidth (a framework's fit) reads at that
     streaming = load_hardware("h100-sxm").model_copy(update={"decode_attention_bandwidth_efficiency": 0.7})
     assert attention_time(streaming, "decode", 16, 4096, h, g, d, kv_dtype="fp8") == pytest.approx(
-        decode_kernel(4096, 12.4e-6, 0.7))
+        decode_kernel(4096, 12.2e-6, 0.7))
     with pytest.raises(ValueError, match="phase"):
         attention_time("h100-sxm", "append", 1, 1, h, g, d)
 
@@ -741,6 +748,78 @@ def test_a_decode_kernel_reads_the_cache_in_whole_tiles():
         a0, c0 = RooflineCostModel(model, hw, 1).decode_step_coefficients(decodes)
         a1, c1 = RooflineCostModel(model, tiled, 1).decode_step_coefficients(decodes)
         assert c1 == pytest.approx(c0) and a1 - a0 == pytest.approx(decodes * 31.5 * c0)
+
+
+def test_a_prefill_kernel_waits_for_its_longest_block():
+    """``prefill_attention_blocks_per_sm``: a prefill kernel takes at least its longest thread block — one head's
+    last 128 queries over every key — at 1 / (SMs × blocks per SM) of its FLOP rate. By hand on H100 (132 SMs, one
+    block per SM, p = 2, every other cost off): one 16,384-token prompt of one 128-wide head is 128 blocks, its FLOPs
+    4·128·16,384·16,385/2 and its longest block's 2·256·128·16,384 × 132, 1.55 times more: the kernel takes
+    √(1 + 1.55²) = 1.84 times its FLOPs' time (vLLM's H100 table: 309 TFLOP/s for this prompt, 543 for two of
+    them, whose longest block is the same); a 2,048-token window bounds the longest block's keys; and the bound
+    scales with the rate as the FLOPs do (a fallback kernel's too)."""
+    from simulator.cost.attention import AttentionModel
+
+    hw = load_hardware("h100-sxm").model_copy(update={
+        "attention_io_efficiency": float("inf"), "prefill_attention_ns_per_row": 0.0,
+        "prefill_attention_ns_per_tile": 0.0, "attention_overhead_us": 0.0, "gemm_knee": 2.0,
+        "prefill_attention_blocks_per_sm": 0.0})
+    bound = hw.model_copy(update={"prefill_attention_blocks_per_sm": 1.0})
+    rate = 989.4e12 * hw.attention_efficiency
+    s = 16_384
+    flops, longest = 4 * 128 * s * (s + 1) / 2, 2 * 256 * 128 * s * 132
+
+    def kernel(profile, batch, window=0):
+        return float(AttentionModel(profile).kernel_times("prefill", batch, s, 1, 1, 128, window))
+
+    assert kernel(hw, 1) == pytest.approx(flops / rate)
+    assert kernel(bound, 1) == pytest.approx(((flops / rate) ** 2 + (longest / rate) ** 2) ** 0.5)
+    assert kernel(bound, 1) / kernel(hw, 1) == pytest.approx((1 + (longest / flops) ** 2) ** 0.5)
+    assert kernel(bound, 2) == pytest.approx(((2 * flops / rate) ** 2 + (longest / rate) ** 2) ** 0.5)
+    pairs = 2048 * 2049 / 2 + (s - 2048) * 2048
+    windowed = ((4 * 128 * pairs / rate) ** 2 + (2 * 256 * 128 * 2048 * 132 / rate) ** 2) ** 0.5
+    assert kernel(bound, 1, window=2048) == pytest.approx(windowed)
+    half = AttentionModel(bound, compute_scale=0.5).kernel_times("prefill", 1, s, 1, 1, 128, 0)
+    assert half == pytest.approx(2 * kernel(bound, 1))
+
+
+def test_a_prefill_kernel_adds_its_bytes_and_may_pack_a_groups_heads():
+    """A prefill kernel adds its K/V bytes' time to its FLOPs' (not a smooth maximum: the frameworks' tables grow by
+    a cost per KV head and token at every prompt length); and its blocks, one per (128 query rows, head), are with
+    ``prefill_attention_packs_gqa`` one per (128 rows of a KV head's query heads, KV head). By hand on H100: a
+    one-token chunk over 8 KV heads with 64 query heads is 64 blocks, packed 8 (at 1 µs a block: 64 and 8 µs); a
+    1,000-token prompt of 32 heads over 8 is 32 × 8 = 256 blocks, packed 8 × ceil(4,000 / 128) = 256. In serving
+    (:func:`simulator.cost.layers.span_totals`) the tiles and the longest block follow the same rows: chunks of 100
+    new tokens and of 300 after 1,000 cached, 4 rows per token: ceil(400 / 128) + ceil(1,200 / 128) = 14 tiles per KV
+    head, the longest block 128 rows over 1,300 keys (under a 512-token span, over 512)."""
+    from simulator.cost.attention import AttentionModel
+    from simulator.cost.layers import span_totals
+
+    hw = load_hardware("h100-sxm").model_copy(update={
+        "attention_efficiency": 1.0, "prefill_attention_ns_per_row": 0.0, "prefill_attention_ns_per_tile": 1000.0,
+        "attention_overhead_us": 0.0, "prefill_attention_blocks_per_sm": 0.0})
+    packed = hw.model_copy(update={"prefill_attention_packs_gqa": True})
+
+    def blocks(profile, seq, heads, kv_heads):  # the kernel's time with its FLOPs and bytes taken out, in µs
+        model = AttentionModel(profile)
+        rest = 4 * heads * 128 * seq * (seq + 1) / 2 / model.prefill_flops + seq * 2 * kv_heads * 128 * 2 / (
+            model.io_bandwidth)
+        return (float(model.kernel_times("prefill", 1, seq, heads, kv_heads, 128, 0)) - rest) * 1e6
+
+    assert blocks(hw, 1, 64, 8) == pytest.approx(64) and blocks(packed, 1, 64, 8) == pytest.approx(8)
+    assert blocks(hw, 1000, 32, 8) == pytest.approx(256) and blocks(packed, 1000, 32, 8) == pytest.approx(256)
+    chunks = ((100, 0), (300, 1000))
+    assert span_totals(chunks, 0, 4.0)[4:] == (14, 128 * 1300)
+    assert span_totals(chunks, 512, 4.0)[4:] == (14, 128 * 512)
+    assert span_totals(chunks)[4:] == (1 + 3, 128 * 1300)  # one row per token: 1 + 3 tiles per head
+    # serving prices a prompt as the kernel does: Llama-3-8B (32 query heads over 8) on one GPU, a 40-token prompt
+    # is 8 × ceil(160 / 128) = 16 blocks packed (32 unpacked), in each of 32 layers
+    model = load_model("llama-3-8b")
+    for profile in (hw, packed):
+        served = RooflineCostModel(model, profile, 1, engine=EngineProfile(name="test")).breakdown(
+            IterationShape(((40, 0),)))["attention_s"]
+        assert served == pytest.approx(32 * float(AttentionModel(profile).kernel_times("prefill", 1, 40, 32, 8, 128,
+                                                                                       0)))
 
 
 def test_a_decode_kernel_may_split_below_another_occupancy_than_its_wave():

@@ -86,8 +86,9 @@ FITTED_FIELDS = (
     "gemm_k_latency_ns", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
-    "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
-    "decode_attention_max_group", "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
+    "prefill_attention_blocks_per_sm", "prefill_attention_packs_gqa", "decode_attention_efficiency",
+    "decode_attention_ns_per_head", "decode_attention_ns_per_query_head", "decode_attention_max_group",
+    "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
     "decode_attention_query_tile", "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm",
     "decode_attention_split_us", "decode_attention_split_tokens", "decode_attention_split_blocks_per_sm",
     "decode_attention_kv_tile", "prefill_fallback_head_dim", "prefill_fallback_window_head_dim",
@@ -138,6 +139,13 @@ class HardwareSpec(BaseModel):
     prefill_attention_ns_per_tile: float = Field(
         default=0.0, ge=0, description="prefill attention: per (query tile, head) thread block (its prologue and "
         "epilogue), whole-GPU ns")
+    prefill_attention_blocks_per_sm: float = Field(
+        default=0.0, ge=0, description="prefill attention: thread blocks (one per query tile of a chunk and head) each "
+        "SM runs at once, each at 1 / (sm_count times this) of the kernel's FLOP rate, so a kernel takes at least its "
+        "longest block (the last query tile of the longest chunk) at that rate; 0: no such bound")
+    prefill_attention_packs_gqa: bool = Field(
+        default=False, description="prefill attention: a thread block's query tile holds the rows of all query heads "
+        "of one KV head (grouped-query attention packed), not of one head")
     prefill_fallback_head_dim: int = Field(
         default=0, ge=0, description="prefill attention: the head width from which its kernel is a fallback that "
         "computes every causal query-key pair at prefill_fallback_efficiency (0: none)")

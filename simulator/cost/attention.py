@@ -4,25 +4,32 @@ Per layer, with ``H`` query heads and ``G`` KV heads on the GPU, query-key width
 per head, ``e`` KV elements stored per token (``2·G·d`` for multi-head/grouped-query attention; the latent
 ``kv_lora_rank + qk_rope_head_dim`` for MLA's absorbed decode), ``v`` bytes per KV element, 16-bit queries and
 outputs, and a span ``w`` (a sliding window or a local-attention chunk; 0 = the whole context), every kernel costs
-the smooth maximum (p = the hardware's ``gemm_knee``) of its compute and memory times plus a fixed cost,
-``attention_overhead_us`` for a prefill kernel and ``decode_attention_overhead_us`` for a decode kernel (another
-kernel, which also launches the combine of its split-KV partials; unset, the prefill kernel's):
+its compute and memory times (combined as each phase says) plus a fixed cost, ``attention_overhead_us`` for a
+prefill kernel and ``decode_attention_overhead_us`` for a decode kernel (another kernel, which also launches the
+combine of its split-KV partials; unset, the prefill kernel's):
 
 - prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt
   of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); FLOPs 2·H·(d_qk + d_v) per pair at
-  ``attention_efficiency`` × the 16-bit peak; K/V bytes (q + c)·e·v (the chunk's and the cached ones read) at
-  ``attention_io_efficiency`` × HBM bandwidth (a prefill kernel is parallel over query blocks × heads and does not
-  stream at full bandwidth); and, added to that smooth maximum, ``prefill_attention_ns_per_row`` for every
-  (query, head) row — loading the query, the online softmax's running maximum and sum, rescaling and writing the
-  output — and ``prefill_attention_ns_per_tile`` for every thread block, one per (tile of :data:`QUERY_TILE`
-  queries of a chunk, head): its prologue and epilogue (whole-GPU nanoseconds: the blocks run on all SMs at once).
-  These two make a short prompt cost more per pair than a long one, as measured: TensorRT-LLM's H100 prefill
-  kernel reaches ~100 TFLOP/s at 256 tokens and ~500 at 16k (a smooth maximum of FLOPs and bytes follows it only
-  with an HBM fraction of 0.19, which then overprices multi-head attention);
+  ``attention_efficiency`` × the 16-bit peak — but at least its longest thread block's (the last query tile of the
+  longest chunk, :func:`longest_block`) at 1 / (``sm_count`` × ``prefill_attention_blocks_per_sm``) of that rate,
+  where that is set (smooth maximum, p = the hardware's ``gemm_knee``): a kernel of fewer blocks than its SMs hold,
+  or of a few long ones, waits for its longest (vLLM's H100 prefill of one 16k-token prompt and one head, 128
+  blocks, reaches 309 TFLOP/s, of two 543); plus K/V bytes (q + c)·e·v (the chunk's and the cached ones read) at
+  ``attention_io_efficiency`` × HBM bandwidth — added, not overlapped: the frameworks' timings grow by a cost per
+  (token, KV head) at every prompt length, whatever the query heads (vLLM's H100 kernel ~0.5 ns per 128-wide bf16
+  K/V token and KV head at 16–1,024 tokens); ``prefill_attention_ns_per_row`` for every (query, head) row —
+  loading the query, the online softmax's running maximum and sum, rescaling and writing the output — and
+  ``prefill_attention_ns_per_tile`` for every thread block (whole-GPU nanoseconds: the blocks run on all SMs at
+  once), one per (tile of :data:`QUERY_TILE` query rows, head), or, where ``prefill_attention_packs_gqa``, per
+  (tile of query rows of all of a KV head's H / G query heads, KV head): ceil(q·H/G / tile) per KV head (a chunk
+  of one token over 8 KV heads with 64 query heads is 8 blocks instead of 64; which kernels pack is read off their
+  tables, :mod:`simulator.fidelity.kernel_fit`). These make a short prompt
+  cost more per pair than a long one, as measured: TensorRT-LLM's H100 prefill kernel reaches ~100 TFLOP/s at 256
+  tokens and ~500 at 16k;
 - decode of one token over ``S`` cached (S ← min(S, w), then, where ``decode_attention_kv_tile`` is set, whole
   tiles of it: S ← ceil(S / tile) · tile — the kernel's loop over the cache loads a tile at a step, a partial one as
   a whole; vLLM's H100 decode of 64 sequences × 8 KV heads takes 23.8–26.1 µs at 16–128 cached tokens, 46.1 at 256):
-  FLOPs 2·H·(d_qk + d_v)·S at
+  the smooth maximum (p = ``gemm_knee``) of FLOPs 2·H·(d_qk + d_v)·S at
   ``decode_attention_efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
   ``decode_attention_bandwidth_efficiency`` × HBM bandwidth (unset: the GEMMs' streaming ``bandwidth_efficiency``)
   and, where ``decode_attention_block_gb_per_s`` is set, at most at that rate per (sequence, KV head) block of the
@@ -87,10 +94,18 @@ QUERY_TILE = 128  # queries per thread block of the FlashAttention-2/3-class pre
 FALLBACK_WIDTH = 128  # head-width elements the decode fallback kernel's cost per (query head, token) covers
 
 
-def query_tiles(new_tokens):
-    """Thread blocks per head of a prefill kernel over a chunk of ``new_tokens`` queries: ceil(q / QUERY_TILE)
-    (scalars or arrays)."""
-    return -(-new_tokens // QUERY_TILE)
+def query_tiles(new_tokens, rows_per_query=1):
+    """Thread blocks per head (or per KV head, packed) of a prefill kernel over a chunk of ``new_tokens`` queries of
+    ``rows_per_query`` rows each (the query heads a block packs per KV head; 1: one head per block):
+    ceil(q · rows / QUERY_TILE) (scalars or arrays)."""
+    return -(-(new_tokens * rows_per_query) // QUERY_TILE)
+
+
+def longest_block(query_rows, keys):
+    """Query-key pairs of a prefill kernel's longest thread block over a chunk of ``query_rows`` query rows (its
+    tokens × the heads a block packs) whose last query sees ``keys`` keys: its last tile, min(rows,
+    :data:`QUERY_TILE`) rows over ``keys`` (causal masking inside the tile ignored); scalars or arrays."""
+    return np.minimum(query_rows, QUERY_TILE) * keys
 
 
 class AttentionModel:
@@ -98,9 +113,9 @@ class AttentionModel:
 
     __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops",
                  "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "kv_tile", "max_group",
-                 "mha_per_head", "overhead", "p", "per_head", "per_query_head", "per_query_token", "per_row",
-                 "per_tile", "prefill_flops", "query_tile", "split", "split_tokens", "split_wave", "tile_padding", "v",
-                 "wave")
+                 "mha_per_head", "overhead", "p", "packs_gqa", "per_head", "per_query_head", "per_query_token",
+                 "per_row", "per_tile", "prefill_blocks", "prefill_flops", "query_tile", "split", "split_tokens",
+                 "split_wave", "tile_padding", "v", "wave")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0, overhead_us: float | None = None) -> None:
@@ -138,6 +153,8 @@ class AttentionModel:
         self.tile_padding = (self.kv_tile - 1) / 2 if self.kv_tile else 0.0
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
+        self.prefill_blocks = hardware.sm_count * hardware.prefill_attention_blocks_per_sm  # blocks at once (0: none)
+        self.packs_gqa = hardware.prefill_attention_packs_gqa
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
         decode = hardware.decode_attention_overhead_us
         self.decode_overhead = self.overhead if overhead_us is not None or decode is None else decode * 1e-6
@@ -149,15 +166,29 @@ class AttentionModel:
         return (compute_s**p + memory_s**p) ** (1 / p)
 
     def prefill_parts(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
-                      cached_read: float, tiles: float, flops=None) -> float:
-        """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries in ``tiles`` query tiles
-        (:func:`query_tiles`, summed over the chunks) and ``cached_read`` cached K/V tokens read (no fixed cost);
+                      cached_read: float, blocks: float, flops=None, longest: float = 0.0) -> float:
+        """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries in ``blocks`` thread blocks
+        (:meth:`prefill_blocks`, summed over the chunks) and ``cached_read`` cached K/V tokens read (no fixed cost);
         ``widths`` = d_qk + d_v, ``kv_elements`` = e; ``flops``: the kernel's FLOP rate (None: ``prefill_flops``;
-        :meth:`prefill_rate` for one that may fall back); scalars or arrays."""
-        kv_bytes = (new_tokens + cached_read) * kv_elements * self.v
+        :meth:`prefill_rate` for one that may fall back); ``longest``: the query-key pairs of its longest block
+        (:func:`longest_block`); scalars or arrays."""
         flops = self.prefill_flops if flops is None else flops
-        return (self.combine(2 * heads * widths * pairs / flops, kv_bytes / self.io_bandwidth)
-                + heads * (new_tokens * self.per_row + tiles * self.per_tile))
+        compute = 2 * heads * widths * pairs / flops
+        if self.prefill_blocks:
+            compute = self.combine(compute, 2 * widths * longest * self.prefill_blocks / flops)
+        return (compute + (new_tokens + cached_read) * kv_elements * self.v / self.io_bandwidth
+                + heads * new_tokens * self.per_row + blocks * self.per_tile)
+
+    def query_rows(self, heads, kv_heads):
+        """Query rows per token of a prefill kernel's blocks: the H / G query heads of a KV head where it packs
+        them (``prefill_attention_packs_gqa``), else 1 (scalars or arrays)."""
+        return np.asarray(heads) / np.maximum(kv_heads, 1) if self.packs_gqa else np.ones_like(np.asarray(heads))
+
+    def prefill_blocks_of(self, new_tokens, heads, kv_heads):
+        """Thread blocks of a prefill kernel over a chunk of ``new_tokens`` queries: (H / rows) ·
+        :func:`query_tiles` (q, rows), rows = :meth:`query_rows` (scalars or arrays)."""
+        rows = self.query_rows(heads, kv_heads)
+        return heads / rows * query_tiles(new_tokens, rows)
 
     def prefill_falls_back(self, head_dim, windowed):
         """Whether a prefill of head width ``head_dim`` (``windowed``: under a window or local chunk) runs the
@@ -247,9 +278,11 @@ class AttentionModel:
             fallback = self.prefill_falls_back(head_dim, window > 0)
             pairs = np.where(windowed & ~fallback, window * (window + 1) / 2 + (seq_len - window) * window,
                              seq_len * (seq_len + 1) / 2)
-            per_sequence = self.prefill_parts(heads, 2 * head_dim, 2 * kv_heads * head_dim, pairs, seq_len, 0,
-                                              query_tiles(seq_len), self.prefill_rate(fallback))
-            return batch * per_sequence + self.overhead
+            keys = np.where(windowed & ~fallback, window, seq_len)
+            return self.prefill_parts(heads, 2 * head_dim, 2 * kv_heads * head_dim, batch * pairs, batch * seq_len, 0,
+                                      batch * self.prefill_blocks_of(seq_len, heads, kv_heads),
+                                      self.prefill_rate(fallback),
+                                      longest_block(seq_len * self.query_rows(heads, kv_heads), keys)) + self.overhead
         context = np.where(windowed, window, seq_len)
         billed, split = self.decode_wave(batch, self.decode_blocks(heads, kv_heads), context)
         return (batch * self.tiled(context) * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim,

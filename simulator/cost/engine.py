@@ -69,6 +69,10 @@ class AttentionFields(BaseModel):
     prefill_attention_ns_per_row: float | None = Field(default=None, ge=0, description="prefill: per (query, head)")
     prefill_attention_ns_per_tile: float | None = Field(default=None, ge=0, description="prefill: per (query tile, "
                                                         "head) block")
+    prefill_attention_blocks_per_sm: float | None = Field(default=None, ge=0, description="prefill: blocks at once "
+                                                          "per SM (its longest block a bound; 0: none)")
+    prefill_attention_packs_gqa: bool | None = Field(default=None, description="prefill: its blocks' query tiles "
+                                                     "hold all query heads of a KV head")
     decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of the peak")
     decode_attention_bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of "
                                                                 "HBM bandwidth")

@@ -49,7 +49,7 @@ import math
 from typing import NamedTuple
 
 from simulator.catalog.architecture import INDEX_SCALE_BYTES, Attention, LayerGroup
-from simulator.cost.attention import AttentionModel, query_tiles
+from simulator.cost.attention import QUERY_TILE, AttentionModel, query_tiles
 from simulator.cost.engine import FRAMEWORK_ATTENTION_KINDS
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
@@ -175,9 +175,13 @@ class GroupCost:
         fallback = a.kind in FRAMEWORK_ATTENTION_KINDS and bool(
             attention.prefill_falls_back(a.head_dim, self.span > 0))
         self.prefill_span = 0 if fallback else self.span
+        shapes = attention_shapes(a, hidden, t)
+        # the query rows per token of its prefill kernel's blocks (a KV head's query heads where the kernel packs them)
+        self.query_rows = (float(attention.query_rows(shapes.heads, shapes.kv_blocks))
+                           if a.kind in FRAMEWORK_ATTENTION_KINDS else 1.0)
+        self.prefill_key = (self.prefill_span, self.query_rows)  # what its prefill totals depend on (span_totals)
         self.prefill_flops = float(attention.prefill_rate(fallback))
         self.indexer = IndexerCost(a, indexer_attention or attention) if a.has_indexer else None
-        shapes = attention_shapes(a, hidden, t)
         self.heads, self.attention_gemms = shapes.heads, shapes.gemms
         self.prefill_widths, self.prefill_kv = shapes.prefill_widths, shapes.prefill_kv
         self.decode_widths, self.decode_kv, self.kv_blocks = shapes.decode_widths, shapes.decode_kv, shapes.kv_blocks
@@ -281,11 +285,13 @@ class GroupCost:
         kernels = self.elementwise_kernels
         return self.count * kernels * self.attention_gemm.memory_kernel(nbytes / kernels)
 
-    def prefill_attention_time(self, pairs: float, tokens: int, cached: int, sequences: int, tiles: int) -> float:
+    def prefill_attention_time(self, pairs: float, tokens: int, cached: int, sequences: int, tiles: int,
+                               longest: float) -> float:
         """One prefill kernel per layer over ``pairs`` query-key pairs (:func:`span_totals` for this group's
-        ``prefill_span``: its span, or all its causal pairs where its kernel falls back),
-        ``tokens`` new queries in ``tiles`` query tiles, ``cached`` cached K/V tokens read, of ``sequences`` prompt
-        chunks (a state layer: the recurrence's FLOPs per token, its inputs and outputs, and each chunk's state read
+        ``prefill_key``: its span, or all its causal pairs where its kernel falls back, and its blocks' query rows),
+        ``tokens`` new queries in ``tiles`` query tiles per head (or per KV head, packed), ``cached`` cached K/V
+        tokens read, of ``sequences`` prompt chunks, its longest thread block ``longest`` query-key pairs (a state
+        layer: the recurrence's FLOPs per token, its inputs and outputs, and each chunk's state read
         and written)."""
         if not self.kernels:
             return 0.0
@@ -297,7 +303,7 @@ class GroupCost:
                  + sequences * 2 * self.state_bytes) / attention.io_bandwidth)
         else:
             kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
-                                             tiles, self.prefill_flops)
+                                             self.heads / self.query_rows * tiles, self.prefill_flops, longest)
         return self.count * (kernel + attention.overhead)
 
     def indexer_prefill_time(self, pairs: float, tokens: int, cached: int) -> float:
@@ -305,20 +311,23 @@ class GroupCost:
         return self.count * self.indexer.prefill_time(pairs, tokens, cached) if self.indexer else 0.0
 
 
-def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0) -> tuple[float, int, int, int, int]:
-    """Causal query-key pairs, new tokens, cached tokens read, chunks and query tiles (:func:`query_tiles` of each
-    chunk) of an iteration's prompt chunks (new, cached) in layers whose queries see at most ``span`` keys (0: all)."""
-    pairs, tokens, cached_read, tiles = 0.0, 0, 0, 0
-    if not span:  # the common case, inline
-        for new, cached in chunks:
-            pairs += new * cached + new * (new + 1) / 2
-            tokens += new
-            cached_read += cached
-            tiles += query_tiles(new)
-        return pairs, tokens, cached_read, len(chunks), tiles
+def span_totals(chunks: tuple[tuple[int, int], ...], span: int = 0,
+                rows: float = 1.0) -> tuple[float, int, int, int, int, float]:
+    """Causal query-key pairs, new tokens, cached tokens read, chunks, query tiles (:func:`query_tiles` of each
+    chunk's tokens × ``rows`` query rows per token) and the query-key pairs of the longest thread block (a chunk's
+    last tile over the keys its last query sees, :func:`simulator.cost.attention.longest_block`) of an iteration's
+    prompt chunks (new, cached) in layers whose queries see at most ``span`` keys (0: all)."""
+    pairs, tokens, cached_read, tiles, longest = 0.0, 0, 0, 0, 0.0
     for new, cached in chunks:
-        pairs += causal_pairs(new, cached, span)
+        if span:
+            pairs += causal_pairs(new, cached, span)
+            cached_read += min(cached, span)
+            keys = min(new + cached, span)
+        else:
+            pairs += new * cached + new * (new + 1) / 2
+            cached_read += cached
+            keys = new + cached
         tokens += new
-        cached_read += min(cached, span)
-        tiles += query_tiles(new)
-    return pairs, tokens, cached_read, len(chunks), tiles
+        tiles += query_tiles(new, rows)
+        longest = max(longest, min(new * rows, QUERY_TILE) * keys)
+    return pairs, tokens, cached_read, len(chunks), tiles, longest

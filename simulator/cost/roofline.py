@@ -171,10 +171,10 @@ class RooflineCostModel(CostModel):
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots,
                                  indexer_attention)
                        for group in model.layers]
-        self.spans = {group.prefill_span for group in self.groups}
+        self.prefill_keys = {group.prefill_key for group in self.groups}  # (span, query rows) of span_totals
         self.indexed = any(group.indexer for group in self.groups)
         if self.indexed:
-            self.spans.add(0)  # the indexer scores every cached token
+            self.prefill_keys.add((0, 1.0))  # the indexer scores every cached token
         # all-reduces per layer: two, one in an MoE layer under attention DP (its exchange replaces one)
         reduces = [1 if group.moe and data_parallel > 1 else 2 for group in self.groups]
         self._all_reduces = sum(group.count * n for group, n in zip(self.groups, reduces, strict=True))
@@ -288,11 +288,11 @@ class RooflineCostModel(CostModel):
         """Every group's prefill attention kernels over the iteration's prompt chunks (new, cached tokens)."""
         if len(self.groups) == 1 and not self.indexed:
             group = self.groups[0]
-            return group.prefill_attention_time(*span_totals(chunks, group.prefill_span))
-        totals = {span: span_totals(chunks, span) for span in self.spans}
-        time = sum(group.prefill_attention_time(*totals[group.prefill_span]) for group in self.groups)
+            return group.prefill_attention_time(*span_totals(chunks, *group.prefill_key))
+        totals = {key: span_totals(chunks, *key) for key in self.prefill_keys}
+        time = sum(group.prefill_attention_time(*totals[group.prefill_key]) for group in self.groups)
         if self.indexed:
-            pairs, tokens, cached = totals[0][:3]
+            pairs, tokens, cached = totals[0, 1.0][:3]
             time += sum(group.indexer_prefill_time(pairs, tokens, cached) for group in self.groups)
         return time
 

@@ -14,7 +14,7 @@ outweighs the others. Three groups are fitted one after another, each by the coo
   reduces in the network: Hopper's, not Ampere's) and each of all-gather, reduce-scatter and all-to-all
   (``collectives``);
 - attention: ``attention_efficiency``, ``attention_io_efficiency``, ``prefill_attention_ns_per_row``,
-  ``prefill_attention_ns_per_tile``, ``decode_attention_efficiency``,
+  ``prefill_attention_ns_per_tile``, ``prefill_attention_blocks_per_sm``, ``decode_attention_efficiency``,
   ``decode_attention_ns_per_head``, ``attention_overhead_us``;
 - fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
   ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency``, ``moe_expert_overhead_us`` (``moe_kernels`` is a count, see
@@ -27,8 +27,10 @@ complete it, each into that framework's engine profile (``llmsim calibrate --ker
 :func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
 format (:func:`fit_framework_gemm`), its own attention and MLA kernels (:func:`fit_framework_attention`,
 :func:`fit_framework_mla`: the pooled fit's attention parameters on its tables alone, its decode kernel's fixed cost,
-KV streaming rate and a block's streaming rate apart, the fallback kernels its profile states it dispatches to, and
-its kernels over fp8 caches apart from those over 16-bit ones, :func:`fit_kernels_over_caches`), and its fused-MoE
+KV streaming rate and a block's streaming rate apart, its decode waves and KV tile and its prefill blocks' packing
+scanned (:data:`SCANS`), its prefill's additive costs solved by least squares before each descent
+(:func:`solve_linear_prefill`), the fallback kernels its profile states it dispatches to, and its kernels over fp8
+caches apart from those over 16-bit ones, :func:`fit_kernels_over_caches`), and its fused-MoE
 kernel per expert format (:func:`fit_framework_moe`).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
@@ -111,6 +113,7 @@ ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_efficiency": _steps(0.02, 0.50, 0.01),
     "decode_attention_ns_per_head": _steps(0.0, 60.0, 0.5),
     "attention_overhead_us": _steps(0.0, 30.0, 0.2),
+    "prefill_attention_blocks_per_sm": [0.0, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0],
 }
 # the attention fits move two parameters at once where single moves stall (the two prefill costs per token, HBM
 # bytes and rows, trade off), which takes more rounds
@@ -129,6 +132,11 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_overhead_us": ATTENTION_GRID["attention_overhead_us"],
     "decode_attention_bandwidth_efficiency": _steps(0.05, 0.95, 0.01),
     "decode_attention_block_gb_per_s": [0.0, *(round(5 * 2 ** (i / 2)) for i in range(20))]}
+# a framework's MLA kernels: its prefill reads K/V decompressed to its query heads' widths, so its bytes per token grow
+# with the heads as its rows do — the two costs cannot be told apart on one cache's timings: the bytes' is fitted, the
+# rows' is none (MLA_START)
+FRAMEWORK_MLA_GRID: dict[str, list[float]] = {**FRAMEWORK_ATTENTION_GRID, "prefill_attention_ns_per_row": [0.0]}
+MLA_START = {"prefill_attention_ns_per_row": 0.0}
 # a framework's MHA/GQA decode kernel also pays per (sequence, query head) within a KV head's block: TensorRT-LLM's
 # H100 and A100 kernels run a multi-head block (one query head) at a quarter to a third of a block of 8, which one cost
 # per block cannot follow (MLA's absorbed decode has one block of all heads per sequence: its fit leaves it out); and,
@@ -146,15 +154,20 @@ FRAMEWORK_MHA_GRID: dict[str, list[float]] = {
         ("decode_attention_split_us", _steps(0.0, 10.0, 0.25)),
         ("decode_attention_split_tokens", [16, 32, 64, 128, 256, 512, 1024, 2048]),
         ("decode_attention_split_blocks_per_sm", [0.25, 0.5, 0.75, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0]),
-        ("decode_attention_kv_tile", [0, 16, 32, 64, 128]))}}
+        ("decode_attention_kv_tile", [0, 16, 32, 64, 128]),
+        ("prefill_attention_packs_gqa", [False, True]))}}
 # a decode kernel's waves and its loop's KV tile: each value of its blocks per SM, then of the shortest context it
 # splits, then of its tile, is descended from (coordinate descent alone stays at no waves, from which one wave's costs
-# and its split's are no single move away; a tile moves the cost from the sequences to their tokens)
-WAVE_SCANS = ("decode_attention_blocks_per_sm", "decode_attention_split_tokens", "decode_attention_kv_tile")
+# and its split's are no single move away; a tile moves the cost from the sequences to their tokens); and a prefill
+# kernel's blocks: whether they pack a KV head's query heads, then how many share an SM (a pack moves the cost per
+# block by the group's size; the longest block's bound moves the FLOP rate)
+SCANS = {"decode": ("decode_attention_blocks_per_sm", "decode_attention_split_tokens", "decode_attention_kv_tile"),
+         "prefill": ("prefill_attention_packs_gqa", "prefill_attention_blocks_per_sm")}
 # what the kernels over an 8-bit cache, fitted by descent alone, keep of the 16-bit kernels' fit: their loop's KV tile
 # (the same loop over the cache; a descent from it trades the tile against the costs per sequence and stalls where
-# they fit best for the tile it started with — every framework's scan over its fp8 timings kept the 16-bit tile)
-KEPT_OVER_8_BIT = ("decode_attention_kv_tile",)
+# they fit best for the tile it started with — every framework's scan over its fp8 timings kept the 16-bit tile), and
+# whether their prefill blocks pack a KV head's query heads (the same kernel's layout)
+KEPT_OVER_8_BIT = ("decode_attention_kv_tile", "prefill_attention_packs_gqa")
 # which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
 DISPATCH_FIELDS = ("decode_attention_max_group", "decode_attention_query_tile", "prefill_fallback_head_dim",
                    "prefill_fallback_window_head_dim")
@@ -272,7 +285,8 @@ def fit_framework_mla(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
     table = mla_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_mla_score,
-                                             lambda hw, rows: mla_kernel_errors(kernels_dir, hw, rows, engines={}))
+                                             lambda hw, rows: mla_kernel_errors(kernels_dir, hw, rows, engines={}),
+                                             FRAMEWORK_MLA_GRID, MLA_START)
     return fitted, _summary(f"{framework} MLA on {gpu}", errors, ["phase"])
 
 
@@ -286,10 +300,10 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     ``decode_attention_bandwidth_efficiency``, from the GEMMs', and a block's, ``decode_attention_block_gb_per_s``;
     :data:`FRAMEWORK_MHA_GRID` adds a cost per query head, the fallback kernels' costs and the decode kernel's
     waves), by the attention fits' coordinate descent (:data:`ATTENTION_DESCENT`) from the generation's pooled
-    values on ``per_group`` sampled timings per phase over 16-bit caches (then, where the waves are fitted, its
-    decode parameters again from each value of :data:`WAVE_SCANS` in turn, the best kept); then, where the table has
-    timings over fp8 caches, those of each phase they span (:func:`spans_the_shapes`) again on them alone, from the
-    16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels, but for
+    values on ``per_group`` sampled timings per phase over 16-bit caches (then, where the scanned parameters are
+    fitted, those of each phase again from each value of its :data:`SCANS` in turn, the best kept); then, where the
+    table has timings over fp8 caches, those of each phase they span (:func:`spans_the_shapes`) again on them alone,
+    from the 16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels, but for
     :data:`KEPT_OVER_8_BIT`); ``start``:
     fields of the starting profile besides the pooled ones (kept unless in ``parameters``). ``scorer(sample, by)``
     scores a profile on a sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the fitted fields and every
@@ -301,24 +315,32 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
 
     def descend(start: HardwareSpec, rows: pd.DataFrame, grid: dict[str, list[float]]) -> HardwareSpec:
         sample = _sample(rows.reset_index(drop=True), ["phase"], per_group)
-        return coordinate_descent(start, grid, scorer(sample, ["phase"]), **ATTENTION_DESCENT)
+        sample_score = scorer(sample, ["phase"])
+        prefill = sample[sample["phase"] == "prefill"]
+        if len(prefill) and any(name in grid for name in LINEAR_PREFILL):
+            start = min(start, solve_linear_prefill(start, prefill, lambda hw: errors({gpu: hw}, prefill), grid),
+                        key=sample_score)
+        return coordinate_descent(start, grid, sample_score, **ATTENTION_DESCENT)
 
-    def scan_waves(fitted: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
-        """``fitted`` with its decode parameters descended from each value of each of :data:`WAVE_SCANS` in turn
+    def scan(fitted: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
+        """``fitted`` with each phase's parameters descended from each value of each of its :data:`SCANS` in turn
         (the best kept), the split's shortest context from the middle of its grid (unset, every context splits)."""
-        decode = rows[rows["phase"] == "decode"]
-        sample_score = scorer(_sample(decode.reset_index(drop=True), ["phase"], per_group), ["phase"])
-        split = WAVE_SCANS[1]
+        split = SCANS["decode"][1]
         if split in parameters and not getattr(fitted, split):
             fitted = set_parameter(fitted, split, parameters[split][len(parameters[split]) // 2])
-        for scanned in (name for name in WAVE_SCANS if name in parameters and len(decode)):
-            grid = {name: values for name, values in parameters.items()
-                    if name in PHASE_PARAMETERS["decode"] and name != scanned}
-            fitted = min([fitted, *(descend(set_parameter(fitted, scanned, value), decode, grid)
-                                    for value in parameters[scanned])], key=sample_score)
+        for phase, names in SCANS.items():
+            timings = rows[rows["phase"] == phase]
+            if not len(timings):
+                continue
+            sample_score = scorer(_sample(timings.reset_index(drop=True), ["phase"], per_group), ["phase"])
+            for scanned in (name for name in names if name in parameters):
+                grid = {name: values for name, values in parameters.items()
+                        if name in PHASE_PARAMETERS[phase] and name != scanned}
+                fitted = min([fitted, *(descend(set_parameter(fitted, scanned, value), timings, grid)
+                                        for value in parameters[scanned])], key=sample_score)
         return fitted
 
-    profile = scan_waves(descend(profile, sixteen, parameters), sixteen) if len(sixteen) else profile
+    profile = scan(descend(profile, sixteen, parameters), sixteen) if len(sixteen) else profile
     fitted: dict = {name: getattr(profile, name) for name in parameters}
     parts = [errors({gpu: profile}, sixteen)]
     if len(eight):
@@ -331,10 +353,53 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     return fitted, pd.concat(parts)
 
 
+# a prefill kernel's costs that add to its time (simulator.cost.attention): its K/V bytes at 1 / the HBM fraction, its
+# rows, its blocks and its fixed cost — for given FLOP rates, linear in these (the bytes in the fraction's reciprocal)
+LINEAR_PREFILL = ("attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
+                  "attention_overhead_us")
+
+
+def solve_linear_prefill(profile: HardwareSpec, rows: pd.DataFrame,
+                         price: Callable[[HardwareSpec], pd.DataFrame], grid: dict[str, list[float]]) -> HardwareSpec:
+    """``profile`` with those of its :data:`LINEAR_PREFILL` costs that ``grid`` fits solved at once on the prefill
+    ``rows`` by non-negative least squares of the relative error, each then rounded to its ``grid``'s nearest value
+    (an HBM fraction solved as none takes the grid's largest). The kernel's seconds are its compute plus
+    Σ feature × cost; each feature is read off ``price`` (the rows' ``predicted_s`` under a profile) as what
+    switching that cost alone on adds. A descent from the pooled values stalls in the valley along which three
+    costs per token trade off (rows, blocks and K/V bytes all grow with the prompt); this lands in it at once."""
+    names = [name for name in LINEAR_PREFILL if name in grid]
+    off = {name: np.inf if name == "attention_io_efficiency" else 0.0 for name in names}
+    base = price(profile.model_copy(update=off))["predicted_s"].to_numpy()
+    features = np.stack([price(profile.model_copy(update={**off, name: 1.0}))["predicted_s"].to_numpy() - base
+                         for name in names], axis=1)
+    measured = rows["measured_s"].to_numpy()
+    solved = dict(zip(names, nonnegative_least_squares(features / measured[:, None], 1 - base / measured),
+                      strict=True))
+    if "attention_io_efficiency" in solved:  # the bytes' cost is the fraction's reciprocal
+        cost = solved["attention_io_efficiency"]
+        solved["attention_io_efficiency"] = 1 / cost if cost > 0 else np.inf
+    return profile.model_copy(update={name: min(grid[name], key=lambda value: abs(value - solved[name]))
+                                      for name in names})
+
+
+def nonnegative_least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x ≥ 0 minimising |a·x − b|² for a few columns: least squares over the columns still free, the most negative
+    one fixed at 0 until none is negative."""
+    x, free = np.zeros(a.shape[1]), np.ones(a.shape[1], dtype=bool)
+    while free.any():
+        x[:] = 0.0
+        x[free] = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+        if (x >= 0).all():
+            break
+        free[np.argmin(x)] = False
+    return np.maximum(x, 0.0)
+
+
 # each phase's parameters of an attention fit (FRAMEWORK_MHA_GRID's, of which FRAMEWORK_ATTENTION_GRID is a part)
 PHASE_PARAMETERS = {
     "prefill": ("attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
-                "prefill_attention_ns_per_tile", "attention_overhead_us", "prefill_fallback_efficiency"),
+                "prefill_attention_ns_per_tile", "attention_overhead_us", "prefill_fallback_efficiency",
+                "prefill_attention_packs_gqa", "prefill_attention_blocks_per_sm"),
     "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
                "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",

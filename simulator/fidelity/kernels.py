@@ -50,7 +50,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
-from simulator.cost.attention import AttentionModel, query_tiles
+from simulator.cost.attention import AttentionModel, longest_block, query_tiles
 from simulator.cost.collectives import collective_time
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.expert_exchange import deepep_time
@@ -461,7 +461,8 @@ def mla_kernel_times(model: AttentionModel, heads: int, phase: str, batch, seq_l
     if phase == "prefill":
         return model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
                                    batch * seq_len * (seq_len + 1) / 2, batch * seq_len, 0,
-                                   batch * query_tiles(seq_len)) + model.overhead
+                                   batch * shapes.heads * query_tiles(seq_len),
+                                   longest=longest_block(seq_len, seq_len)) + model.overhead
     return (batch * seq_len * model.decode_per_token(shapes.heads, shapes.decode_widths, shapes.decode_kv, 0,
                                                      batch * shapes.kv_blocks)
             + batch * shapes.kv_blocks * model.per_head + model.decode_overhead)
