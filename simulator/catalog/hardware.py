@@ -140,9 +140,10 @@ class HardwareSpec(BaseModel):
         default=0.0, ge=0, description="prefill attention: per (query tile, head) thread block (its prologue and "
         "epilogue), whole-GPU ns")
     prefill_attention_blocks_per_sm: float = Field(
-        default=0.0, ge=0, description="prefill attention: thread blocks (one per query tile of a chunk and head) each "
-        "SM runs at once, each at 1 / (sm_count times this) of the kernel's FLOP rate, so a kernel takes at least its "
-        "longest block (the last query tile of the longest chunk) at that rate; 0: no such bound")
+        default=0.0, ge=0, description="prefill attention: thread blocks (one per query tile of a chunk and head, or "
+        "KV head where packed) each SM runs at once, each at 1 / (sm_count times this) of the kernel's FLOP rate, so "
+        "a kernel takes at least its longest block (the last query tile of the longest chunk) at that rate; 0: no "
+        "such bound")
     prefill_attention_packs_gqa: bool = Field(
         default=False, description="prefill attention: a thread block's query tile holds the rows of all query heads "
         "of one KV head (grouped-query attention packed), not of one head")

@@ -114,7 +114,7 @@ class AttentionModel:
     __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops",
                  "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "kv_tile", "max_group",
                  "mha_per_head", "overhead", "p", "packs_gqa", "per_head", "per_query_head", "per_query_token",
-                 "per_row", "per_tile", "prefill_blocks", "prefill_flops", "query_tile", "split", "split_tokens",
+                 "per_row", "per_tile", "prefill_flops", "prefill_wave", "query_tile", "split", "split_tokens",
                  "split_wave", "tile_padding", "v", "wave")
 
     def __init__(self, hardware: HardwareSpec, kv_dtype: str = "bf16", compute_scale: float = 1.0,
@@ -153,7 +153,7 @@ class AttentionModel:
         self.tile_padding = (self.kv_tile - 1) / 2 if self.kv_tile else 0.0
         self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
-        self.prefill_blocks = hardware.sm_count * hardware.prefill_attention_blocks_per_sm  # blocks at once (0: none)
+        self.prefill_wave = hardware.sm_count * hardware.prefill_attention_blocks_per_sm  # blocks at once (0: no bound)
         self.packs_gqa = hardware.prefill_attention_packs_gqa
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
         decode = hardware.decode_attention_overhead_us
@@ -168,14 +168,14 @@ class AttentionModel:
     def prefill_parts(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
                       cached_read: float, blocks: float, flops=None, longest: float = 0.0) -> float:
         """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries in ``blocks`` thread blocks
-        (:meth:`prefill_blocks`, summed over the chunks) and ``cached_read`` cached K/V tokens read (no fixed cost);
+        (:meth:`prefill_blocks_of`, summed over the chunks) and ``cached_read`` cached K/V tokens read (no fixed cost);
         ``widths`` = d_qk + d_v, ``kv_elements`` = e; ``flops``: the kernel's FLOP rate (None: ``prefill_flops``;
         :meth:`prefill_rate` for one that may fall back); ``longest``: the query-key pairs of its longest block
         (:func:`longest_block`); scalars or arrays."""
         flops = self.prefill_flops if flops is None else flops
         compute = 2 * heads * widths * pairs / flops
-        if self.prefill_blocks:
-            compute = self.combine(compute, 2 * widths * longest * self.prefill_blocks / flops)
+        if self.prefill_wave:  # the longest block at 1 / wave of the rate
+            compute = self.combine(compute, 2 * widths * longest * self.prefill_wave / flops)
         return (compute + (new_tokens + cached_read) * kv_elements * self.v / self.io_bandwidth
                 + heads * new_tokens * self.per_row + blocks * self.per_tile)
 
