@@ -325,7 +325,8 @@ def test_a_fused_moe_kernels_passes_over_the_tokens_it_is_handed():
     """``moe_token_pass_bytes`` and ``moe_ep_overhead_us`` (TensorRT-LLM's kernel: passes over every token it is
     handed, whatever its experts, and what expert parallelism adds), by hand on H100 for Qwen3-235B's layer (hidden
     4,096, top-8 of 128): 12 bytes per (token, hidden element) of 1,000 tokens at the MoE streaming bandwidth,
-    12 · 1000 · 4096 / (3,350 GB/s · 0.85 · moe_bandwidth_efficiency), and 5 µs more under expert parallelism. At
+    12 · 1000 · 4096 / (3,350 GB/s · 0.85 · moe_bandwidth_efficiency), and 5 µs more under expert parallelism;
+    ``moe_assignment_pass_bytes`` the same per token copy its experts receive (T·k/ep on a GPU). At
     TP 4 with EP 4 every GPU is handed every token; with attention data parallelism 4 and EP 4 the all-to-all hands
     each GPU the assignments it serves, T·k/ep of the ranks' T tokens."""
     from simulator.cost.moe import ExpertsModel
@@ -339,6 +340,12 @@ def test_a_fused_moe_kernels_passes_over_the_tokens_it_is_handed():
     assert with_passes.time(1000, *shape, 4) - plain.time(1000, *shape, 4) == pytest.approx(pass_s + 5e-6)
     handed = with_passes.time(1000, *shape, 4, handed=250) - plain.time(1000, *shape, 4)
     assert handed == pytest.approx(pass_s / 4 + 5e-6)
+    # and 6 bytes per (assignment, hidden element) over the token copies its experts receive: 1,000 tokens × 8 of
+    # them over EP 4, balanced (no rank busier than the mean), 2,000 copies on each GPU
+    copies = hw.model_copy(update={"moe_assignment_pass_bytes": 6.0})
+    balanced = (*shape, 4, "balanced")
+    added = ExpertsModel(copies, "bf16").time(1000, *balanced) - plain.time(1000, *balanced)
+    assert added == pytest.approx(6 * 2000 * 4096 / (3350e9 * 0.85 * hw.moe_bandwidth_efficiency))
     model = load_model("qwen3-235b-a22b")
     (tp_group,) = RooflineCostModel(model, passes, 4, expert_parallel=4).groups
     (dp_group,) = RooflineCostModel(model, passes, 1, expert_parallel=4, data_parallel=4).groups

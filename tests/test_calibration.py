@@ -349,18 +349,20 @@ def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
 def test_framework_moe_fit_recovers_its_token_passes_from_expert_parallel_tables(tmp_path):
     """A framework whose MoE tables also time its kernel under expert parallelism (TensorRT-LLM's: balanced
     routing, EP 2–16, every GPU handed all the tokens) timed with known passes over every token (14 bytes per
-    (token, hidden element)) and a cost expert parallelism adds (6 µs), besides its experts' rates: fitted back to
-    all five from every other shape of each table, with no error left on the others; a format timed only under
-    expert parallelism (its A100 tables' bf16) is fitted on those rows alone."""
+    (token, hidden element)) and over the token copies its experts receive (5 bytes per (assignment, element): EP
+    1–16 tells the two apart, and a narrow expert, width 256, among the fitted shapes tells the copies' pass from
+    the experts' compute, which grows with the width) and a cost expert parallelism adds (6 µs), besides its
+    experts' rates: fitted back to all six from every other shape of each table, with no error left on the others;
+    a format timed only under expert parallelism (its A100 tables' bf16) is fitted on those rows alone."""
     from simulator.cost.moe import moe_time
     from simulator.fidelity.kernel_fit import FRAMEWORK_MOE_EP_GRID, FRAMEWORK_MOE_GRID, fit_framework_moe
 
     truth = {"bf16": {"moe_gemm_efficiency": 0.6, "moe_bandwidth_efficiency": 0.9, "moe_expert_overhead_us": 0.4,
-                      "moe_token_pass_bytes": 14.0, "moe_ep_overhead_us": 6.0},
+                      "moe_token_pass_bytes": 14.0, "moe_assignment_pass_bytes": 5.0, "moe_ep_overhead_us": 6.0},
              "fp8_block": {"moe_gemm_efficiency": 0.5, "moe_bandwidth_efficiency": 1.0, "moe_expert_overhead_us": 0.8,
-                           "moe_token_pass_bytes": 20.0, "moe_ep_overhead_us": 3.0}}
+                           "moe_token_pass_bytes": 20.0, "moe_assignment_pass_bytes": 9.0, "moe_ep_overhead_us": 3.0}}
     h100 = load_hardware("h100-sxm")
-    shapes = [(2048, 768, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
+    shapes = [(2048, 256, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
     tables = {"bfloat16": ("bf16", (1, 2, 4, 16)), "fp8_block": ("fp8_block", (2, 4, 16))}
     rows = [{"moe_dtype": table, "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter,
              "topk": topk, "num_experts": experts, "moe_tp_size": 1, "moe_ep_size": ep, "distribution": "balanced",
@@ -386,9 +388,9 @@ def test_a_gpu_whose_moe_tables_time_only_expert_parallelism_gets_its_moe_fit(tm
     from simulator.fidelity.kernel_fit import fit_framework_kernels
 
     truth = {"moe_gemm_efficiency": 0.5, "moe_bandwidth_efficiency": 1.0, "moe_expert_overhead_us": 0.8,
-             "moe_token_pass_bytes": 20.0, "moe_ep_overhead_us": 3.0}
+             "moe_token_pass_bytes": 20.0, "moe_assignment_pass_bytes": 9.0, "moe_ep_overhead_us": 3.0}
     a100 = load_hardware("a100-80gb-sxm").model_copy(update=truth)
-    shapes = [(2048, 768, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
+    shapes = [(2048, 256, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
     rows = [{"moe_dtype": "bfloat16", "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter,
              "topk": topk, "num_experts": experts, "moe_tp_size": 1, "moe_ep_size": ep, "distribution": "balanced",
              "latency": moe_time(a100, tokens, hidden, inter, topk, experts, 1, ep) * 1e3}

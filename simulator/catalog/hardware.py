@@ -94,7 +94,8 @@ FITTED_FIELDS = (
     "decode_attention_kv_tile", "prefill_fallback_head_dim", "prefill_fallback_window_head_dim",
     "prefill_fallback_efficiency", "attention_overhead_us",
     "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
-    "moe_expert_overhead_us", "moe_kernels", "moe_token_pass_bytes", "moe_ep_overhead_us", "deepep",
+    "moe_expert_overhead_us", "moe_kernels", "moe_token_pass_bytes", "moe_assignment_pass_bytes",
+    "moe_ep_overhead_us", "deepep",
 )
 
 
@@ -215,6 +216,10 @@ class HardwareSpec(BaseModel):
     moe_token_pass_bytes: float = Field(
         default=0.0, ge=0, description="a fused-MoE layer's passes over every token it is handed, whatever its "
         "experts: bytes per (token, hidden element) streamed at its bandwidth (its permutation and combine)")
+    moe_assignment_pass_bytes: float = Field(
+        default=0.0, ge=0, description="a fused-MoE layer's passes over each token copy its experts receive: bytes per "
+        "(assignment, hidden element) streamed at its bandwidth (the copies permuted to their experts and combined "
+        "back)")
     moe_ep_overhead_us: float = Field(
         default=0.0, ge=0, description="what a fused-MoE layer adds under expert parallelism (its local-expert "
         "selection kernels)")
@@ -266,10 +271,15 @@ class HardwareSpec(BaseModel):
         """FLOP/s a large GEMM reaches computing in ``dtype`` (fp8_block runs on the fp8 tensor cores; a format the
         GPU lacks falls back to the 16-bit peak and efficiency)."""
         if dtype in ("bf16", "fp16") or not self.has_peak(dtype):
-            peak = self.peak_tflops.fp16 if dtype == "fp16" else self.peak_tflops.bf16
-            return peak * 1e12 * self.flops_efficiency
-        peak = getattr(self.peak_tflops, "fp8" if dtype == "fp8_block" else dtype)
-        return peak * 1e12 * self.flops_efficiency_by_dtype.get(dtype, self.flops_efficiency)
+            return self.peak_flops(dtype) * self.flops_efficiency
+        return self.peak_flops(dtype) * self.flops_efficiency_by_dtype.get(dtype, self.flops_efficiency)
+
+    def peak_flops(self, dtype: str) -> float:
+        """The spec sheet's dense FLOP/s computing in ``dtype`` (fp8_block on the fp8 tensor cores; a format the GPU
+        lacks on the 16-bit ones)."""
+        if dtype in ("bf16", "fp16") or not self.has_peak(dtype):
+            return (self.peak_tflops.fp16 if dtype == "fp16" else self.peak_tflops.bf16) * 1e12
+        return getattr(self.peak_tflops, "fp8" if dtype == "fp8_block" else dtype) * 1e12
 
     def has_peak(self, dtype: str) -> bool:
         """Whether the GPU has tensor cores for ``dtype`` (16-bit always)."""

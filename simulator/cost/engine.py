@@ -157,6 +157,8 @@ class MoEKernels(BaseModel):
     moe_expert_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost per touched expert")
     moe_token_pass_bytes: float | None = Field(default=None, ge=0, description="bytes per (token, hidden element) "
                                                "of its passes over every token it is handed")
+    moe_assignment_pass_bytes: float | None = Field(default=None, ge=0, description="bytes per (assignment, hidden "
+                                                    "element) of its passes over the token copies its experts receive")
     moe_ep_overhead_us: float | None = Field(default=None, ge=0, description="fixed cost expert parallelism adds")
 
 

@@ -14,8 +14,9 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
 - the up (gate and up fused: ``g·I/tp`` wide, g = 2 when gated) and down (``I/tp`` -> ``D``) projections of the
   touched experts run as one fused op: compute ``2·U·ceil(r/moe_tile_m)·moe_tile_m·D·(g + 1)·ceil(I/tp)`` FLOPs
   (rows in whole tiles per expert; the split width ``I/tp`` in whole ``moe_tile_n`` columns) at
-  ``moe_gemm_efficiency`` × the dense GEMM rate of the weight format; memory: the touched experts' weights
-  ``U·(g + 1)·D·(I/tp)·w`` plus activations in and out of both projections ``A·(2·D + (g + 1)·I/tp)·a``, at
+  ``moe_gemm_efficiency`` × the dense GEMM rate of the weight format (at most the format's tensor-core peak);
+  memory: the touched experts' weights ``U·(g + 1)·D·(I/tp)·w`` plus activations in and out of both projections
+  ``A·(2·D + (g + 1)·I/tp)·a``, at
   ``moe_bandwidth_efficiency`` × the dense streaming bandwidth; the two, and the serial latency of the two GEMMs'
   main loops (``gemm_k_latency_ns`` × (D + I/tp), :mod:`simulator.cost.gemm`), combine by a smooth maximum of
   exponent ``moe_knee`` (memory-bound grouped kernels hide their padded compute almost entirely), plus
@@ -30,7 +31,13 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
   its expert-parallel time does not fall with ``ep`` as its experts' work does: 15–18 bytes per element on H100, 15.5
   on A100), and with expert parallelism ``moe_ep_overhead_us`` (its local-expert selection). A GPU is handed all ``T``
   tokens when they are replicated over the expert-parallel GPUs (tensor parallelism, or the kernel tables'
-  collectors); under attention data parallelism the all-to-all hands it the assignments it serves, ``T·k/ep``.
+  collectors); under attention data parallelism the all-to-all hands it the assignments it serves, ``T·k/ep``;
+- plus the passes over the token copies its experts receive, ``moe_assignment_pass_bytes`` per (assignment, hidden
+  element) of the busiest rank's at the same bandwidth (each copy permuted to its expert and its output combined
+  back; beside the experts' GEMMs, not hidden under them): TensorRT-LLM's balanced expert-parallel rows at 8–16k
+  tokens run ~22 bytes per (token, element) beyond the experts' work at EP 2, ~10 at EP 8 and ~5 at EP 64 — a part
+  that falls as T·k/ep and a part over all T tokens; a pass over the tokens alone, fitted on all of its rows, had
+  settled at 15–18 and overpriced its EP 64–256 rows by 60–90%.
 
 With expert parallelism the layer waits for the busiest rank. A rank holds ``E/ep`` experts and receives on average
 ``T·k/ep`` assignments; its load varies by the experts' popularity (coefficient of variation ``cv`` of one expert's
@@ -83,13 +90,14 @@ from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 class ExpertsModel:
     """The routed experts of one weight format on one GPU (the roofline's MoE layers keep one)."""
 
-    __slots__ = ("a", "bandwidth", "ep_overhead", "expert_overhead", "flops", "k_latency", "overhead", "p",
-                 "tile_m", "tile_n", "token_pass", "w")
+    __slots__ = ("a", "assignment_pass", "bandwidth", "ep_overhead", "expert_overhead", "flops", "k_latency",
+                 "overhead", "p", "tile_m", "tile_n", "token_pass", "w")
 
     def __init__(self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0) -> None:
         """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones."""
-        self.flops = hardware.achievable_flops(compute_dtype(dtype)) * compute_scale * hardware.moe_gemm_efficiency
+        rate = hardware.achievable_flops(compute_dtype(dtype)) * hardware.moe_gemm_efficiency
+        self.flops = min(rate, hardware.peak_flops(compute_dtype(dtype))) * compute_scale  # never past the peak
         self.bandwidth = hardware.achievable_bandwidth * memory_scale * hardware.moe_bandwidth_efficiency
         self.w, self.a = bytes_per_element(dtype), bytes_per_element(activation_dtype(dtype))
         self.tile_m, self.tile_n, self.p = hardware.moe_tile_m, hardware.moe_tile_n, hardware.moe_knee
@@ -97,6 +105,7 @@ class ExpertsModel:
         self.expert_overhead = hardware.moe_expert_overhead_us * 1e-6
         self.k_latency = hardware.gemm_k_latency_ns * 1e-9
         self.token_pass = hardware.moe_token_pass_bytes
+        self.assignment_pass = hardware.moe_assignment_pass_bytes
         self.ep_overhead = hardware.moe_ep_overhead_us * 1e-6
 
     def time(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
@@ -115,6 +124,7 @@ class ExpertsModel:
                                           slots)
         placed = slots or experts  # EPLB: a replicated expert's tokens split over its slots
         local, assignments = placed / expert_parallel, tokens * topk / expert_parallel
+        passes += assignments * hidden * self.assignment_pass / self.bandwidth
         if distribution == "balanced":
             touched = min(local, assignments)
         else:

@@ -29,7 +29,7 @@ format (:func:`fit_framework_gemm`), its own attention and MLA kernels (:func:`f
 :func:`fit_framework_mla`: the pooled fit's attention parameters on its tables alone, its decode kernel's fixed cost,
 KV streaming rate and a block's streaming rate apart, its decode waves and KV tile and its prefill blocks' packing
 scanned (:data:`SCANS`), its prefill's additive costs solved by least squares before each descent
-(:func:`solve_linear_prefill`), the fallback kernels its profile states it dispatches to, and its kernels over fp8
+(:func:`solve_linear_costs`), the fallback kernels its profile states it dispatches to, and its kernels over fp8
 caches apart from those over 16-bit ones, :func:`fit_kernels_over_caches`), and its fused-MoE
 kernel per expert format (:func:`fit_framework_moe`).
 
@@ -318,8 +318,9 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
         sample_score = scorer(sample, ["phase"])
         prefill = sample[sample["phase"] == "prefill"]
         if len(prefill) and any(name in grid for name in LINEAR_PREFILL):
-            start = min(start, solve_linear_prefill(start, prefill, lambda hw: errors({gpu: hw}, prefill), grid),
-                        key=sample_score)
+            start = min(start, solve_linear_costs(start, prefill["measured_s"].to_numpy(),
+                                                  lambda hw: errors({gpu: hw}, prefill)["predicted_s"].to_numpy(),
+                                                  grid, LINEAR_PREFILL), key=sample_score)
         return coordinate_descent(start, grid, sample_score, **ATTENTION_DESCENT)
 
     def scan(fitted: HardwareSpec, rows: pd.DataFrame) -> HardwareSpec:
@@ -357,27 +358,31 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
 # rows, its blocks and its fixed cost — for given FLOP rates, linear in these (the bytes in the fraction's reciprocal)
 LINEAR_PREFILL = ("attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
                   "attention_overhead_us")
+# a fused-MoE layer's costs that add to its time (simulator.cost.moe): per touched expert, its passes over the tokens
+# and over their copies, and what expert parallelism adds — for given rates, linear in these
+LINEAR_MOE = ("moe_expert_overhead_us", "moe_token_pass_bytes", "moe_assignment_pass_bytes", "moe_ep_overhead_us")
+# linear costs whose reciprocal is what adds (a fraction of a bandwidth)
+RECIPROCAL_COSTS = ("attention_io_efficiency",)
 
 
-def solve_linear_prefill(profile: HardwareSpec, rows: pd.DataFrame,
-                         price: Callable[[HardwareSpec], pd.DataFrame], grid: dict[str, list[float]]) -> HardwareSpec:
-    """``profile`` with those of its :data:`LINEAR_PREFILL` costs that ``grid`` fits solved at once on the prefill
-    ``rows`` by non-negative least squares of the relative error, each then rounded to its ``grid``'s nearest value
-    (an HBM fraction solved as none takes the grid's largest). The kernel's seconds are its compute plus
-    Σ feature × cost; each feature is read off ``price`` (the rows' ``predicted_s`` under a profile) as what
-    switching that cost alone on adds. A descent from the pooled values stalls in the valley along which three
-    costs per token trade off (rows, blocks and K/V bytes all grow with the prompt); this lands in it at once."""
-    names = [name for name in LINEAR_PREFILL if name in grid]
-    off = {name: np.inf if name == "attention_io_efficiency" else 0.0 for name in names}
-    base = price(profile.model_copy(update=off))["predicted_s"].to_numpy()
-    features = np.stack([price(profile.model_copy(update={**off, name: 1.0}))["predicted_s"].to_numpy() - base
-                         for name in names], axis=1)
-    measured = rows["measured_s"].to_numpy()
+def solve_linear_costs(profile: HardwareSpec, measured: np.ndarray, price: Callable[[HardwareSpec], np.ndarray],
+                       grid: dict[str, list[float]], linear: tuple[str, ...]) -> HardwareSpec:
+    """``profile`` with those of its ``linear`` costs that ``grid`` fits solved at once by non-negative least
+    squares of the relative error against ``measured`` seconds, each then rounded to its ``grid``'s nearest value
+    (a bandwidth fraction, :data:`RECIPROCAL_COSTS`, solved as none takes the grid's largest). The priced seconds are
+    the rest plus Σ feature × cost; each feature is read off ``price`` (seconds per row under a profile) as what
+    switching that cost alone on adds. A descent stalls in the valleys along which costs that grow with the same
+    quantities trade off (a prefill's rows, blocks and K/V bytes all grow with the prompt; a fused-MoE layer's
+    passes over tokens and over their copies both grow with the batch); this lands in them at once."""
+    names = [name for name in linear if name in grid]
+    off = {name: np.inf if name in RECIPROCAL_COSTS else 0.0 for name in names}
+    base = price(profile.model_copy(update=off))
+    features = np.stack([price(profile.model_copy(update={**off, name: 1.0})) - base for name in names], axis=1)
     solved = dict(zip(names, nonnegative_least_squares(features / measured[:, None], 1 - base / measured),
                       strict=True))
-    if "attention_io_efficiency" in solved:  # the bytes' cost is the fraction's reciprocal
-        cost = solved["attention_io_efficiency"]
-        solved["attention_io_efficiency"] = 1 / cost if cost > 0 else np.inf
+    for name in RECIPROCAL_COSTS:
+        if name in solved:
+            solved[name] = 1 / solved[name] if solved[name] > 0 else np.inf
     return profile.model_copy(update={name: min(grid[name], key=lambda value: abs(value - solved[name]))
                                       for name in names})
 
@@ -463,11 +468,13 @@ FRAMEWORK_MOE_GRID: dict[str, list[float]] = {
 # handed and what expert parallelism adds (simulator.cost.moe), which only those rows tell from the experts' work
 FRAMEWORK_MOE_EP_GRID: dict[str, list[float]] = {
     "moe_token_pass_bytes": _steps(0.0, 80.0, 0.5),
+    "moe_assignment_pass_bytes": _steps(0.0, 40.0, 0.5),
     "moe_ep_overhead_us": _steps(0.0, 30.0, 0.25),
 }
 MOE_EP_SAMPLE = 2000  # expert-parallel timings per format a fit prices at each step (of the fit shapes')
 # the streaming rate and the per-expert cost trade off (both grow with the experts touched): moves of two at once
 MOE_DESCENT = {"rounds": 20, "diagonal": True}
+MOE_LINEAR_ROUNDS = 4  # at most this many (linear solve, descent) rounds
 MOE_FIT_MIN_SHAPES = 4  # a format measured on fewer model shapes keeps the pooled fit (half of them are held out)
 MOE_SHAPE = ["hidden", "inter", "topk", "experts"]
 
@@ -537,11 +544,24 @@ def _moe_tables_any_parallelism(kernels_dir: Path) -> pd.DataFrame:
 def _fit_moe_format(kernels_dir: Path, gpu: str, start: HardwareSpec, tables: list[pd.DataFrame],
                     grid: dict[str, list[float]] = FRAMEWORK_MOE_GRID) -> HardwareSpec:
     """``start`` with ``grid``'s parameters fitted on one framework's MoE ``tables`` of one format (each scored
-    alike)."""
-    def evaluate(profile: HardwareSpec) -> float:
-        return sum(score(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows)) for rows in tables)
+    alike): coordinate descent, its linear costs (:data:`LINEAR_MOE`) solved at once before each round of it
+    (:func:`solve_linear_costs`, for the rates the last round reached) until a round changes nothing."""
+    rows = pd.concat(tables, ignore_index=True)
 
-    return coordinate_descent(start, grid, evaluate, **MOE_DESCENT)
+    def evaluate(profile: HardwareSpec) -> float:
+        return sum(score(_pooled_moe_errors(kernels_dir, {gpu: profile}, table)) for table in tables)
+
+    def price(profile: HardwareSpec) -> np.ndarray:
+        return _pooled_moe_errors(kernels_dir, {gpu: profile}, rows)["predicted_s"].to_numpy()
+
+    profile = start
+    for _ in range(MOE_LINEAR_ROUNDS):
+        solved = solve_linear_costs(profile, rows["measured_s"].to_numpy(), price, grid, LINEAR_MOE)
+        descended = coordinate_descent(min(profile, solved, key=evaluate), grid, evaluate, **MOE_DESCENT)
+        if descended == profile:
+            break
+        profile = descended
+    return profile
 
 
 def fit_framework_kernels(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") -> tuple[dict, list[str]]:
