@@ -28,16 +28,17 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
 - plus the passes over every token the kernel is handed, whatever its experts: ``moe_token_pass_bytes`` per (token,
   hidden element) at the layer's streaming bandwidth (reading, permuting and scattering the tokens, writing the
   combined output: TensorRT-LLM's kernel, handed all T tokens on each of ``ep`` GPUs, does this for all of them, so
-  its expert-parallel time does not fall with ``ep`` as its experts' work does: 15–18 bytes per element on H100, 15.5
-  on A100), and with expert parallelism ``moe_ep_overhead_us`` (its local-expert selection). A GPU is handed all ``T``
-  tokens when they are replicated over the expert-parallel GPUs (tensor parallelism, or the kernel tables'
+  its expert-parallel time does not fall with ``ep`` as its experts' work does: 4–9.5 bytes per element on H100,
+  6.5 on A100), and with expert parallelism ``moe_ep_overhead_us`` (its local-expert selection). A GPU is handed all
+  ``T`` tokens when they are replicated over the expert-parallel GPUs (tensor parallelism, or the kernel tables'
   collectors); under attention data parallelism the all-to-all hands it the assignments it serves, ``T·k/ep``;
 - plus the passes over the token copies its experts receive, ``moe_assignment_pass_bytes`` per (assignment, hidden
   element) of the busiest rank's at the same bandwidth (each copy permuted to its expert and its output combined
   back; beside the experts' GEMMs, not hidden under them): TensorRT-LLM's balanced expert-parallel rows at 8–16k
   tokens run ~22 bytes per (token, element) beyond the experts' work at EP 2, ~10 at EP 8 and ~5 at EP 64 — a part
   that falls as T·k/ep and a part over all T tokens; a pass over the tokens alone, fitted on all of its rows, had
-  settled at 15–18 and overpriced its EP 64–256 rows by 60–90%.
+  settled at 15–18 and overpriced its EP 64–256 rows by 60–90% (fitted with this pass: 6–8 bytes on H100, 27 for
+  block fp8, whose copies are also quantised, and 7 on A100).
 
 With expert parallelism the layer waits for the busiest rank. A rank holds ``E/ep`` experts and receives on average
 ``T·k/ep`` assignments; its load varies by the experts' popularity (coefficient of variation ``cv`` of one expert's

@@ -375,6 +375,8 @@ def solve_linear_costs(profile: HardwareSpec, measured: np.ndarray, price: Calla
     quantities trade off (a prefill's rows, blocks and K/V bytes all grow with the prompt; a fused-MoE layer's
     passes over tokens and over their copies both grow with the batch); this lands in them at once."""
     names = [name for name in linear if name in grid]
+    if not names:
+        return profile
     off = {name: np.inf if name in RECIPROCAL_COSTS else 0.0 for name in names}
     base = price(profile.model_copy(update=off))
     features = np.stack([price(profile.model_copy(update={**off, name: 1.0})) - base for name in names], axis=1)
