@@ -166,7 +166,7 @@ class AttentionModel:
         return (compute_s**p + memory_s**p) ** (1 / p)
 
     def prefill_parts(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
-                      cached_read: float, blocks: float, flops=None, longest: float = 0.0) -> float:
+                      cached_read: float, blocks: float, longest, flops=None) -> float:
         """One prefill kernel over ``pairs`` query-key pairs, ``new_tokens`` queries in ``blocks`` thread blocks
         (:meth:`prefill_blocks_of`, summed over the chunks) and ``cached_read`` cached K/V tokens read (no fixed cost);
         ``widths`` = d_qk + d_v, ``kv_elements`` = e; ``flops``: the kernel's FLOP rate (None: ``prefill_flops``;
@@ -281,8 +281,8 @@ class AttentionModel:
             keys = np.where(windowed & ~fallback, window, seq_len)
             return self.prefill_parts(heads, 2 * head_dim, 2 * kv_heads * head_dim, batch * pairs, batch * seq_len, 0,
                                       batch * self.prefill_blocks_of(seq_len, heads, kv_heads),
-                                      self.prefill_rate(fallback),
-                                      longest_block(seq_len * self.query_rows(heads, kv_heads), keys)) + self.overhead
+                                      longest_block(seq_len * self.query_rows(heads, kv_heads), keys),
+                                      self.prefill_rate(fallback)) + self.overhead
         context = np.where(windowed, window, seq_len)
         billed, split = self.decode_wave(batch, self.decode_blocks(heads, kv_heads), context)
         return (batch * self.tiled(context) * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim,

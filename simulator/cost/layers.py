@@ -303,7 +303,7 @@ class GroupCost:
                  + sequences * 2 * self.state_bytes) / attention.io_bandwidth)
         else:
             kernel = attention.prefill_parts(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
-                                             self.heads / self.query_rows * tiles, self.prefill_flops, longest)
+                                             self.heads / self.query_rows * tiles, longest, self.prefill_flops)
         return self.count * (kernel + attention.overhead)
 
     def indexer_prefill_time(self, pairs: float, tokens: int, cached: int) -> float:

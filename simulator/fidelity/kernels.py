@@ -461,8 +461,8 @@ def mla_kernel_times(model: AttentionModel, heads: int, phase: str, batch, seq_l
     if phase == "prefill":
         return model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
                                    batch * seq_len * (seq_len + 1) / 2, batch * seq_len, 0,
-                                   batch * shapes.heads * query_tiles(seq_len),
-                                   longest=longest_block(seq_len, seq_len)) + model.overhead
+                                   batch * shapes.heads * query_tiles(seq_len), longest_block(seq_len, seq_len)
+                                   ) + model.overhead
     return (batch * seq_len * model.decode_per_token(shapes.heads, shapes.decode_widths, shapes.decode_kv, 0,
                                                      batch * shapes.kv_blocks)
             + batch * shapes.kv_blocks * model.per_head + model.decode_overhead)
