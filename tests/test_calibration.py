@@ -149,12 +149,21 @@ ATTENTION_TRUTH = {"attention_efficiency": 0.62, "attention_io_efficiency": 0.33
                    "decode_attention_kv_tile": 32,
                    # its prefill blocks pack a KV head's query heads, and half a block per SM runs at once (one
                    # 1,024-token prompt of 32 heads: 256 blocks, the longest 128 queries over 1,024 keys)
-                   "prefill_attention_packs_gqa": True, "prefill_attention_blocks_per_sm": 0.5}
+                   "prefill_attention_packs_gqa": True, "prefill_attention_blocks_per_sm": 0.5,
+                   # half its softmax's exponentials' time not hidden (the width-64 shape tells it from the FLOP rate)
+                   "prefill_attention_exp_exposed": 0.5}
 # its decode kernel over an fp8 cache, another kernel
 ATTENTION_8_BIT_DECODE = {"decode_attention_efficiency": 0.25, "decode_attention_bandwidth_efficiency": 0.7,
                           "decode_attention_ns_per_head": 4.0, "decode_attention_overhead_us": 7.0}
-# (query heads, KV heads, window): MHA, GQA, a group of 32 (decode compute counts) and a sliding window
+# (query heads, KV heads, window[, head width: 128]): MHA, GQA, a group of 32 (decode compute counts) and a sliding
+# window; prefill also a narrower head (one exponential per pair whatever the width, FLOPs in proportion to it)
 ATTENTION_SHAPES = ((32, 8, 0), (64, 2, 0), (32, 32, 0), (32, 8, 512))
+NARROW_HEAD = (16, 4, 0, 64)
+
+
+def phase_shapes(phase: str, shapes=ATTENTION_SHAPES):
+    """``shapes``, with the narrow head where ``phase`` is prefill."""
+    return (*shapes, NARROW_HEAD) if phase == "prefill" else shapes
 
 
 def attention_rows(model, phase: str, shapes):
@@ -186,8 +195,9 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     of fewer than 132 blocks, a split's combine (1–64 sequences of 1–32 KV heads: 1–2,048 blocks about a wave of
     66), the cache read in whole tiles of 32 tokens (the profile's start: 64), and a prefill cost per query row and
     per query tile (prompts of 200 and 16 tokens, which are not whole query tiles, tell the two apart) whose tiles
-    pack a KV head's query heads, half a block per SM at once (the longest block a bound): fitted back to those
-    values from the generation's pooled ones and the profile's multi-head cost, with no error left."""
+    pack a KV head's query heads, half a block per SM at once (the longest block a bound), and half of its softmax's
+    exponentials' time exposed (a head of width 64 beside those of 128 tells it from the FLOP rate): fitted back to
+    those values from the generation's pooled ones and the profile's multi-head cost, with no error left."""
     from simulator.fidelity.kernel_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention
 
     truth = {**ATTENTION_TRUTH, "decode_attention_max_group": 32, "decode_attention_query_tile": 16,
@@ -195,7 +205,8 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     eight_bit = {**ATTENTION_8_BIT_DECODE, "decode_attention_ns_per_query_head": 0.5,
                  "decode_attention_mha_ns_per_head": 3.0}
     write_timed_tables(tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0", "attention", truth, eight_bit,
-                       lambda model, phase: attention_rows(model, phase, (*ATTENTION_SHAPES, (64, 1, 0))))
+                       lambda model, phase: attention_rows(model, phase,
+                                                           phase_shapes(phase, (*ATTENTION_SHAPES, (64, 1, 0)))))
     fitted, summary = fit_framework_attention(tmp_path, "trtllm")
     # the fp8 kernels' fit states the fields it fits; which kernel runs which group is the 16-bit entry's, shared
     over_8bit = {key: value for key, value in {**truth, **eight_bit}.items() if key not in DISPATCH_FIELDS}
@@ -224,7 +235,7 @@ def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp
         for kv in ("bfloat16", "fp8"):
             fields = {"decode": ATTENTION_8_BIT_DECODE, "prefill": other_kernel}[phase] if kv == "fp8" else {}
             model = AttentionModel(h100.model_copy(update=fields), {"bfloat16": "bf16", "fp8": "fp8"}[kv])
-            shapes = ATTENTION_SHAPES[:1] if (kv, phase) == ("fp8", "prefill") else ATTENTION_SHAPES
+            shapes = ATTENTION_SHAPES[:1] if (kv, phase) == ("fp8", "prefill") else phase_shapes(phase)
             table += [{**row, "kv_cache_dtype": kv} for row in attention_rows(model, phase, shapes)]
         pd.DataFrame(table).to_parquet(folder / f"{stem}_attention_perf.parquet")
     fitted, _ = fit_framework_attention(tmp_path, "sglang")
@@ -238,6 +249,22 @@ def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp
 
 # the head widths from which SGLang's H100 prefill runs its fallback kernel (its profile states them), and a window
 SGLANG_PREFILL_DISPATCH = {"prefill_fallback_head_dim": 512, "prefill_fallback_window_head_dim": 256}
+
+
+def test_the_exponentials_share_is_fitted_only_where_the_tables_can_tell_it():
+    """One exponential per query-key pair and head whatever the width, FLOPs in proportion to it: prefill timings of
+    one head width cannot tell the exposed exponentials from the FLOP rate (A100's tables), nor can a GPU whose spec
+    sheet states no exponential rate price them; the grid keeps the share only with two widths and a stated rate."""
+    from simulator.fidelity.kernel_fit import ATTENTION_GRID, EXP_SHARE, without_unidentifiable
+
+    h100 = load_hardware("h100-sxm")
+    one_width = pd.DataFrame({"phase": ["prefill", "prefill", "decode"], "head_dim": [128, 128, 64]})
+    two_widths = pd.DataFrame({"phase": ["prefill", "prefill"], "head_dim": [128, 64]})
+    assert EXP_SHARE in without_unidentifiable(ATTENTION_GRID, two_widths, h100)
+    assert EXP_SHARE not in without_unidentifiable(ATTENTION_GRID, one_width, h100)
+    unstated = h100.model_copy(update={"sfu_exp_tera_per_s": 0.0})
+    assert EXP_SHARE not in without_unidentifiable(ATTENTION_GRID, two_widths, unstated)
+    assert set(without_unidentifiable(ATTENTION_GRID, one_width, h100)) == set(ATTENTION_GRID) - {EXP_SHARE}
 
 
 def test_a_prefill_fallback_kernels_rate_is_fitted_back(tmp_path):

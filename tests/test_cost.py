@@ -46,8 +46,8 @@ def roof(flops: float, nbytes: float) -> float:
 # Hand calculation, bf16 (2 bytes). Prefill of one 100-token prompt (T = 100):
 #   QKV   m=100 n=(4+2·2)·16=128 k=64: FLOPs 2·100·128·64 = 1,638,400; bytes (6400+8192+12800)·2 = 54,784
 #   attention: FLOPs 4·4·16·(100·101/2) = 1,292,800, plus (not overlapped) its K,V bytes 2·2·16·2·100 = 12,800;
-#              plus 100 ns for each of the 100·4 (query, head) rows and 1 µs for each of the 4 heads' one 128-query
-#              tile: 44 µs
+#              plus, for each of the 100·4 (query, head) rows, 100 ns per 128 elements of its query and output
+#              widths (16 + 16: 12.5 ns), and 1 µs for each of the 4 heads' one 128-query tile: 9 µs
 #   O     m=100 n=64 k=64: FLOPs 819,200; bytes (6400+4096+6400)·2 = 33,792
 #   up    m=100 n=2·128 k=64: FLOPs 3,276,800; bytes (6400+16384+25600)·2 = 96,768
 #   down  m=100 n=64 k=128: FLOPs 1,638,400; bytes (12800+8192+6400)·2 = 54,784
@@ -57,7 +57,7 @@ def roof(flops: float, nbytes: float) -> float:
 #              LM head m=1 n=1000 k=64: FLOPs 128,000, bytes (64+64000+1000)·2 = 130,128;
 #              sampling: read + write 1 × 1000 fp32 logits = 8,000 bytes
 PREFILL_LAYER = (
-    roof(1_638_400, 54_784) + 1_292_800 / F + 12_800 / BW + 44e-6 + roof(819_200, 33_792)
+    roof(1_638_400, 54_784) + 1_292_800 / F + 12_800 / BW + 9e-6 + roof(819_200, 33_792)
     + roof(3_276_800, 96_768) + roof(1_638_400, 54_784) + roof(0, 204_800)
 )
 PER_MODEL = roof(0, 12_800) + roof(0, 25_600) + roof(128_000, 130_128) + roof(0, 8_000)
@@ -133,7 +133,8 @@ def test_llama2_7b_decode_is_weight_streaming_plus_kernel_overheads():
 
 def test_llama3_8b_long_prefill_is_compute_bound():
     """A 4096-token prefill: 2 FLOPs per weight per token at peak × flops_efficiency plus causal attention at peak ×
-    attention_efficiency and its cost per (query, head) row and per (128-query tile, head), plus the elementwise
+    attention_efficiency, its exposed exponentials (one per pair and head at 3.9 × 10^12/s) and its cost per
+    (query, head) row and per (128-query tile, head), plus the elementwise
     traffic (norms, activation, residual adds: 10·D + 3·I elements per token per layer) at bandwidth×eff.
 
     The elementwise share (~10%) matches measurement: on A100, Llama-3-8B at 4096 tokens spends 0.67 ms per layer in
@@ -146,8 +147,9 @@ def test_llama3_8b_long_prefill_is_compute_bound():
     layer_weights = 4096 * (32 + 16) * 128 + 32 * 128 * 4096 + 3 * 4096 * 14336
     attention = 32 * 4 * 32 * 128 * tokens * (tokens + 1) / 2
     elementwise_bytes = 32 * tokens * (10 * 4096 + 3 * 14336) * 2
+    exponentials = 32 * 32 * tokens * (tokens + 1) / 2 * hardware.prefill_attention_exp_exposed / 3.9e12
     compute = 32 * 2 * tokens * layer_weights / (989.4e12 * hardware.flops_efficiency) + attention / (
-        989.4e12 * hardware.attention_efficiency)
+        989.4e12 * hardware.attention_efficiency) + exponentials
     rows_and_tiles = 32 * 32 * (tokens * hardware.prefill_attention_ns_per_row
                                 + tokens / 128 * hardware.prefill_attention_ns_per_tile) * 1e-9
     expected = compute + rows_and_tiles + elementwise_bytes / (3350e9 * hardware.bandwidth_efficiency)
@@ -463,33 +465,35 @@ def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():
 
 
 def test_attention_time_by_hand():
-    """H100 (Hopper fit: prefill at 0.67 of 989.4 TFLOP/s — its longest block, one head's last 128 queries, at
-    1 / (132 SMs × 1.0) of that, smooth maximum p = 2 — its K/V at 0.29 of 3.35 TB/s, 0.34 ns per (query, head) row
-    and 10.25 ns per (128-query tile, head), 12.2 µs per kernel; decode FLOPs at 0.11 of the peak, KV reads at 0.85
-    of the bandwidth, 21.0 ns per sequence and KV head, the smooth maximum p = 2 of the two, 12.2 µs per kernel)."""
+    """H100 (Hopper fit: prefill at 0.88 of 989.4 TFLOP/s plus 0.7 of an exponential per query-key pair and head at
+    3.9 × 10^12/s — its longest block, one head's last 128 queries, at 1 / (132 SMs × 1.0) of that, smooth maximum
+    p = 2 — its K/V at 0.3 of 3.35 TB/s, 0.28 ns per (query, head) row of a 128-wide head and 19.75 ns per
+    (128-query tile, head), 12.0 µs per kernel; decode FLOPs at 0.10 of the peak, KV reads at 0.85 of the bandwidth,
+    21.0 ns per sequence and KV head, the smooth maximum p = 2 of the two, 12.0 µs per kernel)."""
     from simulator.cost import attention_time  # the public name
 
     peak, bw = 989.4e12, 3350e9
     h, g, d = 32, 8, 128
+    per_pair = 2 * 2 * d / (peak * 0.88) + 0.7 / 3.9e12  # one head's FLOPs and exposed exponential
     # prefill: 4 sequences of 2048 tokens, full causal; then a 512-token window (pairs 512·513/2 + 1536·512, the
     # longest block's last query over 512 keys)
     for window, pairs, keys in ((0, 2048 * 2049 / 2, 2048), (512, 512 * 513 / 2 + 1536 * 512, 512)):
-        tc = 4 * 4 * h * d * pairs / (peak * 0.67)
-        longest = 2 * 2 * d * 128 * keys * 132 / (peak * 0.67)
-        tm = 4 * 2048 * d * 2 * g * 2 / (bw * 0.29)
-        expected = (tc**2 + longest**2) ** 0.5 + tm + 4 * h * (2048 * 0.34e-9 + 16 * 10.25e-9) + 12.2e-6
+        tc = 4 * h * pairs * per_pair
+        longest = 128 * keys * 132 * per_pair
+        tm = 4 * 2048 * d * 2 * g * 2 / (bw * 0.3)
+        expected = (tc**2 + longest**2) ** 0.5 + tm + 4 * h * (2048 * 0.28e-9 + 16 * 19.75e-9) + 12.0e-6
         assert attention_time("h100-sxm", "prefill", 4, 2048, h, g, d, window=window) == pytest.approx(expected)
     # decode: 16 sequences over 4096 cached tokens, fp8 KV (1 byte); a 1024 window caps what is read
     def decode_kernel(context: int, fixed_s: float, streaming: float = 0.85) -> float:
-        tc, tm = 4 * h * d * context / (peak * 0.11), 2 * g * d * 1 * context / (bw * streaming)
+        tc, tm = 4 * h * d * context / (peak * 0.10), 2 * g * d * 1 * context / (bw * streaming)
         return 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 21.0e-9 + fixed_s
 
     for window, context in ((0, 4096), (1024, 1024)):
         got = attention_time("h100-sxm", "decode", 16, 4096, h, g, d, kv_dtype="fp8", window=window)
-        assert got == pytest.approx(decode_kernel(context, 12.2e-6))
+        assert got == pytest.approx(decode_kernel(context, 12.0e-6))
     assert attention_time("h100-sxm", "decode", 0, 4096, h, g, d) == 0.0
     # a decode kernel with its own fixed cost (a framework's fit) pays that instead; the prefill kernel keeps
-    # 12.2 µs (the 512-window case above); a CUDA-graph floor replaces both
+    # 12.0 µs (the 512-window case above); a CUDA-graph floor replaces both
     from simulator.catalog import load_hardware
     from simulator.cost.attention import AttentionModel
 
@@ -502,7 +506,7 @@ def test_attention_time_by_hand():
     # a decode kernel that streams the cache at its own fraction of the bandwidth (a framework's fit) reads at that
     streaming = load_hardware("h100-sxm").model_copy(update={"decode_attention_bandwidth_efficiency": 0.7})
     assert attention_time(streaming, "decode", 16, 4096, h, g, d, kv_dtype="fp8") == pytest.approx(
-        decode_kernel(4096, 12.2e-6, 0.7))
+        decode_kernel(4096, 12.0e-6, 0.7))
     with pytest.raises(ValueError, match="phase"):
         attention_time("h100-sxm", "append", 1, 1, h, g, d)
 
@@ -763,7 +767,7 @@ def test_a_prefill_kernel_waits_for_its_longest_block():
     hw = load_hardware("h100-sxm").model_copy(update={
         "attention_io_efficiency": float("inf"), "prefill_attention_ns_per_row": 0.0,
         "prefill_attention_ns_per_tile": 0.0, "attention_overhead_us": 0.0, "gemm_knee": 2.0,
-        "prefill_attention_blocks_per_sm": 0.0})
+        "prefill_attention_blocks_per_sm": 0.0, "prefill_attention_exp_exposed": 0.0})
     bound = hw.model_copy(update={"prefill_attention_blocks_per_sm": 1.0})
     rate = 989.4e12 * hw.attention_efficiency
     s = 16_384
@@ -797,7 +801,7 @@ def test_a_prefill_kernel_adds_its_bytes_and_may_pack_a_groups_heads():
 
     hw = load_hardware("h100-sxm").model_copy(update={
         "attention_efficiency": 1.0, "prefill_attention_ns_per_row": 0.0, "prefill_attention_ns_per_tile": 1000.0,
-        "attention_overhead_us": 0.0, "prefill_attention_blocks_per_sm": 0.0})
+        "attention_overhead_us": 0.0, "prefill_attention_blocks_per_sm": 0.0, "prefill_attention_exp_exposed": 0.0})
     packed = hw.model_copy(update={"prefill_attention_packs_gqa": True})
 
     def blocks(profile, seq, heads, kv_heads):  # the kernel's time with its FLOPs and bytes taken out, in µs
@@ -820,6 +824,46 @@ def test_a_prefill_kernel_adds_its_bytes_and_may_pack_a_groups_heads():
             IterationShape(((40, 0),)))["attention_s"]
         assert served == pytest.approx(32 * float(AttentionModel(profile).kernel_times("prefill", 1, 40, 32, 8, 128,
                                                                                        0)))
+
+
+def test_a_prefill_kernel_pays_its_softmaxs_exponentials_and_its_rows_by_their_width():
+    """Every query-key pair of every head takes one exponential (the softmax) on the special-function units, whatever
+    the head width, while its FLOPs grow with the width: ``prefill_attention_exp_exposed`` of that time is not hidden
+    behind the tensor cores. By hand on H100 (3.9 × 10^12 exponentials/s; FLOPs at the full 16-bit peak, every other
+    cost off): a 4,096-token prompt of one head has 4,096 · 4,097 / 2 pairs; at width 64 its exponentials take
+    989.4 / (3.9 · 256) = 0.99 of its FLOPs' time, at width 128 half of that, so fully exposed a width-64 head costs
+    1.99 times its FLOPs and a width-128 head 1.50; on B300 (10.7 × 10^12/s, twice B200's 5.0) the exponentials'
+    time is 5.0 / 10.7 of B200's. A (query, head) row pays ``prefill_attention_ns_per_row`` per 128 elements of its
+    head's width (the query read, the output written): 4,096 rows at 1 ns cost 2.05 µs at width 64, 8.19 at 256."""
+    from simulator.cost.attention import AttentionModel
+
+    off = {"attention_efficiency": 1.0, "attention_io_efficiency": float("inf"), "prefill_attention_ns_per_row": 0.0,
+           "prefill_attention_ns_per_tile": 0.0, "attention_overhead_us": 0.0, "prefill_attention_blocks_per_sm": 0.0}
+    hw = load_hardware("h100-sxm").model_copy(update={**off, "prefill_attention_exp_exposed": 0.0})
+    exposed = hw.model_copy(update={"prefill_attention_exp_exposed": 1.0})
+    s = 4096
+    pairs = s * (s + 1) / 2
+
+    def kernel(profile, head_dim):
+        return float(AttentionModel(profile).kernel_times("prefill", 1, s, 1, 1, head_dim, 0))
+
+    for head_dim in (64, 128):
+        flops = 4 * head_dim * pairs / 989.4e12
+        assert kernel(hw, head_dim) == pytest.approx(flops)
+        assert kernel(exposed, head_dim) == pytest.approx(flops + pairs / 3.9e12)
+    assert kernel(exposed, 64) / kernel(hw, 64) == pytest.approx(1 + 989.4 / (3.9 * 256))
+    assert kernel(exposed, 128) / kernel(hw, 128) == pytest.approx(1 + 989.4 / (3.9 * 512))
+
+    def exponentials(gpu):
+        profile = load_hardware(gpu).model_copy(update={**off, "prefill_attention_exp_exposed": 1.0})
+        model = AttentionModel(profile)
+        return float(model.kernel_times("prefill", 1, s, 1, 1, 128, 0)) - 4 * 128 * pairs / model.prefill_flops
+
+    assert exponentials("b300") == pytest.approx(pairs / 10.7e12)
+    assert exponentials("b300") / exponentials("b200") == pytest.approx(5.0 / 10.7)
+    rows = hw.model_copy(update={"prefill_attention_ns_per_row": 1.0})
+    for head_dim, micros in ((64, 2.048), (128, 4.096), (256, 8.192)):
+        assert (kernel(rows, head_dim) - kernel(hw, head_dim)) * 1e6 == pytest.approx(micros)
 
 
 def test_a_decode_kernel_may_split_below_another_occupancy_than_its_wave():

@@ -25,6 +25,12 @@ Where the numbers come from (reproduce with ``llmsim calibrate``):
   their fused-MoE tables without expert parallelism (2,000 of each framework × weight format; Ampere: SGLang's),
   and SGLang's DeepEP tables (one 8-GPU node; :func:`simulator.fidelity.kernels.fit_deepep`). DeepEP runs on Hopper
   and later only: Ampere has no ``deepep`` fit.
+
+The share of a prefill kernel's softmax exponentials not hidden behind its tensor cores
+(``prefill_attention_exp_exposed``, priced at the GPU's spec-sheet ``sfu_exp_tera_per_s``) is told apart from its
+FLOP rate only by timings of several head widths: Hopper's tables hold widths 64–512 (0.7 exposed, pooled;
+0.55–0.7 for each framework), Ampere's width 128 only, so Ampere's is none (its FLOP rate carries its exponentials)
+and a GPU that borrows Hopper's fit (Blackwell) pays Hopper's share of its own exponential rate.
 """
 
 from __future__ import annotations
@@ -56,9 +62,10 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "flops_efficiency": 0.81, "bandwidth_efficiency": 0.85, "gemm_knee": 2.0, "gemm_tile_m": 32,
         "kernel_overhead_us": 2.8, "quantize_overhead_us": 3.0, "gemm_k_latency_ns": 0.8,
         "flops_efficiency_by_dtype": {"fp8": 0.54, "fp8_block": 0.58},
-        "attention_efficiency": 0.67, "attention_io_efficiency": 0.29, "prefill_attention_ns_per_row": 0.34,
-        "prefill_attention_ns_per_tile": 10.25, "prefill_attention_blocks_per_sm": 1.0,
-        "decode_attention_efficiency": 0.11, "decode_attention_ns_per_head": 21.0, "attention_overhead_us": 12.2,
+        "attention_efficiency": 0.88, "attention_io_efficiency": 0.3, "prefill_attention_ns_per_row": 0.28,
+        "prefill_attention_ns_per_tile": 19.75, "prefill_attention_blocks_per_sm": 1.0,
+        "prefill_attention_exp_exposed": 0.7,
+        "decode_attention_efficiency": 0.1, "decode_attention_ns_per_head": 21.0, "attention_overhead_us": 12.0,
         "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.4,
         "moe_bandwidth_efficiency": 1.04, "moe_expert_overhead_us": 0.3, "moe_kernels": 6,
         "link_efficiency": 0.70, "collective_latency_us": 19.5, "collective_step_latency_us": 0.5,

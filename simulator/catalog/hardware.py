@@ -86,8 +86,9 @@ FITTED_FIELDS = (
     "gemm_k_latency_ns", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
     "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
     "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
-    "prefill_attention_blocks_per_sm", "prefill_attention_packs_gqa", "decode_attention_efficiency",
-    "decode_attention_ns_per_head", "decode_attention_ns_per_query_head", "decode_attention_max_group",
+    "prefill_attention_blocks_per_sm", "prefill_attention_packs_gqa", "prefill_attention_exp_exposed",
+    "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
+    "decode_attention_max_group",
     "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
     "decode_attention_query_tile", "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm",
     "decode_attention_split_us", "decode_attention_split_tokens", "decode_attention_split_blocks_per_sm",
@@ -120,6 +121,10 @@ class HardwareSpec(BaseModel):
     host_link_gb_per_s: float = Field(default=32.0, gt=0, description="PCIe to host, per direction")
     sm_count: int = Field(default=0, ge=0, description="streaming multiprocessors (compute units) the kernels' thread "
                           "blocks run on; 0: not stated (no decode-attention waves)")
+    sfu_exp_tera_per_s: float = Field(
+        default=0.0, ge=0, description="exponentials per second of the special-function units (MUFU.EX2), 10^12/s: "
+        "sm_count x 16 per clock x boost clock (Blackwell Ultra: 32 per clock); 0: not stated (the softmax's "
+        "exponentials not priced)")
     node: NodeSpec = NodeSpec()
     flops_efficiency: float = Field(gt=0, le=1, description="large 16-bit GEMMs: fraction of peak")
     flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], float] = Field(
@@ -148,6 +153,10 @@ class HardwareSpec(BaseModel):
     prefill_attention_packs_gqa: bool = Field(
         default=False, description="prefill attention: a thread block's query tile holds the rows of all query heads "
         "of one KV head (grouped-query attention packed), not of one head")
+    prefill_attention_exp_exposed: float = Field(
+        default=0.0, ge=0, description="prefill attention: the share of its softmax's exponentials' time (one per "
+        "query-key pair and head at sfu_exp_tera_per_s) the kernel does not hide behind its tensor-core work (the "
+        "softmax's other per-pair work, on the FP32 units, rides along in it)")
     prefill_fallback_head_dim: int = Field(
         default=0, ge=0, description="prefill attention: the head width from which its kernel is a fallback that "
         "computes every causal query-key pair at prefill_fallback_efficiency (0: none)")

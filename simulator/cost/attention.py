@@ -9,16 +9,22 @@ prefill kernel and ``decode_attention_overhead_us`` for a decode kernel (another
 combine of its split-KV partials; unset, the prefill kernel's):
 
 - prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt
-  of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); FLOPs 2·H·(d_qk + d_v) per pair at
-  ``attention_efficiency`` × the 16-bit peak — but at least its longest thread block's (the last query tile of the
+  of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); per pair and head, its FLOPs 2·(d_qk + d_v)
+  at ``attention_efficiency`` × the 16-bit peak and its softmax's exponential at the special-function units' rate
+  (``sfu_exp_tera_per_s``), of which ``prefill_attention_exp_exposed`` is not hidden behind the tensor cores (one
+  exponential per pair whatever the width, so a narrow head pays more per FLOP: H100's 3.9 × 10^12/s take as long
+  as width 64's FLOPs at the full peak, half of width 128's; the frameworks' H100 tables run width 64 at 0.8 of
+  width 128's FLOP rate and width 256 at 1.1, and leave 0.55–0.7 of the exponentials' time exposed; Blackwell
+  Ultra doubles the rate) — but at least its longest thread block's (the last query tile of the
   longest chunk, :func:`longest_block`) at 1 / (``sm_count`` × ``prefill_attention_blocks_per_sm``) of that rate,
   where that is set (smooth maximum, p = the hardware's ``gemm_knee``): a kernel of fewer blocks than its SMs hold,
   or of a few long ones, waits for its longest (vLLM's H100 prefill of one 16k-token prompt and one head, 128
   blocks, reaches 309 TFLOP/s, of two 543); plus K/V bytes (q + c)·e·v (the chunk's and the cached ones read) at
   ``attention_io_efficiency`` × HBM bandwidth — added, not overlapped: the frameworks' timings grow by a cost per
   (token, KV head) at every prompt length, whatever the query heads (vLLM's H100 kernel ~0.5 ns per 128-wide bf16
-  K/V token and KV head at 16–1,024 tokens); ``prefill_attention_ns_per_row`` for every (query, head) row —
-  loading the query, the online softmax's running maximum and sum, rescaling and writing the output — and
+  K/V token and KV head at 16–1,024 tokens); ``prefill_attention_ns_per_row`` for every (query, head) row per
+  128 elements of its widths ((d_qk + d_v) / :data:`ROW_WIDTHS`) — loading the query, the online softmax's running
+  maximum and sum, rescaling and writing the output — and
   ``prefill_attention_ns_per_tile`` for every thread block (whole-GPU nanoseconds: the blocks run on all SMs at
   once), one per (tile of :data:`QUERY_TILE` query rows, head), or, where ``prefill_attention_packs_gqa``, per
   (tile of query rows of all of a KV head's H / G query heads, KV head): ceil(q·H/G / tile) per KV head (a chunk
@@ -91,6 +97,7 @@ from simulator.catalog import HardwareSpec, resolve_hardware
 from simulator.dtypes import bytes_per_element
 
 QUERY_TILE = 128  # queries per thread block of the FlashAttention-2/3-class prefill kernels (d ≤ 128)
+ROW_WIDTHS = 256  # d_qk + d_v of the 128-wide head whose row costs prefill_attention_ns_per_row
 FALLBACK_WIDTH = 128  # head-width elements the decode fallback kernel's cost per (query head, token) covers
 
 
@@ -111,7 +118,7 @@ def longest_block(query_rows, keys):
 class AttentionModel:
     """The attention costs of one GPU for one KV format (the roofline's hot path keeps one of these)."""
 
-    __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "fallback_flops",
+    __slots__ = ("block_bandwidth", "decode_bandwidth", "decode_flops", "decode_overhead", "exp_time", "fallback_flops",
                  "fallback_head_dim", "fallback_window_head_dim", "io_bandwidth", "kv_tile", "max_group",
                  "mha_per_head", "overhead", "p", "packs_gqa", "per_head", "per_query_head", "per_query_token",
                  "per_row", "per_tile", "prefill_flops", "prefill_wave", "query_tile", "split", "split_tokens",
@@ -155,6 +162,8 @@ class AttentionModel:
         self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
         self.prefill_wave = hardware.sm_count * hardware.prefill_attention_blocks_per_sm  # blocks at once (0: no bound)
         self.packs_gqa = hardware.prefill_attention_packs_gqa
+        exps = hardware.sfu_exp_tera_per_s * 1e12  # the softmax's exponentials: one per query-key pair and head
+        self.exp_time = hardware.prefill_attention_exp_exposed / exps if exps else 0.0
         self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
         decode = hardware.decode_attention_overhead_us
         self.decode_overhead = self.overhead if overhead_us is not None or decode is None else decode * 1e-6
@@ -173,11 +182,12 @@ class AttentionModel:
         :meth:`prefill_rate` for one that may fall back); ``longest``: the query-key pairs of its longest block
         (:func:`longest_block`); scalars or arrays."""
         flops = self.prefill_flops if flops is None else flops
-        compute = 2 * heads * widths * pairs / flops
+        per_pair = 2 * widths / flops + self.exp_time  # one head's FLOPs and exponential of a query-key pair
+        compute = heads * pairs * per_pair
         if self.prefill_wave:  # the longest block at 1 / wave of the rate
-            compute = self.combine(compute, 2 * widths * longest * self.prefill_wave / flops)
+            compute = self.combine(compute, longest * self.prefill_wave * per_pair)
         return (compute + (new_tokens + cached_read) * kv_elements * self.v / self.io_bandwidth
-                + heads * new_tokens * self.per_row + blocks * self.per_tile)
+                + heads * new_tokens * widths / ROW_WIDTHS * self.per_row + blocks * self.per_tile)
 
     def query_rows(self, heads, kv_heads):
         """Query rows per token of a prefill kernel's blocks: the H / G query heads of a KV head where it packs

@@ -71,6 +71,8 @@ class AttentionFields(BaseModel):
                                                         "head) block")
     prefill_attention_blocks_per_sm: float | None = Field(default=None, ge=0, description="prefill: blocks at once "
                                                           "per SM (its longest block a bound; 0: none)")
+    prefill_attention_exp_exposed: float | None = Field(default=None, ge=0, description="prefill: the share of its "
+                                                        "exponentials' time not hidden")
     prefill_attention_packs_gqa: bool | None = Field(default=None, description="prefill: its blocks' query tiles "
                                                      "hold all query heads of a KV head")
     decode_attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="decode: of the peak")

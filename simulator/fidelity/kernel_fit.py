@@ -14,7 +14,8 @@ outweighs the others. Three groups are fitted one after another, each by the coo
   reduces in the network: Hopper's, not Ampere's) and each of all-gather, reduce-scatter and all-to-all
   (``collectives``);
 - attention: ``attention_efficiency``, ``attention_io_efficiency``, ``prefill_attention_ns_per_row``,
-  ``prefill_attention_ns_per_tile``, ``prefill_attention_blocks_per_sm``, ``decode_attention_efficiency``,
+  ``prefill_attention_ns_per_tile``, ``prefill_attention_blocks_per_sm``, ``prefill_attention_exp_exposed`` (where
+  the tables hold several head widths, :func:`without_unidentifiable`), ``decode_attention_efficiency``,
   ``decode_attention_ns_per_head``, ``attention_overhead_us``;
 - fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
   ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency``, ``moe_expert_overhead_us`` (``moe_kernels`` is a count, see
@@ -114,7 +115,11 @@ ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_ns_per_head": _steps(0.0, 60.0, 0.5),
     "attention_overhead_us": _steps(0.0, 30.0, 0.2),
     "prefill_attention_blocks_per_sm": [0.0, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0],
+    "prefill_attention_exp_exposed": _steps(0.0, 1.5, 0.05),
 }
+# the share of a prefill kernel's exponentials' time it does not hide: fitted only where the tables can tell it from
+# the FLOP rate (without_unidentifiable)
+EXP_SHARE = "prefill_attention_exp_exposed"
 # the attention fits move two parameters at once where single moves stall (the two prefill costs per token, HBM
 # bytes and rows, trade off), which takes more rounds
 ATTENTION_DESCENT = {"rounds": 20, "diagonal": True}
@@ -134,8 +139,11 @@ FRAMEWORK_ATTENTION_GRID: dict[str, list[float]] = {
     "decode_attention_block_gb_per_s": [0.0, *(round(5 * 2 ** (i / 2)) for i in range(20))]}
 # a framework's MLA kernels: its prefill reads K/V decompressed to its query heads' widths, so its bytes per token grow
 # with the heads as its rows do — the two costs cannot be told apart on one cache's timings: the bytes' is fitted, the
-# rows' is none (MLA_START)
-FRAMEWORK_MLA_GRID: dict[str, list[float]] = {**FRAMEWORK_ATTENTION_GRID, "prefill_attention_ns_per_row": [0.0]}
+# rows' is none (MLA_START); and its timings are of one head width, which cannot tell its exponentials from its FLOP
+# rate (without_unidentifiable): they keep the pooled fit's share
+FRAMEWORK_MLA_GRID: dict[str, list[float]] = {
+    name: values for name, values in {**FRAMEWORK_ATTENTION_GRID, "prefill_attention_ns_per_row": [0.0]}.items()
+    if name != EXP_SHARE}
 MLA_START = {"prefill_attention_ns_per_row": 0.0}
 # a framework's MHA/GQA decode kernel also pays per (sequence, query head) within a KV head's block: TensorRT-LLM's
 # H100 and A100 kernels run a multi-head block (one query head) at a quarter to a third of a block of 8, which one cost
@@ -242,12 +250,24 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
              "prefill_fallback_efficiency": fallback_efficiency(table, stated)}
     costs.update({name: getattr(stated, name) for name in MHA_KERNEL_COSTS})
     start = {**dispatch, **{name: value for name, value in costs.items() if value is not None}}
-    grid = {name: values for name, values in FRAMEWORK_MHA_GRID.items()
-            if name not in FALLBACK_COSTS + MHA_KERNEL_COSTS or name in start}
+    grid = without_unidentifiable({name: values for name, values in FRAMEWORK_MHA_GRID.items()
+                                   if name not in FALLBACK_COSTS + MHA_KERNEL_COSTS or name in start}, table, hardware)
     fitted, errors = fit_kernels_over_caches(table, gpu, per_group, pooled_attention_score,
                                              lambda hw, rows: _pooled_attention_errors(kernels_dir, hw, rows),
                                              grid, start)
     return {**fitted, **dispatch}, _summary(f"{framework} attention on {gpu}", errors, ["phase"])
+
+
+def without_unidentifiable(grid: dict[str, list[float]], table: pd.DataFrame,
+                           hardware: HardwareSpec) -> dict[str, list[float]]:
+    """``grid`` without the share of a prefill kernel's exponentials' time it does not hide (:data:`EXP_SHARE`)
+    where ``table``'s prefill timings cannot tell it from the FLOP rate — all of one head width (one exponential per
+    query-key pair and head whatever the width, FLOPs in proportion to it: A100's tables, of width 128 only) — or
+    where the GPU states no exponential rate (``sfu_exp_tera_per_s``): that share is then the starting profile's."""
+    widths = table.loc[table["phase"] == "prefill", "head_dim"].nunique()
+    if widths > 1 and hardware.sfu_exp_tera_per_s:
+        return grid
+    return {name: values for name, values in grid.items() if name != EXP_SHARE}
 
 
 def fallback_rate(table: pd.DataFrame, max_group: int) -> float | None:
@@ -354,15 +374,17 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     return fitted, pd.concat(parts)
 
 
-# a prefill kernel's costs that add to its time (simulator.cost.attention): its K/V bytes at 1 / the HBM fraction, its
-# rows, its blocks and its fixed cost — for given FLOP rates, linear in these (the bytes in the fraction's reciprocal)
-LINEAR_PREFILL = ("attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
-                  "attention_overhead_us")
+# a prefill kernel's costs that add to its time (simulator.cost.attention): per pair and head its FLOPs at 1 / the
+# peak's fraction and its exposed exponential (the longest block's bound a smooth maximum of the same per-pair cost
+# over more pairs, so these scale it too), its K/V bytes at 1 / the HBM fraction, its rows, its blocks and its fixed
+# cost — for a given packing and blocks per SM, linear in these (the fractions in their reciprocals)
+LINEAR_PREFILL = ("attention_efficiency", "prefill_attention_exp_exposed", "attention_io_efficiency",
+                  "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile", "attention_overhead_us")
 # a fused-MoE layer's costs that add to its time (simulator.cost.moe): per touched expert, its passes over the tokens
 # and over their copies, and what expert parallelism adds — for given rates, linear in these
 LINEAR_MOE = ("moe_expert_overhead_us", "moe_token_pass_bytes", "moe_assignment_pass_bytes", "moe_ep_overhead_us")
 # linear costs whose reciprocal is what adds (a fraction of a bandwidth)
-RECIPROCAL_COSTS = ("attention_io_efficiency",)
+RECIPROCAL_COSTS = ("attention_efficiency", "attention_io_efficiency")
 
 
 def solve_linear_costs(profile: HardwareSpec, measured: np.ndarray, price: Callable[[HardwareSpec], np.ndarray],
@@ -406,7 +428,7 @@ def nonnegative_least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 PHASE_PARAMETERS = {
     "prefill": ("attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
                 "prefill_attention_ns_per_tile", "attention_overhead_us", "prefill_fallback_efficiency",
-                "prefill_attention_packs_gqa", "prefill_attention_blocks_per_sm"),
+                "prefill_attention_packs_gqa", "prefill_attention_blocks_per_sm", "prefill_attention_exp_exposed"),
     "decode": ("decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
                "decode_attention_overhead_us", "decode_attention_bandwidth_efficiency",
                "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
@@ -717,8 +739,9 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
     by = ["framework", "phase"]
-    profile = _fit_group(profile, "attention", attention, by, ATTENTION_GRID, _pooled_attention_errors, kernels_dir,
-                         gpu, report, pooled_attention_score(attention, by), **ATTENTION_DESCENT)
+    grid = without_unidentifiable(ATTENTION_GRID, attention, profile)
+    profile = _fit_group(profile, "attention", attention, by, grid, _pooled_attention_errors, kernels_dir, gpu,
+                         report, pooled_attention_score(attention, by), **ATTENTION_DESCENT)
     moe = moe_kernel_table(kernels_dir)
     moe = _sample(moe[moe["gpu"] == gpu], ["framework", "dtype"], per_group)
     profile = _fit_group(profile, "MoE", moe, ["framework", "dtype"], MOE_GRID, _pooled_moe_errors, kernels_dir, gpu,
