@@ -182,28 +182,29 @@ def attention_rows(model, phase: str, shapes):
 
 
 def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
-    """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known
-    attention parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding
-    window, the decode kernel's fixed cost and KV streaming rate apart from the prefill kernel's and the GEMMs',
-    another decode kernel over the fp8 cache (slower streaming, a lower cost per KV head; the prefill kernel the
-    16-bit one, which the fit over fp8 timings finds again), a decode cost per query-head row within a KV head's
-    block besides the block's own, in whole tiles of 16 of which the block's own cost covers the first (the groups
-    of 4 and 32, one tile and two, tell the two apart), a multi-head kernel of its own for one query head per block
-    at 6 ns per (sequence, head) (the group of 1), which also runs a group of 64 beyond the grouped kernel's largest
-    (32; TensorRT-LLM's profile states both, and the tile) as a fallback at 0.08 ns per (query head, token), a
-    decode step of fewer blocks than one wave paying one wave's block costs and, from 2,048 cached tokens in a step
-    of fewer than 132 blocks, a split's combine (1–64 sequences of 1–32 KV heads: 1–2,048 blocks about a wave of
-    66), the cache read in whole tiles of 32 tokens (the profile's start: 64), and a prefill cost per query row and
-    per query tile (prompts of 200 and 16 tokens, which are not whole query tiles, tell the two apart) whose tiles
-    pack a KV head's query heads, half a block per SM at once (the longest block a bound), and half of its softmax's
-    exponentials' time exposed (a head of width 64 beside those of 128 tells it from the FLOP rate): fitted back to
-    those values from the generation's pooled ones and the profile's multi-head cost, with no error left."""
+    """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known attention
+    parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding window, the
+    decode kernel's fixed cost and KV streaming rate apart from the prefill kernel's and the GEMMs', another decode
+    kernel over the fp8 cache (slower streaming, a lower cost per KV head) and a prefill kernel over it on 8-bit
+    tensor cores (1.3 of the 16-bit peak, beyond the 16-bit kernels' range), a decode cost per query-head row within
+    a KV head's block besides the block's own, in whole tiles of 16 of which the block's own cost covers the first
+    (the groups of 4 and 32, one tile and two, tell the two apart), a multi-head kernel of its own for one query
+    head per block at 6 ns per (sequence, head) (the group of 1), which also runs a group of 64 beyond the grouped
+    kernel's largest (32; TensorRT-LLM's profile states both, and the tile) as a fallback at 0.08 ns per (query
+    head, token), a decode step of fewer blocks than one wave paying one wave's block costs and, from 2,048 cached
+    tokens in a step of fewer than 132 blocks, a split's combine (1–64 sequences of 1–32 KV heads: 1–2,048 blocks
+    about a wave of 66), the cache read in whole tiles of 32 tokens (the profile's start: 64), and a prefill cost
+    per query row and per query tile (prompts of 200 and 16 tokens, which are not whole query tiles, tell the two
+    apart) whose tiles pack a KV head's query heads, half a block per SM at once (the longest block a bound), and
+    half of its softmax's exponentials' time exposed (a head of width 64 beside those of 128 tells it from the FLOP
+    rate): fitted back to those values from the generation's pooled ones and the profile's multi-head cost, with no
+    error left."""
     from simulator.fidelity.kernel_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention
 
     truth = {**ATTENTION_TRUTH, "decode_attention_max_group": 32, "decode_attention_query_tile": 16,
              "decode_attention_ns_per_query_token": 0.08, "decode_attention_mha_ns_per_head": 6.0}
     eight_bit = {**ATTENTION_8_BIT_DECODE, "decode_attention_ns_per_query_head": 0.5,
-                 "decode_attention_mha_ns_per_head": 3.0}
+                 "decode_attention_mha_ns_per_head": 3.0, "attention_efficiency": 1.3}
     write_timed_tables(tmp_path / "h100_sxm" / "attention" / "trtllm" / "1.0", "attention", truth, eight_bit,
                        lambda model, phase: attention_rows(model, phase,
                                                            phase_shapes(phase, (*ATTENTION_SHAPES, (64, 1, 0)))))
@@ -466,8 +467,8 @@ def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
 
 def write_timed_tables(folder, kind: str, fields: dict, eight_bit: dict, rows) -> None:
     """A framework's ``<phase>_<kind>_perf.parquet`` tables (the layout of ``../shared/data/kernels``) timed by the
-    H100 with ``fields``, over bf16 and fp8 caches; the decode kernel over the fp8 cache with ``eight_bit`` over
-    those. ``rows(model, phase)`` yields the rows of one cache format (latency in ms)."""
+    H100 with ``fields``, over bf16 and fp8 caches; the kernels over the fp8 cache with ``eight_bit`` over those.
+    ``rows(model, phase)`` yields the rows of one cache format (latency in ms)."""
     from simulator.cost.attention import AttentionModel
 
     truth = load_hardware("h100-sxm").model_copy(update=fields)
@@ -475,7 +476,7 @@ def write_timed_tables(folder, kind: str, fields: dict, eight_bit: dict, rows) -
     for stem, phase in (("context", "prefill"), ("generation", "decode")):
         table = []
         for kv in ("bfloat16", "fp8"):
-            kernels = truth.model_copy(update=eight_bit) if phase == "decode" and kv == "fp8" else truth
+            kernels = truth.model_copy(update=eight_bit) if kv == "fp8" else truth
             table += [{**row, "kv_cache_dtype": kv}
                       for row in rows(AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv]), phase)]
         pd.DataFrame(table).to_parquet(folder / f"{stem}_{kind}_perf.parquet")

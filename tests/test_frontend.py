@@ -160,6 +160,13 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
         EngineProfile(name="e", attention_by_generation={"hoper": fit})
     with pytest.raises(ValueError, match="attention_speed"):
         EngineProfile(name="e", attention_by_generation={"hopper": {"attention_speed": 1.0}})
+    # a prefill over an 8-bit cache on 8-bit tensor cores (twice the 16-bit peak) may pass the 16-bit peak; over a
+    # 16-bit cache it may not
+    fast = EngineProfile(name="e", attention_by_generation={"hopper": {"kv_8bit": {"attention_efficiency": 1.3}}})
+    assert fast.attention_hardware(h100, "fp8").attention_efficiency == 1.3
+    assert fast.attention_hardware(h100, "bf16").attention_efficiency == h100.attention_efficiency
+    with pytest.raises(ValueError, match="at most the 16-bit peak"):
+        EngineProfile(name="e", attention_by_generation={"hopper": {"attention_efficiency": 1.3}})
 
 
 def test_a_frameworks_gemm_rates_price_its_dense_gemms_only():

@@ -79,7 +79,7 @@ rate; its prefill kernel pays 22 ns per query tile and head where vLLM's pays 1.
 also carries the same parameters, its decode kernel's own fixed cost and KV streaming rate, and — its kernels over
 an 8-bit cache being other kernels — their parameters apart (``kv_8bit``: SGLang's and vLLM's H100 decode kernels
 dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16; TensorRT-LLM's pays 0.3 ns
-per (sequence, query head) against 3.0, and its fp8 prefill runs at 0.84 of the 16-bit peak on fp8 tensor cores),
+per (sequence, query head) against 3.0, and its fp8 prefill runs at 1.3 of the 16-bit peak on fp8 tensor cores),
 fitted on its own framework's tables (``attention_by_generation``,
 :meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
 attention; and the same for its MLA kernels on its MLA tables (``mla_by_generation``,

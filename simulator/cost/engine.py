@@ -64,7 +64,9 @@ class AttentionFields(BaseModel):
     generation's pooled fit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    attention_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of the 16-bit peak")
+    attention_efficiency: float | None = Field(
+        default=None, gt=0, le=2,
+        description="prefill: of the 16-bit peak (over an 8-bit cache on 8-bit tensor cores, of twice that peak, to 2)")
     attention_io_efficiency: float | None = Field(default=None, gt=0, le=1, description="prefill: of HBM bandwidth")
     prefill_attention_ns_per_row: float | None = Field(default=None, ge=0, description="prefill: per (query, head)")
     prefill_attention_ns_per_tile: float | None = Field(default=None, ge=0, description="prefill: per (query tile, "
@@ -122,6 +124,13 @@ class AttentionKernels(AttentionFields):
 
     kv_8bit: AttentionFields | None = Field(default=None, description="its kernels over an 8-bit KV cache, where "
                                             "other kernels")
+
+    @model_validator(mode="after")
+    def _sixteen_bit_within_its_peak(self) -> AttentionKernels:
+        if self.attention_efficiency is not None and self.attention_efficiency > 1:
+            raise ValueError(f"attention_efficiency {self.attention_efficiency}: the kernels over a 16-bit cache reach "
+                             "at most the 16-bit peak (1); only kv_8bit kernels on 8-bit tensor cores may exceed it")
+        return self
 
     @model_validator(mode="after")
     def _fallback_has_a_rate(self) -> AttentionKernels:

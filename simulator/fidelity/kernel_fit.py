@@ -176,6 +176,10 @@ SCANS = {"decode": ("decode_attention_blocks_per_sm", "decode_attention_split_to
 # they fit best for the tile it started with — every framework's scan over its fp8 timings kept the 16-bit tile), and
 # whether their prefill blocks pack a KV head's query heads (the same kernel's layout)
 KEPT_OVER_8_BIT = ("decode_attention_kv_tile", "prefill_attention_packs_gqa")
+# what the kernels over an 8-bit cache may reach beyond the 16-bit kernels' ranges: a prefill whose query-key and
+# value products run on 8-bit tensor cores, whose peak is twice the 16-bit one (TensorRT-LLM's H100 fp8 context
+# kernels: 1.3 of the 16-bit peak; capped at 0.9 of it, the fit had moved their time into the exponentials)
+OVER_8_BIT_RANGES = {"attention_efficiency": _steps(0.10, 1.80, 0.01)}
 # which kernel runs which shape: facts a framework's profile states (read off its tables), kept by its fits
 DISPATCH_FIELDS = ("decode_attention_max_group", "decode_attention_query_tile", "prefill_fallback_head_dim",
                    "prefill_fallback_window_head_dim")
@@ -324,7 +328,7 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     fitted, those of each phase again from each value of its :data:`SCANS` in turn, the best kept); then, where the
     table has timings over fp8 caches, those of each phase they span (:func:`spans_the_shapes`) again on them alone,
     from the 16-bit kernels' values (``kv_8bit``: the frameworks' kernels over an 8-bit cache are other kernels, but for
-    :data:`KEPT_OVER_8_BIT`); ``start``:
+    :data:`KEPT_OVER_8_BIT`, over the ranges of :data:`OVER_8_BIT_RANGES`); ``start``:
     fields of the starting profile besides the pooled ones (kept unless in ``parameters``). ``scorer(sample, by)``
     scores a profile on a sample; ``errors(hardware by GPU, rows)`` prices rows. Returns the fitted fields and every
     timing's errors."""
@@ -366,7 +370,7 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     parts = [errors({gpu: profile}, sixteen)]
     if len(eight):
         phases = [phase for phase in PHASE_PARAMETERS if spans_the_shapes(eight, sixteen, phase)]
-        grid = {name: values for name, values in parameters.items()
+        grid = {name: OVER_8_BIT_RANGES.get(name, values) for name, values in parameters.items()
                 if any(name in PHASE_PARAMETERS[phase] for phase in phases) and name not in KEPT_OVER_8_BIT}
         over_8bit = descend(profile, eight[eight["phase"].isin(phases)], grid) if grid else profile
         fitted["kv_8bit"] = {name: getattr(over_8bit, name) for name in parameters}
