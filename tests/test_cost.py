@@ -468,7 +468,7 @@ def test_attention_time_by_hand():
     """H100 (Hopper fit: prefill at 0.88 of 989.4 TFLOP/s plus 0.7 of an exponential per query-key pair and head at
     3.9 × 10^12/s — its longest block, one head's last 128 queries, at 1 / (132 SMs × 1.0) of that, smooth maximum
     p = 2 — its K/V at 0.3 of 3.35 TB/s, 0.28 ns per (query, head) row of a 128-wide head and 19.75 ns per
-    (128-query tile, head), 12.0 µs per kernel; decode FLOPs at 0.10 of the peak, KV reads at 0.85 of the bandwidth,
+    (128-query tile, head), 12.0 µs per kernel; decode FLOPs at 0.09 of the peak, KV reads at 0.85 of the bandwidth,
     21.0 ns per sequence and KV head, the smooth maximum p = 2 of the two, 12.0 µs per kernel)."""
     from simulator.cost import attention_time  # the public name
 
@@ -485,7 +485,7 @@ def test_attention_time_by_hand():
         assert attention_time("h100-sxm", "prefill", 4, 2048, h, g, d, window=window) == pytest.approx(expected)
     # decode: 16 sequences over 4096 cached tokens, fp8 KV (1 byte); a 1024 window caps what is read
     def decode_kernel(context: int, fixed_s: float, streaming: float = 0.85) -> float:
-        tc, tm = 4 * h * d * context / (peak * 0.10), 2 * g * d * 1 * context / (bw * streaming)
+        tc, tm = 4 * h * d * context / (peak * 0.09), 2 * g * d * 1 * context / (bw * streaming)
         return 16 * (tc**2 + tm**2) ** 0.5 + 16 * g * 21.0e-9 + fixed_s
 
     for window, context in ((0, 4096), (1024, 1024)):

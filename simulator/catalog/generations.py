@@ -44,7 +44,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "gemm_k_latency_ns": 0.0,  # not fitted: see the module's docstring
         "attention_efficiency": 0.58, "attention_io_efficiency": 0.27, "prefill_attention_ns_per_row": 0.52,
         "prefill_attention_ns_per_tile": 4.75, "prefill_attention_blocks_per_sm": 0.75,
-        "decode_attention_efficiency": 0.11, "decode_attention_ns_per_head": 34.0, "attention_overhead_us": 13.8,
+        "decode_attention_efficiency": 0.1, "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 13.8,
         "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.62,
         "moe_bandwidth_efficiency": 1.04, "moe_expert_overhead_us": 0.2, "moe_kernels": 6,
         "link_efficiency": 0.64, "collective_latency_us": 37.0, "collective_step_latency_us": 0.0,
@@ -65,7 +65,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "attention_efficiency": 0.88, "attention_io_efficiency": 0.3, "prefill_attention_ns_per_row": 0.28,
         "prefill_attention_ns_per_tile": 19.75, "prefill_attention_blocks_per_sm": 1.0,
         "prefill_attention_exp_exposed": 0.7,
-        "decode_attention_efficiency": 0.1, "decode_attention_ns_per_head": 21.0, "attention_overhead_us": 12.0,
+        "decode_attention_efficiency": 0.09, "decode_attention_ns_per_head": 21.0, "attention_overhead_us": 12.0,
         "moe_tile_m": 8, "moe_tile_n": 128, "moe_knee": 1.5, "moe_gemm_efficiency": 0.4,
         "moe_bandwidth_efficiency": 1.04, "moe_expert_overhead_us": 0.3, "moe_kernels": 6,
         "link_efficiency": 0.70, "collective_latency_us": 19.5, "collective_step_latency_us": 0.5,

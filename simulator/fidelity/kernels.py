@@ -25,7 +25,11 @@ latent attention, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v
 decompressed, decode rows absorbed over the latent) are predicted with the attention model at the shapes
 :func:`simulator.cost.layers.attention_shapes` gives an MLA layer, with the attention parameters fitted on the
 multi-head tables (nothing is fitted on these). vLLM's MLA tables are left out like its fp8_block GEMMs: their floor is
-110–180 µs for a single token, ten times the same kernel in SGLang and TensorRT-LLM (12–16 µs).
+110–180 µs for a single token, ten times the same kernel in SGLang and TensorRT-LLM (12–16 µs). Decode attention
+rows that would have read their K/V cache faster than the GPU's HBM peak are left out as the MoE rows above: 351 of
+TensorRT-LLM's A100 table (up to 3.5 TB/s implied on a 2.04 TB/s A100, at large batches of long contexts, where its
+H100 table's rows stay under 0.93 of that GPU's peak: its cache pool must be smaller than the batch it names, its
+blocks read again from L2) and 23 of SGLang's H100 table.
 
 Routing skew (:func:`moe_routing_kernel_errors`): TensorRT-LLM's MoE rows with expert parallelism, balanced and
 ``power_law_<α>``. Its collector draws every expert's load from a power law of exponent α on ``[1, 0.8·T]``
@@ -193,7 +197,8 @@ def custom_allreduce_kernel_errors(kernels_dir: Path, hardware: Mapping[str, Har
 
 def attention_kernel_table(kernels_dir: Path) -> pd.DataFrame:
     """One row per measured attention kernel with bf16 queries: gpu, framework, phase, batch, seq_len (a decode
-    row's context: ``isl + step``), heads, kv_heads, head_dim, kv_dtype, window, measured seconds."""
+    row's context: ``isl + step``), heads, kv_heads, head_dim, kv_dtype, window, measured seconds (decode rows
+    faster than reading their K/V cache at the HBM peak are dropped, see the module docstring)."""
     frames = []
     for path in sorted(kernels_dir.glob("*/attention/*/*/*_attention_perf.parquet")):
         gpu, framework = path.parts[-5], path.parts[-3]
@@ -204,16 +209,28 @@ def attention_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         table = table[(table["attn_dtype"] == "bfloat16") & table["kv_cache_dtype"].isin(KV_DTYPES)]
         windows = table["window_size"] if "window_size" in table else pd.Series(0, index=table.index)
         seq = table["isl"] + (table["step"] if phase == "decode" else 0)
-        frames.append(pd.DataFrame({
+        frame = pd.DataFrame({
             "gpu": gpu, "framework": framework, "phase": phase, "batch": table["batch_size"].to_numpy(),
             "seq_len": seq.to_numpy(), "heads": table["num_heads"].to_numpy(),
             "kv_heads": table["num_key_value_heads"].to_numpy(), "head_dim": table["head_dim"].to_numpy(),
             "kv_dtype": table["kv_cache_dtype"].map(KV_DTYPES).to_numpy(), "window": windows.to_numpy(),
             "measured_s": table["latency"].to_numpy() * 1e-3,
-        }))
+        })
+        if phase == "decode":
+            peak = load_hardware(GPUS[gpu]).memory_bandwidth_gb_per_s * 1e9
+            frame = frame[frame["measured_s"] >= _cached_bytes(frame) / peak]
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["gpu", "framework", "phase", "batch", "seq_len", "heads", "kv_heads", "head_dim", "kv_dtype",
                  "window", "measured_s"])
+
+
+def _cached_bytes(frame: pd.DataFrame) -> np.ndarray:
+    """K/V bytes a decode row's kernel reads: every sequence's context (its window's where shorter) × 2 · KV heads ·
+    head width, at the cache's bytes per element."""
+    context = np.where((frame["window"] > 0) & (frame["seq_len"] > frame["window"]), frame["window"], frame["seq_len"])
+    per_element = frame["kv_dtype"].map(bytes_per_element).to_numpy(float)
+    return frame["batch"].to_numpy(float) * context * 2 * frame["kv_heads"] * frame["head_dim"] * per_element
 
 
 def attention_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec] | None = None,
