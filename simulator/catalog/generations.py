@@ -8,17 +8,17 @@ toward guesses of an unmeasured part are never used: Blackwell predictions are i
 Where the numbers come from (reproduce with ``llmsim calibrate``):
 
 - ``ampere``: GEMMs from ``../shared/data/calibration/a100_ops`` (15,300 per-layer timings; the GEMM main loop's
-  serial latency, ``gemm_k_latency_ns``, is left out: fitted there with it (0.8 ns, knee 1.5), the held-out A100
-  kernel tables get worse, medians 7.6 -> 7.7% SGLang, 8.7 -> 9.5% TensorRT-LLM, 8.4 -> 8.8% vLLM); the collectives
-  (all-reduce, all-gather, reduce-scatter, all-to-all: NCCL 2.27 inside an 8-GPU NVSwitch node) and attention from
-  the A100 kernel tables (``llmsim calibrate --kernels ../shared/data/kernels --gpu a100_sxm``; its attention under
-  these GEMMs' knee of 2.0 — the command refits the GEMMs on the kernel tables first, knee 1.5, under which its
-  attention lands at 0.53 ns per row and 0.5 blocks per SM). The older NCCL
-  timings of ``../shared/data/network`` (A100 DGX nodes, 2023) keep the inter-node bandwidth and send/recv of the
-  ``a100-80gb-sxm`` profile; their small all-reduces at 4–8 GPUs take ~60 µs where NCCL 2.27 takes 14–22 µs
-  (2 GPUs: 10 µs in both), a cost of that software stack, which the Splitwise engine profile carries.
+  serial latency, ``gemm_k_latency_ns``, and with it its split along k, ``gemm_split_k``, are left out: fitted there
+  with it (0.8 ns, knee 1.5), the held-out A100 kernel tables get worse, medians 7.6 -> 7.7% SGLang, 8.7 -> 9.5%
+  TensorRT-LLM, 8.4 -> 8.8% vLLM); the collectives (all-reduce, all-gather, reduce-scatter, all-to-all: NCCL 2.27
+  inside an 8-GPU NVSwitch node) and attention from the A100 kernel tables (``llmsim calibrate --kernels
+  ../shared/data/kernels --gpu a100_sxm``; its attention under these GEMMs' knee of 2.0 — the command refits the
+  GEMMs on the kernel tables first, knee 1.5, under which its attention lands at 0.53 ns per row and 0.5 blocks per
+  SM). The older NCCL timings of ``../shared/data/network`` (A100 DGX nodes, 2023) keep the inter-node bandwidth and
+  send/recv of the ``a100-80gb-sxm`` profile; their small all-reduces at 4–8 GPUs take ~60 µs where NCCL 2.27 takes
+  14–22 µs (2 GPUs: 10 µs in both), a cost of that software stack, which the Splitwise engine profile carries.
 - ``hopper``: ``llmsim calibrate --kernels ../shared/data/kernels --gpu h100_sxm``: the H100 GEMM tables of vLLM,
-  SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,500 timings of each framework × dtype), NCCL 2.29 on an
+  SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,000 timings of each framework × dtype), NCCL 2.29 on an
   8-GPU NVSwitch node (all_reduce, all_gather, reduce_scatter, alltoall; 2–8 GPUs, 512 B – 512 MiB; 16-bit
   all-reduces also by NVLink SHARP, ``all_reduce_nvls``, which Ampere's NVSwitch does not have), and the
   three frameworks' prefill and decode attention tables pooled (2,000 timings of each framework and phase), and
@@ -41,7 +41,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
     "ampere": {
         "flops_efficiency": 0.73, "bandwidth_efficiency": 0.84, "gemm_knee": 2.0, "gemm_tile_m": 64,
         "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
-        "gemm_k_latency_ns": 0.0,  # not fitted: see the module's docstring
+        "gemm_k_latency_ns": 0.0, "gemm_split_k": 0,  # not fitted: see the module's docstring
         "attention_efficiency": 0.58, "attention_io_efficiency": 0.27, "prefill_attention_ns_per_row": 0.52,
         "prefill_attention_ns_per_tile": 4.75, "prefill_attention_blocks_per_sm": 0.75,
         "decode_attention_efficiency": 0.1, "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 13.8,
@@ -60,7 +60,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
     },
     "hopper": {
         "flops_efficiency": 0.81, "bandwidth_efficiency": 0.85, "gemm_knee": 2.0, "gemm_tile_m": 32,
-        "kernel_overhead_us": 2.8, "quantize_overhead_us": 3.0, "gemm_k_latency_ns": 0.8,
+        "kernel_overhead_us": 2.8, "quantize_overhead_us": 3.0, "gemm_k_latency_ns": 0.9, "gemm_split_k": 6144,
         "flops_efficiency_by_dtype": {"fp8": 0.54, "fp8_block": 0.58},
         "attention_efficiency": 0.88, "attention_io_efficiency": 0.3, "prefill_attention_ns_per_row": 0.28,
         "prefill_attention_ns_per_tile": 19.75, "prefill_attention_blocks_per_sm": 1.0,

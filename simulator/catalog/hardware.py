@@ -83,20 +83,18 @@ DeepEPKernel = Literal["ll_dispatch", "ll_combine", "normal_dispatch", "normal_c
 
 FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
-    "gemm_k_latency_ns", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency", "collective_latency_us",
-    "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls", "collectives", "attention_efficiency",
-    "attention_io_efficiency", "prefill_attention_ns_per_row", "prefill_attention_ns_per_tile",
-    "prefill_attention_blocks_per_sm", "prefill_attention_packs_gqa", "prefill_attention_exp_exposed",
-    "decode_attention_efficiency", "decode_attention_ns_per_head", "decode_attention_ns_per_query_head",
-    "decode_attention_max_group",
-    "decode_attention_ns_per_query_token", "decode_attention_block_gb_per_s",
-    "decode_attention_query_tile", "decode_attention_mha_ns_per_head", "decode_attention_blocks_per_sm",
-    "decode_attention_split_us", "decode_attention_split_tokens", "decode_attention_split_blocks_per_sm",
-    "decode_attention_kv_tile", "prefill_fallback_head_dim", "prefill_fallback_window_head_dim",
-    "prefill_fallback_efficiency", "attention_overhead_us",
-    "moe_tile_m", "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency",
-    "moe_expert_overhead_us", "moe_kernels", "moe_token_pass_bytes", "moe_assignment_pass_bytes",
-    "moe_ep_overhead_us", "deepep",
+    "gemm_k_latency_ns", "gemm_split_k", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency",
+    "collective_latency_us", "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls",
+    "collectives", "attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
+    "prefill_attention_ns_per_tile", "prefill_attention_blocks_per_sm", "prefill_attention_packs_gqa",
+    "prefill_attention_exp_exposed", "decode_attention_efficiency", "decode_attention_ns_per_head",
+    "decode_attention_ns_per_query_head", "decode_attention_max_group", "decode_attention_ns_per_query_token",
+    "decode_attention_block_gb_per_s", "decode_attention_query_tile", "decode_attention_mha_ns_per_head",
+    "decode_attention_blocks_per_sm", "decode_attention_split_us", "decode_attention_split_tokens",
+    "decode_attention_split_blocks_per_sm", "decode_attention_kv_tile", "prefill_fallback_head_dim",
+    "prefill_fallback_window_head_dim", "prefill_fallback_efficiency", "attention_overhead_us", "moe_tile_m",
+    "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_expert_overhead_us",
+    "moe_kernels", "moe_token_pass_bytes", "moe_assignment_pass_bytes", "moe_ep_overhead_us", "deepep",
 )
 
 
@@ -135,6 +133,10 @@ class HardwareSpec(BaseModel):
     gemm_k_latency_ns: float = Field(
         default=0.0, ge=0, description="GEMM: serial latency of one output tile's main loop per element of k, ns "
         "(small GEMMs cannot hide it)")
+    gemm_split_k: int = Field(
+        default=0, ge=0, description="GEMMs of 16-bit weights: the longest stretch of k one output tile's main loop "
+        "walks (the 16-bit library splits a longer k over more thread blocks when the output has too few tiles; the "
+        "kernels for quantised weights do not); 0: no split")
     kernel_overhead_us: float = Field(ge=0, description="fixed cost of every kernel")
     quantize_overhead_us: float = Field(ge=0, description="W8A8 GEMMs: fixed cost of quantising the activations")
     attention_efficiency: float = Field(gt=0, le=1, description="prefill attention: fraction of the 16-bit peak")

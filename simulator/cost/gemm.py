@@ -4,15 +4,18 @@ A GEMM (m × k)·(k × n) of activations (``a`` bytes per element) and weights (
 
     t_c = 2 · ceil(m / tile)·tile · n · k / (peak FLOP/s × flops_efficiency)      (rows are computed in whole tiles)
     t_m = ((m·k + m·n) · a + k·n · w) / (HBM bytes/s × bandwidth_efficiency)
-    t_k = gemm_k_latency_ns · k                                                   (one output tile's main loop)
+    t_k = gemm_k_latency_ns · min(k, gemm_split_k)                                (one output tile's main loop)
     t   = (t_c^p + t_m^p + t_k^p)^(1/p) + kernel_overhead + t_q                   (p = gemm_knee)
 
 The smooth maximum models the knee around the ridge point: a GEMM near it is neither purely compute- nor purely
 memory-bound and takes longer than either bound alone. ``t_k`` is the serial latency of one thread block walking k
 (load a k-slice, feed the tensor cores, next): a small GEMM has too few output tiles to hide it, so its time grows
 with k whatever n is (H100, m ≤ 16, n ≤ 1,024: 3.0 µs at k = 256, 4.0 at 1,024, 6.0 at 2,560); a large GEMM hides it
-behind its compute or memory time. (Splitting k over more thread blocks would cap it; on the H100 tables, pooled
-over formats, a cap anywhere up to k = 32,768 fits no better than none.) The peak is the one of the weight format's
+behind its compute or memory time. The 16-bit library splits a long k over more thread blocks (``gemm_split_k``:
+a block walks at most that much of it; H100, one row through 256 columns: ~6 µs from k = 3,072 to 12,288), while
+the frameworks' kernels for quantised weights do not (their fp8 time grows with k to 65,536: fp8_block ~1.1 ns per
+element), so the cap holds for 16-bit weights only (pooled over formats, a cap anywhere up to k = 32,768 had fitted
+no better than none). The peak is the one of the weight format's
 compute (:func:`simulator.dtypes.compute_dtype`) at that format's fitted fraction (``flops_efficiency_by_dtype``):
 fp8, fp8_block and int8 weights run W8A8 at their tensor-core peak, and their activations are quantised first, one
 pass over them: t_q = m·k·(a + q) / (HBM bytes/s × bandwidth_efficiency) + quantize_overhead (q bytes per quantised
@@ -45,8 +48,8 @@ def gemm_time(hardware: str | HardwareSpec, m: float, n: float, k: float, dtype:
 class GemmModel:
     """:func:`gemm_time` with the hardware's constants resolved once (the simulator's hot path uses this)."""
 
-    __slots__ = ("a", "bandwidth", "flops", "k_latency", "overhead", "p", "quantize_bytes", "quantize_overhead",
-                 "tile", "w")
+    __slots__ = ("a", "bandwidth", "flops", "k_latency", "k_split", "overhead", "p", "quantize_bytes",
+                 "quantize_overhead", "tile", "w")
 
     def __init__(
         self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0, memory_scale: float = 1.0
@@ -61,6 +64,8 @@ class GemmModel:
         self.tile = hardware.gemm_tile_m
         self.overhead = hardware.kernel_overhead_us * 1e-6
         self.k_latency = hardware.gemm_k_latency_ns * 1e-9
+        # 16-bit weights run the 16-bit library's GEMMs, which split a long k; quantised weights run kernels that do not
+        self.k_split = hardware.gemm_split_k if self.w == 2 and hardware.gemm_split_k else math.inf
         quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype)
         self.quantize_bytes = self.a + bytes_per_element(dtype) if quantised else 0.0
         self.quantize_overhead = hardware.quantize_overhead_us * 1e-6 if quantised else 0.0
@@ -71,7 +76,7 @@ class GemmModel:
         rows = math.ceil(m / self.tile) * self.tile
         return self.combine(
             2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth,
-            self.k_latency * k,
+            self.k_latency * min(k, self.k_split),
         ) + self.quantize_time(m, k)
 
     def quantize_time(self, m, k):
@@ -85,7 +90,7 @@ class GemmModel:
         rows = np.ceil(m / self.tile) * self.tile
         return self.combine(
             2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth,
-            self.k_latency * k,
+            self.k_latency * np.minimum(k, self.k_split),
         ) + self.quantize_time(m, k)
 
     def combine(self, compute_s, memory_s, serial_s=0.0):

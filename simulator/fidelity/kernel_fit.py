@@ -6,7 +6,8 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 :mod:`simulator.fidelity.calibrate` (minimising the mean |log(predicted / measured)|, deterministic):
 
 - GEMMs: ``flops_efficiency`` (16-bit), the fp8 and fp8_block fractions of the fp8 peak, ``bandwidth_efficiency``,
-  ``kernel_overhead_us``, ``quantize_overhead_us``, the main loop's ``gemm_k_latency_ns`` (knee and row tile: the
+  ``kernel_overhead_us``, ``quantize_overhead_us``, the main loop's ``gemm_k_latency_ns`` and the longest k a
+  16-bit GEMM's block walks, ``gemm_split_k`` (knee and row tile: the
   same grid as the operator fit);
 - NCCL collectives on the node, each as two protocols (bandwidth and low-latency, :mod:`simulator.cost.collectives`):
   all-reduce (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
@@ -90,6 +91,7 @@ GEMM_GRID: dict[str, list[float]] = {
     "kernel_overhead_us": _steps(1.0, 8.0, 0.2),
     "quantize_overhead_us": _steps(0.0, 8.0, 0.5),
     "gemm_k_latency_ns": _steps(0.0, 4.0, 0.1),
+    "gemm_split_k": [0, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768],
 }
 GEMM_SHAPES: dict[str, list[float]] = {"gemm_knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm_tile_m": [32, 64, 128]}
 _LOW_LATENCY_GRID = (("efficiency", _steps(0.02, 0.60, 0.01)), ("latency_us", _steps(0.0, 20.0, 0.25)),
