@@ -171,6 +171,31 @@ def test_kernel_tables_are_read_in_their_units(tmp_path):
     assert (nccl["dtype"] == "int8").sum() == 2  # an int8 all-reduce of 128 MiB is timed as the ring, not NVLS
 
 
+def test_decode_attention_rows_faster_than_hbm_are_dropped(tmp_path):
+    """A decode row whose kernel would have read its K/V cache faster than the GPU's HBM peak did not read it: on an
+    A100 (2,039 GB/s) 64 sequences of 8,192 cached tokens over 8 KV heads of width 128 in bf16 are 64 · 8,192 · 2 ·
+    8 · 128 · 2 = 2.15 GB, at least 1.05 ms; timed at 0.64 ms (3.4 TB/s, as TensorRT-LLM's A100 table has it) the row
+    is left out, at 1.2 ms it stays; a 1,024-token window caps the bytes (0.27 GB: 0.64 ms is possible then), and a
+    prefill row is never dropped this way."""
+    import pandas as pd
+
+    from simulator.fidelity.kernels import attention_kernel_table
+
+    folder = tmp_path / "a100_sxm" / "attention" / "trtllm" / "1.0"
+    folder.mkdir(parents=True)
+    row = {"batch_size": 64, "isl": 1, "num_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+           "attn_dtype": "bfloat16", "kv_cache_dtype": "bfloat16"}
+    decode = [{**row, "step": 8191, "window_size": window, "latency": latency}
+              for window, latency in ((0, 0.64), (0, 1.2), (1024, 0.64))]
+    pd.DataFrame(decode).to_parquet(folder / "generation_attention_perf.parquet")
+    pd.DataFrame([{**row, "isl": 8192, "step": 0, "window_size": 0, "latency": 0.001}]).to_parquet(
+        folder / "context_attention_perf.parquet")
+    table = attention_kernel_table(tmp_path)
+    kept = table[table["phase"] == "decode"]
+    assert sorted(zip(kept["window"], kept["measured_s"], strict=True)) == [(0, 1.2e-3), (1024, 0.64e-3)]
+    assert (table["phase"] == "prefill").sum() == 1
+
+
 def test_moe_tables_are_read_with_balanced_routing_and_impossible_rows_dropped(tmp_path):
     """A synthetic fused-MoE table timed with the model under *balanced* routing (the collectors deal the T·k
     assignments round-robin: min(E, T·k) experts touched) has zero error; a row faster than reading its touched

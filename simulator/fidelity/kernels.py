@@ -29,7 +29,7 @@ multi-head tables (nothing is fitted on these). vLLM's MLA tables are left out l
 rows that would have read their K/V cache faster than the GPU's HBM peak are left out as the MoE rows above: 351 of
 TensorRT-LLM's A100 table (up to 3.5 TB/s implied on a 2.04 TB/s A100, at large batches of long contexts, where its
 H100 table's rows stay under 0.93 of that GPU's peak: its cache pool must be smaller than the batch it names, its
-blocks read again from L2) and 23 of SGLang's H100 table.
+blocks read again from L2) and 23 of SGLang's H100 table (head width 192, long contexts).
 
 Routing skew (:func:`moe_routing_kernel_errors`): TensorRT-LLM's MoE rows with expert parallelism, balanced and
 ``power_law_<α>``. Its collector draws every expert's load from a power law of exponent α on ``[1, 0.8·T]``
