@@ -327,22 +327,26 @@ def test_framework_gemm_fit_recovers_a_frameworks_rates(tmp_path):
 
 
 def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
-    """A GPU's GEMM table (bf16, the layout of ``../shared/data/kernels``) timed with a known serial latency along k
-    (1.5 ns per element) and fixed cost (2 µs): small GEMMs through narrow weights grow with k where their bytes do
-    not, which only that latency explains; the generation fit finds both again, with no error left."""
+    """A GPU's GEMM tables (bf16 and fp8, the layout of ``../shared/data/kernels``) timed with a known serial latency
+    along k (1.5 ns per element), a 16-bit split of k at 4,096 (the fp8 kernels walk all of it) and fixed cost
+    (2 µs): small GEMMs through narrow weights grow with k where their bytes do not, which only that latency
+    explains, and the bf16 ones stop growing past 4,096 while the fp8 ones go on; the generation fit finds all three
+    again (from the shipped split, 6,144), with no error left."""
     from simulator.fidelity.kernel_fit import fit_kernels
 
-    truth = load_hardware("h100-sxm").model_copy(update={"gemm_k_latency_ns": 1.5, "kernel_overhead_us": 2.0})
+    truth = load_hardware("h100-sxm").model_copy(update={"gemm_k_latency_ns": 1.5, "kernel_overhead_us": 2.0,
+                                                         "gemm_split_k": 4096})
     folder = tmp_path / "h100_sxm" / "gemm" / "sglang" / "1.0"
     folder.mkdir(parents=True)
-    rows = [{"gemm_dtype": "bfloat16", "m": m, "n": n, "k": k,
-             "latency": GemmModel(truth, "bf16").time(m, n, k) * 1e3}
+    rows = [{"gemm_dtype": name, "m": m, "n": n, "k": k, "latency": GemmModel(truth, dtype).time(m, n, k) * 1e3}
+            for name, dtype in (("bfloat16", "bf16"), ("fp8", "fp8"))
             for m in (1, 8, 96, 512, 2000, 4000) for n in (256, 1024, 4096, 14336)
-            for k in (256, 1024, 4096, 14336)]
+            for k in (256, 1024, 4096, 8192, 14336)]
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    assert load_hardware("h100-sxm").gemm_split_k != 4096
     fitted, report = fit_kernels(load_hardware("h100-sxm"), tmp_path, "h100_sxm")
-    assert (fitted.gemm_k_latency_ns, fitted.kernel_overhead_us) == (1.5, 2.0)
-    assert "sglang/bfloat16 0.0%/0.0%" in report[1]
+    assert (fitted.gemm_k_latency_ns, fitted.gemm_split_k, fitted.kernel_overhead_us) == (1.5, 4096, 2.0)
+    assert "sglang/bfloat16 0.0%/0.0%" in report[1] and "sglang/fp8 0.0%/0.0%" in report[1]
 
 
 def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
