@@ -111,7 +111,10 @@ def test_sliding_window_switched_off_is_a_dense_model(tmp_path):
 
 def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generation(tmp_path):
     """Blackwell has no measurements: B200 and GB200 take every fitted parameter of Hopper (H100) and keep their own
-    spec sheet; a profile's own value wins over its generation's; an unknown generation is a one-line error."""
+    spec sheet; a profile's own value wins over its generation's; an unknown generation is a one-line error. A
+    profile silent about its special-function units' exponential rate keeps the balance of the GPU its generation's
+    fit comes from — H100: 3.9 × 10^12 exponentials/s per 989.4 × 10^12 16-bit FLOP/s, so 1 TFLOP/s of a Blackwell
+    part of its own gets 3.9 / 989.4 × 10^12/s — since that fit prices its exponentials apart from its FLOP rate."""
     from simulator.catalog.hardware import FITTED_FIELDS
 
     h100, b200, gb200 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("gb200")
@@ -124,6 +127,7 @@ def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generatio
                    "peak_tflops: {bf16: 1, fp16: 1}\nkernel_overhead_us: 9\n")
     mine = load_hardware(str(own))
     assert (mine.kernel_overhead_us, mine.flops_efficiency) == (9, h100.flops_efficiency)
+    assert mine.sfu_exp_tera_per_s == pytest.approx(3.9 / 989.4) and b200.sfu_exp_tera_per_s == 5.0  # stated: kept
     own.write_text("name: mine\ngeneration: volta\nmemory_gib: 1\nmemory_bandwidth_gb_per_s: 1\n"
                    "peak_tflops: {bf16: 1, fp16: 1}\n")
     with pytest.raises(LLMSimError, match="generation: unknown 'volta'"):

@@ -29,8 +29,11 @@ Where the numbers come from (reproduce with ``llmsim calibrate``):
 The share of a prefill kernel's softmax exponentials not hidden behind its tensor cores
 (``prefill_attention_exp_exposed``, priced at the GPU's spec-sheet ``sfu_exp_tera_per_s``) is told apart from its
 FLOP rate only by timings of several head widths: Hopper's tables hold widths 64–512 (0.7 exposed, pooled;
-0.55–0.7 for each framework), Ampere's width 128 only, so Ampere's is none (its FLOP rate carries its exponentials)
-and a GPU that borrows Hopper's fit (Blackwell) pays Hopper's share of its own exponential rate.
+0.5–0.65 for each framework), Ampere's width 128 only, so Ampere's is none (its FLOP rate carries its exponentials)
+and a GPU that borrows Hopper's fit (Blackwell) pays Hopper's share of its own exponential rate. A profile that
+does not state that rate keeps the balance of the GPU its generation's fit comes from (``sfu_exp_per_bf16_flop``:
+exponentials per 16-bit tensor FLOP), so that a fit whose FLOP rate was fitted beside its exponentials does not
+price them as free on a GPU whose spec sheet is silent about them.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "flops_efficiency": 0.73, "bandwidth_efficiency": 0.84, "gemm_knee": 2.0, "gemm_tile_m": 64,
         "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
         "gemm_k_latency_ns": 0.0, "gemm_split_k": 0,  # not fitted: see the module's docstring
+        "sfu_exp_per_bf16_flop": 2.44 / 312,  # the A100's exponentials per 16-bit tensor FLOP (spec sheets)
         "attention_efficiency": 0.58, "attention_io_efficiency": 0.27, "prefill_attention_ns_per_row": 0.52,
         "prefill_attention_ns_per_tile": 4.75, "prefill_attention_blocks_per_sm": 0.75,
         "decode_attention_efficiency": 0.1, "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 13.8,
@@ -61,6 +65,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
     "hopper": {
         "flops_efficiency": 0.81, "bandwidth_efficiency": 0.85, "gemm_knee": 2.0, "gemm_tile_m": 32,
         "kernel_overhead_us": 2.8, "quantize_overhead_us": 3.0, "gemm_k_latency_ns": 0.9, "gemm_split_k": 6144,
+        "sfu_exp_per_bf16_flop": 3.9 / 989.4,  # the H100's exponentials per 16-bit tensor FLOP (spec sheets)
         "flops_efficiency_by_dtype": {"fp8": 0.54, "fp8_block": 0.58},
         "attention_efficiency": 0.88, "attention_io_efficiency": 0.3, "prefill_attention_ns_per_row": 0.28,
         "prefill_attention_ns_per_tile": 19.75, "prefill_attention_blocks_per_sm": 1.0,

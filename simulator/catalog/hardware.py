@@ -121,8 +121,8 @@ class HardwareSpec(BaseModel):
                           "blocks run on; 0: not stated (no decode-attention waves)")
     sfu_exp_tera_per_s: float = Field(
         default=0.0, ge=0, description="exponentials per second of the special-function units (MUFU.EX2), 10^12/s: "
-        "sm_count x 16 per clock x boost clock (Blackwell Ultra: 32 per clock); 0: not stated (the softmax's "
-        "exponentials not priced)")
+        "sm_count x 16 per clock x boost clock (Blackwell Ultra: 32 per clock); unstated, the 16-bit peak times the "
+        "exponentials per 16-bit FLOP of the GPU its generation's fit comes from")
     node: NodeSpec = NodeSpec()
     flops_efficiency: float = Field(gt=0, le=1, description="large 16-bit GEMMs: fraction of peak")
     flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], float] = Field(
@@ -272,6 +272,10 @@ class HardwareSpec(BaseModel):
         for table in ("flops_efficiency_by_dtype", "collectives"):  # a profile may set some entries of a table
             if isinstance(data.get(table), dict):
                 merged[table] = {**fit.get(table, {}), **data[table]}
+        bf16 = data.get("peak_tflops", {}).get("bf16") if isinstance(data.get("peak_tflops"), dict) else None
+        if not data.get("sfu_exp_tera_per_s") and isinstance(bf16, int | float):
+            # unstated: the balance of exponentials to 16-bit FLOPs of the GPU the generation's fit comes from
+            merged["sfu_exp_tera_per_s"] = bf16 * fit["sfu_exp_per_bf16_flop"]
         return merged
 
     @property

@@ -14,7 +14,7 @@ combine of its split-KV partials; unset, the prefill kernel's):
   (``sfu_exp_tera_per_s``), of which ``prefill_attention_exp_exposed`` is not hidden behind the tensor cores (one
   exponential per pair whatever the width, so a narrow head pays more per FLOP: H100's 3.9 × 10^12/s take as long
   as width 64's FLOPs at the full peak, half of width 128's; the frameworks' H100 tables run width 64 at 0.8 of
-  width 128's FLOP rate and width 256 at 1.1, and leave 0.55–0.7 of the exponentials' time exposed; Blackwell
+  width 128's FLOP rate and width 256 at 1.1, and leave 0.5–0.65 of the exponentials' time exposed; Blackwell
   Ultra doubles the rate) — but at least its longest thread block's (the last query tile of the
   longest chunk, :func:`longest_block`) at 1 / (``sm_count`` × ``prefill_attention_blocks_per_sm``) of that rate,
   where that is set (smooth maximum, p = the hardware's ``gemm_knee``): a kernel of fewer blocks than its SMs hold,
