@@ -128,6 +128,8 @@ def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generatio
     mine = load_hardware(str(own))
     assert (mine.kernel_overhead_us, mine.flops_efficiency) == (9, h100.flops_efficiency)
     assert mine.sfu_exp_tera_per_s == pytest.approx(3.9 / 989.4) and b200.sfu_exp_tera_per_s == 5.0  # stated: kept
+    own.write_text(own.read_text() + "sfu_exp_tera_per_s: 0\n")  # stated as none: none
+    assert load_hardware(str(own)).sfu_exp_tera_per_s == 0
     own.write_text("name: mine\ngeneration: volta\nmemory_gib: 1\nmemory_bandwidth_gb_per_s: 1\n"
                    "peak_tflops: {bf16: 1, fp16: 1}\n")
     with pytest.raises(LLMSimError, match="generation: unknown 'volta'"):

@@ -122,7 +122,7 @@ class HardwareSpec(BaseModel):
     sfu_exp_tera_per_s: float = Field(
         default=0.0, ge=0, description="exponentials per second of the special-function units (MUFU.EX2), 10^12/s: "
         "sm_count x 16 per clock x boost clock (Blackwell Ultra: 32 per clock); unstated, the 16-bit peak times the "
-        "exponentials per 16-bit FLOP of the GPU its generation's fit comes from")
+        "exponentials per 16-bit FLOP of the GPU its generation's fit comes from; 0: the exponentials not priced")
     node: NodeSpec = NodeSpec()
     flops_efficiency: float = Field(gt=0, le=1, description="large 16-bit GEMMs: fraction of peak")
     flops_efficiency_by_dtype: dict[Literal["fp8", "fp8_block", "int8", "fp4"], float] = Field(
@@ -273,7 +273,7 @@ class HardwareSpec(BaseModel):
             if isinstance(data.get(table), dict):
                 merged[table] = {**fit.get(table, {}), **data[table]}
         bf16 = data.get("peak_tflops", {}).get("bf16") if isinstance(data.get("peak_tflops"), dict) else None
-        if not data.get("sfu_exp_tera_per_s") and isinstance(bf16, int | float):
+        if "sfu_exp_tera_per_s" not in data and isinstance(bf16, int | float):
             # unstated: the balance of exponentials to 16-bit FLOPs of the GPU the generation's fit comes from
             merged["sfu_exp_tera_per_s"] = bf16 * fit["sfu_exp_per_bf16_flop"]
         return merged
