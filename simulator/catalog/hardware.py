@@ -272,7 +272,8 @@ class HardwareSpec(BaseModel):
         for table in ("flops_efficiency_by_dtype", "collectives"):  # a profile may set some entries of a table
             if isinstance(data.get(table), dict):
                 merged[table] = {**fit.get(table, {}), **data[table]}
-        bf16 = data.get("peak_tflops", {}).get("bf16") if isinstance(data.get("peak_tflops"), dict) else None
+        peaks = data.get("peak_tflops")
+        bf16 = peaks.get("bf16") if isinstance(peaks, dict) else None
         if "sfu_exp_tera_per_s" not in data and isinstance(bf16, int | float):
             # unstated: the balance of exponentials to 16-bit FLOPs of the GPU the generation's fit comes from
             merged["sfu_exp_tera_per_s"] = bf16 * fit["sfu_exp_per_bf16_flop"]

@@ -108,6 +108,12 @@ def query_tiles(new_tokens, rows_per_query=1):
     return -(-(new_tokens * rows_per_query) // QUERY_TILE)
 
 
+def decode_context(seq_len, window):
+    """The cached tokens a decode kernel over ``seq_len`` cached reads under a span ``window`` (0: none): min(S, w)
+    where a window is set; scalars or arrays."""
+    return np.where((np.asarray(window) > 0) & (np.asarray(seq_len) > window), window, seq_len)
+
+
 def longest_block(query_rows, keys):
     """Query-key pairs of a prefill kernel's longest thread block over a chunk of ``query_rows`` query rows (its
     tokens × the heads a block packs) whose last query sees ``keys`` keys: its last tile, min(rows,
@@ -283,8 +289,8 @@ class AttentionModel:
         """:func:`attention_time` for scalars or equal-length arrays (``window`` 0 = full attention)."""
         batch, seq_len, heads, kv_heads, head_dim, window = (
             np.asarray(x, dtype=float) for x in (batch, seq_len, heads, kv_heads, head_dim, window))
-        windowed = (window > 0) & (seq_len > window)
         if phase == "prefill":
+            windowed = (window > 0) & (seq_len > window)
             fallback = self.prefill_falls_back(head_dim, window > 0)
             pairs = np.where(windowed & ~fallback, window * (window + 1) / 2 + (seq_len - window) * window,
                              seq_len * (seq_len + 1) / 2)
@@ -293,7 +299,7 @@ class AttentionModel:
                                       batch * self.prefill_blocks_of(seq_len, heads, kv_heads),
                                       longest_block(seq_len * self.query_rows(heads, kv_heads), keys),
                                       self.prefill_rate(fallback)) + self.overhead
-        context = np.where(windowed, window, seq_len)
+        context = decode_context(seq_len, window)
         billed, split = self.decode_wave(batch, self.decode_blocks(heads, kv_heads), context)
         return (batch * self.tiled(context) * self.decode_per_token(heads, 2 * head_dim, 2 * kv_heads * head_dim,
                                                                     kv_heads, batch * kv_heads)

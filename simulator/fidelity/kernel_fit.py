@@ -53,7 +53,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
-from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel
+from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel, decode_context
 from simulator.cost.engine import load_engine
 from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score, set_parameter
@@ -284,7 +284,7 @@ def fallback_rate(table: pd.DataFrame, max_group: int) -> float | None:
                  & (table["heads"] > max_group * table["kv_heads"])]
     if not max_group or rows.empty:
         return None
-    context = np.where((rows["window"] > 0) & (rows["seq_len"] > rows["window"]), rows["window"], rows["seq_len"])
+    context = decode_context(rows["seq_len"].to_numpy(float), rows["window"].to_numpy(float))
     work = rows["batch"] * context * rows["heads"] * np.ceil(rows["head_dim"] / FALLBACK_WIDTH)
     return float(np.median(rows["measured_s"] / work) * 1e9)
 

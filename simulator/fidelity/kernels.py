@@ -54,7 +54,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
-from simulator.cost.attention import AttentionModel, longest_block, query_tiles
+from simulator.cost.attention import AttentionModel, decode_context, longest_block, query_tiles
 from simulator.cost.collectives import collective_time
 from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.expert_exchange import deepep_time
@@ -228,7 +228,7 @@ def attention_kernel_table(kernels_dir: Path) -> pd.DataFrame:
 def _cached_bytes(frame: pd.DataFrame) -> np.ndarray:
     """K/V bytes a decode row's kernel reads: every sequence's context (its window's where shorter) × 2 · KV heads ·
     head width, at the cache's bytes per element."""
-    context = np.where((frame["window"] > 0) & (frame["seq_len"] > frame["window"]), frame["window"], frame["seq_len"])
+    context = decode_context(frame["seq_len"].to_numpy(float), frame["window"].to_numpy(float))
     per_element = frame["kv_dtype"].map(bytes_per_element).to_numpy(float)
     return frame["batch"].to_numpy(float) * context * 2 * frame["kv_heads"] * frame["head_dim"] * per_element
 
