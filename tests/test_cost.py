@@ -874,6 +874,34 @@ def test_a_prefill_kernel_pays_its_softmaxs_exponentials_and_its_rows_by_their_w
         assert (kernel(rows, head_dim) - kernel(hw, head_dim)) * 1e6 == pytest.approx(micros)
 
 
+def test_an_attention_kernels_work_items_are_spread_over_the_gpus_sms():
+    """The per-item costs (decode blocks, prefill rows and query tiles) are whole-GPU nanoseconds of work spread over
+    the SMs of the GPU they were fitted on (``fitted_sm_count``): a GPU of other SMs pays them × fitted / its own. By
+    hand on H100 (132 SMs, 21 ns per decode block as fitted) against the same GPU with 66 and 264 SMs: 1,024
+    sequences of 8 KV heads (8,192 blocks, many waves either way) over 16 cached tokens pay 8,192 · 21 ns = 172 µs of
+    block costs on 132 SMs, twice that on 66, half on 264; a 4,096-token prefill of 32 heads pays its 131,072 rows at
+    1 ns each (131 µs) and its 32 · 32 query tiles at 10 ns (10.2 µs) twice over on 66 SMs. The H100 and A100
+    profiles, whose timings fitted their generations, pay them as fitted."""
+    from simulator.cost.attention import AttentionModel
+
+    h100 = load_hardware("h100-sxm").model_copy(update={
+        "prefill_attention_blocks_per_sm": 0.0, "prefill_attention_ns_per_row": 1.0,
+        "prefill_attention_ns_per_tile": 10.0})
+    assert (h100.fitted_sm_count, h100.decode_attention_ns_per_head) == (132, 21.0)
+    assert load_hardware("a100-80gb-sxm").fitted_sm_count == load_hardware("a100-80gb-sxm").sm_count == 108
+
+    def kernel(sm_count, phase, batch, seq_len, heads):
+        profile = h100.model_copy(update={"sm_count": sm_count})
+        return float(AttentionModel(profile).kernel_times(phase, batch, seq_len, heads, 8, 128, 0))
+
+    blocks = 1024 * 8 * 21e-9
+    decode = {sms: kernel(sms, "decode", 1024, 16, 32) for sms in (66, 132, 264)}
+    assert decode[66] - decode[132] == pytest.approx(blocks)
+    assert decode[132] - decode[264] == pytest.approx(blocks / 2)
+    items = 4096 * 32 * 1e-9 + 32 * 32 * 10e-9
+    assert kernel(66, "prefill", 1, 4096, 32) - kernel(132, "prefill", 1, 4096, 32) == pytest.approx(items)
+
+
 def test_a_decode_kernel_may_split_below_another_occupancy_than_its_wave():
     """``decode_attention_split_blocks_per_sm``: a step of fewer blocks than ``sm_count`` × it splits (as
     FlashAttention's heuristic splits below 0.8 of the SMs), whatever its wave. By hand on H100 (132 SMs), a wave of

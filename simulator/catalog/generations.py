@@ -33,7 +33,9 @@ FLOP rate only by timings of several head widths: Hopper's tables hold widths 64
 and a GPU that borrows Hopper's fit (Blackwell) pays Hopper's share of its own exponential rate. A profile that
 does not state that rate keeps the balance of the GPU its generation's fit comes from (``sfu_exp_per_bf16_flop``:
 exponentials per 16-bit tensor FLOP), so that a fit whose FLOP rate was fitted beside its exponentials does not
-price them as free on a GPU whose spec sheet is silent about them.
+price them as free on a GPU whose spec sheet is silent about them. Likewise each fit names the SMs of the GPU it
+was fitted on (``fitted_sm_count``): the attention kernels' whole-GPU costs per work item are that GPU's SMs' time,
+and another GPU spreads the same work over its own (:func:`simulator.cost.attention.spread_over_sms`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
         "gemm_k_latency_ns": 0.0, "gemm_split_k": 0,  # not fitted: see the module's docstring
         "sfu_exp_per_bf16_flop": 2.44 / 312,  # the A100's exponentials per 16-bit tensor FLOP (spec sheets)
+        "fitted_sm_count": 108,  # the A100's SMs: its per-item attention costs are its timings'
         "attention_efficiency": 0.58, "attention_io_efficiency": 0.27, "prefill_attention_ns_per_row": 0.52,
         "prefill_attention_ns_per_tile": 4.75, "prefill_attention_blocks_per_sm": 0.75,
         "decode_attention_efficiency": 0.1, "decode_attention_ns_per_head": 33.5, "attention_overhead_us": 13.8,
@@ -66,6 +69,7 @@ GENERATION_FITS: dict[str, dict[str, Any]] = {
         "flops_efficiency": 0.81, "bandwidth_efficiency": 0.85, "gemm_knee": 2.0, "gemm_tile_m": 32,
         "kernel_overhead_us": 2.8, "quantize_overhead_us": 3.0, "gemm_k_latency_ns": 0.9, "gemm_split_k": 6144,
         "sfu_exp_per_bf16_flop": 3.9 / 989.4,  # the H100's exponentials per 16-bit tensor FLOP (spec sheets)
+        "fitted_sm_count": 132,  # the H100 SXM's SMs: its per-item attention costs are its timings'
         "flops_efficiency_by_dtype": {"fp8": 0.54, "fp8_block": 0.58},
         "attention_efficiency": 0.88, "attention_io_efficiency": 0.3, "prefill_attention_ns_per_row": 0.28,
         "prefill_attention_ns_per_tile": 19.75, "prefill_attention_blocks_per_sm": 1.0,

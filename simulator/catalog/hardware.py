@@ -95,6 +95,7 @@ FITTED_FIELDS = (
     "prefill_fallback_window_head_dim", "prefill_fallback_efficiency", "attention_overhead_us", "moe_tile_m",
     "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_expert_overhead_us",
     "moe_kernels", "moe_token_pass_bytes", "moe_assignment_pass_bytes", "moe_ep_overhead_us", "deepep",
+    "fitted_sm_count",
 )
 
 
@@ -119,6 +120,10 @@ class HardwareSpec(BaseModel):
     host_link_gb_per_s: float = Field(default=32.0, gt=0, description="PCIe to host, per direction")
     sm_count: int = Field(default=0, ge=0, description="streaming multiprocessors (compute units) the kernels' thread "
                           "blocks run on; 0: not stated (no decode-attention waves)")
+    fitted_sm_count: int = Field(
+        default=0, ge=0, description="the SMs of the GPU whose timings fitted the attention kernels' whole-GPU costs "
+        "per work item (prefill rows and query tiles; decode blocks, query heads and fallback tokens): work spread "
+        "over the SMs, so a GPU of sm_count SMs pays them x fitted_sm_count / sm_count; 0: as stated")
     sfu_exp_tera_per_s: float = Field(
         default=0.0, ge=0, description="exponentials per second of the special-function units (MUFU.EX2), 10^12/s: "
         "sm_count x 16 per clock x boost clock (Blackwell Ultra: 32 per clock); unstated, the 16-bit peak times the "

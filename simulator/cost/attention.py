@@ -85,6 +85,12 @@ fitted on its own framework's tables (``attention_by_generation``,
 attention; and the same for its MLA kernels on its MLA tables (``mla_by_generation``,
 :meth:`~simulator.cost.engine.EngineProfile.mla_hardware`). ``llmsim validate`` reports the error for each
 framework.
+
+The costs per work item — ``prefill_attention_ns_per_row`` and ``_ns_per_tile``, ``decode_attention_ns_per_head``,
+``_ns_per_query_head``, ``_mha_ns_per_head`` and ``_ns_per_query_token`` — are whole-GPU nanoseconds of work that
+runs on all SMs at once, as fitted on a GPU of ``fitted_sm_count`` SMs (the generation's: H100 SXM 132, A100 108):
+a GPU of ``sm_count`` SMs pays them × fitted_sm_count / sm_count (:func:`spread_over_sms`; priced with the other
+generation's fit, the A100 and H100 tables' medians come 0.4–11 points closer with it).
 """
 
 from __future__ import annotations
@@ -106,6 +112,14 @@ def query_tiles(new_tokens, rows_per_query=1):
     ``rows_per_query`` rows each (the query heads a block packs per KV head; 1: one head per block):
     ceil(q · rows / QUERY_TILE) (scalars or arrays)."""
     return -(-(new_tokens * rows_per_query) // QUERY_TILE)
+
+
+def spread_over_sms(hardware: HardwareSpec) -> float:
+    """How much of a work item's whole-GPU cost, as fitted, this GPU pays: the items run on all its SMs at once, so
+    ``fitted_sm_count`` / ``sm_count`` (1 where either is not stated)."""
+    if not (hardware.fitted_sm_count and hardware.sm_count):
+        return 1.0
+    return hardware.fitted_sm_count / hardware.sm_count
 
 
 def decode_context(seq_len, window):
@@ -147,13 +161,14 @@ class AttentionModel:
         self.decode_bandwidth = bandwidth * (hardware.decode_attention_bandwidth_efficiency
                                              or hardware.bandwidth_efficiency)
         self.block_bandwidth = hardware.decode_attention_block_gb_per_s * 1e9 * memory_scale
-        self.per_head = hardware.decode_attention_ns_per_head * 1e-9
-        self.per_query_head = hardware.decode_attention_ns_per_query_head * 1e-9
+        item_ns = 1e-9 * spread_over_sms(hardware)  # whole-GPU ns per work item, on this GPU's SMs
+        self.per_head = hardware.decode_attention_ns_per_head * item_ns
+        self.per_query_head = hardware.decode_attention_ns_per_query_head * item_ns
         self.max_group = hardware.decode_attention_max_group
         self.query_tile = hardware.decode_attention_query_tile
         mha = hardware.decode_attention_mha_ns_per_head
-        self.mha_per_head = None if mha is None else mha * 1e-9
-        self.per_query_token = hardware.decode_attention_ns_per_query_token * 1e-9
+        self.mha_per_head = None if mha is None else mha * item_ns
+        self.per_query_token = hardware.decode_attention_ns_per_query_token * item_ns
         self.wave = hardware.sm_count * hardware.decode_attention_blocks_per_sm  # blocks at once (0: no waves)
         split = hardware.decode_attention_split_us  # the combine, a kernel: under CUDA graphs at most their floor
         self.split = (split if overhead_us is None else min(split, overhead_us)) * 1e-6
@@ -164,8 +179,8 @@ class AttentionModel:
         self.kv_tile = hardware.decode_attention_kv_tile
         # the tokens a context pads its last tile with, on average over contexts spread evenly over a tile's residues
         self.tile_padding = (self.kv_tile - 1) / 2 if self.kv_tile else 0.0
-        self.per_row = hardware.prefill_attention_ns_per_row * 1e-9
-        self.per_tile = hardware.prefill_attention_ns_per_tile * 1e-9
+        self.per_row = hardware.prefill_attention_ns_per_row * item_ns
+        self.per_tile = hardware.prefill_attention_ns_per_tile * item_ns
         self.prefill_wave = hardware.sm_count * hardware.prefill_attention_blocks_per_sm  # blocks at once (0: no bound)
         self.packs_gqa = hardware.prefill_attention_packs_gqa
         exps = hardware.sfu_exp_tera_per_s * 1e12  # the softmax's exponentials: one per query-key pair and head
