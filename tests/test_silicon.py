@@ -94,6 +94,20 @@ def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
     assert (gpt_oss.dtype, gpt_oss.kv_cache.dtype) == ("mxfp4", "auto")
 
 
+@pytest.mark.parametrize("mode, dtype, kv", [
+    ("fp8_static", "fp8", "fp8"), ("fp8_ootb", "fp8", "fp8"), ("sq", "int8", "auto"), ("int4_wo", "int4", "auto"),
+    ("bfloat16", "bf16", "auto"), ("float16", "fp16", "auto"), ("nvfp4", "nvfp4", "auto"),
+])
+def test_the_sources_quant_modes_name_their_weight_formats(mode, dtype, kv):
+    """The file's source writes its own GEMM quant modes (aiconfigurator's GEMMQuantMode): static-scale and
+    TensorRT-engine fp8 are W8A8 fp8 (with the recipe's fp8 cache), SmoothQuant W8A8 int8, int4_wo weight-only int4;
+    a 16-bit checkpoint serves them as the row says."""
+    config = row_experiment(_row(gemm_quant_mode=mode), "x:2", None)
+    assert (config.dtype, config.kv_cache.dtype) == (dtype, kv)
+    bare = row_experiment(_row(precision="fp4", system="b200_sxm"), "x:3", None)  # a precision alone: NVIDIA's fp4
+    assert bare.dtype == "nvfp4"
+
+
 def test_a_moe_degree_of_zero_is_not_stated():
     """The file writes 0 for a degree it does not state (vLLM rows without expert parallelism): moe_tp 0 is what
     expert parallelism leaves of the GPUs, as an empty cell is, not a degree of 1 (which over 4 GPUs would refuse the
