@@ -91,6 +91,9 @@ def test_mixtral_config_json(tmp_path):
     ({"layer_types": ["full_attention", "cross_attention"]}, "layer_types: unknown layer kind 'cross_attention'"),
     ({"layer_types": ["full_attention"]}, r"layer_types must list one kind per layer \(2\)"),
     ({"quantization_config": {"quant_method": "bitsandbytes"}}, "quant_method 'bitsandbytes' is not modelled"),
+    ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"type": "int", "num_bits": 8}, "input_activations": None}}}},
+     "compressed-tensors weights of 8 bit int .without quantised activations. are not modelled"),
     ({"num_local_experts": 4, "num_experts_per_tok": 8}, "experts_per_token must be <= num_experts, got 8 > 4"),
     ({"sliding_window": 0, "layer_types": ["sliding_attention"] * 2}, "sliding_window must be a positive integer"),
 ])
@@ -100,6 +103,36 @@ def test_configs_the_importer_cannot_honour_are_one_line_naming_the_field(tmp_pa
     path.write_text(json.dumps(config))
     with pytest.raises(LLMSimError, match=problem):
         load_model(str(path))
+
+
+@pytest.mark.parametrize("weights, activations, fmt, dtype", [
+    ({"type": "int", "num_bits": 4, "group_size": 32, "strategy": "group"}, None, "pack-quantized", "int4"),
+    ({"type": "float", "num_bits": 4, "group_size": 16}, {"type": "float", "num_bits": 4}, "nvfp4-pack-quantized",
+     "nvfp4"),
+    ({"type": "float", "num_bits": 8, "strategy": "channel"}, {"type": "float", "num_bits": 8}, "float-quantized",
+     "fp8"),
+    ({"type": "float", "num_bits": 8, "strategy": "block", "block_structure": [128, 128]}, None, "float-quantized",
+     "fp8_block"),
+    ({"type": "int", "num_bits": 8, "strategy": "channel"}, {"type": "int", "num_bits": 8}, "int-quantized", "int8"),
+])
+def test_a_compressed_tensors_checkpoint_names_its_weights_in_its_scheme(tmp_path, weights, activations, fmt, dtype):
+    """compressed-tensors states its weights per scheme (``config_groups``): 4-bit integers are weight-only int4 (as
+    Kimi-K2's quantisation-aware checkpoints ship), 4-bit floats in groups of 16 NVIDIA's nvfp4, 8-bit floats fp8 (in
+    128 x 128 blocks fp8_block), 8-bit integers with 8-bit activations int8. A multimodal wrapper may nest the whole
+    config, quantisation included, in ``text_config``; an ``re:`` entry of its ignore list keeps what it matches in
+    16 bits: ``re:.*self_attn.*`` attention, ``re:.*mlp\\.(gate|up|down)_proj.*`` the dense MLPs but not the experts
+    (``mlp.experts.N.gate_proj``)."""
+    text = {"model_type": "deepseek_v3", "num_attention_heads": 8, "hidden_size": 512, "num_hidden_layers": 2,
+            "vocab_size": 1000, "intermediate_size": 1024, "moe_intermediate_size": 128, "n_routed_experts": 8,
+            "num_experts_per_tok": 2, "first_k_dense_replace": 1, "quantization_config": {
+                "quant_method": "compressed-tensors", "format": fmt,
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                              "input_activations": activations}},
+                "ignore": ["lm_head", "re:.*self_attn.*", r"re:.*mlp\.(gate|up|gate_up|down)_proj.*"]}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "wrapper_vl", "text_config": text}))
+    quantization = load_model(str(path)).quantization
+    assert (quantization.dtype, quantization.parts) == (dtype, ("experts",))
 
 
 def test_sliding_window_switched_off_is_a_dense_model(tmp_path):

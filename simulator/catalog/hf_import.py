@@ -30,7 +30,9 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
 
 ``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
 ``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
-float 8-bit, 4-bit AWQ/GPTQ (``int4``); ``modules_to_not_convert`` naming attention keeps attention 16-bit. A
+8- and 4-bit float, 4-bit int (``int4``) and 8-bit int weights, 4-bit AWQ/GPTQ (``int4``) — at the top level or in
+a multimodal wrapper's ``text_config``; ``modules_to_not_convert`` naming attention keeps attention 16-bit, as
+does a compressed-tensors ``re:`` pattern matching attention or dense MLP modules (:func:`_leaves_out`). A
 declared 8-bit float KV cache (ModelOpt ``kv_cache_quant_algo: FP8``, compressed-tensors ``kv_cache_scheme`` of
 8-bit floats) is the checkpoint's KV format (:attr:`simulator.catalog.models.Quantization.kv_cache`).
 A window at least as long as the context (Phi-3's 262,144 on 131,072 positions) is full attention. Fields nested in
@@ -41,6 +43,7 @@ an ``attn_config`` or ``ffn_config`` (DBRX, MPT) read as if at the top level. A 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -440,18 +443,65 @@ def quantization(config: dict[str, Any], path: Path | None, where: str) -> dict[
         dtype = {"FP8": "fp8", "FP8_BLOCK": "fp8_block", "NVFP4": "nvfp4"}[algo]
     elif name in ("awq", "gptq") and bits == 4:
         dtype = "int4"
-    elif name == "compressed-tensors" and "float" in str(method.get("format", "")):
-        dtype = "fp8"
+    elif name == "compressed-tensors":
+        dtype = compressed_tensors_dtype(method, where)
     else:
         raise LLMSimError(f"{where}: quantization_config: quant_method {name or '?'!r}{f' {algo}' if algo else ''} "
                           "is not modelled (known: fp8, fp8 with weight_block_size, mxfp4, modelopt FP8/NVFP4, "
-                          "4-bit awq/gptq, compressed-tensors float)")
+                          "4-bit awq/gptq, compressed-tensors)")
     kept = method.get("modules_to_not_convert") or method.get("exclude_modules") or method.get("ignore") or []
     kept = [str(module) for module in kept] if isinstance(kept, list) else []
-    parts = ["dense_ffn", "experts"]
-    if not any("self_attn" in module or module.endswith(".attn") for module in kept):
-        parts.insert(0, "attention")
+    parts = [part for part in ("attention", "dense_ffn", "experts") if not any(
+        _leaves_out(module, part) for module in kept)]
     return {"dtype": dtype, "parts": parts, "kv_cache": declared_kv_cache(method)}
+
+
+# a module of each quantisable part, as checkpoints name them (the expert's of DeepSeek-style and Mixtral-style MoE)
+PART_MODULES = {"attention": ("model.layers.0.self_attn.q_proj",), "dense_ffn": ("model.layers.0.mlp.gate_proj",),
+                "experts": ("model.layers.0.mlp.experts.0.gate_proj", "model.layers.0.block_sparse_moe.experts.0.w1")}
+
+
+def _leaves_out(module: str, part: str) -> bool:
+    """Whether an entry of a checkpoint's unquantised-module list keeps ``part`` in 16 bits: a compressed-tensors
+    ``re:`` pattern matching that part's modules (``re:.*mlp\\.(gate|up|down)_proj.*`` keeps dense MLPs, not
+    experts); otherwise, for attention, a name through ``self_attn`` or ending in ``.attn`` (ModelOpt lists it per
+    layer, ``model.layers.3.self_attn*``)."""
+    if module.startswith("re:"):
+        try:
+            pattern = re.compile(module[3:])
+        except re.error:
+            return False
+        return any(pattern.fullmatch(name) for name in PART_MODULES[part])
+    return part == "attention" and ("self_attn" in module or module.endswith(".attn"))
+
+
+def compressed_tensors_dtype(method: dict[str, Any], where: str) -> str:
+    """A compressed-tensors checkpoint's weight format, from its first scheme's weights (``config_groups``) or,
+    without one, its ``format``: 8-bit floats ``fp8`` (``fp8_block`` in blocks), 4-bit floats ``nvfp4`` (groups of
+    16) or ``mxfp4``, 4-bit integers ``int4`` (weight-only, as Kimi-K2's quantisation-aware checkpoints), 8-bit
+    integers with quantised activations ``int8``."""
+    groups = method.get("config_groups")
+    scheme = next(iter(groups.values()), None) if isinstance(groups, dict) and groups else None
+    weights = scheme.get("weights") if isinstance(scheme, dict) else None
+    fmt = str(method.get("format", "")).lower()
+    if not isinstance(weights, dict):
+        if "float" in fmt:
+            return "fp8"
+        raise LLMSimError(f"{where}: quantization_config: compressed-tensors format {fmt or '?'!r} without "
+                          "config_groups weights is not modelled")
+    kind, bits = str(weights.get("type", "")).lower(), weights.get("num_bits")
+    activations = scheme.get("input_activations")
+    if kind == "float" and bits == 8:
+        return "fp8_block" if weights.get("strategy") == "block" or weights.get("block_structure") else "fp8"
+    if kind == "float" and bits == 4:
+        return "mxfp4" if "mxfp4" in fmt or weights.get("group_size") == 32 else "nvfp4"
+    if kind == "int" and bits == 4:
+        return "int4"
+    if kind == "int" and bits == 8 and isinstance(activations, dict):
+        return "int8"
+    raise LLMSimError(f"{where}: quantization_config: compressed-tensors weights of {bits} bit {kind or '?'} "
+                      f"({'with' if activations else 'without'} quantised activations) are not modelled (known: "
+                      "8-bit float, 4-bit float, 4-bit int, 8-bit int with 8-bit activations)")
 
 
 def declared_kv_cache(method: dict[str, Any]) -> str | None:
@@ -512,7 +562,7 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         "tie_word_embeddings": _flag(text, "tie_word_embeddings", where, family.startswith(TIED_BY_DEFAULT)),
         "layers": group_layers([(attentions[kind, reuse], ffn)
                                 for kind, reuse, ffn in zip(kinds, shared, ffns, strict=True)]),
-        "quantization": quantization(config, path, where),
+        "quantization": quantization(text, path, where),  # a multimodal wrapper may nest it in text_config
         "source": where,
     }
     return validate(ModelSpec, fields, where)
