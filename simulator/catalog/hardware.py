@@ -99,6 +99,14 @@ FITTED_FIELDS = (
 )
 
 
+# A quantised GEMM format measured nowhere takes the fraction of its peak of the nearest format that was: block-scaled
+# 4-bit floats (nvfp4, mxfp4; Blackwell) that of block-scaled fp8, then per-tensor fp8; 8-bit integers (W8A8) that
+# of fp8. Quantised kernels reach less of their peak than 16-bit ones (Hopper's fit: fp8 0.54, fp8_block 0.58, bf16
+# 0.81): with the 16-bit fraction a B200's fp4 GEMM would run 3.0x its fp8 one, where NVIDIA's cuBLAS 12.9 reaches
+# "up to 2.3x" (2.15x with fp8_block's fraction; 4.9x an H100's fp8 GEMM, against its "4.6x").
+UNFITTED_FORMAT_FRACTIONS: dict[str, tuple[str, ...]] = {"fp4": ("fp8_block", "fp8"), "int8": ("fp8",)}
+
+
 class HardwareSpec(BaseModel):
     """One GPU model. Bandwidths are GB/s (10^9 bytes/s) per direction; memory is GiB.
 
@@ -290,10 +298,14 @@ class HardwareSpec(BaseModel):
 
     def achievable_flops(self, dtype: str) -> float:
         """FLOP/s a large GEMM reaches computing in ``dtype`` (fp8_block runs on the fp8 tensor cores; a format the
-        GPU lacks falls back to the 16-bit peak and efficiency)."""
+        GPU lacks falls back to the 16-bit peak and efficiency). A quantised format without a fraction of its own
+        takes the nearest fitted one (:data:`UNFITTED_FORMAT_FRACTIONS`), not the 16-bit GEMMs'."""
         if dtype in ("bf16", "fp16") or not self.has_peak(dtype):
             return self.peak_flops(dtype) * self.flops_efficiency
-        return self.peak_flops(dtype) * self.flops_efficiency_by_dtype.get(dtype, self.flops_efficiency)
+        fitted = self.flops_efficiency_by_dtype
+        fraction = next((fitted[name] for name in (dtype, *UNFITTED_FORMAT_FRACTIONS.get(dtype, ())) if name in fitted),
+                        self.flops_efficiency)
+        return self.peak_flops(dtype) * fraction
 
     def peak_flops(self, dtype: str) -> float:
         """The spec sheet's dense FLOP/s computing in ``dtype`` (fp8_block on the fp8 tensor cores; a format the GPU
