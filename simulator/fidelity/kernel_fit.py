@@ -53,7 +53,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.hardware import ExchangeFit
-from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel, decode_context
+from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel, decode_context, spread_over_sms
 from simulator.cost.engine import load_engine
 from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score, set_parameter
@@ -252,7 +252,7 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     hardware = load_hardware(GPUS[gpu])
     stated = load_engine(framework).attention_hardware(hardware)
     dispatch = {name: getattr(stated, name) for name in DISPATCH_FIELDS if getattr(stated, name)}
-    costs = {"decode_attention_ns_per_query_token": fallback_rate(table, stated.decode_attention_max_group),
+    costs = {"decode_attention_ns_per_query_token": fallback_rate(table, stated),
              "prefill_fallback_efficiency": fallback_efficiency(table, stated)}
     costs.update({name: getattr(stated, name) for name in MHA_KERNEL_COSTS})
     start = {**dispatch, **{name: value for name, value in costs.items() if value is not None}}
@@ -276,17 +276,19 @@ def without_unidentifiable(grid: dict[str, list[float]], table: pd.DataFrame,
     return {name: values for name, values in grid.items() if name != EXP_SHARE}
 
 
-def fallback_rate(table: pd.DataFrame, max_group: int) -> float | None:
+def fallback_rate(table: pd.DataFrame, hardware: HardwareSpec) -> float | None:
     """The median nanoseconds per (query head, cached token, 128 elements of head width) of the 16-bit decode
-    timings whose groups exceed ``max_group`` query heads per KV head (None without a limit or such timings): where
-    the decode fit of their fallback kernel starts."""
+    timings whose groups exceed ``hardware``'s ``decode_attention_max_group`` query heads per KV head (None without a
+    limit or such timings), as the profile states such a cost (over :func:`spread_over_sms`): where the decode fit of
+    their fallback kernel starts."""
+    max_group = hardware.decode_attention_max_group
     rows = table[(table["phase"] == "decode") & (table["kv_dtype"] != "fp8")
                  & (table["heads"] > max_group * table["kv_heads"])]
     if not max_group or rows.empty:
         return None
     context = decode_context(rows["seq_len"].to_numpy(float), rows["window"].to_numpy(float))
     work = rows["batch"] * context * rows["heads"] * np.ceil(rows["head_dim"] / FALLBACK_WIDTH)
-    return float(np.median(rows["measured_s"] / work) * 1e9)
+    return float(np.median(rows["measured_s"] / work) * 1e9 / spread_over_sms(hardware))
 
 
 def fallback_efficiency(table: pd.DataFrame, hardware: HardwareSpec) -> float | None:
