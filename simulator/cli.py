@@ -830,7 +830,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--gpu's catalog profile by default)")
     cal.add_argument("--kernels", help="kernel-table folder (format of ../shared/data/kernels): fit the GEMM, "
                      "collective and attention parameters of a GPU generation")
-    cal.add_argument("--gpu", default="h100_sxm", help="with --kernels: the GPU folder to fit (a100_sxm, h100_sxm)")
+    cal.add_argument("--gpu", default="h100_sxm", help="with --kernels: the GPU folder to fit (a100_sxm, h100_sxm, "
+                     "or another system the data names: h200_sxm, b200_sxm, ...)")
     cal.add_argument("--framework", help="with --kernels: fit this framework's own all-reduce, GEMM-rate and "
                      "attention kernels (vllm, sglang, trtllm) instead of the GPU generation: writes engine-profile "
                      "fields")

@@ -89,13 +89,9 @@ import pandas as pd
 
 from simulator.config import ExperimentConfig
 from simulator.errors import LLMSimError
+from simulator.fidelity.systems import SYSTEMS
 from simulator.progress import progress_bar
 
-# the silicon file's system names -> hardware_profiles/
-SYSTEMS = {
-    "a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200",
-    "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300", "l40s": "l40s",
-}
 BACKENDS = ("vllm", "sglang", "trtllm")
 REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
             "silicon_ttft_ms", "silicon_tpot_ms")
