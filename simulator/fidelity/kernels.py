@@ -64,13 +64,10 @@ from simulator.cost.moe import ExpertsModel
 from simulator.cost.roofline import engine_network, framework_all_reduce_time
 from simulator.dtypes import bytes_per_element
 from simulator.fidelity.errors import ape
-from simulator.fidelity.systems import SYSTEMS
+from simulator.fidelity.systems import SYSTEMS, WEIGHT_FORMATS
 
 GPUS = SYSTEMS  # a kernel-table folder -> its hardware profile (every system the data names, measured here or not)
-# the tables' weight formats (their source's quant modes: fp8_static is fp8 with static scales, sq SmoothQuant's W8A8
-# int8, int4_wo weight-only int4) -> the simulator's
-GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_static": "fp8", "fp8_block": "fp8_block",
-               "sq": "int8", "int4_wo": "int4", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
+GEMM_DTYPES = WEIGHT_FORMATS  # a GEMM table's gemm_dtype -> the simulator's weight format
 NCCL_DTYPES = {"half": "fp16", "int8": "int8"}  # the tables' element types (their sizes: bytes_per_element)
 NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
             "alltoall": "all_to_all"}

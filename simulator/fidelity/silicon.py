@@ -89,19 +89,13 @@ import pandas as pd
 
 from simulator.config import ExperimentConfig
 from simulator.errors import LLMSimError
-from simulator.fidelity.systems import SYSTEMS
+from simulator.fidelity.systems import SYSTEMS, WEIGHT_FORMATS
 from simulator.progress import progress_bar
 
 BACKENDS = ("vllm", "sglang", "trtllm")
 REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
             "silicon_ttft_ms", "silicon_tpot_ms")
-# a row's weight format (gemm_quant_mode, else precision) -> the simulator's; besides plain names, the modes of the
-# file's source (aiconfigurator's GEMMQuantMode): fp8_static and fp8_ootb are W8A8 fp8 too (static scales; the
-# TensorRT engine path), sq is SmoothQuant's W8A8 int8, int4_wo weight-only int4, and a bare "fp4" precision is
-# NVIDIA's nvfp4 (int8_wo, weight-only int8, has no counterpart here)
-PRECISIONS = {"": "bf16", "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "fp8": "fp8",
-              "fp8_static": "fp8", "fp8_ootb": "fp8", "fp8_block": "fp8_block", "int8": "int8", "sq": "int8",
-              "int4": "int4", "int4_wo": "int4", "fp4": "nvfp4", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
+PRECISIONS = {"": "bf16", **WEIGHT_FORMATS}  # a row's gemm_quant_mode, else precision (empty: 16-bit)
 # weight formats the benchmark recipe runs with an fp8 KV cache (see the module's docstring)
 FP8_KV_PRECISIONS = ("fp8", "fp8_block")
 
