@@ -178,8 +178,8 @@ def test_another_machines_kernel_tables_are_validated_not_skipped(tmp_path):
     its spec sheet with its generation's fit — and its tables in the same layout are read and priced with it, in the
     source's quant-mode names (nvfp4, SmoothQuant's sq as W8A8 int8, int4_wo as weight-only int4): timed with the
     B200 profile, every row's error is zero; timed with the H100's, the B200 profile is 2,250 / 989.4 = 2.27x faster
-    on a compute-bound 16-bit GEMM of 8,192 cubed (one fraction of either peak; HBM 6% of its time), as the
-    validation says."""
+    on a compute-bound 16-bit GEMM of 8,192 cubed (one fraction of either peak; its HBM time a tenth of its
+    compute), as the validation says."""
     import pandas as pd
 
     from simulator.cost.gemm import GemmModel
