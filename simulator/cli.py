@@ -318,6 +318,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                           f"(allowed: {', '.join(generation_names())})")
     if args.runs is not None:
         return _validate_runs(args)
+    from simulator.fidelity.kernels import left_out
     from simulator.fidelity.report import validate_all, write_report
 
     data = Path(args.data)
@@ -327,6 +328,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         _check_output_file(Path(args.report), "--report")
     results = validate_all(data, args.engine, args.generation)
     text = write_report(results, Path(args.plot) if args.plot else None)
+    if (data / "kernels").is_dir() and (omitted := left_out(data / "kernels")):
+        text += "\n\n== left out (not priced) ==\n" + "\n".join(omitted)
     print(text)
     if args.report:
         from simulator.fidelity.report import kernels_figure

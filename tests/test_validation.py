@@ -203,6 +203,34 @@ def test_another_machines_kernel_tables_are_validated_not_skipped(tmp_path):
     assert big["measured_s"] / big["predicted_s"] == pytest.approx(2250 / 989.4, rel=0.01)
 
 
+def test_what_the_kernel_readers_do_not_price_is_said(tmp_path):
+    """Nothing is dropped unsaid: a folder of a system the catalog does not name, and the rows of a priced family
+    whose format columns hold values its reader does not price, counted by column and value (a weight-only int8
+    GEMM, a broadcast, fp8 queries); the priced rows are not counted."""
+    import pandas as pd
+
+    from simulator.fidelity.kernels import left_out
+
+    gemm = tmp_path / "h100_sxm" / "gemm" / "vllm" / "1.0"
+    gemm.mkdir(parents=True)
+    pd.DataFrame({"gemm_dtype": ["bfloat16", "int8_wo", "int8_wo", "fp8"], "m": 1, "n": 256, "k": 256,
+                  "latency": 0.01}).to_parquet(gemm / "gemm_perf.parquet")
+    nccl = tmp_path / "h100_sxm" / "comm" / "nccl" / "2.0"
+    nccl.mkdir(parents=True)
+    pd.DataFrame({"op_name": ["all_reduce", "broadcast"], "nccl_dtype": ["half", "half"], "num_gpus": 2,
+                  "message_size": 256, "latency": 0.01}).to_parquet(nccl / "nccl_perf.parquet")
+    attention = tmp_path / "h100_sxm" / "attention" / "sglang" / "1.0"
+    attention.mkdir(parents=True)
+    pd.DataFrame({"attn_dtype": ["bfloat16", "fp8", "fp8"], "kv_cache_dtype": ["bfloat16", "fp8", "int4"]}).to_parquet(
+        attention / "context_attention_perf.parquet")
+    (tmp_path / "tpu_v5" / "gemm").mkdir(parents=True)
+    lines = left_out(tmp_path)
+    assert lines[0].startswith("kernels/tpu_v5: a system the catalog does not name")
+    assert lines[1:] == ["GEMM: 2 rows in formats not priced (gemm_dtype=int8_wo: 2)",
+                         "NCCL: 1 row in formats not priced (op_name=broadcast: 1)",
+                         "attention: 2 rows in formats not priced (attn_dtype=fp8: 2, kv_cache_dtype=int4: 1)"]
+
+
 def test_decode_attention_rows_faster_than_hbm_are_dropped(tmp_path):
     """A decode row whose kernel would have read its K/V cache faster than the GPU's HBM peak did not read it: on an
     A100 (2,039 GB/s) 64 sequences of 8,192 cached tokens over 8 KV heads of width 128 in bf16 are 64 · 8,192 · 2 ·

@@ -46,7 +46,8 @@ and without EPLB's expert slots) are predicted the same way, EPLB rows with ``sl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -76,11 +77,47 @@ MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16
               "nvfp4": "nvfp4"}
 MOE_COLUMNS = ["gpu", "framework", "dtype", "tokens", "hidden", "inter", "topk", "experts", "moe_tp", "moe_ep",
                "measured_s"]
+# each table family's files and the values of its format columns its reader prices (:func:`left_out` counts the rest)
+PRICED_FORMATS: dict[str, tuple[str, dict[str, Collection[str]]]] = {
+    "GEMM": ("*/gemm/*/*/gemm_perf.parquet", {"gemm_dtype": GEMM_DTYPES}),
+    "NCCL": ("*/comm/nccl/*/nccl_perf.parquet", {"op_name": NCCL_OPS, "nccl_dtype": NCCL_DTYPES}),
+    "attention": ("*/attention/*/*/*_attention_perf.parquet", {"attn_dtype": ("bfloat16",),
+                                                               "kv_cache_dtype": KV_DTYPES}),
+    "MLA": ("*/mla/*/*/*_mla_perf.parquet", {"mla_dtype": ("bfloat16",), "kv_cache_dtype": KV_DTYPES}),
+    "MoE": ("*/moe/*/*/moe_perf.parquet", {"moe_dtype": MOE_DTYPES}),
+}
 
 
 def _hardware(gpu: str, hardware: Mapping[str, HardwareSpec] | None) -> HardwareSpec:
     """The profile a table's GPU folder is predicted with: the override, else the catalog's."""
     return (hardware or {}).get(gpu) or load_hardware(GPUS[gpu])
+
+
+def left_out(kernels_dir: Path) -> list[str]:
+    """What the kernel-table readers do not price, one line each, so that no table is dropped unsaid: a folder of a
+    system :data:`GPUS` does not name, and per table family the rows whose format columns hold a value its reader
+    does not price (:data:`PRICED_FORMATS`: another query or KV precision, a weight format or collective not
+    modelled), counted by column and value."""
+    import pyarrow.parquet as pq
+
+    lines = [f"kernels/{folder.name}: a system the catalog does not name (known: {', '.join(GPUS)})"
+             for folder in sorted(kernels_dir.iterdir()) if folder.is_dir() and folder.name not in GPUS]
+    for family, (pattern, priced) in PRICED_FORMATS.items():
+        rows, counts = 0, Counter()
+        for path in sorted(kernels_dir.glob(pattern)):
+            if path.parts[-5] not in GPUS:
+                continue
+            columns = [column for column in priced if column in pq.read_schema(path).names]
+            table = pd.read_parquet(path, columns=columns)
+            unpriced = pd.DataFrame({column: ~table[column].isin(priced[column]) for column in columns})
+            rows += int(unpriced.any(axis=1).sum())
+            for column in columns:
+                counts.update({f"{column}={value}": count
+                               for value, count in table.loc[unpriced[column], column].value_counts().items()})
+        if rows:
+            lines.append(f"{family}: {rows:,} row{'s' * (rows != 1)} in formats not priced ("
+                         + ", ".join(f"{name}: {count:,}" for name, count in sorted(counts.items())) + ")")
+    return lines
 
 
 def _framework_engine(framework: str, engines: Mapping[str, EngineProfile] | None) -> EngineProfile | None:
