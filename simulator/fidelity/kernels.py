@@ -93,6 +93,15 @@ def _hardware(gpu: str, hardware: Mapping[str, HardwareSpec] | None) -> Hardware
     return (hardware or {}).get(gpu) or load_hardware(GPUS[gpu])
 
 
+def priced(table: pd.DataFrame, family: str) -> pd.Series:
+    """Which rows of a ``family`` table its reader prices: every format column of :data:`PRICED_FORMATS` holding a
+    priced value."""
+    mask = pd.Series(True, index=table.index)
+    for column, values in PRICED_FORMATS[family][1].items():
+        mask &= table[column].isin(values)
+    return mask
+
+
 def left_out(kernels_dir: Path) -> list[str]:
     """What the kernel-table readers do not price, one line each, so that no table is dropped unsaid: a folder of a
     system :data:`GPUS` does not name, and per table family the rows whose format columns hold a value its reader
@@ -140,7 +149,7 @@ def gemm_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         if gpu not in GPUS:
             continue
         table = pd.read_parquet(path, columns=["gemm_dtype", "m", "n", "k", "latency"])
-        table = table[(table["n"] >= 256) & (table["k"] >= 256) & table["gemm_dtype"].isin(GEMM_DTYPES)]
+        table = table[(table["n"] >= 256) & (table["k"] >= 256) & priced(table, "GEMM")]
         if framework == "vllm":
             table = table[table["gemm_dtype"] != "fp8_block"]
         frames.append(pd.DataFrame({
@@ -175,7 +184,7 @@ def nccl_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         if gpu not in GPUS:
             continue
         table = pd.read_parquet(path)
-        table = table[table["op_name"].isin(NCCL_OPS) & table["nccl_dtype"].isin(NCCL_DTYPES)]
+        table = table[priced(table, "NCCL")]
         dtypes = table["nccl_dtype"].map(NCCL_DTYPES)
         nbytes = table["message_size"].to_numpy(float) * dtypes.map(bytes_per_element).to_numpy(float)
         frames.append(pd.DataFrame({"gpu": gpu, "op": table["op_name"].map(NCCL_OPS).to_numpy(),
@@ -245,7 +254,7 @@ def attention_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         if gpu not in GPUS or phase is None:
             continue
         table = pd.read_parquet(path)
-        table = table[(table["attn_dtype"] == "bfloat16") & table["kv_cache_dtype"].isin(KV_DTYPES)]
+        table = table[priced(table, "attention")]
         windows = table["window_size"] if "window_size" in table else pd.Series(0, index=table.index)
         seq = table["isl"] + (table["step"] if phase == "decode" else 0)
         frame = pd.DataFrame({
@@ -303,7 +312,7 @@ def moe_kernel_table(kernels_dir: Path) -> pd.DataFrame:
     the HBM peak are dropped, see the module docstring)."""
     frames = []
     for gpu, framework, table in _moe_tables(kernels_dir, "moe_perf"):
-        table = table[(table["distribution"] == "balanced") & table["moe_dtype"].isin(MOE_DTYPES)
+        table = table[(table["distribution"] == "balanced") & priced(table, "MoE")
                       & (table["moe_ep_size"] == 1)]
         frame = _moe_frame(table, gpu, framework)
         peak = load_hardware(GPUS[gpu]).memory_bandwidth_gb_per_s * 1e9
@@ -369,7 +378,7 @@ def moe_routing_kernel_table(kernels_dir: Path) -> pd.DataFrame:
     :data:`MOE_COLUMNS` plus ``distribution`` and ``load_cv`` (the collector's law; 0 when balanced)."""
     frames = []
     for gpu, framework, table in _moe_tables(kernels_dir, "moe_perf", ROUTING_FRAMEWORKS):
-        table = table[table["moe_dtype"].isin(MOE_DTYPES) & (table["moe_ep_size"] > 1)]
+        table = table[priced(table, "MoE") & (table["moe_ep_size"] > 1)]
         alphas = table["distribution"].str.extract(r"^power_law_([0-9.]+)$", expand=False).astype(float)
         table, alphas = table[alphas.notna() | (table["distribution"] == "balanced")], alphas.dropna()
         cv = np.zeros(len(table))
@@ -490,7 +499,7 @@ def mla_kernel_table(kernels_dir: Path) -> pd.DataFrame:
         if gpu not in GPUS or phase is None or framework == "vllm":
             continue
         table = pd.read_parquet(path)
-        table = table[(table["mla_dtype"] == "bfloat16") & table["kv_cache_dtype"].isin(KV_DTYPES)]
+        table = table[priced(table, "MLA")]
         seq = table["isl"] + (table["step"] if phase == "decode" else 0)
         frames.append(pd.DataFrame({
             "gpu": gpu, "framework": framework, "phase": phase, "heads": table["num_heads"].to_numpy(),
