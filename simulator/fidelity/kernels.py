@@ -111,14 +111,14 @@ def left_out(kernels_dir: Path) -> list[str]:
 
     lines = [f"kernels/{folder.name}: a system the catalog does not name (known: {', '.join(GPUS)})"
              for folder in sorted(kernels_dir.iterdir()) if folder.is_dir() and folder.name not in GPUS]
-    for family, (pattern, priced) in PRICED_FORMATS.items():
+    for family, (pattern, formats) in PRICED_FORMATS.items():
         rows, counts = 0, Counter()
         for path in sorted(kernels_dir.glob(pattern)):
             if path.parts[-5] not in GPUS:
                 continue
-            columns = [column for column in priced if column in pq.read_schema(path).names]
+            columns = [column for column in formats if column in pq.read_schema(path).names]
             table = pd.read_parquet(path, columns=columns)
-            unpriced = pd.DataFrame({column: ~table[column].isin(priced[column]) for column in columns})
+            unpriced = pd.DataFrame({column: ~table[column].isin(formats[column]) for column in columns})
             rows += int(unpriced.any(axis=1).sum())
             for column in columns:
                 counts.update({f"{column}={value}": count
