@@ -272,11 +272,14 @@ def test_rows_priced_as_another_generation(tmp_path, capsys):
     assert len(err) == 1 and "--generation: unknown 'volta'" in err[0]
 
 
-def test_fit_subset_is_fixed_by_the_id():
+def test_fit_subset_is_fixed_by_the_id_and_other_gpus_are_held_out():
+    """About half of the H100 rows (the system the engine profiles were fitted on), fixed by the id alone; every row
+    of another GPU is held out, whatever its id (no profile was fitted on it)."""
     ids = [f"row{i}" for i in range(400)]
-    fit = [i for i in ids if is_fit_row({"id": i})]
+    fit = [i for i in ids if is_fit_row({"id": i, "system": "h100_sxm"})]
     assert 150 < len(fit) < 250  # about half
-    assert fit == [i for i in ids if is_fit_row({"id": i, "isl": "9"})]  # nothing but the id decides
+    assert fit == [i for i in ids if is_fit_row({"id": i, "system": "h100_sxm", "isl": "9"})]  # only the id decides
+    assert not any(is_fit_row({"id": i, "system": system}) for i in ids for system in ("b200_sxm", "h200_sxm", ""))
 
 
 @pytest.mark.slow

@@ -92,6 +92,7 @@ from simulator.errors import LLMSimError
 from simulator.fidelity.systems import SYSTEMS, WEIGHT_FORMATS
 from simulator.progress import progress_bar
 
+FITTED_SYSTEM = "h100_sxm"  # the system whose rows the engine profiles' fixed costs were fitted on
 BACKENDS = ("vllm", "sglang", "trtllm")
 REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
             "silicon_ttft_ms", "silicon_tpot_ms")
@@ -414,9 +415,11 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
 
 
 def is_fit_row(row: dict[str, str]) -> bool:
-    """The rows engine profiles are fitted on: those whose ``id`` has an even CRC-32 (about half of every slice,
-    fixed by the id alone). The others are held out and reported apart."""
-    return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
+    """The rows engine profiles are fitted on: rows of the system they were fitted on (:data:`FITTED_SYSTEM`) whose
+    ``id`` has an even CRC-32 (about half of every slice, fixed by the id alone). The others — every row of another
+    GPU, whatever its id — are held out and reported apart."""
+    return ((row.get("system") or "").strip() == FITTED_SYSTEM
+            and zlib.crc32((row.get("id") or "").encode()) % 2 == 0)
 
 
 def validate_runs(
