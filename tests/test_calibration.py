@@ -331,15 +331,18 @@ def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
     along k (1.5 ns per element), a 16-bit split of k at 4,096 (the fp8 kernels walk all of it) and fixed cost
     (2 µs): small GEMMs through narrow weights grow with k where their bytes do not, which only that latency
     explains, and the bf16 ones stop growing past 4,096 while the fp8 ones go on; the generation fit finds all three
-    again (from the shipped split, 6,144), with no error left."""
+    again (from the shipped split, 6,144), with no error left — its weight-only int4 table, timed with int4 kernels
+    of their own, left out of that fit and fitted apart."""
+    from simulator.catalog.hardware import GemmKernelFit
     from simulator.fidelity.kernel_fit import fit_kernels
 
-    truth = load_hardware("h100-sxm").model_copy(update={"gemm_k_latency_ns": 1.5, "kernel_overhead_us": 2.0,
-                                                         "gemm_split_k": 4096})
+    truth = load_hardware("h100-sxm").model_copy(update={
+        "gemm_k_latency_ns": 1.5, "kernel_overhead_us": 2.0, "gemm_split_k": 4096,
+        "gemm_kernel_by_dtype": {"int4": GemmKernelFit(tile_m=8, k_latency_ns=3.0, overhead_us=9.0)}})
     folder = tmp_path / "h100_sxm" / "gemm" / "sglang" / "1.0"
     folder.mkdir(parents=True)
     rows = [{"gemm_dtype": name, "m": m, "n": n, "k": k, "latency": GemmModel(truth, dtype).time(m, n, k) * 1e3}
-            for name, dtype in (("bfloat16", "bf16"), ("fp8", "fp8"))
+            for name, dtype in (("bfloat16", "bf16"), ("fp8", "fp8"), ("int4_wo", "int4"))
             for m in (1, 8, 96, 512, 2000, 4000) for n in (256, 1024, 4096, 14336)
             for k in (256, 1024, 4096, 8192, 14336)]
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
@@ -347,6 +350,34 @@ def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
     fitted, report = fit_kernels(load_hardware("h100-sxm"), tmp_path, "h100_sxm")
     assert (fitted.gemm_k_latency_ns, fitted.gemm_split_k, fitted.kernel_overhead_us) == (1.5, 4096, 2.0)
     assert "sglang/bfloat16 0.0%/0.0%" in report[1] and "sglang/fp8 0.0%/0.0%" in report[1]
+    # the int4 table, its kernels its own, is fitted apart after the pooled GEMMs (which it would have pulled)
+    assert fitted.gemm_kernel_by_dtype == truth.gemm_kernel_by_dtype and report[2].startswith("int4 GEMM kernels")
+
+
+def test_format_kernel_fit_recovers_the_int8_and_int4_kernels(tmp_path):
+    """A GPU's W8A8 int8 (``sq``) and weight-only int4 (``int4_wo``) tables, the layout of ``../shared/data/kernels``,
+    timed with known kernels of their own — 16- and 8-row tiles, 1.2 and 2.4 ns per element of k, 4 and 7 µs of
+    fixed work, int8 at 0.7 of its peak: each format's kernels are fitted back from the 16-bit ones on every other
+    weight shape, with no error left on the held-out shapes either."""
+    from simulator.catalog.hardware import GemmKernelFit
+    from simulator.fidelity.kernel_fit import fit_format_kernels
+
+    base = load_hardware("a100-80gb-sxm").model_copy(
+        update={"gemm_kernel_by_dtype": {}, "flops_efficiency_by_dtype": {}})
+    kernels = {"int8": GemmKernelFit(tile_m=16, k_latency_ns=1.2, overhead_us=4.0),
+               "int4": GemmKernelFit(tile_m=8, k_latency_ns=2.4, overhead_us=7.0)}
+    truth = base.model_copy(update={"gemm_kernel_by_dtype": kernels, "flops_efficiency_by_dtype": {"int8": 0.7}})
+    folder = tmp_path / "a100_sxm" / "gemm" / "trtllm" / "1.0"
+    folder.mkdir(parents=True)
+    rows = [{"gemm_dtype": name, "m": m, "n": n, "k": k, "latency": GemmModel(truth, dtype).time(m, n, k) * 1e3}
+            for name, dtype in (("sq", "int8"), ("int4_wo", "int4"))
+            for m in (1, 4, 16, 48, 256, 2048, 8192) for n in (256, 1024, 4096, 14336)
+            for k in (256, 1024, 4096, 14336)]
+    pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    fitted, report = fit_format_kernels(base, tmp_path, "a100_sxm")
+    assert fitted.gemm_kernel_by_dtype == kernels and fitted.flops_efficiency_by_dtype == {"int8": 0.7}
+    assert report == [f"{fmt} GEMM kernels median/p90: trtllm/fitted 0.0%/0.0%, trtllm/held out 0.0%/0.0%"
+                      for fmt in ("int8", "int4")]
 
 
 def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):

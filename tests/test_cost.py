@@ -20,6 +20,7 @@ from simulator.cost import (
     gemm_time,
     load_engine,
 )
+from simulator.cost.gemm import GemmModel
 from simulator.errors import LLMSimError
 from tests.helpers import experiment
 
@@ -415,6 +416,33 @@ def test_weight_precision_changes_bytes_and_peak():
     model = load_model("llama-3-8b")
     unquantised = 2 * 128256 * 4096 + (2 * 32 + 1) * 4096  # embeddings, LM head, norms
     assert model.weight_bytes(1.0) == (model.num_params - unquantised) * 1.0 + unquantised * 2
+
+
+def test_a_quantised_formats_own_gemm_kernels_price_its_gemms():
+    """A format with GEMM kernels of its own (``gemm_kernel_by_dtype``; the A100's int8 and int4, fitted on
+    TensorRT-LLM's tables) computes rows in its own tiles and walks all of k at its own latency, and pays its fixed
+    work beyond the kernel floor; by hand on A100 (312 TFLOP/s 16-bit at 0.73, 624 int8 at its 0.78; 2,039 GB/s at
+    0.84; knee 2; 6 µs floor): one row of int4 through 8,192 × 8,192 is its weight read, 8 rows of 16-bit math and
+    2.4 ns per element of k, plus 6 + 6 µs — the 64-row tile of the 16-bit library had priced that row's math at
+    twice its weight read. Other formats, and the memory-bound kernels of the same model, are untouched."""
+    a100 = load_hardware("a100-80gb-sxm")
+    n = k = 8192
+    bandwidth = 2039e9 * 0.84
+    read = ((k + n) * 2 + k * n * 0.5) / bandwidth
+    math_, serial = 2 * 8 * n * k / (312e12 * 0.73), 2.4e-9 * k
+    assert gemm_time(a100, 1, n, k, "int4") == pytest.approx((read**2 + math_**2 + serial**2) ** 0.5 + 12e-6)
+    # W8A8 int8 at 4,096 rows: compute-bound at its own fraction of the int8 peak, then the activations' quantisation
+    # pass (read 2, write 1 byte each; the A100's fit has no fixed cost for it)
+    m = 4096
+    int8 = ((2 * m * n * k / (624e12 * 0.78)) ** 2 + (((m * k + m * n) * 2 + k * n) / bandwidth) ** 2
+            + (1.6e-9 * k) ** 2) ** 0.5 + 6e-6 + 5e-6 + m * k * 3 / bandwidth
+    assert gemm_time(a100, m, n, k, "int8") == pytest.approx(int8)
+    without = a100.model_copy(update={"gemm_kernel_by_dtype": {}})
+    assert gemm_time(a100, 1, n, k, "bf16") == gemm_time(without, 1, n, k, "bf16")
+    assert GemmModel(a100, "int4").memory_kernel(1e6) == GemmModel(without, "int4").memory_kernel(1e6)
+    # the 16-bit library's 64-row tile priced that row's math above its weight read
+    math_64 = 2 * 64 * n * k / (312e12 * 0.73)
+    assert math_64 > 1.9 * read and gemm_time(without, 1, n, k, "int4") > math_64
 
 
 def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touches():

@@ -10,7 +10,14 @@ Where the numbers come from (reproduce with ``llmsim calibrate``):
 - ``ampere``: GEMMs from ``../shared/data/calibration/a100_ops`` (15,300 per-layer timings; the GEMM main loop's
   serial latency, ``gemm_k_latency_ns``, and with it its split along k, ``gemm_split_k``, are left out: fitted there
   with it (0.8 ns, knee 1.5), the held-out A100 kernel tables get worse, medians 7.6 -> 7.7% SGLang, 8.7 -> 9.5%
-  TensorRT-LLM, 8.4 -> 8.8% vLLM); the collectives (all-reduce, all-gather, reduce-scatter, all-to-all: NCCL 2.27
+  TensorRT-LLM, 8.4 -> 8.8% vLLM); the GEMM kernels of W8A8 int8 and weight-only int4 weights, which are not the
+  16-bit library's (``gemm_kernel_by_dtype``: 8-row tiles, a main loop of 1.6 and 2.4 ns per element of k that
+  does not split, 5 and 6 µs of fixed work beyond the kernel floor; int8 at 0.78 of its peak), from TensorRT-LLM's
+  A100 SmoothQuant and weight-only tables, every other weight shape (the rest held out), under these GEMMs
+  (:func:`simulator.fidelity.kernel_fit.fit_format_kernels`; before them int8 took the 16-bit fraction and int4 the
+  16-bit library's 64-row tile, which priced a one-row int4 GEMM as 64 rows of 16-bit math, up to twice its weight
+  read: on the held-out shapes 20.8% and 27.1% median error, now 9.9% and 11.3%); the collectives
+  (all-reduce, all-gather, reduce-scatter, all-to-all: NCCL 2.27
   inside an 8-GPU NVSwitch node) and attention from the A100 kernel tables (``llmsim calibrate --kernels
   ../shared/data/kernels --gpu a100_sxm``; its attention under these GEMMs' knee of 2.0 — the command refits the
   GEMMs on the kernel tables first, knee 1.5, under which its attention lands at 0.53 ns per row and 0.5 blocks per
@@ -45,8 +52,11 @@ from typing import Any
 GENERATION_FITS: dict[str, dict[str, Any]] = {
     "ampere": {
         "flops_efficiency": 0.73, "bandwidth_efficiency": 0.84, "gemm_knee": 2.0, "gemm_tile_m": 64,
-        "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {},
+        "kernel_overhead_us": 6.0, "quantize_overhead_us": 0.0, "flops_efficiency_by_dtype": {"int8": 0.78},
         "gemm_k_latency_ns": 0.0, "gemm_split_k": 0,  # not fitted: see the module's docstring
+        # the int8 (W8A8) and int4 (weight-only) GEMM kernels: TensorRT-LLM's A100 tables (module docstring)
+        "gemm_kernel_by_dtype": {"int8": {"tile_m": 8, "k_latency_ns": 1.6, "overhead_us": 5.0},
+                                 "int4": {"tile_m": 8, "k_latency_ns": 2.4, "overhead_us": 6.0}},
         "sfu_exp_per_bf16_flop": 2.44 / 312,  # the A100's exponentials per 16-bit tensor FLOP (spec sheets)
         "fitted_sm_count": 108,  # the A100's SMs: its per-item attention costs are its timings'
         "attention_efficiency": 0.58, "attention_io_efficiency": 0.27, "prefill_attention_ns_per_row": 0.52,

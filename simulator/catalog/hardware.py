@@ -81,11 +81,28 @@ class ExchangeFit(BaseModel):
 
 DeepEPKernel = Literal["ll_dispatch", "ll_combine", "normal_dispatch", "normal_combine"]
 
+
+class GemmKernelFit(BaseModel):
+    """The GEMM kernels of one quantised weight format where they are not the 16-bit library's (a W8A8 int8 kernel
+    with its per-token scales, a weight-only kernel that dequantises in its main loop): the rows one tile computes,
+    its main loop's serial latency per element of k, and the fixed GPU work of each such GEMM beyond the kernel
+    floor (its prologue, scales, a reduction of split partials) — :mod:`simulator.cost.gemm`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    tile_m: int | None = Field(default=None, ge=1, description="rows computed per tile (None: gemm_tile_m)")
+    k_latency_ns: float | None = Field(
+        default=None, ge=0, description="serial latency of one output tile's main loop per element of k, ns (None: "
+        "gemm_k_latency_ns); these kernels do not split k")
+    overhead_us: float = Field(default=0.0, ge=0, description="fixed GPU work per GEMM beyond the kernel floor")
+
+
+QuantisedFormat = Literal["fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"]
+
 FITTED_FIELDS = (
     "flops_efficiency", "flops_efficiency_by_dtype", "bandwidth_efficiency", "gemm_knee", "gemm_tile_m",
-    "gemm_k_latency_ns", "gemm_split_k", "kernel_overhead_us", "quantize_overhead_us", "link_efficiency",
-    "collective_latency_us", "collective_step_latency_us", "all_reduce_low_latency", "all_reduce_nvls",
-    "collectives", "attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
+    "gemm_k_latency_ns", "gemm_split_k", "gemm_kernel_by_dtype", "kernel_overhead_us", "quantize_overhead_us",
+    "link_efficiency", "collective_latency_us", "collective_step_latency_us", "all_reduce_low_latency",
+    "all_reduce_nvls", "collectives", "attention_efficiency", "attention_io_efficiency", "prefill_attention_ns_per_row",
     "prefill_attention_ns_per_tile", "prefill_attention_blocks_per_sm", "prefill_attention_packs_gqa",
     "prefill_attention_exp_exposed", "decode_attention_efficiency", "decode_attention_ns_per_head",
     "decode_attention_ns_per_query_head", "decode_attention_max_group", "decode_attention_ns_per_query_token",
@@ -112,8 +129,9 @@ class HardwareSpec(BaseModel):
 
     Besides spec-sheet numbers, a profile holds a few fitted parameters with physical meaning (see
     ``simulator/cost/gemm.py`` and ``simulator/cost/collectives.py``): achievable fractions of peak compute (per
-    numeric format), HBM bandwidth and link bandwidth; the GEMM row tile and its main loop's latency along k; a
-    fixed cost per kernel and per activation quantisation; collective latencies. Those the profile leaves out come
+    numeric format), HBM bandwidth and link bandwidth; the GEMM row tile and its main loop's latency along k (and
+    those of a quantised format's own kernels, with their fixed work); a fixed cost per kernel and per activation
+    quantisation; collective latencies. Those the profile leaves out come
     from its ``generation``.
     """
 
@@ -150,6 +168,9 @@ class HardwareSpec(BaseModel):
         default=0, ge=0, description="GEMMs of 16-bit weights: the longest stretch of k one output tile's main loop "
         "walks (the 16-bit library splits a longer k over more thread blocks when the output has too few tiles; the "
         "kernels for quantised weights do not); 0: no split")
+    gemm_kernel_by_dtype: dict[QuantisedFormat, GemmKernelFit] = Field(
+        default_factory=dict, description="a quantised weight format's GEMM kernels where they are their own: row "
+        "tile, main-loop latency, fixed work (else the 16-bit GEMMs' tile and latency)")
     kernel_overhead_us: float = Field(ge=0, description="fixed cost of every kernel")
     quantize_overhead_us: float = Field(ge=0, description="W8A8 GEMMs: fixed cost of quantising the activations")
     attention_efficiency: float = Field(gt=0, le=1, description="prefill attention: fraction of the 16-bit peak")
@@ -282,7 +303,7 @@ class HardwareSpec(BaseModel):
         except (KeyError, TypeError):
             raise ValueError(f"generation: unknown {generation!r} (allowed: {', '.join(generation_names())})") from None
         merged = {**{name: fit[name] for name in FITTED_FIELDS if name in fit}, **data}
-        for table in ("flops_efficiency_by_dtype", "collectives"):  # a profile may set some entries of a table
+        for table in ("flops_efficiency_by_dtype", "gemm_kernel_by_dtype", "collectives"):  # some entries of a table
             if isinstance(data.get(table), dict):
                 merged[table] = {**fit.get(table, {}), **data[table]}
         peaks = data.get("peak_tflops")

@@ -5,7 +5,7 @@ A GEMM (m × k)·(k × n) of activations (``a`` bytes per element) and weights (
     t_c = 2 · ceil(m / tile)·tile · n · k / (peak FLOP/s × flops_efficiency)      (rows are computed in whole tiles)
     t_m = ((m·k + m·n) · a + k·n · w) / (HBM bytes/s × bandwidth_efficiency)
     t_k = gemm_k_latency_ns · min(k, gemm_split_k)                                (one output tile's main loop)
-    t   = (t_c^p + t_m^p + t_k^p)^(1/p) + kernel_overhead + t_q                   (p = gemm_knee)
+    t   = (t_c^p + t_m^p + t_k^p)^(1/p) + kernel_overhead + t_f + t_q             (p = gemm_knee)
 
 The smooth maximum models the knee around the ridge point: a GEMM near it is neither purely compute- nor purely
 memory-bound and takes longer than either bound alone. ``t_k`` is the serial latency of one thread block walking k
@@ -21,12 +21,20 @@ fp8, fp8_block and int8 weights run W8A8 at their tensor-core peak, and their ac
 pass over them: t_q = m·k·(a + q) / (HBM bytes/s × bandwidth_efficiency) + quantize_overhead (q bytes per quantised
 element); int4 weights (and fp4 on GPUs without FP4 tensor cores) are dequantised to 16-bit math.
 
+A format whose GEMMs run kernels of their own (``gemm_kernel_by_dtype``: SmoothQuant's W8A8 int8 with its per-token
+scales, a weight-only int4 kernel dequantising in its main loop) computes its rows in its own tiles and walks k at
+its own latency (neither splits k), and pays ``t_f``, its fixed work beyond the kernel floor (prologue, scales); the
+others have t_f = 0. On the A100, TensorRT-LLM's int4 kernel computes 8 rows where the 16-bit library pads to 64 —
+which had priced one row of int4 through 8,192 × 8,192 weights at its 16-bit math, twice its weight read — and walks
+k at 2.4 ns per element (its one-row time grows from 10 µs at k = 256 to 50 µs at 16,384 through 256 columns).
+
 Fitted per GPU generation (:mod:`simulator.catalog.generations`). Ampere, on ``../shared/data/calibration/a100_ops``
 (QKV, O, MLP-up, MLP-down of 8 models, TP 1–8, 1–32k tokens, 15,300 timings): flops_efficiency 0.73,
 bandwidth_efficiency 0.84, p = 2, tile 64, overhead 6 µs give a median absolute error of 4.8% and p90 13%; a plain
 max(t_c, t_m) with flat factors gives 9.4% and 31%. Hopper, on the H100 kernel tables of three frameworks: see
 ``llmsim validate`` (the frameworks' kernels differ among themselves by 10–40% on small GEMMs, which one set of
-parameters per GPU cannot follow).
+parameters per GPU cannot follow); the A100's int8 and int4 kernels on TensorRT-LLM's tables of those formats
+(:func:`simulator.fidelity.kernel_fit.fit_format_kernels`).
 """
 
 from __future__ import annotations
@@ -48,8 +56,8 @@ def gemm_time(hardware: str | HardwareSpec, m: float, n: float, k: float, dtype:
 class GemmModel:
     """:func:`gemm_time` with the hardware's constants resolved once (the simulator's hot path uses this)."""
 
-    __slots__ = ("a", "bandwidth", "flops", "k_latency", "k_split", "overhead", "p", "quantize_bytes",
-                 "quantize_overhead", "tile", "w")
+    __slots__ = ("a", "bandwidth", "flops", "format_overhead", "k_latency", "k_split", "overhead", "p",
+                 "quantize_bytes", "quantize_overhead", "tile", "w")
 
     def __init__(
         self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0, memory_scale: float = 1.0
@@ -61,9 +69,13 @@ class GemmModel:
         self.w = bytes_per_element(dtype)
         self.a = bytes_per_element(activation_dtype(dtype))
         self.p = hardware.gemm_knee
-        self.tile = hardware.gemm_tile_m
-        self.overhead = hardware.kernel_overhead_us * 1e-6
-        self.k_latency = hardware.gemm_k_latency_ns * 1e-9
+        self.overhead = hardware.kernel_overhead_us * 1e-6  # the kernel floor (also the memory-bound kernels')
+        # a quantised format's own kernels where fitted: their row tile, main-loop latency and fixed work
+        kernel = hardware.gemm_kernel_by_dtype.get(dtype)
+        self.tile = kernel.tile_m if kernel and kernel.tile_m else hardware.gemm_tile_m
+        k_latency = kernel.k_latency_ns if kernel and kernel.k_latency_ns is not None else hardware.gemm_k_latency_ns
+        self.k_latency = k_latency * 1e-9
+        self.format_overhead = kernel.overhead_us * 1e-6 if kernel else 0.0
         # 16-bit weights run the 16-bit library's GEMMs, which split a long k; quantised weights run kernels that do not
         self.k_split = hardware.gemm_split_k if self.w == 2 and hardware.gemm_split_k else math.inf
         quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype)
@@ -77,7 +89,7 @@ class GemmModel:
         return self.combine(
             2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth,
             self.k_latency * min(k, self.k_split),
-        ) + self.quantize_time(m, k)
+        ) + self.format_overhead + self.quantize_time(m, k)
 
     def quantize_time(self, m, k):
         """The activation-quantisation pass of a W8A8 GEMM (0 for 16-bit math); scalars or arrays."""
@@ -91,7 +103,7 @@ class GemmModel:
         return self.combine(
             2 * rows * n * k / self.flops, ((m * k + m * n) * self.a + k * n * self.w) / self.bandwidth,
             self.k_latency * np.minimum(k, self.k_split),
-        ) + self.quantize_time(m, k)
+        ) + self.format_overhead + self.quantize_time(m, k)
 
     def combine(self, compute_s, memory_s, serial_s=0.0):
         """Smooth maximum of a kernel's compute, memory and serial (main-loop) times, plus the per-kernel overhead;

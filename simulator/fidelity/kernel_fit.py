@@ -8,7 +8,8 @@ outweighs the others. Three groups are fitted one after another, each by the coo
 - GEMMs: ``flops_efficiency`` (16-bit), the fp8 and fp8_block fractions of the fp8 peak, ``bandwidth_efficiency``,
   ``kernel_overhead_us``, ``quantize_overhead_us``, the main loop's ``gemm_k_latency_ns`` and the longest k a
   16-bit GEMM's block walks, ``gemm_split_k`` (knee and row tile: the
-  same grid as the operator fit);
+  same grid as the operator fit); then, apart, the kernels of formats whose GEMMs are their own (W8A8 int8 and
+  weight-only int4: ``gemm_kernel_by_dtype``, :func:`fit_format_kernels`), which the pooled fit leaves out;
 - NCCL collectives on the node, each as two protocols (bandwidth and low-latency, :mod:`simulator.cost.collectives`):
   all-reduce (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
   ``all_reduce_low_latency``, and ``all_reduce_nvls`` — NVLink SHARP for 16-bit data — where the generation's switch
@@ -52,9 +53,10 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
-from simulator.catalog.hardware import ExchangeFit
+from simulator.catalog.hardware import ExchangeFit, GemmKernelFit
 from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel, decode_context, spread_over_sms
 from simulator.cost.engine import load_engine
+from simulator.dtypes import compute_dtype
 from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score, set_parameter
 from simulator.fidelity.kernels import (
@@ -720,14 +722,76 @@ def _fit_group(profile: HardwareSpec, name: str, table: pd.DataFrame, by: list[s
     return profile
 
 
+# quantised weight formats whose GEMMs run kernels of their own (:func:`fit_format_kernels`), not the 16-bit library's
+# nor the W8A8 fp8 kernels the pooled GEMM fit prices: SmoothQuant's W8A8 int8 and weight-only int4
+FORMAT_KERNEL_DTYPES = ("int8", "int4")
+FORMAT_KERNEL_GRID: dict[str, list[float]] = {
+    "k_latency_ns": _steps(0.0, 4.0, 0.1),
+    "overhead_us": _steps(0.0, 20.0, 0.5),
+}
+FORMAT_TILES = (8, 16, 32, 64, 128)  # row tiles scanned: each descended from, the best kept
+FORMAT_FRACTIONS = _steps(0.40, 0.95, 0.01)  # a W8A8 format's fraction of its tensor-core peak
+
+
+def format_held_out(rows: pd.DataFrame) -> np.ndarray:
+    """Which of one format's GEMM timings :func:`fit_format_kernels` holds out: those of every other weight shape
+    (n, k) in sorted order, starting with the second (weights the fit has not seen)."""
+    keys = list(rows[["n", "k"]].itertuples(index=False, name=None))
+    fitted = set(sorted(set(keys))[::2])
+    return np.array([key not in fitted for key in keys], dtype=bool)
+
+
+def fit_format_kernels(profile: HardwareSpec, kernels_dir: Path, gpu: str,
+                       table: pd.DataFrame | None = None) -> tuple[HardwareSpec, list[str]]:
+    """``profile`` with the GEMM kernels of each format of :data:`FORMAT_KERNEL_DTYPES` that ``gpu``'s tables
+    measure fitted (``gemm_kernel_by_dtype``: their main loop's latency along k and fixed work, their row tile
+    scanned over :data:`FORMAT_TILES`; a W8A8 format's fraction of its peak too), by coordinate descent on every
+    other weight shape (:func:`format_held_out`), every framework's table of the format scored alike, the
+    generation's other GEMM parameters held; and one report line per format, fitted and held-out shapes apart."""
+    table = gemm_kernel_table(kernels_dir) if table is None else table
+    table = table[table["gpu"] == gpu]
+    formats = table["dtype"].map(GEMM_DTYPES)
+    report = []
+    for fmt in FORMAT_KERNEL_DTYPES:
+        rows = table[formats == fmt].reset_index(drop=True)
+        if rows.empty:
+            continue
+        held_out = format_held_out(rows)
+        fit_rows = rows[~held_out].reset_index(drop=True)
+        grid = {f"gemm_kernel_by_dtype.{fmt}.{name}": values for name, values in FORMAT_KERNEL_GRID.items()}
+        start = {}
+        math_dtype = compute_dtype(fmt)
+        if math_dtype == fmt and profile.has_peak(fmt):  # W8A8: its own tensor-core peak, at a fraction of it
+            grid[f"flops_efficiency_by_dtype.{fmt}"] = FORMAT_FRACTIONS
+            start["flops_efficiency_by_dtype"] = {
+                **profile.flops_efficiency_by_dtype, fmt: profile.achievable_flops(fmt) / profile.peak_flops(fmt)}
+
+        def evaluate(candidate: HardwareSpec, fit_rows: pd.DataFrame = fit_rows) -> float:
+            return _score_by(gemm_kernel_errors(kernels_dir, {gpu: candidate}, fit_rows, engines={}), ["framework"])
+
+        candidates = []
+        for tile in FORMAT_TILES:
+            kernel = GemmKernelFit(tile_m=tile, k_latency_ns=profile.gemm_k_latency_ns, overhead_us=0.0)
+            begin = profile.model_copy(update={
+                **start, "gemm_kernel_by_dtype": {**profile.gemm_kernel_by_dtype, fmt: kernel}})
+            candidates.append(coordinate_descent(begin, grid, evaluate))
+        profile = min(candidates, key=evaluate)
+        errors = gemm_kernel_errors(kernels_dir, {gpu: profile}, rows, engines={})
+        report.append(_summary(f"{fmt} GEMM kernels", errors.assign(
+            shapes=np.where(held_out, "held out", "fitted")), ["framework", "shapes"]))
+    return profile, report
+
+
 def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int = 2000) -> tuple[HardwareSpec,
                                                                                                  list[str]]:
     """The profile with its GEMM, collective and attention parameters fitted on ``kernels_dir/gpu``, and one report
     line per group."""
     report = []
     profile = base
-    gemm = gemm_kernel_table(kernels_dir)
-    gemm = _sample(gemm[gemm["gpu"] == gpu], ["framework", "dtype"], per_group)
+    tables = gemm_kernel_table(kernels_dir)
+    tables = tables[tables["gpu"] == gpu]
+    own_kernels = tables["dtype"].map(GEMM_DTYPES).isin(FORMAT_KERNEL_DTYPES)  # fitted apart, after the pooled fit
+    gemm = _sample(tables[~own_kernels], ["framework", "dtype"], per_group)
     if len(gemm):
         def gemm_score(p: HardwareSpec) -> float:
             return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, gemm, engines={}), ["framework", "dtype"])
@@ -738,6 +802,8 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         profile = coordinate_descent(min(shapes, key=gemm_score), GEMM_GRID, gemm_score)
         report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm, engines={}),
                                ["framework", "dtype"]))
+    profile, format_report = fit_format_kernels(profile, kernels_dir, gpu, tables[own_kernels])
+    report.extend(format_report)
     nccl = nccl_kernel_table(kernels_dir)
     nccl = nccl[nccl["gpu"] == gpu].reset_index(drop=True)
     # NVLS where the generation has in-switch reduction (a fit to start from); Ampere's NVSwitch has none
@@ -759,7 +825,8 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         profile = profile.model_copy(update={"deepep": {**(profile.deepep or {}), **{
             kernel: ExchangeFit(**fit) for kernel, fit in deepep.items()}}})
         report.append(_summary("DeepEP", deepep_kernel_errors(kernels_dir, {gpu: profile}), ["kernel"]))
-    fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID, *MOE_GRID))]
+    fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID, *MOE_GRID)),
+              "gemm_kernel_by_dtype"]
     values = {name: getattr(profile, name) for name in dict.fromkeys(fitted)}
     if deepep:
         values["deepep"] = deepep
