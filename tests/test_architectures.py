@@ -869,6 +869,24 @@ def test_layers_sharing_a_selection_run_no_indexer(tmp_path):
         _load(tmp_path, {key: value for key, value in config.items() if key != "kv_lora_rank"})
 
 
+def test_a_sparse_attention_family_runs_its_indexer_where_the_config_leaves_it_out(tmp_path):
+    """GLM-5's model code (``glm_moe_dsa``) runs its indexer whatever its config states, with transformers' defaults
+    (2,048 tokens picked by 32 heads of 128): a config that leaves the index fields out (as the one aiconfigurator
+    bundles does) is sparse attention, not dense MLA — per layer the indexer's 64·32·128 + 256·128 + 2·128 + 256·32
+    weights and a 128-wide FP8 key with its fp32 scale cached per token; fields the config states win."""
+    config = {"model_type": "glm_moe_dsa", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+              "v_head_dim": 16, "vocab_size": 100}
+    defaulted = _load(tmp_path, config)
+    dense = _load(tmp_path, {**config, "model_type": "deepseek_v3"})
+    assert {(g.attention.index_topk, g.attention.index_heads, g.attention.index_head_dim)
+            for g in defaulted.layers} == {(2048, 32, 128)}
+    assert defaulted.num_params - dense.num_params == 4 * (64 * 32 * 128 + 256 * 128 + 2 * 128 + 256 * 32)
+    assert defaulted.kv_bytes_per_token(2.0) - dense.kv_bytes_per_token(2.0) == 4 * (128 + 4)
+    stated = _load(tmp_path, {**config, "index_topk": 64, "index_n_heads": 4, "index_head_dim": 16})
+    assert {(g.attention.index_topk, g.attention.index_heads) for g in stated.layers} == {(64, 4)}
+
+
 def test_ernie_moe_layer_range_and_top_k(tmp_path):
     """ERNIE-4.5-21B-A3B's own names (its config.json): experts from moe_layer_start_index on, every
     moe_layer_interval-th layer, up to moe_layer_end_index; moe_k per token; moe_num_shared_experts × the expert

@@ -380,6 +380,21 @@ def test_format_kernel_fit_recovers_the_int8_and_int4_kernels(tmp_path):
                       for fmt in ("int8", "int4")]
 
 
+@pytest.mark.slow
+def test_the_shipped_int8_and_int4_kernels_are_the_fit_on_the_a100_tables(shared_data):
+    """Ampere's int8 and int4 GEMM kernels (``simulator.catalog.generations``) are what ``fit_format_kernels`` finds
+    on TensorRT-LLM's A100 tables from the shipped A100 profile (a fixed point of the fit), and the held-out weight
+    shapes stay within the README's figures (int8 9.9%, int4 11.3% median)."""
+    from simulator.fidelity.kernel_fit import fit_format_kernels
+
+    shipped = load_hardware("a100-80gb-sxm")
+    fitted, report = fit_format_kernels(shipped, shared_data / "kernels", "a100_sxm")
+    assert fitted.gemm_kernel_by_dtype == shipped.gemm_kernel_by_dtype
+    assert fitted.flops_efficiency_by_dtype == shipped.flops_efficiency_by_dtype
+    held_out = [float(line.split("trtllm/held out ")[1].split("%")[0]) for line in report]
+    assert held_out[0] <= 10.0 and held_out[1] <= 11.5
+
+
 def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
     """A framework's MoE table (the layout of ``../shared/data/kernels``: balanced routing, EP 1) timed with known
     kernels per format — bf16 at a third of the dense FLOP rate, block fp8 streaming slowly with a large cost per

@@ -24,6 +24,9 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   ``ssm_state_size``, ``n_groups``, ``conv_kernel``), ``*`` attention, ``-`` an MLP, ``E`` a mixture of experts.
   A Mamba2 mixer's heads × head width is ``mamba_expand`` × ``hidden_size``, so a config may give either (or a
   head width of ``"auto"``); ``num_local_experts: 0`` (Granite-4.0-H's dense models) runs the shared MLP alone;
+- DeepSeek Sparse Attention (``index_topk``: each query attends to the cached tokens a lightning indexer of
+  ``index_n_heads`` × ``index_head_dim`` picks; over MLA only), its fields defaulting where a family's model code
+  runs the indexer whatever the config states (GLM-5's ``glm_moe_dsa``, DeepSeek-V3.2's ``deepseek_v32``);
 - mixers not modelled are refused in one line naming the field, never priced as full attention:
   ``attn_type_list`` (lightning attention), ``linear_attn_config`` (Kimi Delta Attention), ``attn_layer_period``
   (Jamba's Mamba-1), and Mamba fields no layer pattern places (Falcon-H1's attention and Mamba side by side).
@@ -94,6 +97,10 @@ SHARED_EXPERTS_BY_FAMILY = {"llama4": 1}
 # families whose linear and full attention layers alternate without a layer_types list: every N-th layer full
 # (transformers' Qwen3NextConfig derives its layer_types so, with 4 where full_attention_interval is absent)
 FULL_ATTENTION_INTERVAL_BY_FAMILY = {"qwen3_next": 4}
+# families whose sparse-attention indexer runs whether or not the config states its fields: the model code's defaults
+# (transformers' GlmMoeDsaConfig: 2,048 tokens picked by 32 indexer heads of width 128; DeepSeek-V3.2's: 64 heads)
+INDEXER_DEFAULTS_BY_FAMILY = {"glm_moe_dsa": {"index_topk": 2048, "index_n_heads": 32, "index_head_dim": 128},
+                              "deepseek_v32": {"index_topk": 2048, "index_n_heads": 64, "index_head_dim": 128}}
 # layer_types values: transformers' names, and Granite-4.0-H's ("attention", "mamba")
 LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
                "linear_attention": "linear", "attention": "full", "mamba": "mamba"}
@@ -524,6 +531,7 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         if isinstance(value, list | dict):
             raise LLMSimError(f"{where}: {key} must be a single value, got {_shown(value, 60)}")
     text = text_config(config, where)
+    text = {**INDEXER_DEFAULTS_BY_FAMILY.get(str(text.get("model_type", "")), {}), **text}
     for key, layout in UNMODELLED_LAYOUTS.items():
         if text.get(key) is not None:
             raise LLMSimError(f"{where}: {key}: {layout} are not modelled yet")
