@@ -11,6 +11,18 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
 }
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4")
+# other names of a format: "fp4", as spec sheets name the FP4 tensor cores' peak, is NVIDIA's NVFP4
+DTYPE_ALIASES = {"fp4": "nvfp4"}
+
+
+def resolve_dtype(name: str, field: str = "dtype") -> str:
+    """The format ``name`` stands for (:data:`DTYPE_ALIASES` resolved) — of weights, or of a KV cache; a name that is
+    none is a ValueError naming ``field``, the value and what is allowed."""
+    resolved = DTYPE_ALIASES.get(name, name)
+    if resolved not in WEIGHT_DTYPES:
+        allowed = ", ".join((*WEIGHT_DTYPES, *DTYPE_ALIASES))
+        raise ValueError(f"{field}: {name!r} is not a numeric format llmsim prices (allowed: {allowed})")
+    return resolved
 
 
 def bytes_per_element(dtype: str) -> float:

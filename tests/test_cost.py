@@ -545,6 +545,20 @@ def test_attention_time_by_hand():
         decode_kernel(4096, 12.0e-6, 0.7))
     with pytest.raises(ValueError, match="phase"):
         attention_time("h100-sxm", "append", 1, 1, h, g, d)
+    with pytest.raises(ValueError, match=r"kv_dtype: 'int3' is not a numeric format .*\(allowed: bf16, "):
+        attention_time("h100-sxm", "decode", 1, 1, h, g, d, kv_dtype="int3")
+
+
+def test_gemm_time_takes_the_formats_the_api_names():
+    """``gemm_time`` prices bf16, fp16, fp8, fp8_block, int8 and fp4 (issue 15's API; fp4 is NVFP4, the format of the
+    spec sheets' FP4 peak) and the other weight formats; another name is one ValueError naming it and the allowed
+    ones, not a KeyError."""
+    b200 = load_hardware("b200")
+    assert gemm_time(b200, 4096, 8192, 8192, "fp4") == gemm_time(b200, 4096, 8192, 8192, "nvfp4")
+    for dtype in ("bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4"):
+        assert gemm_time(b200, 4096, 8192, 8192, dtype) > 0
+    with pytest.raises(ValueError, match=r"^dtype: 'fp6' is not a numeric format llmsim prices \(allowed: bf16, "):
+        gemm_time(b200, 1, 1, 1, "fp6")
 
 
 def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():

@@ -100,7 +100,7 @@ from typing import Literal
 import numpy as np
 
 from simulator.catalog import HardwareSpec, resolve_hardware
-from simulator.dtypes import bytes_per_element
+from simulator.dtypes import bytes_per_element, resolve_dtype
 
 QUERY_TILE = 128  # queries per thread block of the FlashAttention-2/3-class prefill kernels (d ≤ 128)
 ROW_WIDTHS = 256  # d_qk + d_v of the 128-wide head whose row costs prefill_attention_ns_per_row
@@ -326,9 +326,11 @@ def attention_time(
     num_kv_heads: int, head_dim: int, kv_dtype: str = "bf16", window: int = 0,
 ) -> float:
     """Seconds of one attention kernel on one GPU: ``prefill`` (every one of ``batch`` sequences ``seq_len`` new
-    tokens, nothing cached) or ``decode`` (one new token each over ``seq_len`` cached)."""
+    tokens, nothing cached) or ``decode`` (one new token each over ``seq_len`` cached), the KV cache in
+    ``kv_dtype`` (a weight format's name, :data:`simulator.dtypes.WEIGHT_DTYPES`)."""
     if phase not in ("prefill", "decode"):
         raise ValueError(f"phase: {phase!r} (allowed: prefill, decode)")
+    kv_dtype = resolve_dtype(kv_dtype, "kv_dtype")
     if batch <= 0 or seq_len <= 0:
         return 0.0
     model = AttentionModel(resolve_hardware(hardware), kv_dtype)

@@ -44,13 +44,14 @@ import math
 import numpy as np
 
 from simulator.catalog import HardwareSpec, resolve_hardware
-from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
+from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype, resolve_dtype
 
 
 def gemm_time(hardware: str | HardwareSpec, m: float, n: float, k: float, dtype: str = "bf16") -> float:
-    """Seconds for an (m × k)·(k × n) GEMM on one GPU with weights in ``dtype`` (0 for an empty one)."""
+    """Seconds for an (m × k)·(k × n) GEMM on one GPU with weights in ``dtype`` (0 for an empty one): bf16, fp16,
+    fp8, fp8_block, int8, int4, mxfp4, nvfp4 or fp4 (NVFP4); another name is a ValueError."""
     hw = resolve_hardware(hardware)
-    return GemmModel(hw, dtype).time(m, n, k)
+    return GemmModel(hw, resolve_dtype(dtype)).time(m, n, k)
 
 
 class GemmModel:
