@@ -16,13 +16,13 @@ Where the numbers come from (reproduce with ``llmsim calibrate``):
   A100 SmoothQuant and weight-only tables, every other weight shape (the rest held out), under these GEMMs
   (:func:`simulator.fidelity.kernel_fit.fit_format_kernels`; before them int8 took the 16-bit fraction and int4 the
   16-bit library's 64-row tile, which priced a one-row int4 GEMM as 64 rows of 16-bit math, up to twice its weight
-  read: on the held-out shapes 20.8% and 27.1% median error, now 9.9% and 11.3%); the collectives
-  (all-reduce, all-gather, reduce-scatter, all-to-all: NCCL 2.27
-  inside an 8-GPU NVSwitch node) and attention from the A100 kernel tables (``llmsim calibrate --kernels
-  ../shared/data/kernels --gpu a100_sxm``; its attention under these GEMMs' knee of 2.0 — the command refits the
-  GEMMs on the kernel tables first, knee 1.5, under which its attention lands at 0.53 ns per row and 0.5 blocks per
-  SM). The older NCCL timings of ``../shared/data/network`` (A100 DGX nodes, 2023) keep the inter-node bandwidth and
-  send/recv of the ``a100-80gb-sxm`` profile; their small all-reduces at 4–8 GPUs take ~60 µs where NCCL 2.27 takes
+  read: on the held-out shapes 20.8% and 27.1% median error, now 9.9% and 11.3%); the collectives (all-reduce,
+  all-gather, reduce-scatter, all-to-all: NCCL 2.27 inside an 8-GPU NVSwitch node) and attention from the A100
+  kernel tables (``llmsim calibrate --kernels ../shared/data/kernels --gpu a100_sxm``; its attention under these
+  GEMMs' knee of 2.0 — the command refits the GEMMs on the kernel tables first, knee 1.5, under which its attention
+  lands at 0.53 ns per row and 0.5 blocks per SM, and fits the int8 and int4 kernels under those). The older NCCL
+  timings of ``../shared/data/network`` (A100 DGX nodes, 2023) keep the inter-node bandwidth and send/recv of the
+  ``a100-80gb-sxm`` profile; their small all-reduces at 4–8 GPUs take ~60 µs where NCCL 2.27 takes
   14–22 µs (2 GPUs: 10 µs in both), a cost of that software stack, which the Splitwise engine profile carries.
 - ``hopper``: ``llmsim calibrate --kernels ../shared/data/kernels --gpu h100_sxm``: the H100 GEMM tables of vLLM,
   SGLang and TensorRT-LLM pooled (bf16, fp8, fp8_block; 2,000 timings of each framework × dtype), NCCL 2.29 on an

@@ -131,8 +131,7 @@ class HardwareSpec(BaseModel):
     ``simulator/cost/gemm.py`` and ``simulator/cost/collectives.py``): achievable fractions of peak compute (per
     numeric format), HBM bandwidth and link bandwidth; the GEMM row tile and its main loop's latency along k (and
     those of a quantised format's own kernels, with their fixed work); a fixed cost per kernel and per activation
-    quantisation; collective latencies. Those the profile leaves out come
-    from its ``generation``.
+    quantisation; collective latencies. Those the profile leaves out come from its ``generation``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

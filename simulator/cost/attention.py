@@ -327,7 +327,7 @@ def attention_time(
 ) -> float:
     """Seconds of one attention kernel on one GPU: ``prefill`` (every one of ``batch`` sequences ``seq_len`` new
     tokens, nothing cached) or ``decode`` (one new token each over ``seq_len`` cached), the KV cache in
-    ``kv_dtype`` (a weight format's name, :data:`simulator.dtypes.WEIGHT_DTYPES`)."""
+    ``kv_dtype`` (a format's name, :func:`simulator.dtypes.resolve_dtype`)."""
     if phase not in ("prefill", "decode"):
         raise ValueError(f"phase: {phase!r} (allowed: prefill, decode)")
     kv_dtype = resolve_dtype(kv_dtype, "kv_dtype")
