@@ -6,10 +6,12 @@
 >>> table = simulator.sweep("experiments/quickstart.yaml", {"workload.arrival.rate": [4, 8, 12]}, jobs=2)
 """
 
-from simulator.api import Result, load, run
-from simulator.capacity import capacity_over_seeds, find_capacity
+from simulator.api import Result, __version__, load, run
 from simulator.errors import ConfigError, LLMSimError
-from simulator.sweep import sweep
+from simulator.studies.capacity import capacity_over_seeds, find_capacity
+from simulator.studies.sweep import sweep
 
-__all__ = ["ConfigError", "LLMSimError", "Result", "capacity_over_seeds", "find_capacity", "load", "run", "sweep"]
-__version__ = "0.1.0"
+__all__ = [
+    "ConfigError", "LLMSimError", "Result", "__version__", "capacity_over_seeds", "find_capacity", "load", "run",
+    "sweep",
+]

@@ -17,9 +17,9 @@ import yaml
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
-from simulator.metrics import Scaling, add_latency_columns, summarize
-from simulator.observe import Observer
-from simulator.token_log import TokenLog
+from simulator.results.metrics import Scaling, add_latency_columns, summarize
+from simulator.results.observers import Observer
+from simulator.results.token_log import TokenLog
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 def parquet_metadata(config: ExperimentConfig) -> dict[bytes, bytes]:
     """What every Parquet file of a run carries in its metadata, under the key ``llmsim``: the JSON of
     ``schema_version``, ``llmsim_version`` and ``about`` (as summary.json states them)."""
-    from simulator import __version__
-
     about = {"schema_version": SUMMARY_SCHEMA_VERSION, "llmsim_version": __version__,
              "about": run_description(config)}
     return {b"llmsim": json.dumps(about, sort_keys=True).encode()}
@@ -50,6 +48,7 @@ def config_yaml(config: ExperimentConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
 
 
+__version__ = "0.1.0"  # pyproject.toml's; summary.json and every Parquet file state it
 SUMMARY_SCHEMA_VERSION = 1
 ABOUT_KEYS = ("schema_version", "llmsim_version", "about")  # what summary.json says besides the metrics
 
@@ -88,8 +87,6 @@ def summary_json(summary: dict[str, Any], config: ExperimentConfig | None = None
     """The summary as strict JSON, numbers to SIGNIFICANT_DIGITS significant digits: a metric without a value
     (NaN, e.g. no request completed) is ``null``; with the config, prefixed by ``schema_version``,
     ``llmsim_version`` and ``about`` (:func:`run_description`)."""
-    from simulator import __version__
-
     clean = {key: _meaningful(value) for key, value in summary.items()}
     if config is not None:
         clean = {"schema_version": SUMMARY_SCHEMA_VERSION, "llmsim_version": __version__,

@@ -1,9 +1,22 @@
-"""User-facing errors.
+"""What bad input becomes.
 
 Every mistake a user can make (bad YAML, unknown model, a model that does not fit, a malformed trace row) raises
 :class:`LLMSimError` with a one-line message that names the field or ``file:line``, the bad value and what is
 allowed. The CLI prints that line and exits with status 2; it never shows a traceback for these.
+
+:func:`format_validation_error` turns a pydantic validation error into that one line
+(``dotted.path: what is wrong, got VALUE``). :func:`renamed` reads old spellings of renamed configuration keys
+with a one-line ``FutureWarning`` naming the new spelling; both spellings in one section is an error.
 """
+
+from __future__ import annotations
+
+import difflib
+import typing
+import warnings
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 
 class LLMSimError(Exception):
@@ -12,3 +25,113 @@ class LLMSimError(Exception):
 
 class ConfigError(LLMSimError):
     """An experiment (or override) that does not validate."""
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """Every pydantic model class inside an annotation (through Annotated, unions and Optional)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found.extend(_models_in(arg))
+    return found
+
+
+def _kind_of(model_cls: type[BaseModel]) -> Any:
+    """The ``Literal`` value of a model's ``kind`` field (its union tag), or None."""
+    field = model_cls.model_fields.get("kind")
+    args = typing.get_args(field.annotation) if field is not None else ()
+    return args[0] if len(args) == 1 else None
+
+
+def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | None]:
+    """The user-facing dotted path of ``loc`` (union tags dropped) and the model class it ends in."""
+    parts: list[str] = []
+    candidates: list[type[BaseModel]] = [root]
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+            continue
+        tagged = [c for c in candidates if _kind_of(c) == item]
+        if len(candidates) > 1 and tagged:
+            candidates = tagged
+            continue
+        current = candidates[0] if len(candidates) == 1 else None
+        if current is not None and item in current.model_fields:
+            candidates = _models_in(current.model_fields[item].annotation)
+        else:
+            candidates = []
+        parts.append(str(item))
+    path = ".".join(parts).replace(".[", "[")
+    return path, candidates[0] if len(candidates) == 1 else None
+
+
+MAX_SHOWN = 120  # characters of an offending value an error line quotes
+
+
+def _shown(value: Any) -> str:
+    """``repr`` of the value an error quotes, cut to MAX_SHOWN characters (a huge value stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
+
+
+def _describe(error: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
+    kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
+    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+    if kind in bounds:
+        limit = next(iter(ctx.values()))
+        return f"must be {bounds[kind]} {limit}, got {_shown(value)}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        if model_cls is None:
+            return "unknown key (see the documentation)"
+        close = difflib.get_close_matches(str(error["loc"][-1]), list(model_cls.model_fields), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown key ({hint}allowed: {', '.join(model_cls.model_fields)})"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}, got {_shown(value)}"
+    if kind == "union_tag_invalid":
+        return f"unknown kind {ctx.get('tag')!r} (allowed: {ctx.get('expected_tags')})"
+    if kind == "union_tag_not_found":
+        return f"needs a 'kind' (one of the registered kinds), got {_shown(value)}"
+    if kind == "value_error":
+        return error["msg"].removeprefix("Value error, ")
+    message = error["msg"][0].lower() + error["msg"][1:]
+    return f"{message}, got {_shown(value)}"
+
+
+def validation_messages(exc: ValidationError, root: type[BaseModel]) -> list[str]:
+    """One ``path: problem`` line per error."""
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        if error["type"] == "extra_forbidden":
+            parent_path, parent = _walk(root, loc[:-1])
+            path = f"{parent_path}.{loc[-1]}" if parent_path else str(loc[-1])
+            lines.append(f"{path}: {_describe(error, parent)}")
+        else:
+            path, _ = _walk(root, loc)
+            lines.append(f"{path or '(top level)'}: {_describe(error, None)}")
+    return lines
+
+
+def format_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
+    """All problems joined on one line with ``; ``."""
+    return "; ".join(validation_messages(exc, root))
+
+
+def renamed(value: Any, section: str, names: dict[str, str]) -> Any:
+    """``value`` with each old key of ``names`` (old -> new) spelled anew, if ``value`` is a mapping; ``section`` is
+    where the keys sit (``slo``, ``hardware``, ...), for the messages. Raises ``ValueError`` when a section gives a
+    key in both spellings."""
+    if not isinstance(value, dict) or not any(old in value for old in names):
+        return value
+    for old, new in names.items():
+        if old not in value:
+            continue
+        if new in value:
+            raise ValueError(f"give {new} only ({old} is its old spelling)")
+        warnings.warn(f"{section}.{old} is renamed {section}.{new}; the old spelling goes in the next release",
+                      FutureWarning, stacklevel=2)
+    return {names.get(key, key): item for key, item in value.items()}

@@ -643,7 +643,7 @@ def test_two_batch_overlap_hides_half_the_shorter_of_compute_and_exchange():
     body takes max(C, X) + min(C, X)/2 — between the longer stage alone and the two in series — and without
     attention data parallelism there is nothing to overlap (the all-reduces stay in series)."""
     from simulator.catalog import load_hardware
-    from simulator.cost.engine import load_engine
+    from simulator.catalog.engines import load_engine
     from simulator.cost.roofline import RooflineCostModel
 
     model, hardware, engine = load_model("deepseek-v3"), load_hardware("h200-sxm"), load_engine("sglang")

@@ -96,7 +96,7 @@ def test_closed_form_runs_match_stepping_and_every_request_ends(sections):
 def test_every_server_default_names_its_async_scheduling():
     """TensorRT-LLM's PyTorch executor and SGLang overlap scheduling with the GPU by default; vLLM 0.11-0.12 does
     not (``--async-scheduling`` became its default later)."""
-    from simulator.cost.engine import load_engine
+    from simulator.catalog.engines import load_engine
 
     defaults = {name: load_engine(name).server_defaults["scheduler"].get("async_scheduling", False)
                 for name in ("vllm", "sglang", "trtllm")}
@@ -130,7 +130,7 @@ def test_a_prompt_batch_holds_the_first_tokens_of_the_one_before(tmp_path, holds
 def test_which_engines_hold_first_tokens():
     """SGLang's overlap loop waits for the next batch's launch before it hands results out; the other frameworks'
     H100 rows do not show it (their held-out TTFT gets worse with it: vLLM's Qwen3-32B 14.7 -> 30.4%)."""
-    from simulator.cost.engine import load_engine
+    from simulator.catalog.engines import load_engine
 
     holds = {name: load_engine(name).prompt_batch_holds_outputs for name in ("vllm", "vllm-0.14", "sglang", "trtllm")}
     assert holds == {"vllm": False, "vllm-0.14": False, "sglang": True, "trtllm": False}

@@ -14,7 +14,7 @@ from simulator.cluster.autoscaler import demand_in_replicas, desired_count
 from simulator.config import load_experiment
 from simulator.config.schema import AutoscalerConfig
 from simulator.errors import ConfigError
-from simulator.metrics import Scaling
+from simulator.results.metrics import Scaling
 from tests.helpers import experiment
 
 

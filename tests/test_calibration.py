@@ -113,7 +113,7 @@ def test_custom_allreduce_fit_recovers_a_frameworks_costs(tmp_path):
     """A custom all-reduce table timed with known one-shot and two-shot costs and a 2 MiB limit (the layout of
     ../shared/data/kernels: message sizes in bfloat16 elements, latency in ms, a graph and an eager backend) is
     fitted back to those values from the shipped profile's."""
-    from simulator.cost.engine import load_engine
+    from simulator.catalog.engines import load_engine
     from simulator.cost.roofline import engine_network, framework_all_reduce_time
     from simulator.fidelity.kernel_fit import fit_custom_allreduce
 
@@ -291,8 +291,8 @@ def test_a_shipped_profiles_kernel_fits_are_reproduced_from_the_cli(shared_data,
     shipped SGLang profile's Ampere entries (its all-reduce, GEMM, attention and MoE kernels were fitted this way)."""
     import yaml
 
+    from simulator.catalog.engines import EngineProfile, load_engine
     from simulator.cli import main
-    from simulator.cost.engine import EngineProfile, load_engine
 
     out = tmp_path / "sglang_a100.yaml"
     assert main(["calibrate", "--kernels", str(shared_data / "kernels"), "--gpu", "a100_sxm", "--framework", "sglang",

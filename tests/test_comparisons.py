@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from simulator.cli import main
-from simulator.comparison import Finding, _merge, check_findings, load_comparison, run_experiments
 from simulator.errors import ConfigError
-from simulator.regression import load_suite
+from simulator.studies.comparison import Finding, _merge, check_findings, load_comparison, run_experiments
+from simulator.studies.regression import load_suite
 from tests.helpers import experiment
 
 

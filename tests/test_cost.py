@@ -8,17 +8,15 @@ import pytest
 import yaml
 
 import simulator
-from simulator.catalog import load_hardware, load_model
+from simulator.catalog import EngineProfile, load_engine, load_hardware, load_model
 from simulator.config.schema import LinearCostConfig
 from simulator.cost import (
-    EngineProfile,
     IterationShape,
     LinearCostModel,
     RooflineCostModel,
     collective_time,
     decode_run_time,
     gemm_time,
-    load_engine,
 )
 from simulator.cost.gemm import GemmModel
 from simulator.errors import LLMSimError

@@ -8,11 +8,11 @@ import simpy
 
 from simulator.api import run
 from simulator.catalog import load_hardware, load_model
+from simulator.catalog.engines import EngineProfile
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.wakeup import run_all
 from simulator.cost import collective_time
 from simulator.cost.base import IterationShape
-from simulator.cost.engine import EngineProfile
 from simulator.cost.roofline import RooflineCostModel
 from simulator.request import Request
 from tests.helpers import experiment

@@ -191,7 +191,7 @@ def test_sweep_out_naming_a_file_is_one_line(tmp_path, capsys):
 
 def test_a_sweep_point_that_raises_an_unexpected_error_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     import simulator.api
-    from simulator.sweep import load_sweep, run_points
+    from simulator.studies.sweep import load_sweep, run_points
 
     sweep = tmp_path / "s.yaml"
     sweep.write_text(yaml.safe_dump({"base": experiment(), "grid": {"seed": [1, 2]}}))
@@ -433,7 +433,7 @@ OLD_SPELLINGS = [  # (model, section as written before, the same section spelled
 def _model(name):
     from simulator.catalog.hardware import HardwareSpec, NodeSpec
     from simulator.config.schema import ChunkedSchedulerConfig, SLOConfig, TraceConfig, TransferConfig
-    from simulator.sweep import SweepRange
+    from simulator.studies.sweep import SweepRange
 
     return {"hardware": HardwareSpec, "node": NodeSpec, "transfer": TransferConfig, "chunked": ChunkedSchedulerConfig,
             "trace": TraceConfig, "sweep": SweepRange, "slo": SLOConfig}[name]
@@ -459,7 +459,7 @@ def test_renamed_keys_still_read_with_a_warning_and_not_twice(name, old, new, wa
 def test_an_old_spelling_on_the_command_line_runs_and_warns_in_one_line(capsys):
     import warnings
 
-    from simulator.cli import _warning_line
+    from simulator.cli.main import warning_line as _warning_line
 
     with pytest.warns(FutureWarning, match="scheduler.chunk_size is renamed") as caught:
         code = main(["run", "--set", "scheduler={kind: chunked, chunk_size: 512}", "--set", "workload.num_requests=5"])

@@ -102,7 +102,7 @@ def test_closed_form_runs_give_the_longest_gaps_of_stepping():
 
 def test_an_itl_bound_under_attainment_limits_every_gap_of_a_request():
     """``llmsim capacity --attainment``: a percentile bound on ITL becomes a per-request limit on the longest gap."""
-    from simulator.capacity import _slo_config
+    from simulator.studies.capacity import _slo_config
 
     config = _slo_config(load_experiment(experiment()), {"p99_itl_ms": 80.0, "p99_ttft_ms": 500.0})
     assert (config.slo.max_itl_ms, config.slo.ttft_ms, config.slo.tpot_ms) == (80.0, 500.0, None)
@@ -114,7 +114,7 @@ def test_capacity_bounds_a_percentile_of_the_longest_gaps():
     gaps. Prefill-first batching stalls decodes by whole prompts (2 + 0.1 ms per token, up to 300 tokens), which
     batch up as load rises: the idle server's p99 longest gap is ~47 ms and 10 req/s reach ~100 ms, so a 60 ms bound
     holds somewhere between, at the rate the search reports and below it."""
-    from simulator.capacity import find_capacity, normalise_slo_key
+    from simulator.studies.capacity import find_capacity, normalise_slo_key
 
     assert normalise_slo_key("max_itl_p99_ms") == "p99_max_itl_ms" == normalise_slo_key("p99_max_itl_ms")
     config = experiment()

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.config.schema import SLOConfig
-from simulator.histogram import LogHistogram
-from simulator.metrics import add_latency_columns
+from simulator.results.histogram import LogHistogram
+from simulator.results.metrics import add_latency_columns
 
 
 @given(
@@ -90,7 +90,7 @@ def test_spread_tail_and_token_totals_follow_the_request_table():
 def test_measured_mask_leaves_out_the_first_and_last_arrivals(arrivals, warmup, cooldown):
     """floor(w·N) earliest and floor(c·N) latest arrivals are left out, whatever order the table is in."""
     from simulator.config.schema import MetricsConfig
-    from simulator.metrics import measured_mask
+    from simulator.results.metrics import measured_mask
 
     n = len(arrivals)
     keep = measured_mask(np.array(arrivals), MetricsConfig(warmup_fraction=warmup, cooldown_fraction=cooldown))

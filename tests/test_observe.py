@@ -11,7 +11,7 @@ import pytest
 import simulator
 from simulator.cli import main
 from simulator.config import load_experiment
-from simulator.observe import chrome_trace
+from simulator.results.observers import chrome_trace
 from tests.helpers import experiment
 
 

@@ -8,7 +8,7 @@ import pytest
 from simulator.cli import main
 from simulator.config import load_experiment
 from simulator.errors import ConfigError
-from simulator.rate_sweep import rate_sweep
+from simulator.studies.rate_sweep import rate_sweep
 from tests.helpers import experiment
 
 

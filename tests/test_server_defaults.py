@@ -184,7 +184,7 @@ def test_a_pool_of_another_gpu_starts_with_that_gpus_batch_limits():
 def test_a_gpu_rule_must_name_its_gpus(tmp_path):
     path = tmp_path / "engine.yaml"
     path.write_text("extends: vllm\nname: mine\nserver_defaults_by_gpu:\n  - {scheduler: {max_num_seqs: 8}}\n")
-    from simulator.cost.engine import load_engine
+    from simulator.catalog.engines import load_engine
 
     with pytest.raises(LLMSimError, match="memory_below_gib, memory_from_gib or name_contains"):
         load_engine(str(path))
@@ -240,7 +240,7 @@ def test_a_profile_that_extends_another_states_only_what_differs(tmp_path):
     """``extends``: the shipped ``vllm-0.14`` is ``vllm`` (its server defaults and fitted kernels) with its own host
     costs and name; a user profile extends a catalog name or a YAML path relative to its own file, its top-level
     fields replacing the other's whole; a cycle, a non-name and an unknown profile are one line naming the file."""
-    from simulator.cost.engine import load_engine
+    from simulator.catalog.engines import load_engine
 
     vllm, later = load_engine("vllm"), load_engine("vllm-0.14")
     assert (later.name, later.per_iteration_ms, later.per_sequence_us) == ("vllm-0.14", 1.0, 0.0)

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 import simulator
-from simulator.capacity import find_capacity, normalise_slo_key
 from simulator.cli import main
 from simulator.config import load_experiment
 from simulator.errors import ConfigError
-from simulator.plan import load_plan, run_plan
-from simulator.sweep import load_sweep, run_points
+from simulator.studies.capacity import find_capacity, normalise_slo_key
+from simulator.studies.plan import load_plan, run_plan
+from simulator.studies.sweep import load_sweep, run_points
 from tests.helpers import experiment
 
 
@@ -203,7 +203,7 @@ def test_index_columns_keep_their_order_after_a_resume(tmp_path):
 def test_a_worker_whose_sweep_process_is_gone_writes_nothing(tmp_path):
     """After kill -9 of ``sweep --jobs N`` its workers live on (parent PID 1); they must not rename points into a
     folder that a rerun is using."""
-    from simulator.sweep import Orphaned, run_point
+    from simulator.studies.sweep import Orphaned, run_point
 
     point = load_sweep(_sweep_file(tmp_path, grid={"seed": [1]}))[0]
     out = tmp_path / "out"
@@ -234,7 +234,7 @@ def test_capacity_says_when_even_an_idle_server_misses_the_slo():
 def test_capacity_over_seeds_reports_the_mean_and_a_t_interval():
     """Each seed's capacity (a fake server whose SLO holds up to a seed-dependent rate) is found to the bisection
     tolerance; the spread is their mean ± t(0.975, 3) = 3.182 × s/√4, s the sample standard deviation."""
-    from simulator.capacity import capacity_over_seeds
+    from simulator.studies.capacity import capacity_over_seeds
 
     config = load_experiment(experiment(workload={"num_requests": 10, "arrival": {"kind": "poisson", "rate": 8.0},
                                                   "input_tokens": {"kind": "fixed", "value": 10},

@@ -51,7 +51,7 @@ def test_the_tokens_recompute_the_summary(sections):
     assert np.allclose(tpot[several], done.loc[several, "tpot_ms"], rtol=1e-12)
     assert (tokens.groupby("request_id")["token"].max() + 1).equals(times.size())
     s = result.summary
-    if sections.get("cluster"):  # the summary's ITL pools the lost attempts' gaps too (simulator.metrics)
+    if sections.get("cluster"):  # the summary's ITL pools the lost attempts' gaps too (simulator.results.metrics)
         assert (rows["retries"] > 0).any()
         return
     gaps = tokens.groupby("request_id")["time_s"].diff().dropna().to_numpy() * 1000

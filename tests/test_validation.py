@@ -294,7 +294,7 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
     CUTLASS, was 71% off with the pooled fit). Every framework's bf16 and block-fp8 table, over all its shapes,
     stays within 21%, as before the per-framework fits; the formats measured on too few shapes keep the pooled
     fit."""
-    from simulator.cost.engine import load_engine
+    from simulator.catalog.engines import load_engine
     from simulator.fidelity.kernel_fit import moe_held_out
     from simulator.fidelity.kernels import GPUS, moe_kernel_errors
 

@@ -19,8 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simulator.catalog.generations import generation_fit, generation_names
 from simulator.catalog.loading import catalog_names, load_catalog_entry
 from simulator.catalog.paths import HARDWARE_DIR
-from simulator.errors import LLMSimError
-from simulator.renames import renamed
+from simulator.errors import LLMSimError, renamed
 
 
 class PeakTflops(BaseModel):

@@ -37,7 +37,7 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
 a multimodal wrapper's ``text_config``; ``modules_to_not_convert`` naming attention keeps attention 16-bit, as
 does a compressed-tensors ``re:`` pattern matching attention or dense MLP modules (:func:`_leaves_out`). A
 declared 8-bit float KV cache (ModelOpt ``kv_cache_quant_algo: FP8``, compressed-tensors ``kv_cache_scheme`` of
-8-bit floats) is the checkpoint's KV format (:attr:`simulator.catalog.models.Quantization.kv_cache`).
+8-bit floats) is the checkpoint's KV format (:attr:`simulator.catalog.model_spec.Quantization.kv_cache`).
 A window at least as long as the context (Phi-3's 262,144 on 131,072 positions) is full attention. Fields nested in
 an ``attn_config`` or ``ffn_config`` (DBRX, MPT) read as if at the top level. A field the importer cannot honour
 (an unknown layer kind or quantisation, ...) is one line.
@@ -52,6 +52,7 @@ from typing import Any
 
 from simulator.catalog.architecture import FFN, Attention, group_layers
 from simulator.catalog.loading import validate
+from simulator.catalog.model_spec import ModelSpec
 from simulator.errors import LLMSimError
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -522,10 +523,8 @@ def declared_kv_cache(method: dict[str, Any]) -> str | None:
     return None
 
 
-def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Path | None = None):
+def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Path | None = None) -> ModelSpec:
     """Map a Hugging Face ``config.json`` onto a :class:`~simulator.catalog.ModelSpec`."""
-    from simulator.catalog.models import ModelSpec
-
     for key in ("model_type", "sliding_window", "use_sliding_window", "tie_word_embeddings"):
         value = config.get(key)
         if isinstance(value, list | dict):

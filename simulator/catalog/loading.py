@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from simulator.catalog.yaml_text import YAMLInputError, load_yaml
-from simulator.errors import LLMSimError
+from simulator.errors import LLMSimError, format_validation_error
 
 
 def read_text(path: Path) -> str:
@@ -65,8 +65,6 @@ def read_mapping(path: Path) -> dict[str, Any]:
 
 def validate(model_cls: type[BaseModel], data: dict[str, Any], where: str) -> Any:
     """Validate ``data`` as ``model_cls``; the first problem becomes a one-line error prefixed by ``where``."""
-    from simulator.config.errors import format_validation_error  # local: config imports the catalog
-
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:

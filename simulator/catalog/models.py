@@ -1,12 +1,6 @@
-"""Models: :class:`ModelSpec` (a stack of layer groups), the built-in catalog, model YAML files and Hugging Face
-``config.json`` (imported by :mod:`simulator.catalog.hf_import`; current models in
-:mod:`simulator.catalog.current_models`).
-
-Parameter counts and KV sizes are derived from the architecture, not stored (the per-kind formulas are in
-:mod:`simulator.catalog.architecture`): total = Σ groups × layers × (attention + FFN + a norm per block) + the final
-norm + the embedding table + an untied LM head; KV bytes per token = Σ groups × layers × KV elements per token ×
-bytes per element; a quantised checkpoint's parts are stored in its dtype, the rest (norms, routers, embeddings,
-LM head) in 16-bit.
+"""The model catalog: the built-in models, current models from their Hugging Face configs
+(:mod:`simulator.catalog.current_models`, imported by :mod:`simulator.catalog.hf_import`), model YAML files and
+Hugging Face ``config.json`` files, all resolved to a :class:`~simulator.catalog.model_spec.ModelSpec`.
 """
 
 from __future__ import annotations
@@ -14,167 +8,12 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from simulator.catalog.architecture import STATE_KINDS, LayerGroup
+from simulator.catalog.current_models import CURRENT_MODELS, HF_ALIASES
+from simulator.catalog.hf_import import spec_from_hf_config
 from simulator.catalog.loading import read_mapping, validate
+from simulator.catalog.model_spec import ModelSpec
 from simulator.errors import LLMSimError
-
-QUANTIZABLE_PARTS = ("attention", "dense_ffn", "experts")
-
-
-class Quantization(BaseModel):
-    """How a quantised checkpoint stores its weights: ``dtype`` for the linear layers of ``parts`` (the others, the
-    router, norms, embeddings and the LM head stay 16-bit). The experiment's ``dtype: auto`` takes ``dtype``.
-    ``kv_cache``: the KV-cache format the checkpoint declares (calibrated KV scales: ModelOpt's
-    ``kv_cache_quant_algo``, compressed-tensors' ``kv_cache_scheme``), which vLLM, SGLang and TensorRT-LLM serve
-    with under ``--kv-cache-dtype auto``; None: the cache keeps the activations' 16-bit format."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    dtype: str
-    parts: tuple[Literal["attention", "dense_ffn", "experts"], ...] = QUANTIZABLE_PARTS
-    kv_cache: Literal["fp8"] | None = None
-
-
-class ModelSpec(BaseModel):
-    """A decoder-only transformer as a stack of layer groups (:mod:`simulator.catalog.architecture`).
-
-    The flat fields (``num_layers``, ``num_heads``, ``num_kv_heads``, ``head_dim``, ``intermediate_size``,
-    ``gated_mlp``, ``num_experts``, ``experts_per_token``) are a shorthand for a model of one group of equal
-    full-attention layers; give either them or ``layers``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    name: str
-    hidden_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    max_position_embeddings: int = Field(gt=0)
-    tie_word_embeddings: bool = False
-    layers: tuple[LayerGroup, ...]
-    quantization: Quantization | None = None
-    source: str = ""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        """The flat fields of a uniform model become its one layer group."""
-        if not isinstance(data, dict) or not any(key in data for key in _SHORTHAND):
-            return data
-        data = dict(data)
-        if "layers" in data:
-            raise ValueError(f"give either layers or the flat fields {sorted(k for k in _SHORTHAND if k in data)}, "
-                             "not both")
-        flat = {key: data.pop(key) for key in _SHORTHAND if key in data}
-        missing = [key for key in ("num_layers", "num_heads", "intermediate_size") if key not in flat]
-        if missing:
-            raise ValueError(f"a uniform model needs {missing} (or give layers)")
-        heads = flat["num_heads"]
-        head_dim = flat.get("head_dim")
-        if head_dim is None and isinstance(heads, int) and heads > 0 and isinstance(data.get("hidden_size"), int):
-            head_dim = data["hidden_size"] // heads
-        experts = flat.get("num_experts", 1)
-        ffn = {"intermediate_size": flat["intermediate_size"], "gated": flat.get("gated_mlp", True)}
-        if experts != 1:
-            ffn.update(kind="moe", num_experts=experts, experts_per_token=flat.get("experts_per_token", 1))
-        data["layers"] = [{
-            "count": flat["num_layers"],
-            "attention": {"num_heads": heads, "num_kv_heads": flat.get("num_kv_heads", heads), "head_dim": head_dim},
-            "ffn": ffn,
-        }]
-        return data
-
-    @model_validator(mode="after")
-    def _has_layers(self) -> ModelSpec:
-        if not self.layers:
-            raise ValueError("layers: a model needs at least one layer group")
-        return self
-
-    @property
-    def num_layers(self) -> int:
-        return sum(group.count for group in self.layers)
-
-    @property
-    def is_moe(self) -> bool:
-        return any(group.ffn.kind == "moe" for group in self.layers)
-
-    @property
-    def embedding_params(self) -> int:
-        """The token embedding table plus an untied LM head."""
-        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-
-    @property
-    def num_params(self) -> int:
-        """Every weight: layers (norms included), the final norm, the embeddings and an untied LM head."""
-        layers = sum(g.count * g.params(self.hidden_size) for g in self.layers)
-        return layers + self.embedding_params + self.hidden_size
-
-    @property
-    def active_params(self) -> int:
-        """Weights one token uses: all but the routed experts it is not sent to (Mixtral, Qwen and DeepSeek count
-        so, embeddings included; OpenAI's gpt-oss card leaves the embedding table out: subtract
-        ``vocab_size × hidden_size`` for its convention)."""
-        idle = sum(g.count * (g.ffn.num_experts - g.ffn.experts_per_token) * g.ffn.expert_params(self.hidden_size)
-                   for g in self.layers)
-        return self.num_params - idle
-
-    def part_params(self) -> dict[str, int]:
-        """Weights by what a checkpoint may quantise (``attention``, ``dense_ffn``, ``experts``) and what it keeps
-        16-bit (``other``: norms, routers, embeddings and the LM head); they sum to :attr:`num_params`."""
-        D = self.hidden_size
-        parts = dict.fromkeys((*QUANTIZABLE_PARTS, "other"), 0)
-        for g in self.layers:
-            parts["attention"] += g.count * g.attention.params(D)
-            if g.ffn.kind == "dense":
-                parts["dense_ffn"] += g.count * g.ffn.params(D)
-            else:
-                parts["experts"] += g.count * (g.ffn.num_experts * g.ffn.expert_params(D) + g.ffn.shared_params(D))
-                parts["other"] += g.count * g.ffn.router_params(D)
-            parts["other"] += g.count * ((g.attention.kind != "none") + (g.ffn.kind != "none")) * D
-        parts["other"] += self.embedding_params + D
-        return parts
-
-    def part_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> dict[str, float]:
-        """Bytes of each part's weights (:meth:`part_params`): the quantisable parts (:attr:`Quantization.parts`;
-        all three without a quantisation) at ``block_bytes`` per parameter, the rest at ``embedding_bytes``."""
-        quantized = self.quantization.parts if self.quantization else QUANTIZABLE_PARTS
-        return {part: n * (block_bytes if part in quantized else embedding_bytes)
-                for part, n in self.part_params().items()}
-
-    def weight_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> float:
-        """Bytes of all weights (:meth:`part_bytes` summed)."""
-        return sum(self.part_bytes(block_bytes, embedding_bytes).values())
-
-    def quantized(self, part: str) -> bool:
-        """Does the experiment's weight dtype apply to this part's GEMMs (else they run 16-bit)?"""
-        return self.quantization is None or part in self.quantization.parts
-
-    def kv_layout(self, bytes_per_element: float, tensor_parallel: int = 1) -> tuple[float, list[tuple[int, float]]]:
-        """KV bytes per token on one GPU of the layers whose KV grows with the context, and (span, bytes per token)
-        of the groups a sequence holds a bounded amount of: sliding windows and local chunks at most ``span``
-        tokens; linear-attention and Mamba layers their fixed state, written as a span of 1 token of the state's
-        bytes."""
-        growing, spans = 0.0, {}
-        for g in self.layers:
-            a = g.attention
-            nbytes = g.count * a.kv_bytes_per_token(bytes_per_element, tensor_parallel)
-            if a.span:
-                spans[a.span] = spans.get(a.span, 0.0) + nbytes
-            elif a.kind in STATE_KINDS:
-                state = g.count * a.state_elements(tensor_parallel) * (a.state_bytes or bytes_per_element)
-                spans[1] = spans.get(1, 0.0) + state
-            else:
-                growing += nbytes
-        return growing, sorted(spans.items())
-
-    def kv_bytes_per_token(self, bytes_per_element: float, tensor_parallel: int = 1) -> float:
-        """KV bytes one token holds on one GPU, over every layer (window layers counted as if full: the most a
-        token can hold while it is inside the window)."""
-        return sum(g.count * g.attention.kv_bytes_per_token(bytes_per_element, tensor_parallel) for g in self.layers)
-
-
-_SHORTHAND = ("num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "gated_mlp", "num_experts",
-              "experts_per_token")
 
 
 def _spec(name, layers, hidden, heads, kv_heads, head_dim, inter, vocab, max_pos, source, **kw) -> ModelSpec:
@@ -221,9 +60,6 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
 @functools.cache
 def _catalog() -> dict[str, ModelSpec]:
     """Every catalog model by its short name and, lower-cased, by its Hugging Face id."""
-    from simulator.catalog.current_models import CURRENT_MODELS, HF_ALIASES
-    from simulator.catalog.hf_import import spec_from_hf_config
-
     models = dict(BUILTIN_MODELS)
     for name, (hf_id, config) in CURRENT_MODELS.items():
         models[name] = spec_from_hf_config(config, name, _HF.format(hf_id))
@@ -257,8 +93,6 @@ def load_model(name_or_path: str) -> ModelSpec:
         raise LLMSimError(f"model: file not found: {name_or_path}")
     data = read_mapping(path)
     if path.suffix == ".json":
-        from simulator.catalog.hf_import import spec_from_hf_config
-
         name = path.parent.name if path.name == "config.json" else path.stem.removesuffix("_config")
         return spec_from_hf_config(data, name=name or path.stem, where=str(path), path=path)
     return validate(ModelSpec, data, str(path))

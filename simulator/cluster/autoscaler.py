@@ -30,7 +30,7 @@ from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import AutoscalerConfig
-from simulator.recorder import Recorder
+from simulator.results.recorder import Recorder
 
 OFF, STARTING, READY, DRAINING = "off", "starting", "ready", "draining"
 RATE_KINDS = ("rate", "rate_predictive")

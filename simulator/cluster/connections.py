@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import deque
 
 from simulator.cluster.feeds import Send
-from simulator.recorder import Recorder
 from simulator.request import Request
+from simulator.results.recorder import Recorder
 
 
 class ConnectionPool:

@@ -27,8 +27,8 @@ from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import TransferConfig
-from simulator.recorder import Recorder
 from simulator.request import FAILED, FINISHED, REJECTED, WAITING, Request
+from simulator.results.recorder import Recorder
 
 
 class PrefillToDecode:
@@ -55,7 +55,7 @@ class PrefillToDecode:
         self.num_layers = num_layers
         self.recorder = recorder
         self._link_free_at: dict[int, float] = {}  # prefill replica -> when its link is idle
-        self.observer = None  # simulator.observe.Observer when the run is observed
+        self.observer = None  # simulator.results.observers.Observer when the run is observed
 
     # --- faults (simulator.cluster.faults) -------------------------------------------------------------------
     def lost_with(self, prefill: Replica) -> list[Request]:

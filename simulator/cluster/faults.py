@@ -28,8 +28,8 @@ from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import FaultConfig
-from simulator.recorder import Recorder
 from simulator.request import FAILED, Request
+from simulator.results.recorder import Recorder
 
 
 class Faults:

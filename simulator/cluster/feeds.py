@@ -24,8 +24,8 @@ import simpy
 
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.schema import ClosedLoopArrival
-from simulator.recorder import Recorder
 from simulator.request import FINISHED, REJECTED, Request
+from simulator.results.recorder import Recorder
 
 Send = Callable[[Request], None]  # hands a request to the cluster: routes it to a replica of the entry pool
 

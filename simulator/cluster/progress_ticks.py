@@ -9,7 +9,7 @@ import math
 import simpy
 
 from simulator.cluster.wakeup import Wakeup
-from simulator.recorder import Recorder
+from simulator.results.recorder import Recorder
 
 LONG_RUN = 100_000  # requests from which ``llmsim run`` shows a bar
 

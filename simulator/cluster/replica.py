@@ -53,8 +53,8 @@ from simulator.cluster.longest_gap import SuffixMax
 from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.cost.lora import LoRACost
-from simulator.recorder import Recorder
 from simulator.request import REJECTED, Request
+from simulator.results.recorder import Recorder
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
 
 NO_RUN = -math.inf  # the end of the last decode run, before any
@@ -116,8 +116,8 @@ class Replica:
         self.on_down = None  # where a request sent here while down goes instead
         self.new_scheduler = None  # builds an empty scheduler (and KV pool) for a restart after a crash
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
-        self.observer = None  # simulator.observe.Observer when the run is observed
-        self.tokens = None  # simulator.token_log.TokenLog when every token's time is kept
+        self.observer = None  # simulator.results.observers.Observer when the run is observed
+        self.tokens = None  # simulator.results.token_log.TokenLog when every token's time is kept
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self.lora_cost: LoRACost | None = None  # LoRA adapters: their GEMMs (the scheduler's lora: their slots)
         self._busy = False  # an iteration is running or about to start

@@ -12,7 +12,7 @@ import numpy as np
 import simpy
 from pydantic import ValidationError
 
-from simulator.catalog import load_hardware, load_model
+from simulator.catalog import load_engine, load_hardware, load_model
 from simulator.cluster.autoscaler import Autoscaler, cold_start_s
 from simulator.cluster.connections import ConnectionPool
 from simulator.cluster.disaggregated import PrefillToDecode
@@ -25,19 +25,19 @@ from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
 from simulator.config.schema import ExperimentConfig, PoolConfig
-from simulator.cost import build_cost_model, load_engine
+from simulator.cost import build_cost_model
 from simulator.cost.lora import LoRACost
 from simulator.cost.roofline import expert_slots
 from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype, sglang_memory
 from simulator.kv.span_reserve import SpanReserve, span_reserve
-from simulator.observe import Observer
-from simulator.progress import NoProgress, progress_bar
-from simulator.recorder import Recorder
+from simulator.results.observers import Observer
+from simulator.results.progress import NoProgress, progress_bar
+from simulator.results.recorder import Recorder
+from simulator.results.token_log import TokenLog
 from simulator.schedulers import SCHEDULERS, Scheduler
 from simulator.schedulers.lora import AdapterSlots
-from simulator.token_log import TokenLog
 from simulator.workload import generate_requests
 from simulator.workload.adapters import assign_adapters
 
@@ -313,8 +313,8 @@ def simulate(
     """Run an experiment; ``fast_forward=False`` steps decode iterations one at a time (same results, slower).
 
     With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete; an
-    ``observer`` (:mod:`simulator.observe`) collects timelines, iterations and transfers; ``tokens``
-    (:mod:`simulator.token_log`) every output token's time (colocated clusters without speculative decoding);
+    ``observer`` (:mod:`simulator.results.observers`) collects timelines, iterations and transfers; ``tokens``
+    (:mod:`simulator.results.token_log`) every output token's time (colocated clusters without speculative decoding);
     ``progress``: a bar on a terminal for runs of :data:`LONG_RUN` requests or more."""
     if tokens is not None and (config.cluster.kind != "colocated" or getattr(config.scheduler, "speculative", None)):
         raise ConfigError("--tokens: the per-token table is for colocated clusters without speculative decoding "

@@ -3,7 +3,7 @@
 Relative file paths inside an experiment (model, hardware, trace) are resolved against the experiment file's folder,
 falling back to the current directory, and stored absolute in the resolved config.
 
-The engine profile's server defaults (:meth:`simulator.cost.engine.EngineProfile.server_experiment`: how the
+The engine profile's server defaults (:meth:`simulator.catalog.engines.EngineProfile.server_experiment`: how the
 framework's server batches and sizes its KV cache when started without flags on the experiment's GPU) fill what the
 experiment leaves out: a missing ``scheduler`` or ``kv_cache`` section is the server's, and a section that names no
 ``kind`` or the server's kind takes the server's values for the keys it does not set. A section of another kind is
@@ -21,12 +21,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from simulator.catalog import load_engine, load_hardware, load_model
 from simulator.catalog.loading import read_mapping
 from simulator.catalog.paths import EXPERIMENTS_DIR
 from simulator.catalog.yaml_text import YAMLInputError, load_yaml
-from simulator.config.errors import format_validation_error
 from simulator.config.schema import ExperimentConfig
-from simulator.errors import ConfigError, LLMSimError
+from simulator.errors import ConfigError, LLMSimError, format_validation_error
 
 DEFAULT_EXPERIMENT = EXPERIMENTS_DIR / "quickstart.yaml"
 _PATH_SUFFIXES = (".yaml", ".yml", ".json", ".csv", ".py")
@@ -128,8 +128,6 @@ def _resolve_checkpoint(data: dict[str, Any], where: str) -> None:
     checkpoint served in its own format that declares its KV-cache format (calibrated fp8 KV scales) gets that cache
     where the experiment leaves ``kv_cache.dtype`` out or ``auto``, as ``--kv-cache-dtype auto`` does in vLLM, SGLang
     and TensorRT-LLM. Without a declaration the cache keeps the activations' 16-bit format."""
-    from simulator.catalog import load_model  # local: the catalog's loading helpers import the config errors
-
     if not isinstance(data.get("model"), str):
         return
     try:
@@ -151,8 +149,6 @@ def _resolve_checkpoint(data: dict[str, Any], where: str) -> None:
 
 def _gpu(name: Any):
     """The hardware profile ``name`` names, or None where it names none (validation or the run reports it)."""
-    from simulator.catalog import load_hardware  # local: the catalog's loading helpers import the config errors
-
     try:
         return load_hardware(name) if isinstance(name, str) else None
     except LLMSimError:
@@ -162,8 +158,6 @@ def _gpu(name: Any):
 def _apply_server_defaults(data: dict[str, Any]) -> None:
     """Fill the scheduler and KV-cache settings the experiment leaves out from its engine's server defaults on the
     experiment's GPU, and give a pool of another GPU that GPU's batch limits (:func:`_pool_server_defaults`)."""
-    from simulator.cost.engine import load_engine  # local: the cost package imports the config schema
-
     engine = data.get("engine", ExperimentConfig.model_fields["engine"].default)
     if not isinstance(engine, str):
         return  # validation names the field

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from simulator.catalog.workloads import with_preset
-from simulator.renames import renamed
+from simulator.errors import renamed
 
 MAX_REQUESTS = 100_000_000  # generated requests per run
 MAX_REPLICAS = 100_000  # replicas per pool

@@ -5,7 +5,6 @@ from simulator.config.schema import ExperimentConfig
 from simulator.cost.attention import attention_time
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape, decode_run_time
 from simulator.cost.collectives import collective_time
-from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.gemm import gemm_time
 from simulator.cost.linear import LinearCostModel
 from simulator.cost.moe import moe_time
@@ -18,6 +17,6 @@ def build_cost_model(config: ExperimentConfig, model: ModelSpec, hardware: Hardw
 
 
 __all__ = [
-    "COST_MODELS", "CostModel", "EngineProfile", "IterationShape", "LinearCostModel", "RooflineCostModel",
-    "attention_time", "build_cost_model", "collective_time", "decode_run_time", "gemm_time", "load_engine", "moe_time",
+    "COST_MODELS", "CostModel", "IterationShape", "LinearCostModel", "RooflineCostModel",
+    "attention_time", "build_cost_model", "collective_time", "decode_run_time", "gemm_time", "moe_time",
 ]

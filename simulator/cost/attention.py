@@ -81,9 +81,9 @@ an 8-bit cache being other kernels — their parameters apart (``kv_8bit``: SGLa
 dequantise fp8 in registers and stream it at ~0.7 of HBM bandwidth against ~0.9 over bf16; TensorRT-LLM's pays 0.3 ns
 per (sequence, query head) against 3.0, and its fp8 prefill runs at 1.3 of the 16-bit peak on fp8 tensor cores),
 fitted on its own framework's tables (``attention_by_generation``,
-:meth:`simulator.cost.engine.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
+:meth:`simulator.catalog.engines.EngineProfile.attention_hardware`), which price its multi-head and grouped-query
 attention; and the same for its MLA kernels on its MLA tables (``mla_by_generation``,
-:meth:`~simulator.cost.engine.EngineProfile.mla_hardware`). ``llmsim validate`` reports the error for each
+:meth:`~simulator.catalog.engines.EngineProfile.mla_hardware`). ``llmsim validate`` reports the error for each
 framework.
 
 The costs per work item — ``prefill_attention_ns_per_row`` and ``_ns_per_tile``, ``decode_attention_ns_per_head``,

@@ -49,8 +49,8 @@ import math
 from typing import NamedTuple
 
 from simulator.catalog.architecture import INDEX_SCALE_BYTES, Attention, LayerGroup
+from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS
 from simulator.cost.attention import QUERY_TILE, AttentionModel, query_tiles
-from simulator.cost.engine import FRAMEWORK_ATTENTION_KINDS
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
 

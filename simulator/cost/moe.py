@@ -66,7 +66,7 @@ lighter-tailed ones (gamma of the same spread) load the hottest of two experts a
 ``moe_expert_overhead_us`` are fitted per GPU generation on the frameworks' MoE tables
 (``../shared/data/kernels/<gpu>/moe``, :mod:`simulator.fidelity.kernel_fit`), pooled; a serving engine's profile
 replaces the last three with its framework's own kernel for the experts' weight format where it has one
-(``moe_by_generation``, :meth:`simulator.cost.engine.EngineProfile.moe_hardware`: vLLM's FlashInfer kernel for
+(``moe_by_generation``, :meth:`simulator.catalog.engines.EngineProfile.moe_hardware`: vLLM's FlashInfer kernel for
 per-tensor fp8 streams its experts at a quarter of the rate of its Triton kernel for block fp8); ``moe_kernels`` is
 counted, not fitted:
 6 (top-k routing, alignment, the two grouped GEMMs, the activation, the combine). Fitting it too gives 12 on H100:

@@ -22,7 +22,7 @@ decode step affine in S).
 
 Per iteration: embedding gather (T·D·w bytes), the final norm, the LM head GEMM on the last token of each sequence
 (m = sequences, n = vocab/t, k = D), and sampling over fp32 logits (read and write sequences × vocab × 4 bytes).
-The engine profile adds its fixed costs (:mod:`simulator.cost.engine`).
+The engine profile adds its fixed costs (:mod:`simulator.catalog.engines`).
 
 A decode step is exactly affine in S (decode attention's compute and memory times are both proportional to S, so
 their smooth maximum is too; bounded-span layers cost a constant per sequence), as :mod:`simulator.cost.base`
@@ -32,11 +32,11 @@ requires.
 from __future__ import annotations
 
 from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile, load_engine
 from simulator.config.schema import ExperimentConfig
 from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time, ring_bandwidth
-from simulator.cost.engine import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile, load_engine
 from simulator.cost.expert_exchange import exchange_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import GroupCost, span_totals

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from simulator.cost.engine import load_engine
+from simulator.catalog.engines import load_engine
 from simulator.fidelity.silicon import RunSettings, is_fit_row, row_engine, validate_runs
 
 GRID: dict[str, list[float]] = {

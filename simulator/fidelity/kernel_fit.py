@@ -53,9 +53,9 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
+from simulator.catalog.engines import load_engine
 from simulator.catalog.hardware import ExchangeFit, GemmKernelFit
 from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel, decode_context, spread_over_sms
-from simulator.cost.engine import load_engine
 from simulator.dtypes import compute_dtype
 from simulator.errors import LLMSimError
 from simulator.fidelity.calibrate import coordinate_descent, score, set_parameter

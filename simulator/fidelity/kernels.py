@@ -54,10 +54,11 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
+from simulator.catalog.architecture import Attention
+from simulator.catalog.engines import EngineProfile, load_engine
 from simulator.catalog.hardware import ExchangeFit
 from simulator.cost.attention import AttentionModel, decode_context, longest_block, query_tiles
 from simulator.cost.collectives import collective_time
-from simulator.cost.engine import EngineProfile, load_engine
 from simulator.cost.expert_exchange import deepep_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import attention_shapes
@@ -512,8 +513,6 @@ def mla_kernel_table(kernels_dir: Path) -> pd.DataFrame:
 
 def deepseek_mla(heads: int):
     """DeepSeek-V3's latent attention with ``heads`` query heads (the MLA tables' shape)."""
-    from simulator.catalog.architecture import Attention
-
     return Attention(kind="mla", num_heads=heads, num_kv_heads=heads, head_dim=192, q_lora_rank=1536,
                      kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
 

@@ -87,10 +87,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.config import ExperimentConfig
+from simulator.api import run
+from simulator.catalog import load_hardware, load_model
+from simulator.config import ExperimentConfig, load_experiment
+from simulator.cost import build_cost_model
+from simulator.cost.base import IterationShape
 from simulator.errors import LLMSimError
 from simulator.fidelity.systems import SYSTEMS, WEIGHT_FORMATS
-from simulator.progress import progress_bar
+from simulator.results.progress import progress_bar
 
 FITTED_SYSTEM = "h100_sxm"  # the system whose rows the engine profiles' fixed costs were fitted on
 BACKENDS = ("vllm", "sglang", "trtllm")
@@ -204,8 +208,6 @@ def disaggregated_cluster(row: dict[str, str], backend: str, spec, hardware: str
     unsupported (where stated it equals ``decode_batch_size`` × workers, but the rows without it measure TPOTs that
     batch could not give — SGLang Qwen3-32B 112–560 ms — so the batch is a cap, not the client count). The KV moves
     over the prefill worker's network cards: its GPUs × the node's ``inter_node_gb_per_s``."""
-    from simulator.catalog import load_hardware
-
     pools = {}
     for role in ("prefill", "decode"):
         if not (row.get(f"{role}_num_workers") or "").strip():
@@ -296,8 +298,6 @@ def row_experiment(
     row: dict[str, str], where: str, model_dir: Path | None, settings: RunSettings = RunSettings()
 ) -> ExperimentConfig:
     """The experiment a silicon row describes (raises :class:`Unsupported` with the reason)."""
-    from simulator.catalog import load_model
-    from simulator.config import load_experiment
 
     system = (row.get("system") or "").strip()
     if system not in SYSTEMS:
@@ -379,9 +379,6 @@ def steady_request_seconds(config: ExperimentConfig, model, users: int, isl: int
     """Roughly how long one request lasts at concurrency ``users`` in steady state (the cycle of a closed-loop
     client): ``osl`` decode steps of the full batch at the mean context, plus the prefill of every client's prompt
     (each prompt is prefilled once per cycle, delaying everybody's decode). The clients' start is spread over it."""
-    from simulator.catalog import load_hardware
-    from simulator.cost import build_cost_model
-    from simulator.cost.base import IterationShape
 
     cost = build_cost_model(config, model, load_hardware(config.hardware))
     prefill = cost.iteration_time(IterationShape(((isl, 0),)))
@@ -391,8 +388,6 @@ def steady_request_seconds(config: ExperimentConfig, model, users: int, isl: int
 
 def predict_row(config: ExperimentConfig, users: int, settings: RunSettings = RunSettings()) -> tuple[float, float]:
     """Mean TTFT and TPOT (ms) of the measured requests of a closed-loop benchmark experiment."""
-    from simulator.api import run
-
     requests = run(config).requests
     window = requests[(requests["request_id"] >= settings.warmup * users) & (requests["status"] == "finished")]
     if window.empty:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_model
+from simulator.catalog.engines import load_engine
 from simulator.cost.base import IterationShape
-from simulator.cost.engine import load_engine
 from simulator.cost.roofline import RooflineCostModel
 from simulator.fidelity.errors import ape
 

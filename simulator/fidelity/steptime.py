@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.catalog import load_hardware, load_model
+from simulator.catalog.engines import load_engine
 from simulator.cost.base import IterationShape
-from simulator.cost.engine import load_engine
 from simulator.cost.roofline import RooflineCostModel
 from simulator.errors import LLMSimError
 

@@ -2,8 +2,7 @@
 
 from simulator.kv.base import KV_ALLOCATORS, KVAllocator, MemoryBreakdown
 from simulator.kv.contiguous import ContiguousAllocator
-from simulator.kv.paged import PagedAllocator
-from simulator.kv.prefix_cache import PrefixCachingAllocator
+from simulator.kv.paged import PagedAllocator, PrefixCachingAllocator
 from simulator.kv.sizing import KVBudget, kv_budget, kv_cache_bytes, kv_dtype
 
 __all__ = [

@@ -19,7 +19,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulator.config.schema import SLOConfig
 from simulator.errors import LLMSimError
+from simulator.results.metrics import add_latency_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -241,8 +243,6 @@ def folder_page(folder: str | Path) -> str:
     frames = {name: read(f"{name}.parquet") for name in ("requests", "timeline", "iterations", "scaling")
               if (folder / f"{name}.parquet").is_file()}
     if "requests" in frames and "ttft_ms" not in frames["requests"]:
-        from simulator.config.schema import SLOConfig
-        from simulator.metrics import add_latency_columns
 
         frames["requests"] = add_latency_columns(frames["requests"], SLOConfig())
     return run_page(summary, config_text, frames)

@@ -20,6 +20,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from simulator.config.schema import SLOConfig
+from simulator.errors import LLMSimError
+from simulator.results.metrics import add_latency_columns
+
 RATE = "workload.arrival.rate"
 
 
@@ -212,9 +216,6 @@ def experiment_of(folder: Path) -> tuple[str, dict[str, float]]:
 def plot_folder(folder: str | Path) -> list[Path]:
     """Every picture the folder's files allow (a run's ``requests/timeline/iterations/scaling.parquet`` or a sweep's
     ``index.parquet``), saved as PNG and SVG under ``folder/plots``; returns the files written."""
-    from simulator.config.schema import SLOConfig
-    from simulator.errors import LLMSimError
-    from simulator.metrics import add_latency_columns
 
     folder = Path(folder)
     figures: dict[str, Figure] = {}

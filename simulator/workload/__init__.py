@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from simulator.config.schema import ArrivalConfig, PrefixConfig, RequestClass, WorkloadConfig
 from simulator.errors import LLMSimError
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
+from simulator.workload.base import Workload
 from simulator.workload.dataset import sample_dataset
 from simulator.workload.lengths import sample_lengths
 from simulator.workload.sessions import generate_sessions
 from simulator.workload.trace import Trace, read_trace, write_trace
-
-
-class Workload(NamedTuple):
-    """Per-request columns in arrival order; ``prefixes`` is None or an object array of ``Prefix | None``."""
-
-    arrival_s: np.ndarray
-    input_tokens: np.ndarray
-    output_tokens: np.ndarray
-    prefixes: np.ndarray | None = None
-    skipped: int = 0  # malformed trace rows skipped
-    classes: np.ndarray | None = None  # index into WorkloadConfig.classes per request
-    sessions: np.ndarray | None = None  # multi-turn: each request's session (simulator.workload.sessions)
-    turns: np.ndarray | None = None  # and its turn in it, from 0 (later turns' arrival_s are NaN until sent)
 
 
 def assign_prefixes(config: PrefixConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

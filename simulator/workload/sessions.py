@@ -21,6 +21,7 @@ import numpy as np
 from simulator.config.schema import WorkloadConfig
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
+from simulator.workload.base import Workload
 from simulator.workload.dataset import sample_conversations
 from simulator.workload.lengths import sample_lengths
 
@@ -51,8 +52,6 @@ BRANCH_ID_BASE = 1 << 60  # a branch's own token ids: above every session's
 def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
     """The :class:`~simulator.workload.Workload` of ``config.num_requests`` sessions (module docstring), with each
     request's ``sessions`` and ``turns`` index (sub-requests of one turn share it)."""
-    from simulator.workload import Workload
-
     sessions = config.sessions
     arrival_rng, turns_rng, first_rng, new_rng, output_rng = (np.random.default_rng(s) for s in seed.spawn(5))
     fan_rng, branch_rng = (np.random.default_rng(s) for s in seed.spawn(2))  # after the five above: new streams

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simulator.api import run
 from simulator.config import ExperimentConfig
 from simulator.errors import ConfigError
 
@@ -40,7 +41,6 @@ def rate_sweep(config: ExperimentConfig, benchmarks: int = 10, rate_type: str = 
     import pandas as pd
     from joblib import Parallel, delayed
 
-    from simulator.api import run
 
     workload = config.workload
     if workload.trace is not None or workload.sessions is not None or workload.num_requests is None:

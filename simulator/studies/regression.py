@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.comparison import Comparison, FindingResult, check_findings, load_comparison, run_experiments
 from simulator.errors import ConfigError
+from simulator.studies.comparison import Comparison, FindingResult, check_findings, load_comparison, run_experiments
 
 DEFAULT_RTOL = 0.02
 BASELINE_NAME = "baseline.json"

@@ -14,8 +14,8 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - max ITL = a request's longest gap between consecutive output tokens (its worst stall while streaming; NaN with
   one output token), exact (:mod:`simulator.cluster.longest_gap`)
 - ITL   = every gap between consecutive output tokens of a request, pooled over all requests; the mean is exact,
-  percentiles come from a log histogram with 0.1% bins (:mod:`simulator.histogram`); under faults it also pools
-  the gaps of attempts a crash lost (the per-token table, :mod:`simulator.token_log`, keeps the last attempt's)
+  percentiles come from a log histogram with 0.1% bins (:mod:`simulator.results.histogram`); under faults it also pools
+  the gaps of attempts a crash lost (the per-token table, :mod:`simulator.results.token_log`, keeps the last attempt's)
 - percentiles use linear interpolation (``numpy.percentile``); ``median`` is p50, and p90, p95, p99, p99.9 are
   given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL, max ITL) is the population standard deviation, as vLLM's ``std_*``
 - total_input_tokens / total_output_tokens: the tokens of the completed (measured) requests
@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simulator.config.schema import MetricsConfig, SLOConfig
-from simulator.histogram import LogHistogram
+from simulator.results.histogram import LogHistogram
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from simulator.api import run as simulate
 from simulator.config import ExperimentConfig
 from simulator.errors import ConfigError
-from simulator.progress import progress_bar
+from simulator.results.progress import progress_bar
 
 _STATS = ("mean", "median", "p90", "p95", "p99")
 _METRICS = ("ttft", "tpot", "itl", "max_itl", "e2el")
@@ -120,8 +121,6 @@ def find_capacity(
 def _search(config: ExperimentConfig, slo: dict[str, float], attainment: float | None, tolerance: float,
             max_probes: int, run: Callable[[ExperimentConfig], dict[str, Any]] | None, bar) -> CapacityResult:
     if run is None:
-        from simulator.api import run as simulate
-
         def run(c: ExperimentConfig) -> dict[str, Any]:
             return simulate(c).summary
 

@@ -1,7 +1,7 @@
 """Deployment planning: the capacity of every deployment in a grid, ranked per GPU and per dollar.
 
-A plan file is a sweep (``base``, ``grid``, ``zip``; see :mod:`simulator.sweep`) over deployment knobs — hardware,
-replicas, tensor parallelism, scheduler settings — plus the SLO and, optionally, prices::
+A plan file is a sweep (``base``, ``grid``, ``zip``; see :mod:`simulator.studies.sweep`) over deployment knobs —
+hardware, replicas, tensor parallelism, scheduler settings — plus the SLO and, optionally, prices::
 
     base: ../quickstart.yaml
     grid: {hardware: [a100-80gb-sxm, h100-sxm], cluster.tensor_parallel: [1, 2]}
@@ -9,8 +9,8 @@ replicas, tensor parallelism, scheduler settings — plus the SLO and, optionall
     attainment: 0.9            # optional: share of requests within the limits instead of percentile bounds
     prices: {h100-sxm: 3.0}    # USD per GPU-hour; else the hardware profile's price_per_hour_usd
 
-For each deployment: the capacity (highest rate meeting the SLO, :func:`simulator.capacity.find_capacity`), GPUs,
-capacity per GPU, and with a price the cost per hour, requests per dollar and dollars per million output tokens at
+For each deployment: the capacity (highest rate meeting the SLO, :func:`simulator.studies.capacity.find_capacity`),
+GPUs, capacity per GPU, and with a price the cost per hour, requests per dollar and dollars per million output tokens at
 capacity. Rows are ranked by requests per dollar when every deployment has a price, else by capacity per GPU;
 ``pareto`` marks deployments that no other beats on both cost (per million tokens, or per GPU) and p99 E2E latency.
 This is Vidur-Search's question, answered from spec sheets instead of profiles.
@@ -24,10 +24,10 @@ from typing import Any
 import pandas as pd
 from pydantic import Field
 
-from simulator.capacity import find_capacity, normalise_slo_key
 from simulator.catalog import load_hardware
 from simulator.config.loader import load_spec, resolve_base
-from simulator.sweep import Point, SweepConfig, expand
+from simulator.studies.capacity import find_capacity, normalise_slo_key
+from simulator.studies.sweep import Point, SweepConfig, expand
 
 
 class PlanConfig(SweepConfig):

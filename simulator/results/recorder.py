@@ -3,7 +3,7 @@
 Request rows are kept in compact columnar chunks of NumPy arrays (or streamed to a Parquet file, keeping only the
 columns the summary needs), so memory grows with requests in flight plus a few numbers per finished request; Arrow
 (and, through it, pandas) is only loaded to write a file or build the table.
-Inter-token gaps go into a :class:`~simulator.histogram.LogHistogram` per decode run, not per token.
+Inter-token gaps go into a :class:`~simulator.results.histogram.LogHistogram` per decode run, not per token.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.histogram import LogHistogram
+from simulator.results.histogram import LogHistogram
 from simulator.request import Request
 
 if TYPE_CHECKING:

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import Field, model_validator
 
+from simulator.api import ABOUT_KEYS, config_yaml, run
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.loader import apply_overrides, load_spec, resolve_base
 from simulator.config.schema import MAX_SEED, Strict
-from simulator.errors import ConfigError, LLMSimError
-from simulator.progress import progress_bar
-from simulator.renames import renamed
+from simulator.errors import ConfigError, LLMSimError, renamed
+from simulator.results.progress import progress_bar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,8 +181,6 @@ def run_point(point: Point, out: Path | None, parent_pid: int | None = None) -> 
     recorded in the row's ``error`` and, with ``out``, in ``error.txt``. A worker process passes the sweep's
     ``parent_pid``: once that process is gone (killed), the worker stops instead of writing into a folder that a
     rerun may be using."""
-    from simulator.api import ABOUT_KEYS, config_yaml, run
-
     _check_parent(parent_pid)
     row = {"point": point.index, **point.values, "seed": point.seed, "error": ""}
     folder = out / point.name if out is not None else None

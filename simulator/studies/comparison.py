@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
+from simulator.api import run
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.loader import load_spec, resolve_base
 from simulator.config.schema import SLOConfig, Strict
 from simulator.errors import ConfigError
-from simulator.histogram import LogHistogram
-from simulator.metrics import (
+from simulator.results.histogram import LogHistogram
+from simulator.results.metrics import (
     AUTOSCALER_METRICS,
     CLASS_METRICS,
     DISAGGREGATED_METRICS,
@@ -44,8 +45,8 @@ from simulator.metrics import (
     SESSION_METRICS,
     summarize,
 )
-from simulator.progress import progress_bar
-from simulator.recorder import SUMMARY_COLUMNS
+from simulator.results.progress import progress_bar
+from simulator.results.recorder import SUMMARY_COLUMNS
 
 
 class Finding(Strict):
@@ -148,8 +149,6 @@ def load_comparison(path: str | Path) -> Comparison:
 
 
 def _summary_of(config: ExperimentConfig) -> dict[str, Any]:
-    from simulator.api import run
-
     return run(config).summary
 
 

@@ -1,0 +1,179 @@
+"""``llmsim models``, ``gpus``, ``workloads``, ``kv-size`` and ``convert-trace``: what the catalogs hold, and
+traces rewritten in the canonical form."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from simulator.catalog import hardware_names, load_hardware, load_model, model_names
+from simulator.catalog.workloads import fit_preset, load_preset, max_entropy_preset, preset_names, preset_yaml
+from simulator.cli.outputs import check_output_file
+from simulator.config.schema import TraceConfig
+from simulator.dtypes import BYTES_PER_ELEMENT
+from simulator.errors import LLMSimError
+from simulator.kv.sizing import kv_cache_bytes
+from simulator.results.progress import note
+from simulator.workload import read_trace, write_trace
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """The model catalog: layer groups, total and active parameters, checkpoint format, KV bytes per token."""
+    rows = []
+    for name in model_names():
+        model = load_model(name)
+        growing = sum(g.count * g.attention.kv_bytes_per_token(2.0) for g in model.layers if not g.attention.span)
+        rows.append({
+            "name": name, "source": model.source, "layers": model.num_layers,
+            "groups": [f"{g.count}x {g.attention.kind}{_attended(g.attention)} {g.ffn.kind}" for g in model.layers],
+            "total_params": model.num_params, "active_params": model.active_params,
+            "checkpoint_dtype": model.quantization.dtype if model.quantization else "bf16",
+            "kv_bytes_per_token": growing, "kv_bytes_per_token_in_windows": model.kv_bytes_per_token(2.0),
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'model':18} {'total':>9} {'active':>8} {'weights':>9} {'KV/token':>9}  layers")
+    for row in rows:
+        print(f"{row['name']:18} {row['total_params'] / 1e9:8.1f}B {row['active_params'] / 1e9:7.1f}B "
+              f"{row['checkpoint_dtype']:>9} {row['kv_bytes_per_token'] / 1024:7.1f}KiB  {', '.join(row['groups'])}")
+    print("KV/token: bf16, the layers whose KV grows with the context (window layers hold at most their span)")
+    return 0
+
+
+def _attended(attention) -> str:
+    """How many cached tokens a layer's queries see, as ``llmsim models`` labels it: ``(W)`` for a span of W,
+    ``(top-K)`` for a sparse selection, nothing for the whole context."""
+    if attention.span:
+        return f"({attention.span})"
+    return f"(top-{attention.index_topk})" if attention.index_topk else ""
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    """The GPU catalog: spec-sheet numbers and the generation whose fitted parameters each takes."""
+    rows = []
+    for name in hardware_names():
+        hw = load_hardware(name)
+        peaks = hw.peak_tflops.model_dump()
+        rows.append({"name": name, "generation": hw.generation, "memory_gib": hw.memory_gib,
+                     "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s, "peak_tflops": peaks,
+                     "interconnect_gb_per_s": hw.interconnect_gb_per_s, "gpus_per_node": hw.node.gpus_per_node,
+                     "sm_count": hw.sm_count, "description": hw.description})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'gpu':16} {'generation':10} {'memory':>8} {'HBM GB/s':>9} {'bf16':>7} {'fp8':>7} {'fp4':>7} "
+          f"{'link GB/s':>9} {'SMs':>4}  per node")
+    for row in rows:
+        peak = row["peak_tflops"]
+        cells = [f"{peak[k]:7,.0f}" if peak.get(k) else f"{'-':>7}" for k in ("bf16", "fp8", "fp4")]
+        print(f"{row['name']:16} {row['generation']:10} {row['memory_gib']:6.0f}Gi "
+              f"{row['memory_bandwidth_gb_per_s']:9,.0f} {' '.join(cells)} {row['interconnect_gb_per_s']:9,.0f} "
+              f"{row['sm_count'] or '-':>4}  {row['gpus_per_node']}")
+    print("peaks: dense TFLOP/s per format; link: GPU-GPU per direction; SMs: streaming multiprocessors (AMD: CUs)")
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML."""
+    if args.fit:
+        print(preset_yaml(fit_preset(args.fit, args.name)), end="")
+        return 0
+    if args.max_entropy:
+        print(preset_yaml(max_entropy_preset(args.name, dict(args.max_entropy))), end="")
+        return 0
+    presets = [load_preset(name) for name in preset_names()]
+    if args.json:
+        print(json.dumps(presets, indent=2))
+        return 0
+    print(f"{'preset':22} {'input p50/mean/p99':>22} {'output p50/mean/p99':>22} {'rate/s':>7}  source")
+    for preset in presets:
+        stats = preset["statistics"]
+        cells = ["/".join(f"{stats[part][k]:,.0f}" if k in stats[part] else "-" for k in ("p50", "mean", "p99"))
+                 for part in ("input_tokens", "output_tokens")]
+        rate = f"{stats['rate_per_s']:7.2f}" if "rate_per_s" in stats else f"{'-':>7}"
+        print(f"{preset['name']:22} {cells[0]:>22} {cells[1]:>22} {rate}  {preset['source'].split(' (')[0]}")
+    print("use as workload: {preset: NAME, ...}; the section's own keys override the preset's")
+    return 0
+
+
+def cmd_kv_size(args: argparse.Namespace) -> int:
+    if args.model and not (args.layers or args.kv_heads or args.head_dim):
+        return _kv_size_of_model(args)
+    if args.model:
+        model = load_model(args.model)
+        attention = model.layers[0].attention
+        if len(model.layers) > 1 or attention.kind != "full":
+            raise LLMSimError(f"kv-size: --layers/--kv-heads/--head-dim override a uniform full-attention model; "
+                              f"{model.name} has {len(model.layers)} layer groups ({attention.kind} attention)")
+        layers, kv_heads, head_dim = model.num_layers, attention.num_kv_heads, attention.head_dim
+    else:
+        layers, kv_heads, head_dim = args.layers, args.kv_heads, args.head_dim
+    layers = args.layers or layers
+    kv_heads, head_dim = args.kv_heads or kv_heads, args.head_dim or head_dim
+    missing = [f"--{n}" for n, v in (("layers", layers), ("kv-heads", kv_heads), ("head-dim", head_dim)) if not v]
+    if missing:
+        raise LLMSimError(f"kv-size: give --model or {', '.join(missing)}")
+    per_token = kv_cache_bytes(layers, kv_heads, head_dim, args.dtype, 1, 1)
+    total = per_token * args.context * args.batch
+    print(
+        f"KV bytes per token = 2 x {layers} layers x {kv_heads} kv_heads x {head_dim} head_dim x "
+        f"{BYTES_PER_ELEMENT[args.dtype]:g} B ({args.dtype}) = {per_token:,.0f} B"
+    )
+    print(f"x {args.context:,} tokens x {args.batch:,} sequences = {total / 1e9:.2f} GB ({total / 2**30:.2f} GiB)")
+    return 0
+
+
+def _kv_size_of_model(args: argparse.Namespace) -> int:
+    """Per layer group: KV elements per token, tokens a sequence of ``--context`` holds there (a bounded span holds
+    at most its span), and bytes; the model's parameter counts."""
+    model = load_model(args.model)
+    element = BYTES_PER_ELEMENT[args.dtype]
+    groups, total = [], 0.0
+    for group in model.layers:
+        attention = group.attention
+        per_token = group.count * attention.kv_bytes_per_token(element)
+        held = min(args.context, attention.span) if attention.span else args.context
+        state = group.count * attention.state_elements() * (attention.state_bytes or element)
+        nbytes = per_token * held * args.batch + state * args.batch
+        total += nbytes
+        groups.append({"layers": group.count, "attention": attention.kind, "span": attention.span,
+                       "kv_bytes_per_token": per_token, "tokens_held": held, "state_bytes_per_sequence": state,
+                       "kv_bytes": nbytes})
+    growing = sum(g["kv_bytes_per_token"] for g in groups if not g["span"])
+    report = {"model": model.name, "total_params": model.num_params, "active_params": model.active_params,
+              "dtype": args.dtype, "context": args.context, "batch": args.batch, "groups": groups,
+              "kv_bytes_per_token": growing, "kv_bytes": total}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{model.name}: {model.num_params / 1e9:.2f} B parameters, {model.active_params / 1e9:.2f} B active per "
+          f"token")
+    for g in groups:
+        span = f", span {g['span']:,}" if g["span"] else ""
+        if g["state_bytes_per_sequence"]:
+            print(f"  {g['layers']:3d} x {g['attention']} mixer: a state of {g['state_bytes_per_sequence']:,.0f} B per "
+                  f"sequence x {args.batch:,} = {g['kv_bytes'] / 1e9:.3f} GB")
+        elif g["attention"] != "none":
+            print(f"  {g['layers']:3d} x {g['attention']} attention{span}: {g['kv_bytes_per_token']:,.0f} B per "
+                  f"token ({args.dtype}) x {g['tokens_held']:,} tokens x {args.batch:,} = {g['kv_bytes'] / 1e9:.3f} GB")
+    print(f"context-growing layers: {growing:,.0f} B per token; {args.context:,} tokens x {args.batch:,} sequences "
+          f"= {total / 1e9:.2f} GB ({total / 2**30:.2f} GiB)")
+    return 0
+
+
+def cmd_convert_trace(args: argparse.Namespace) -> int:
+
+    columns = dict(item.split("=", 1) for item in args.columns.split(",")) if args.columns else None
+    try:
+        config = TraceConfig(path=args.input, format=args.format, columns=columns, time_unit=args.time_unit,
+                             skip_bad=args.skip_bad)
+    except ValueError as exc:
+        raise LLMSimError(f"convert-trace: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    trace = read_trace(config)
+    check_output_file(Path(args.output), "convert-trace OUTPUT")
+    write_trace(trace, args.output)
+    skipped = f", {trace.skipped} malformed rows skipped" if trace.skipped else ""
+    note(f"wrote {args.output}: {len(trace.arrival_s):,} requests{skipped}")
+    return 0

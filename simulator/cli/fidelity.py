@@ -1,0 +1,131 @@
+"""``llmsim steptime``, ``validate`` and ``calibrate``: predictions against measurements, and the fits."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+
+from simulator.catalog import load_hardware
+from simulator.catalog.generations import generation_names
+from simulator.cli.outputs import check_output_file
+from simulator.errors import LLMSimError
+from simulator.fidelity.calibrate import calibrate
+from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels
+from simulator.fidelity.kernels import GPUS, left_out
+from simulator.fidelity.report import kernels_figure, validate_all, write_report
+from simulator.fidelity.silicon import RunSettings, runs_figure, runs_report, validate_runs
+from simulator.fidelity.steptime import predict_steps, read_steps
+from simulator.report.html import text_page, write_page
+from simulator.results.progress import note
+
+
+def cmd_steptime(args: argparse.Namespace) -> int:
+    table = predict_steps(read_steps(args.input), args.model, args.hardware, args.tp, args.engine, args.dtype, args.pp)
+    if args.output:
+        table.to_csv(args.output, index=False)
+        note(f"wrote {len(table)} rows to {args.output}")
+    else:
+        print(table.round(4).to_csv(index=False), end="")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    if args.generation is not None and args.generation not in generation_names():
+        raise LLMSimError(f"validate: --generation: unknown {args.generation!r} "
+                          f"(allowed: {', '.join(generation_names())})")
+    if args.runs is not None:
+        return _validate_runs(args)
+
+    data = Path(args.data)
+    if not data.is_dir():
+        raise LLMSimError(f"validate: data folder not found: {data}")
+    if args.report:
+        check_output_file(Path(args.report), "--report")
+    results = validate_all(data, args.engine, args.generation)
+    text = write_report(results, Path(args.plot) if args.plot else None)
+    if (data / "kernels").is_dir() and (omitted := left_out(data / "kernels")):
+        text += "\n\n== left out (not priced) ==\n" + "\n".join(omitted)
+    print(text)
+    if args.report:
+        _validation_report(args.report, f"llmsim validate --data {data}", text, kernels_figure(results))
+    return 0
+
+
+def _validation_report(path: str, title: str, text: str, figure) -> None:
+    page = text_page(title, text, figure, "predicted against measured (log-log)")
+    note(f"wrote {write_page(page, path)}")
+
+
+def _validate_runs(args: argparse.Namespace) -> int:
+    model_dir = Path(args.model_configs) if args.model_configs else None
+    if model_dir is not None and not model_dir.is_dir():
+        raise LLMSimError(f"validate: --model-configs: folder not found: {model_dir}")
+    if args.report:
+        check_output_file(Path(args.report), "--report")
+    frame = validate_runs(args.runs, model_dir, args.jobs,
+                          RunSettings(length_range=args.length_range, generation=args.generation,
+                                      client_connections=args.client_connections))
+    if args.output:
+        frame.to_csv(args.output, index=False)
+    text = runs_report(frame, Path(args.plot) if args.plot else None)
+    print(text)
+    if args.output:
+        print(f"rows: {args.output}")
+    if args.report:
+        _validation_report(args.report, f"llmsim validate --runs {args.runs}", text, runs_figure(frame))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+
+
+
+    ops = Path(args.ops) if args.ops else None
+    data = Path(args.data) if args.data else None
+    kernels = Path(args.kernels) if args.kernels else None
+    for folder in (ops, data, kernels):
+        if folder is not None and not folder.is_dir():
+            raise LLMSimError(f"calibrate: folder not found: {folder}")
+    if kernels is not None:
+        if args.gpu not in GPUS:
+            raise LLMSimError(f"calibrate: --gpu {args.gpu!r} (kernel-table GPUs: {', '.join(GPUS)})")
+        if ops or data:
+            raise LLMSimError("calibrate: --kernels fits on its own (without --ops / --data)")
+        if args.framework:
+            return _write_framework_kernels(args, kernels)
+        profile, report = fit_kernels(load_hardware(args.hardware or GPUS[args.gpu]), kernels, args.gpu)
+    else:
+        if args.framework:
+            raise LLMSimError("calibrate: --framework fits a framework's kernels: it needs --kernels DIR")
+        if args.hardware is None:
+            raise LLMSimError("calibrate: --hardware is required with --ops / --data")
+        if ops is None and (data is None or args.network_system is None):
+            raise LLMSimError("calibrate: give --ops DIR (operator timings) and/or --data DIR --network-system NAME, "
+                              "or --kernels DIR --gpu NAME")
+        profile, report = calibrate(load_hardware(args.hardware), ops, data, args.network_system)
+    profile = profile.model_copy(update={"name": Path(args.output).stem})
+    sources = ", ".join(str(p) for p in (ops, data, kernels) if p)
+    header = "# Calibrated by `llmsim calibrate` from " + sources + "\n"
+    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
+                                 + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+    print("\n".join(report))
+    note(f"wrote {args.output}")
+    return 0
+
+
+def _write_framework_kernels(args: argparse.Namespace, kernels: Path) -> int:
+    """``calibrate --kernels DIR --gpu G --framework F``: the engine-profile fields of F's own kernels on G's
+    generation, as YAML to merge into F's profile."""
+
+
+
+    fields, report = fit_framework_kernels(kernels, args.framework, args.gpu)
+    header = (f"# {args.framework}'s own kernels on {args.gpu}, fitted by `llmsim calibrate --kernels {kernels} "
+              f"--gpu {args.gpu} --framework {args.framework}`: merge into engine_profiles/{args.framework}.yaml\n")
+    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
+                                 + yaml.safe_dump(fields, sort_keys=False))
+    print("\n".join(report))
+    note(f"wrote {args.output}")
+    return 0

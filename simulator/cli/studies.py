@@ -1,0 +1,191 @@
+"""``llmsim compare``, ``regress``, ``sweep``, ``benchmark``, ``capacity`` and ``plan``: studies of many runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from simulator.cli.outputs import check_output_file, output_folder
+from simulator.config import load_experiment
+from simulator.report.html import folder_page, text_page, write_page
+from simulator.results.progress import note
+from simulator.studies.capacity import capacity_over_seeds, find_capacity, parse_slo
+from simulator.studies.comparison import (
+    check_findings,
+    format_findings,
+    format_table,
+    load_comparison,
+    run_experiments,
+)
+from simulator.studies.plan import load_plan, pareto_figure, run_plan
+from simulator.studies.rate_sweep import rate_sweep
+from simulator.studies.regression import (
+    BASELINE_NAME,
+    compare_with_baseline,
+    format_report,
+    load_suite,
+    read_baseline,
+    run_suite,
+    write_baseline,
+)
+from simulator.studies.sweep import load_sweep, run_points
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    comparison = load_comparison(args.file)
+    spec = comparison.spec
+    summaries = run_experiments(comparison.experiments, jobs=args.jobs)
+    results = check_findings(spec.findings, summaries)
+    if args.json:
+        print(json.dumps({"summaries": summaries, "findings": [
+            {"finding": r.finding.describe(), "value": r.value, "holds": r.holds} for r in results
+        ]}, indent=2, sort_keys=True))
+    else:
+        print(f"== {spec.name} ==" + (f"\n{spec.claim.strip()}" if spec.claim else ""))
+        if spec.source:
+            print(f"source: {spec.source.strip()}")
+        print(format_table(spec.metrics, summaries))
+        if results:
+            print("findings:\n" + format_findings(results))
+    return 0 if all(r.holds for r in results) else 1
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    comparisons = load_suite(args.suite)
+    baseline_path = Path(args.baseline) if args.baseline else Path(args.suite) / BASELINE_NAME
+    result = run_suite(comparisons, jobs=args.jobs)
+    if args.update:
+        broken = result.broken_findings
+        write_baseline(result, baseline_path)
+        note(f"wrote {baseline_path} ({sum(len(v) for v in result.values.values())} variants)")
+        for name, finding in broken:
+            print(f"BROKEN  {name}: {finding.finding.describe()}: got {finding.value:.4g}")
+        return 1 if broken else 0
+    compare_with_baseline(result, comparisons, read_baseline(baseline_path), args.rtol)
+    print(format_report(result))
+    return 0 if result.passed else 1
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    points = load_sweep(args.file, args.set)
+    output_folder(Path(args.out))
+    if args.report:
+        check_output_file(Path(args.report), "--report")
+    progress = not args.no_progress
+    frame = run_points(points, args.out, jobs=args.jobs, backend=args.backend, address=args.address,
+                       progress=progress)
+    failed = frame[frame["error"] != ""]
+    note(f"{len(frame)} points, {len(failed)} failed; index: {Path(args.out) / 'index.parquet'}")
+    if args.report:
+        note(f"wrote {write_page(folder_page(args.out), args.report)}")
+    for _, row in failed.iterrows():
+        print(f"point {row['point']}: {row['error']}", file=sys.stderr)
+    metrics = ["output_throughput", "mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "slo_attainment"]
+    shown = ["point", *points[0].values, "seed", *(m for m in metrics if m in frame.columns)]
+    print(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    return 1 if len(failed) else 0
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    """GuideLLM's sweep: synchronous, throughput, and rates between (simulator.studies.rate_sweep)."""
+
+    config = load_experiment(args.file, args.set)
+    frame = rate_sweep(config, args.rates, args.rate_type, args.jobs)
+    if args.out:
+        out = output_folder(Path(args.out))
+        frame.to_csv(out / "benchmark.csv", index=False)
+    if args.json:
+        print(frame.to_json(orient="records", indent=2))
+    else:
+        print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.out:
+        note(f"wrote {Path(args.out) / 'benchmark.csv'}")
+    return 0
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+
+    slo = parse_slo(args.slo)
+    config = load_experiment(args.file, args.set)
+    if args.report:
+        check_output_file(Path(args.report), "--report")
+    unit = "sessions/s" if config.workload.sessions is not None else "req/s"  # the arrival process's rate
+    said: list[str] = []
+
+    def say(text: str, progress: bool = False) -> None:
+        """Print a line (progress lines to stderr; none with --json, which prints the result as JSON) and keep it
+        for the report."""
+        said.append(text)
+        if progress:
+            note(text)
+        elif not args.json:
+            print(text)
+
+    if args.seeds > 1:
+        spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
+                                              tolerance=args.tolerance)
+        for seed, rate in zip(spread.seeds, spread.rates, strict=True):
+            say(f"  seed {seed}: {rate:.4g} {unit}", progress=True)
+        say(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} {unit} (95% confidence "
+            f"interval of the mean), range {min(spread.rates):.4g}–{max(spread.rates):.4g}")
+        probes = [probe for result in results for probe in result.probes]
+        code = 0 if all(result.summary is not None for result in results) else 1
+    else:
+        result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
+        probes = result.probes
+        code = _say_capacity(result, slo, args, unit, say)
+    if args.json:
+        found = ({"rate": spread.mean, "half_width_95": spread.half_width, "seeds": spread.seeds,
+                  "rates": spread.rates} if args.seeds > 1 else {"rate": result.rate})
+        def finite(value):
+            return value if not isinstance(value, float) or math.isfinite(value) else None  # strict JSON: null
+
+        print(json.dumps({"unit": unit, "slo": slo, "attainment": args.attainment, **found,
+                          "probes": [{"rate": p.rate, "meets": p.holds, **{k: finite(p.summary.get(k)) for k in slo}}
+                                     for p in probes]}, indent=2, allow_nan=False))
+    if args.report:
+        from simulator.report.plots import capacity_probes
+
+        page = text_page(f"llmsim capacity: {config.name}", "\n".join(said), capacity_probes(probes, slo, unit),
+                         "every probe's figures against the SLO limits")
+        note(f"wrote {write_page(page, args.report)}")
+    return code
+
+
+def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit: str, say) -> int:
+    for probe in result.probes:
+        say(f"  rate {probe.rate:10.4g} {unit}  {'meets' if probe.holds else 'misses'} the SLO", progress=True)
+    condition = (f"slo_attainment >= {args.attainment:g} with per-request limits " if args.attainment is not None
+                 else "") + ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
+    if result.summary is None:
+        last = result.probes[-1]
+        if result.idle_misses:
+            seen = ", ".join(f"{k} {last.summary[k]:.4g}" for k in slo)
+            say(f"no rate meets {condition}: even at {last.rate:.4g} {unit}, where requests no longer wait for "
+                f"one another, the run has {seen}; loosen the SLO or change the deployment")
+        else:
+            say(f"no rate meets {condition} (down to {last.rate:.4g} {unit})")
+        return 1
+    s = result.summary
+    say(f"capacity: {result.rate:.4g} {unit} meets {condition} (bisection tolerance {args.tolerance:.0%})")
+    say(f"there: goodput {result.goodput:.4g} req/s, {s['output_throughput']:.4g} output tok/s, "
+        f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
+    say("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    spec, points = load_plan(args.file)
+    frame = run_plan(spec, points, jobs=args.jobs)
+    print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.out:
+        out = output_folder(Path(args.out))
+        frame.to_csv(out / "plan.csv", index=False)
+        figure = pareto_figure(frame)
+        for suffix in ("png", "svg"):
+            figure.savefig(out / f"pareto.{suffix}", dpi=120)
+        note(f"wrote {out}/plan.csv, pareto.png, pareto.svg")
+    return 0
