@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import simulator
 from simulator.cluster.autoscaler import demand_in_replicas, desired_count
 from simulator.config import load_experiment
-from simulator.config.schema import AutoscalerConfig
+from simulator.config.cluster import AutoscalerConfig
 from simulator.errors import ConfigError
 from simulator.results.metrics import Scaling
 from tests.helpers import experiment

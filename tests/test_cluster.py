@@ -10,7 +10,7 @@ import pytest
 import simulator
 from simulator.cluster.router import ROUTERS
 from simulator.config import load_experiment
-from simulator.config.schema import RouterConfig
+from simulator.config.cluster import RouterConfig
 from simulator.errors import ConfigError, LLMSimError
 from simulator.request import Prefix, Request
 from simulator.workload import read_trace

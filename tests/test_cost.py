@@ -9,7 +9,7 @@ import yaml
 
 import simulator
 from simulator.catalog import EngineProfile, load_engine, load_hardware, load_model
-from simulator.config.schema import LinearCostConfig
+from simulator.config.engine import LinearCostConfig
 from simulator.cost import (
     IterationShape,
     LinearCostModel,

@@ -109,7 +109,7 @@ def test_replicas_fill_nodes_in_index_order():
     """8 GPUs per H100 node: TP 1 puts 8 replicas on a node, TP 4 two, TP 16 spans two nodes; each pool starts a
     fresh node."""
     from simulator.cluster.simulation import replica_nodes
-    from simulator.config.schema import PoolConfig
+    from simulator.config.cluster import PoolConfig
 
     config = load_experiment(experiment())
     pools = [PoolConfig(replicas=10, tensor_parallel=1), PoolConfig(replicas=3, tensor_parallel=4),

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from simulator.cli import main
-from simulator.config.schema import ExperimentConfig
+from simulator.config.experiment import ExperimentConfig
 
 EXAMPLES = int(os.environ.get("LLMSIM_FUZZ_EXAMPLES", "1000"))
 SECONDS_PER_CASE = 20

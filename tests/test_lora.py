@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import simulator
 from simulator.catalog import load_hardware, load_model
 from simulator.config import load_experiment
-from simulator.config.schema import LoRAConfig
+from simulator.config.engine import LoRAConfig
 from simulator.cost.lora import LoRACost
 from simulator.errors import ConfigError, LLMSimError
 from simulator.workload.adapters import adapter_popularity, assign_adapters

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.config.schema import SLOConfig
+from simulator.config.slo import SLOConfig
 from simulator.results.histogram import LogHistogram
 from simulator.results.metrics import add_latency_columns
 
@@ -89,7 +89,7 @@ def test_spread_tail_and_token_totals_follow_the_request_table():
 @given(st.lists(st.floats(0, 100), min_size=1, max_size=40), st.floats(0, 0.6), st.floats(0, 0.39))
 def test_measured_mask_leaves_out_the_first_and_last_arrivals(arrivals, warmup, cooldown):
     """floor(w·N) earliest and floor(c·N) latest arrivals are left out, whatever order the table is in."""
-    from simulator.config.schema import MetricsConfig
+    from simulator.config.slo import MetricsConfig
     from simulator.results.metrics import measured_mask
 
     n = len(arrivals)
@@ -128,7 +128,7 @@ def test_trimmed_summary_describes_the_measured_requests_and_counts_all():
 
 
 def test_metrics_fractions_that_leave_nothing_are_refused():
-    from simulator.config.schema import MetricsConfig
+    from simulator.config.slo import MetricsConfig
 
     with pytest.raises(ValueError, match="warmup_fraction \\+ cooldown_fraction must be < 1"):
         MetricsConfig(warmup_fraction=0.5, cooldown_fraction=0.5)

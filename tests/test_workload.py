@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.config.schema import (
+from simulator.config.workload import (
     ConstantArrival,
     FixedLength,
     LognormalLength,

@@ -11,7 +11,7 @@ import pytest
 from simulator.catalog.workloads import fit_preset, load_preset, preset_names
 from simulator.cli import main
 from simulator.config import load_experiment
-from simulator.config.schema import QuantileLength
+from simulator.config.workload import QuantileLength
 from simulator.errors import LLMSimError
 from simulator.workload.lengths import sample_lengths
 from tests.helpers import experiment

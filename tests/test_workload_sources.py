@@ -12,7 +12,7 @@ import pytest
 import simulator
 from simulator.cli import main
 from simulator.config import load_experiment
-from simulator.config.schema import (
+from simulator.config.workload import (
     DiurnalArrival,
     EmpiricalLength,
     GammaArrival,
@@ -169,7 +169,7 @@ def test_a_sharegpt_file_gives_its_first_exchange_in_tokens(tmp_path):
     """Each conversation's first human turn and the answer after it, at 4 characters per token (ceil): prompts of
     8·(i + 1) characters are 2·(i + 1) tokens, answers of 40 + i characters ceil((40 + i) / 4); the record without
     a human turn is skipped and counted. Ten draws of ten pairs take each pair once."""
-    from simulator.config.schema import DatasetConfig
+    from simulator.config.workload import DatasetConfig
     from simulator.workload.dataset import dataset_lengths, sample_dataset
 
     config = DatasetConfig(path=str(_sharegpt(tmp_path)))
@@ -186,7 +186,7 @@ def test_a_sharegpt_file_gives_its_first_exchange_in_tokens(tmp_path):
 
 
 def test_json_lines_take_text_or_counts_and_name_what_is_missing(tmp_path):
-    from simulator.config.schema import DatasetConfig
+    from simulator.config.workload import DatasetConfig
     from simulator.workload.dataset import dataset_lengths
 
     path = tmp_path / "d.jsonl"
@@ -204,7 +204,7 @@ def test_json_lines_take_text_or_counts_and_name_what_is_missing(tmp_path):
 def test_a_tokenizer_file_counts_the_tokens(tmp_path):
     """A word-level tokenizer.json (built here; nothing is downloaded): one token per word. Without the tokenizers
     package the error says how to get it."""
-    from simulator.config.schema import DatasetConfig
+    from simulator.config.workload import DatasetConfig
     from simulator.workload.dataset import dataset_lengths
 
     path = tmp_path / "d.jsonl"

@@ -4,7 +4,7 @@ override the preset's, key by key) and listed by ``llmsim workloads``.
 
 A preset file holds ``name``, ``description``, ``source``, ``fitted_by`` (the command that reproduces it),
 ``statistics`` (the source's percentiles, rate and burstiness) and ``workload`` (the fitted section). Lengths are
-fitted as their percentiles 0…99, 99.1…99.9 and 100 (:class:`simulator.config.schema.QuantileLength`, drawn
+fitted as their percentiles 0…99, 99.1…99.9 and 100 (:class:`simulator.config.workload.QuantileLength`, drawn
 independently for input and output: the statistics give the source's rank correlation between them); arrivals,
 where the source has timestamps, as vLLM bench's gamma process with the source's mean rate and ``burstiness`` =
 1 / CV² of its gaps.

@@ -10,7 +10,7 @@ from pathlib import Path
 from simulator.catalog import hardware_names, load_hardware, load_model, model_names
 from simulator.catalog.workloads import fit_preset, load_preset, max_entropy_preset, preset_names, preset_yaml
 from simulator.cli.outputs import check_output_file
-from simulator.config.schema import TraceConfig
+from simulator.config.workload import TraceConfig
 from simulator.dtypes import BYTES_PER_ELEMENT
 from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_cache_bytes

@@ -2,7 +2,7 @@
 
 The pool is built at ``max_replicas``; the first ``cluster.replicas`` are ready at time 0, the rest off. The router
 and the feed see only the ready replicas (``active`` and ``entries``: lists this class edits in place, in the same
-order). Every ``interval_s`` the policy (:class:`~simulator.config.schema.AutoscalerConfig` states the rules)
+order). Every ``interval_s`` the policy (:class:`~simulator.config.cluster.AutoscalerConfig` states the rules)
 turns its metric into a desired count:
 
 - up: off replicas (lowest index first) start; each is ready a cold start later — provisioning plus its weight
@@ -29,7 +29,7 @@ from simulator.catalog.hardware import HardwareSpec
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
-from simulator.config.schema import AutoscalerConfig
+from simulator.config.cluster import AutoscalerConfig
 from simulator.results.recorder import Recorder
 
 OFF, STARTING, READY, DRAINING = "off", "starting", "ready", "draining"

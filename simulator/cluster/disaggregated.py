@@ -26,7 +26,7 @@ import simpy
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
-from simulator.config.schema import TransferConfig
+from simulator.config.cluster import TransferConfig
 from simulator.request import FAILED, FINISHED, REJECTED, WAITING, Request
 from simulator.results.recorder import Recorder
 

@@ -27,7 +27,7 @@ import simpy
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
-from simulator.config.schema import FaultConfig
+from simulator.config.cluster import FaultConfig
 from simulator.request import FAILED, Request
 from simulator.results.recorder import Recorder
 

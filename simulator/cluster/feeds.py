@@ -23,7 +23,7 @@ import numpy as np
 import simpy
 
 from simulator.cluster.wakeup import Wakeup
-from simulator.config.schema import ClosedLoopArrival
+from simulator.config.workload import ClosedLoopArrival
 from simulator.request import FINISHED, REJECTED, Request
 from simulator.results.recorder import Recorder
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from simulator.config.schema import RouterConfig
+from simulator.config.cluster import RouterConfig
 from simulator.registry import Registry
 from simulator.request import Request
 

@@ -24,7 +24,8 @@ from simulator.cluster.progress_ticks import LONG_RUN, ProgressTicks
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
-from simulator.config.schema import ExperimentConfig, PoolConfig
+from simulator.config.cluster import PoolConfig
+from simulator.config.experiment import ExperimentConfig
 from simulator.cost import build_cost_model
 from simulator.cost.lora import LoRACost
 from simulator.cost.roofline import expert_slots

@@ -25,7 +25,7 @@ from simulator.catalog import load_engine, load_hardware, load_model
 from simulator.catalog.loading import read_mapping
 from simulator.catalog.paths import EXPERIMENTS_DIR
 from simulator.catalog.yaml_text import YAMLInputError, load_yaml
-from simulator.config.schema import ExperimentConfig
+from simulator.config.experiment import ExperimentConfig
 from simulator.errors import ConfigError, LLMSimError, format_validation_error
 
 DEFAULT_EXPERIMENT = EXPERIMENTS_DIR / "quickstart.yaml"

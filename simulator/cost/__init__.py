@@ -1,7 +1,7 @@
 """What one iteration costs: the contract (:mod:`.base`), the roofline and the linear models, and the factory."""
 
 from simulator.catalog import HardwareSpec, ModelSpec
-from simulator.config.schema import ExperimentConfig
+from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import attention_time
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape, decode_run_time
 from simulator.cost.collectives import collective_time

@@ -22,7 +22,7 @@ from simulator.registry import Registry
 
 if TYPE_CHECKING:
     from simulator.catalog import HardwareSpec, ModelSpec
-    from simulator.config.schema import ExperimentConfig
+    from simulator.config.experiment import ExperimentConfig
 
 
 class IterationShape(NamedTuple):

@@ -9,7 +9,8 @@ An iteration costs the sum of the parts present. Decode cost does not depend on 
 from __future__ import annotations
 
 from simulator.catalog import HardwareSpec, ModelSpec
-from simulator.config.schema import ExperimentConfig, LinearCostConfig
+from simulator.config.engine import LinearCostConfig
+from simulator.config.experiment import ExperimentConfig
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile, load_engine
-from simulator.config.schema import ExperimentConfig
+from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 from simulator.cost.collectives import collective_time, ring_bandwidth

@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulator.config.schema import SLOConfig
+from simulator.config.slo import SLOConfig
 from simulator.errors import LLMSimError
 from simulator.results.metrics import add_latency_columns
 

@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from simulator.config.schema import SLOConfig
+from simulator.config.slo import SLOConfig
 from simulator.errors import LLMSimError
 from simulator.results.metrics import add_latency_columns
 

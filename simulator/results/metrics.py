@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulator.config.schema import MetricsConfig, SLOConfig
+from simulator.config.slo import MetricsConfig, SLOConfig
 from simulator.results.histogram import LogHistogram
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simulator.config.schema import SchedulerBase
+from simulator.config.engine import SchedulerBase
 from simulator.kv.base import KVAllocator
 from simulator.registry import Registry
 from simulator.request import FINISHED, REJECTED, RUNNING, WAITING, Request

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
-from simulator.config.schema import LoRAConfig
+from simulator.config.engine import LoRAConfig
 
 
 class AdapterSlots:

@@ -31,8 +31,9 @@ from pydantic import Field, model_validator
 
 from simulator.api import run
 from simulator.config import ExperimentConfig, load_experiment
+from simulator.config.base import Strict
 from simulator.config.loader import load_spec, resolve_base
-from simulator.config.schema import SLOConfig, Strict
+from simulator.config.slo import SLOConfig
 from simulator.errors import ConfigError
 from simulator.results.histogram import LogHistogram
 from simulator.results.metrics import (

@@ -35,8 +35,8 @@ from pydantic import Field, model_validator
 
 from simulator.api import ABOUT_KEYS, config_yaml, run
 from simulator.config import ExperimentConfig, load_experiment
+from simulator.config.base import MAX_SEED, Strict
 from simulator.config.loader import apply_overrides, load_spec, resolve_base
-from simulator.config.schema import MAX_SEED, Strict
 from simulator.errors import ConfigError, LLMSimError, renamed
 from simulator.results.progress import progress_bar
 

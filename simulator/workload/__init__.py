@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.config.schema import ArrivalConfig, PrefixConfig, RequestClass, WorkloadConfig
+from simulator.config.workload import ArrivalConfig, PrefixConfig, RequestClass, WorkloadConfig
 from simulator.errors import LLMSimError
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times

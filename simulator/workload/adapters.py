@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.config.schema import LoRAConfig
+from simulator.config.engine import LoRAConfig
 
 
 def adapter_popularity(config: LoRAConfig) -> np.ndarray:

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from simulator.config.schema import (
+from simulator.config.workload import (
     ArrivalConfig,
     ClosedLoopArrival,
     ConstantArrival,

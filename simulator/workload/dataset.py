@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.config.schema import DatasetConfig
+from simulator.config.workload import DatasetConfig
 from simulator.errors import LLMSimError
 
 HUMAN = ("human", "user")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.config.schema import (
+from simulator.config.workload import (
     EmpiricalLength,
     FixedLength,
     LengthConfig,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.config.schema import WorkloadConfig
+from simulator.config.workload import WorkloadConfig
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.base import Workload

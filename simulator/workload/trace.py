@@ -30,7 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.config.schema import MAX_TOKENS, TraceConfig
+from simulator.config.base import MAX_TOKENS
+from simulator.config.workload import TraceConfig
 from simulator.errors import LLMSimError
 from simulator.request import Prefix
 
