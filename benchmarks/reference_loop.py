@@ -4,7 +4,7 @@ One replica, a heapq of events, the same continuous-batching policy (prefill-fir
 decodes their next step and the watermark free, recompute preemption of the latest arrival), the same cost model
 and the same paged KV allocator, the same closed-form decode runs cut at the first iteration boundary after an
 admissible arrival — but no SimPy, no scheduler/replica classes and no metrics beyond first-token and finish times.
-It should give the engine's results exactly (checked in tests/test_reference.py).
+It should give the engine's results exactly (checked in tests/integration/test_reference.py).
 
     python benchmarks/reference_loop.py [--requests 100000]
 """

@@ -179,7 +179,7 @@ def test_a_client_connection_pool_counts_the_wait_for_a_connection(tmp_path, lim
     together in 2 + 40 = 42 ms. Two client connections: two go out and end at 22 ms, the other two then, ending at
     44 ms, their wait counted (sent at 0). ``max_concurrency`` 2 holds them back instead and sends them at 22 ms:
     22 ms each from its send."""
-    from tests.test_lockstep import _trace
+    from tests.cluster.test_lockstep import _trace
 
     workload = {**_trace(tmp_path, [(0.0, 100, 1)] * 4), **limits}
     rows = simulator.run(load_experiment(experiment(workload=workload))).requests.sort_values("request_id")
@@ -232,7 +232,7 @@ def test_guaranteed_no_evict_admits_whole_lengths_and_never_preempts(tmp_path, p
     pool — which prefill together (2 + 0.1 · 400 = 42 ms) and decode 299 steps of 5 + 0.2 · 4 = 5.8 ms, ending at
     1,776.2 ms; the other four start then (TTFT 1,776.2 + 42 ms) and nothing is preempted. max_utilization (vLLM's
     way) admits on the blocks free now, runs more at once and preempts as they grow."""
-    from tests.test_lockstep import _trace
+    from tests.cluster.test_lockstep import _trace
 
     config = experiment(workload=_trace(tmp_path, [(0.0, 100, 300)] * 8),
                         kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 100},

@@ -12,8 +12,8 @@ import yaml
 
 import simulator
 from simulator.config import load_experiment
+from tests.cluster.test_lockstep import _trace, _two_ranks
 from tests.helpers import experiment
-from tests.test_lockstep import _trace, _two_ranks
 
 
 def _pair(tmp_path, async_scheduling):

@@ -16,7 +16,7 @@ from simulator.cost.layers import causal_pairs, span_totals
 from simulator.cost.roofline import RooflineCostModel
 from simulator.errors import LLMSimError
 
-CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "data" / "model_configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "data" / "model_configs"
 needs_configs = pytest.mark.skipif(not CONFIGS.is_dir(), reason="../shared/data/model_configs not present")
 
 

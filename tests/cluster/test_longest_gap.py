@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import simulator
 from simulator.cluster.longest_gap import SuffixMax
 from simulator.config import load_experiment
+from tests.cluster.test_disaggregated import KV_PER_TOKEN, _disaggregated
 from tests.helpers import experiment
-from tests.test_disaggregated import KV_PER_TOKEN, _disaggregated
 
 
 @given(st.lists(st.floats(0, 100, allow_nan=False), max_size=40), st.data())

@@ -197,7 +197,7 @@ def test_hardware_named_with_a_generation(tmp_path):
     assert load_hardware("h100-sxm@ampere") == with_generation(h100, "ampere")
     folder = tmp_path / "a@b"
     folder.mkdir()
-    (folder / "gpu.yaml").write_text((Path(__file__).parents[1] / "hardware_profiles" / "h100-sxm.yaml").read_text())
+    (folder / "gpu.yaml").write_text((Path(__file__).parents[2] / "hardware_profiles" / "h100-sxm.yaml").read_text())
     assert load_hardware(str(folder / "gpu.yaml")) == h100
     assert load_hardware(f"{folder / 'gpu.yaml'}@ampere").generation == "ampere"
     with pytest.raises(LLMSimError, match=r"hardware: unknown generation 'volta' in 'h100-sxm@volta' \(allowed: "):
