@@ -33,14 +33,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simulator.catalog.generations import BORROWS_FROM, generation_names
+from simulator.catalog.generations import borrowed_generation, generation_names
 from simulator.catalog.hardware import HardwareSpec
 from simulator.catalog.loading import catalog_path, read_mapping, validate
 from simulator.catalog.paths import PROJECT_ROOT
 from simulator.dtypes import WEIGHT_DTYPES, bytes_per_element
 from simulator.errors import LLMSimError
 
-ExpertFormat = Literal[WEIGHT_DTYPES]  # an expert weight format (moe_by_generation's keys)
+ExpertFormat = Literal[WEIGHT_DTYPES]  # type: ignore[valid-type]  # an expert weight format (moe_by_generation's keys)
 
 ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
 
@@ -318,7 +318,8 @@ class EngineProfile(BaseModel):
     def custom_allreduce(self, generation: str) -> CustomAllReduceFit | None:
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in
         ``custom_allreduce_by_generation``, else the entry of the generation whose fitted parameters it borrows
-        (:data:`simulator.catalog.generations.BORROWS_FROM`), else the profile's own fields; None without them."""
+        (:func:`simulator.catalog.generations.borrowed_generation`), else the profile's own fields; None without
+        them."""
         fit = generation_entry(self.custom_allreduce_by_generation, generation)
         if fit is not None:
             return fit
@@ -378,8 +379,8 @@ def kernels_hardware(table: dict[str, AttentionKernels], hardware: HardwareSpec,
 
 def generation_entry(table: dict[str, Any], generation: str) -> Any:
     """A per-generation table's entry for ``generation``: its own, else that of the generation whose fitted
-    parameters it borrows (:data:`simulator.catalog.generations.BORROWS_FROM`), else None."""
-    return table.get(generation) or table.get(BORROWS_FROM.get(generation, ""))
+    parameters it borrows (:func:`simulator.catalog.generations.borrowed_generation`), else None."""
+    return table.get(generation) or table.get(borrowed_generation(generation) or "")
 
 
 def load_engine(name_or_path: str) -> EngineProfile:
