@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import typing
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -75,7 +76,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
 
 
-def _describe(error: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
+def _describe(error: Mapping[str, Any], model_cls: type[BaseModel] | None) -> str:
     kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
     bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
     if kind in bounds:

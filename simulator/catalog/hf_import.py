@@ -498,7 +498,7 @@ def compressed_tensors_dtype(method: dict[str, Any], where: str) -> str:
         raise LLMSimError(f"{where}: quantization_config: compressed-tensors format {fmt or '?'!r} without "
                           "config_groups weights is not modelled")
     kind, bits = str(weights.get("type", "")).lower(), weights.get("num_bits")
-    activations = scheme.get("input_activations")
+    activations = (scheme or {}).get("input_activations")  # scheme is a dict here: it gave the weights
     if kind == "float" and bits == 8:
         return "fp8_block" if weights.get("strategy") == "block" or weights.get("block_structure") else "fp8"
     if kind == "float" and bits == 4:

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.catalog.architecture import STATE_KINDS, LayerGroup
 
-QUANTIZABLE_PARTS = ("attention", "dense_ffn", "experts")
+QuantizablePart = Literal["attention", "dense_ffn", "experts"]
+QUANTIZABLE_PARTS: tuple[QuantizablePart, ...] = ("attention", "dense_ffn", "experts")
 
 
 class Quantization(BaseModel):
@@ -28,7 +29,7 @@ class Quantization(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     dtype: str
-    parts: tuple[Literal["attention", "dense_ffn", "experts"], ...] = QUANTIZABLE_PARTS
+    parts: tuple[QuantizablePart, ...] = QUANTIZABLE_PARTS
     kv_cache: Literal["fp8"] | None = None
 
 
@@ -148,7 +149,8 @@ class ModelSpec(BaseModel):
         of the groups a sequence holds a bounded amount of: sliding windows and local chunks at most ``span``
         tokens; linear-attention and Mamba layers their fixed state, written as a span of 1 token of the state's
         bytes."""
-        growing, spans = 0.0, {}
+        growing = 0.0
+        spans: dict[int, float] = {}
         for g in self.layers:
             a = g.attention
             nbytes = g.count * a.kv_bytes_per_token(bytes_per_element, tensor_parallel)

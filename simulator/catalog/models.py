@@ -17,10 +17,12 @@ from simulator.errors import LLMSimError
 
 
 def _spec(name, layers, hidden, heads, kv_heads, head_dim, inter, vocab, max_pos, source, **kw) -> ModelSpec:
-    return ModelSpec(
-        name=name, num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
-        intermediate_size=inter, vocab_size=vocab, max_position_embeddings=max_pos, source=source, **kw,
-    )
+    """A built-in model in the flat shorthand of one group of equal layers (ModelSpec's ``_shorthand``)."""
+    return ModelSpec.model_validate({
+        "name": name, "num_layers": layers, "hidden_size": hidden, "num_heads": heads, "num_kv_heads": kv_heads,
+        "head_dim": head_dim, "intermediate_size": inter, "vocab_size": vocab, "max_position_embeddings": max_pos,
+        "source": source, **kw,
+    })
 
 
 _HF = "https://huggingface.co/{}/blob/main/config.json"

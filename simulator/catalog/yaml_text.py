@@ -28,7 +28,7 @@ class YAMLInputError(ValueError):
         self.line = line
 
 
-class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # C parser if built
     """SafeLoader (on libyaml's C parser where PyYAML has it: 6× faster) with YAML 1.2 core-schema scalars and the
     checks above."""
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from simulator.catalog import hardware_names, load_hardware, load_model, model_names
 from simulator.catalog.workloads import fit_preset, load_preset, max_entropy_preset, preset_names, preset_yaml
@@ -20,7 +23,7 @@ from simulator.workload import read_trace, write_trace
 
 def cmd_models(args: argparse.Namespace) -> int:
     """The model catalog: layer groups, total and active parameters, checkpoint format, KV bytes per token."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in model_names():
         model = load_model(name)
         growing = sum(g.count * g.attention.kv_bytes_per_token(2.0) for g in model.layers if not g.attention.span)
@@ -52,7 +55,7 @@ def _attended(attention) -> str:
 
 def cmd_gpus(args: argparse.Namespace) -> int:
     """The GPU catalog: spec-sheet numbers and the generation whose fitted parameters each takes."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in hardware_names():
         hw = load_hardware(name)
         peaks = hw.peak_tflops.model_dump()
@@ -164,12 +167,11 @@ def _kv_size_of_model(args: argparse.Namespace) -> int:
 
 
 def cmd_convert_trace(args: argparse.Namespace) -> int:
-
     columns = dict(item.split("=", 1) for item in args.columns.split(",")) if args.columns else None
     try:
         config = TraceConfig(path=args.input, format=args.format, columns=columns, time_unit=args.time_unit,
                              skip_bad=args.skip_bad)
-    except ValueError as exc:
+    except ValidationError as exc:
         raise LLMSimError(f"convert-trace: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     trace = read_trace(config)
     check_output_file(Path(args.output), "convert-trace OUTPUT")

@@ -81,7 +81,6 @@ def _validate_runs(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
-
     ops = Path(args.ops) if args.ops else None
     data = Path(args.data) if args.data else None
     kernels = Path(args.kernels) if args.kernels else None

@@ -16,7 +16,8 @@ from simulator.errors import LLMSimError
 from simulator.results import progress
 
 
-def warning_line(message, category, filename, lineno, file=None, line=None) -> str:
+def warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 line: str | None = None) -> str:
     """A warning as the CLI prints it: one line, no source excerpt."""
     return f"llmsim: warning: {one_line(str(message))}\n"
 

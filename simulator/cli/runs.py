@@ -19,7 +19,6 @@ from simulator.results.progress import note
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-
     if args.timeline and not args.out:
         raise LLMSimError("run: --timeline writes timeline.parquet and iterations.parquet into --out DIR; give --out")
     if args.tokens and not args.out:
@@ -59,6 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         extra += ", tokens.parquet" if args.tokens else ""
         note(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}")
     if args.trace:
+        assert result.observer is not None  # run(observe=True) with --trace
         note(f"wrote {write_chrome_trace(result.observer, args.trace)} (open in https://ui.perfetto.dev)")
     if args.report:
         note(f"wrote {_run_report(result, config, args)}")

@@ -107,7 +107,6 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
-
     slo = parse_slo(args.slo)
     config = load_experiment(args.file, args.set)
     if args.report:

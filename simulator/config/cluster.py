@@ -265,6 +265,7 @@ class ClusterConfig(Strict):
     def replica_pools(self) -> list[PoolConfig]:
         """The pools in replica-index order (disaggregated: prefill first, then decode)."""
         if self.kind == "disaggregated":
+            assert self.prefill is not None and self.decode is not None  # validated: a disaggregated cluster has both
             return [self.prefill, self.decode]
         if self.pools is not None:
             return list(self.pools)

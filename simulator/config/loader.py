@@ -182,8 +182,8 @@ def _pool_server_defaults(data: dict[str, Any], profile, hardware, given: dict[s
     cluster = data.get("cluster")
     if not isinstance(cluster, dict):
         return
-    pools = [*(cluster.get("pools") if isinstance(cluster.get("pools"), list) else []), cluster.get("prefill"),
-             cluster.get("decode")]
+    listed = cluster.get("pools")
+    pools = [*(listed if isinstance(listed, list) else []), cluster.get("prefill"), cluster.get("decode")]
     base = profile.server_experiment(hardware).get("scheduler", {})
     if given.get("kind", base.get("kind")) != base.get("kind"):
         return  # a scheduler of another kind takes nothing from the server's
