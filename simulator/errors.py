@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 
@@ -70,10 +71,11 @@ def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | Non
 MAX_SHOWN = 120  # characters of an offending value an error line quotes
 
 
-def _shown(value: Any) -> str:
-    """``repr`` of the value an error quotes, cut to MAX_SHOWN characters (a huge value stays one short line)."""
-    text = repr(value)
-    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr`` of the value an error quotes (a NumPy scalar as the Python number it holds), cut to ``limit``
+    characters (a huge value stays one short line)."""
+    text = repr(value.item() if isinstance(value, np.generic) else value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _describe(error: Mapping[str, Any], model_cls: type[BaseModel] | None) -> str:
@@ -81,7 +83,7 @@ def _describe(error: Mapping[str, Any], model_cls: type[BaseModel] | None) -> st
     bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
     if kind in bounds:
         limit = next(iter(ctx.values()))
-        return f"must be {bounds[kind]} {limit}, got {_shown(value)}"
+        return f"must be {bounds[kind]} {limit}, got {shown(value)}"
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":
@@ -91,15 +93,15 @@ def _describe(error: Mapping[str, Any], model_cls: type[BaseModel] | None) -> st
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"unknown key ({hint}allowed: {', '.join(model_cls.model_fields)})"
     if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')}, got {_shown(value)}"
+        return f"must be one of {ctx.get('expected')}, got {shown(value)}"
     if kind == "union_tag_invalid":
         return f"unknown kind {ctx.get('tag')!r} (allowed: {ctx.get('expected_tags')})"
     if kind == "union_tag_not_found":
-        return f"needs a 'kind' (one of the registered kinds), got {_shown(value)}"
+        return f"needs a 'kind' (one of the registered kinds), got {shown(value)}"
     if kind == "value_error":
         return error["msg"].removeprefix("Value error, ")
     message = error["msg"][0].lower() + error["msg"][1:]
-    return f"{message}, got {_shown(value)}"
+    return f"{message}, got {shown(value)}"
 
 
 def validation_messages(exc: ValidationError, root: type[BaseModel]) -> list[str]:

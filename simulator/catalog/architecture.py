@@ -54,6 +54,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+MAX_LAYERS = 10_000  # layers of one model: the deepest served models have a few hundred
+
 STATE_KINDS = ("linear", "mamba")  # a fixed state per sequence instead of KV per token
 INDEX_SCALE_BYTES = 4  # DeepSeek Sparse Attention's cached index key: FP8 elements and one fp32 scale per token
 
@@ -231,7 +233,7 @@ class FFN(_Frozen):
 class LayerGroup(_Frozen):
     """``count`` equal layers, wherever they sit in the stack (order changes neither cost nor memory)."""
 
-    count: int = Field(gt=0)
+    count: int = Field(gt=0, le=MAX_LAYERS)
     attention: Attention
     ffn: FFN
 

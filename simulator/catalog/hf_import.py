@@ -46,11 +46,12 @@ an ``attn_config`` or ``ffn_config`` (DBRX, MPT) read as if at the top level. A 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-from simulator.catalog.architecture import FFN, Attention, group_layers
+import re2
+
+from simulator.catalog.architecture import FFN, MAX_LAYERS, Attention, group_layers
 from simulator.catalog.loading import validate
 from simulator.catalog.model_spec import ModelSpec
 from simulator.errors import LLMSimError
@@ -120,6 +121,11 @@ def _shown(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# Bounds on what a config states, checked before any work grows with it: the importer builds one entry per layer
+# (at most MAX_LAYERS); every other count or width stays far below overflow.
+MAX_COUNT = 2**40
+
+
 def _get(config: dict[str, Any], fact: str, where: str, default: Any = ...) -> Any:
     """The first alias of ``fact`` present (not null) as a positive integer (a list of one value per layer, as
     Hunyuan writes its expert fields, when every layer has the same); absent gives ``default``."""
@@ -133,6 +139,9 @@ def _get(config: dict[str, Any], fact: str, where: str, default: Any = ...) -> A
             value = value[0]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise LLMSimError(f"{where}: {key} must be a positive integer, got {_shown(value, 40)}")
+        limit = MAX_LAYERS if fact == "num_layers" else MAX_COUNT
+        if value > limit:
+            raise LLMSimError(f"{where}: {key}: {value:,} is above {limit:,}, more than any model has")
         return value
     if default is ...:
         raise LLMSimError(f"{where}: Hugging Face config lacks required key {ALIASES[fact][0]!r}"
@@ -469,15 +478,19 @@ PART_MODULES = {"attention": ("model.layers.0.self_attn.q_proj",), "dense_ffn": 
                 "experts": ("model.layers.0.mlp.experts.0.gate_proj", "model.layers.0.block_sparse_moe.experts.0.w1")}
 
 
+_RE2_QUIET = re2.Options()
+_RE2_QUIET.log_errors = False  # a pattern RE2 refuses is answered here, not printed to stderr
+
+
 def _leaves_out(module: str, part: str) -> bool:
     """Whether an entry of a checkpoint's unquantised-module list keeps ``part`` in 16 bits: a compressed-tensors
     ``re:`` pattern matching that part's modules (``re:.*mlp\\.(gate|up|down)_proj.*`` keeps dense MLPs, not
     experts); otherwise, for attention, a name through ``self_attn`` or ending in ``.attn`` (ModelOpt lists it per
     layer, ``model.layers.3.self_attn*``)."""
     if module.startswith("re:"):
-        try:
-            pattern = re.compile(module[3:])
-        except re.error:
+        try:  # RE2 matches in linear time: a pattern from a checkpoint cannot backtrack for minutes
+            pattern = re2.compile(module[3:], options=_RE2_QUIET)
+        except re2.error:  # not a pattern RE2 takes (a backreference, a look-around): it names no module
             return False
         return any(pattern.fullmatch(name) for name in PART_MODULES[part])
     return part == "attention" and ("self_attn" in module or module.endswith(".attn"))

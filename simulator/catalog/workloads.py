@@ -25,10 +25,10 @@ import numpy as np
 import yaml
 
 from simulator.catalog.paths import PROJECT_ROOT
-from simulator.errors import LLMSimError
+from simulator.errors import LLMSimError, shown
 
 if TYPE_CHECKING:
-    pass
+    import pandas as pd
 
 PRESETS_DIR = PROJECT_ROOT / "workloads"
 # percentiles 0…99, then every 0.1 to 99.9, then 100: the top percent, where the longest requests sit, is resolved
@@ -65,6 +65,20 @@ def _stats(values: np.ndarray) -> dict[str, float]:
             "p99": round(float(p99), 1)}
 
 
+def _column(frame: pd.DataFrame, column: str, path: str | Path, minimum: float = -math.inf) -> np.ndarray:
+    """``column`` as finite floats of at least ``minimum``; the first row that is not is an error naming its line
+    (the header is line 1)."""
+    import pandas as pd  # only for fitting: the catalog imports without it
+
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    bad = ~(np.isfinite(values) & (values >= minimum))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        allowed = "a finite number" + (f" >= {minimum:g}" if minimum > -math.inf else "")
+        raise LLMSimError(f"{path}:{row + 2}: {column}: {shown(frame[column].iloc[row], 40)} is not {allowed}")
+    return values
+
+
 def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
     """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` (or ``input_length``,
     ``output_length``) and optionally ``arrived_at`` (seconds; the processed-trace format of
@@ -73,6 +87,8 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
 
     try:
         frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise LLMSimError(f"{path}: empty file (a preset is fitted to a CSV with a header and rows)") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     frame = frame.rename(columns={k: v for k, v in ALIASES.items() if v not in frame.columns})
@@ -80,7 +96,9 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
     if missing:
         raise LLMSimError(f"{path}: missing column(s) {missing} (a preset is fitted to {list(COLUMNS.values())}; "
                           f"{', '.join(ALIASES)} are taken for the lengths too)")
-    inputs, outputs = (frame[COLUMNS[k]].to_numpy(dtype=float) for k in ("input", "output"))
+    if len(frame) < 2:
+        raise LLMSimError(f"{path}: {len(frame)} rows; a preset is fitted to at least 2")
+    inputs, outputs = (_column(frame, COLUMNS[k], path, minimum=0) for k in ("input", "output"))
     ranks = np.corrcoef(pd.Series(inputs).rank(), pd.Series(outputs).rank())[0, 1]
     statistics: dict[str, Any] = {"requests": len(frame), "input_tokens": _stats(inputs),
                                   "output_tokens": _stats(outputs),
@@ -90,7 +108,10 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
                "probabilities": list(PROBABILITIES)}
         for part, values in (("input_tokens", inputs), ("output_tokens", outputs))}
     if COLUMNS["arrival"] in frame.columns:
-        times = np.sort(frame[COLUMNS["arrival"]].to_numpy(dtype=float))
+        times = np.sort(_column(frame, COLUMNS["arrival"], path))
+        if times[-1] == times[0]:
+            raise LLMSimError(f"{path}: {COLUMNS['arrival']}: every request arrives at {times[0]:g} s; a rate needs "
+                              "arrivals spread in time")
         gaps = np.diff(times)
         rate, cv = len(times) / (times[-1] - times[0]), gaps.std() / gaps.mean()
         statistics.update({"rate_per_s": round(float(rate), 3), "gap_cv": round(float(cv), 3)})
@@ -128,11 +149,17 @@ def max_entropy_lengths(mean: float, low: int, high: int) -> dict[str, Any]:
         raise LLMSimError(f"max-entropy lengths: the mean {mean} must lie strictly between low {low} and high {high}")
     rate = _truncated_exponential_rate(mean, low, high)
     p = PERCENTILES / 100
-    if abs(rate) * (high - low) < 1e-9:
-        values = low + p * (high - low)
+    span = high - low
+    if abs(rate) * span < 1e-9:
+        values = low + p * span
     else:
+        # x_p = low − ln(1 − p·(1 − e^{−λL})) / λ for λ > 0; for λ < 0 the mirror image from high (so that e^{|λ|L}
+        # never overflows when the mean lies close to high): x_p = high + ln(1 − (1 − p)·(1 − e^{−|λ|L})) / |λ|
+        magnitude = abs(rate)
+        tail = p if rate > 0 else 1 - p
         with np.errstate(divide="ignore"):  # p = 1 at a far bound: log1p(-1), the bound itself
-            values = np.clip(low - np.log1p(-p * -np.expm1(-rate * (high - low))) / rate, low, high)
+            offset = -np.log1p(-tail * -np.expm1(-magnitude * span)) / magnitude
+        values = np.clip(low + offset if rate > 0 else high - offset, low, high)
     return {"kind": "quantiles", "values": [int(v) for v in np.rint(values)],
             "probabilities": list(PROBABILITIES)}
 

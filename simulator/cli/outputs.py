@@ -31,11 +31,28 @@ def output_folder(out: Path, option: str = "--out") -> Path:
 
 
 def staging_folder(out: Path) -> Path:
-    """A fresh hidden folder inside ``out`` where a run writes its outputs before they replace the old ones."""
-    staging = output_folder(out) / f".run-{os.getpid()}.tmp"
+    """A fresh hidden folder inside ``out`` where a run writes its outputs before they replace the old ones
+    (``.run-PID.tmp``); those of runs whose process is gone (killed before they could clean up) are removed."""
+    output_folder(out)
+    for left in out.glob(".run-*.tmp"):
+        pid = left.name.removeprefix(".run-").removesuffix(".tmp")
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    staging = out / f".run-{os.getpid()}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     return staging
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts: its folder is not ours to remove)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def publish(staging: Path, out: Path) -> None:

@@ -4,6 +4,7 @@ function), imported only when that subcommand runs, so ``llmsim run`` does not l
 from __future__ import annotations
 
 import argparse
+import re
 import typing
 from pathlib import Path
 
@@ -65,10 +66,17 @@ def _share(text: str) -> float:
     return value
 
 
+LONGEST_WORD = 200  # characters of one word (a value, a path) an error line quotes in full
+SHOWN_OF_A_LONG_WORD = 120
+
+
 def one_line(text: str) -> str:
     """An error message as one line: line breaks and other control characters (from a key or value the user
-    wrote) shown escaped."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    wrote) shown escaped, and a word longer than LONGEST_WORD characters (a huge value pasted into a field) cut to
+    its first SHOWN_OF_A_LONG_WORD with its length."""
+    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return re.sub(rf"\S{{{LONGEST_WORD + 1},}}",
+                  lambda word: f"{word[0][:SHOWN_OF_A_LONG_WORD]}... ({len(word[0]):,} characters)", text)
 
 
 class _Parser(argparse.ArgumentParser):

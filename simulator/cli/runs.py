@@ -25,12 +25,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise LLMSimError("run: --tokens writes tokens.parquet (one row per output token) into --out DIR; give --out")
     overrides = [*args.set, *([f"engine={args.engine}"] if args.engine else [])]
     config = load_experiment(args.file, overrides)
-    if args.trace:
-        check_output_file(Path(args.trace), "--trace")
-    if args.report:
-        check_output_file(Path(args.report), "--report")
-    staging = staging_folder(Path(args.out)) if args.out else None
+    staging = staging_folder(Path(args.out)) if args.out else None  # creates --out: --trace may name a file in it
     try:
+        if args.trace:
+            check_output_file(Path(args.trace), "--trace")
+        if args.report:
+            check_output_file(Path(args.report), "--report")
         result = run(config, requests_path=staging / "requests.parquet" if staging else None,  # streamed
                      observe=bool(args.trace or args.timeline), tokens=args.tokens, progress=True)
         if staging is not None:

@@ -351,3 +351,30 @@ def test_capacity_json_states_the_rate_and_every_probe(capsys):
     assert code == 0 and found["rate"] == pytest.approx(rate, rel=1e-3) and found["unit"] == "req/s"
     assert any(p["rate"] == found["rate"] and p["meets"] for p in found["probes"])
     assert all((p["p99_ttft_ms"] <= 300) == p["meets"] for p in found["probes"])
+
+
+def test_a_trace_may_go_into_the_out_folder_the_run_creates(tmp_path, monkeypatch):
+    """The README's ``run --out results/q --timeline --trace results/q/trace.json`` on a fresh checkout, where
+    results/q does not exist yet."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", str(REPO / "experiments" / "quickstart.yaml"), "--set", "workload.num_requests=5",
+                 "--out", "results/q", "--timeline", "--trace", "results/q/trace.json", "--quiet"])
+    assert code == 0
+    assert {"summary.json", "trace.json", "timeline.parquet"} <= {p.name for p in (tmp_path / "results/q").iterdir()}
+
+
+def test_a_killed_runs_staging_folder_is_cleared_by_the_next_run(tmp_path):
+    """A run killed before it cleaned up leaves .run-PID.tmp; the next run into the folder removes it when no
+    process of that PID exists (PID 1 always does: its folder stays)."""
+    out = tmp_path / "out"
+    gone, live = out / ".run-4194305.tmp", out / ".run-1.tmp"  # above Linux's largest PID (2^22)
+    gone.mkdir(parents=True)
+    live.mkdir()
+    assert main(["run", "--set", "workload.num_requests=3", "--out", str(out), "--quiet"]) == 0
+    assert not gone.exists() and live.exists()
+
+
+def test_an_error_quotes_a_huge_value_cut_to_a_readable_line(capsys):
+    assert main(["run", "--set", "model=" + "x" * 5000]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 1000 and "(5,002 characters)" in err
