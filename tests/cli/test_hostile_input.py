@@ -190,12 +190,12 @@ def test_sweep_out_naming_a_file_is_one_line(tmp_path, capsys):
 
 
 def test_a_sweep_point_that_raises_an_unexpected_error_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import simulator.api
+    import simulator.studies.sweep
     from simulator.studies.sweep import load_sweep, run_points
 
     sweep = tmp_path / "s.yaml"
     sweep.write_text(yaml.safe_dump({"base": experiment(), "grid": {"seed": [1, 2]}}))
-    run, calls = simulator.api.run, []
+    run, calls = simulator.studies.sweep.run, []
 
     def sometimes(config, **kwargs):
         calls.append(config.seed)
@@ -203,7 +203,7 @@ def test_a_sweep_point_that_raises_an_unexpected_error_is_recorded_and_the_sweep
             raise ZeroDivisionError("an unforeseen bug")
         return run(config, **kwargs)
 
-    monkeypatch.setattr(simulator.api, "run", sometimes)
+    monkeypatch.setattr(simulator.studies.sweep, "run", sometimes)
     frame = run_points(load_sweep(sweep), tmp_path / "out", jobs=1)
     assert list(frame["error"]) == ["ZeroDivisionError: an unforeseen bug", ""]
     assert (tmp_path / "out" / "index.parquet").is_file()

@@ -3,7 +3,8 @@
 The bounds are the issue's targets — median ≤ 8% and p90 ≤ 20% (GEMMs; whole-iteration prefill and decode),
 all-reduce median ≤ 15% (NCCL 2.27 on A100; the older DGX timings where bandwidth-bound) — except whole-iteration
 prefill p90, which is 24% today: its bound (25%) guards against regressions until the model meets 20% (see README,
-"Accuracy").
+"Accuracy"). The kernel-table bounds hold on the GPUs whose generation has a fit of its own (:func:`fitted`): a GPU
+that borrows another generation's fit (Blackwell's tables, until Blackwell is fitted) is extrapolated, not fitted.
 """
 
 from __future__ import annotations
@@ -11,10 +12,18 @@ from __future__ import annotations
 import pytest
 
 from simulator.catalog import load_hardware
+from simulator.catalog.generations import borrowed_generation
 from simulator.fidelity.errors import overall
+from simulator.fidelity.kernels import GPUS
 from simulator.fidelity.network import network_errors
 from simulator.fidelity.operators import gemm_errors
 from simulator.fidelity.splitwise import splitwise_errors
+
+
+def fitted(frame):
+    """The rows of kernel-table GPUs whose generation has a fit of its own."""
+    own_fit = {gpu for gpu, name in GPUS.items() if borrowed_generation(load_hardware(name).generation) is None}
+    return frame[frame["gpu"].isin(own_fit)]
 
 
 @pytest.mark.slow
@@ -45,11 +54,11 @@ def test_collective_kernel_tables(shared_data):
     two-shot, NCCL above its largest message; the profiles' costs per generation are fitted on these rows)."""
     from simulator.fidelity.kernels import custom_allreduce_kernel_errors, nccl_kernel_errors
 
-    nccl = nccl_kernel_errors(shared_data / "kernels")
+    nccl = fitted(nccl_kernel_errors(shared_data / "kernels"))
     for (gpu, op), rows in nccl.groupby(["gpu", "op"]):
         median, p90 = overall(rows)
         assert median <= (0.08 if gpu == "h100_sxm" else 0.09) and p90 <= 0.20, (gpu, op)
-    custom = custom_allreduce_kernel_errors(shared_data / "kernels")
+    custom = fitted(custom_allreduce_kernel_errors(shared_data / "kernels"))
     for (gpu, framework), rows in custom.groupby(["gpu", "framework"]):
         median, p90 = overall(rows)
         assert len(rows) == 69 and median <= 0.09 and p90 <= 0.25, (gpu, framework)
@@ -69,7 +78,7 @@ def test_gemm_kernel_tables(shared_data):
     from simulator.fidelity.calibrate import score
     from simulator.fidelity.kernels import gemm_kernel_errors
 
-    own = gemm_kernel_errors(shared_data / "kernels")
+    own = fitted(gemm_kernel_errors(shared_data / "kernels"))
     pooled = gemm_kernel_errors(shared_data / "kernels", engines={})
     for gpu, rows in own[own["framework"] == "sglang"].groupby("gpu"):
         assert sum(score(part) for _, part in rows.groupby("dtype")) < sum(
@@ -97,7 +106,7 @@ def test_attention_kernel_tables(shared_data):
     from simulator.fidelity.calibrate import score
     from simulator.fidelity.kernels import attention_kernel_errors
 
-    own = attention_kernel_errors(shared_data / "kernels")
+    own = fitted(attention_kernel_errors(shared_data / "kernels"))
     pooled = attention_kernel_errors(shared_data / "kernels", engines={})
     for (gpu, framework), rows in own.groupby(["gpu", "framework"]):
         assert sum(score(phase) for _, phase in rows.groupby("phase")) <= sum(
@@ -118,7 +127,7 @@ def test_mla_kernel_tables(shared_data):
     from simulator.fidelity.calibrate import score
     from simulator.fidelity.kernels import mla_kernel_errors
 
-    own = mla_kernel_errors(shared_data / "kernels")
+    own = fitted(mla_kernel_errors(shared_data / "kernels"))
     pooled = mla_kernel_errors(shared_data / "kernels", engines={})
     bounds = {("h100_sxm", "decode"): 0.10, ("h100_sxm", "prefill"): 0.21, ("a100_sxm", "decode"): 0.35,
               ("a100_sxm", "prefill"): 0.08}
@@ -296,9 +305,9 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
     fit."""
     from simulator.catalog.engines import load_engine
     from simulator.fidelity.kernel_fit import moe_held_out
-    from simulator.fidelity.kernels import GPUS, moe_kernel_errors
+    from simulator.fidelity.kernels import moe_kernel_errors
 
-    own = moe_kernel_errors(shared_data / "kernels")
+    own = fitted(moe_kernel_errors(shared_data / "kernels"))
     pooled = moe_kernel_errors(shared_data / "kernels", engines={})
     fitted_tables = 0
     for (gpu, framework, dtype), rows in own.groupby(["gpu", "framework", "dtype"]):
@@ -446,7 +455,7 @@ def test_deepep_kernels_on_sglangs_tables(shared_data):
     reaches (normal), FP8 out and bf16 back."""
     from simulator.fidelity.kernels import deepep_kernel_errors
 
-    frame = deepep_kernel_errors(shared_data / "kernels")
+    frame = fitted(deepep_kernel_errors(shared_data / "kernels"))
     assert set(frame["kernel"]) == {"ll_dispatch", "ll_combine", "normal_dispatch", "normal_combine"}
     for kernel, rows in frame.groupby("kernel"):
         median, _ = overall(rows)
