@@ -29,6 +29,7 @@ def _write_ops(folder, truth):
     pd.DataFrame(rows).to_csv(folder / "synthetic.csv", index=False)
 
 
+@pytest.mark.slow
 def test_calibrate_recovers_gemm_parameters(tmp_path):
     truth = load_hardware("h100-sxm").model_copy(update={
         "flops_efficiency": 0.6, "bandwidth_efficiency": 0.7, "kernel_overhead_us": 4, "gemm_knee": 3.0,
@@ -181,6 +182,7 @@ def attention_rows(model, phase: str, shapes):
                        "attn_dtype": "bfloat16", "latency": float(latency)}
 
 
+@pytest.mark.slow
 def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     """Prefill and decode tables of one framework (the layout of ``../shared/data/kernels``) timed with known attention
     parameters, bf16 and fp8 KV, MHA, GQA (a group of 32 makes decode compute count) and a sliding window, the
@@ -219,6 +221,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     assert "decode 0.0%/0.0%" in summary and "prefill 0.0%/0.0%" in summary
 
 
+@pytest.mark.slow
 def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp_path):
     """A framework whose prefill timings over an fp8 cache hold one of its four layer shapes, timed by a slower
     kernel (a quarter of the 16-bit one's compute rate: another kernel for that shape), while its decode timings
@@ -268,6 +271,7 @@ def test_the_exponentials_share_is_fitted_only_where_the_tables_can_tell_it():
     assert set(without_unidentifiable(ATTENTION_GRID, one_width, h100)) == set(ATTENTION_GRID) - {EXP_SHARE}
 
 
+@pytest.mark.slow
 def test_a_prefill_fallback_kernels_rate_is_fitted_back(tmp_path):
     """A framework whose prefill of head width 512, or of 256 under a window, runs a fallback kernel computing every
     causal pair at 0.1 of the peak (SGLang's H100 dispatch, which its profile states), beside its kernels at
@@ -326,6 +330,7 @@ def test_framework_gemm_fit_recovers_a_frameworks_rates(tmp_path):
     assert "bfloat16 0.0%/0.0%" in summary and "fp8_block 0.0%/0.0%" in summary
 
 
+@pytest.mark.slow
 def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
     """A GPU's GEMM tables (bf16 and fp8, the layout of ``../shared/data/kernels``) timed with a known serial latency
     along k (1.5 ns per element), a 16-bit split of k at 4,096 (the fp8 kernels walk all of it) and fixed cost
@@ -354,6 +359,7 @@ def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
     assert fitted.gemm_kernel_by_dtype == truth.gemm_kernel_by_dtype and report[2].startswith("int4 GEMM kernels")
 
 
+@pytest.mark.slow
 def test_format_kernel_fit_recovers_the_int8_and_int4_kernels(tmp_path):
     """A GPU's W8A8 int8 (``sq``) and weight-only int4 (``int4_wo``) tables, the layout of ``../shared/data/kernels``,
     timed with known kernels of their own — 16- and 8-row tiles, 1.2 and 2.4 ns per element of k, 4 and 7 µs of
@@ -395,6 +401,7 @@ def test_the_shipped_int8_and_int4_kernels_are_the_fit_on_the_a100_tables(shared
     assert held_out[0] <= 10.0 and held_out[1] <= 11.5
 
 
+@pytest.mark.slow
 def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
     """A framework's MoE table (the layout of ``../shared/data/kernels``: balanced routing, EP 1) timed with known
     kernels per format — bf16 at a third of the dense FLOP rate, block fp8 streaming slowly with a large cost per
@@ -424,6 +431,7 @@ def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
     assert "mxfp4" not in summary
 
 
+@pytest.mark.slow
 def test_framework_moe_fit_recovers_its_token_passes_from_expert_parallel_tables(tmp_path):
     """A framework whose MoE tables also time its kernel under expert parallelism (TensorRT-LLM's: balanced
     routing, EP 2–16, every GPU handed all the tokens) timed with known passes over every token (14 bytes per
@@ -458,6 +466,7 @@ def test_framework_moe_fit_recovers_its_token_passes_from_expert_parallel_tables
     assert "fp8_block/EP held out 0.0%/0.0%" in summary and "fp8_block/held out" not in summary
 
 
+@pytest.mark.slow
 def test_a_gpu_whose_moe_tables_time_only_expert_parallelism_gets_its_moe_fit(tmp_path):
     """``calibrate --framework`` (``fit_framework_kernels``) on a GPU folder whose MoE tables time the framework's
     kernel only under expert parallelism (TensorRT-LLM's A100 tables): its fused-MoE kernel is fitted from them and
@@ -481,6 +490,7 @@ def test_a_gpu_whose_moe_tables_time_only_expert_parallelism_gets_its_moe_fit(tm
     assert any("bf16/EP held out 0.0%/0.0%" in line for line in report)
 
 
+@pytest.mark.slow
 def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     """An MLA table of one framework (the layout of ``../shared/data/kernels``: DeepSeek-V3's latent shapes, heads
     per GPU, a decode row's context ``isl + step``) timed with known parameters — MLA's absorbed decode near half
@@ -532,6 +542,7 @@ def write_timed_tables(folder, kind: str, fields: dict, eight_bit: dict, rows) -
         pd.DataFrame(table).to_parquet(folder / f"{stem}_{kind}_perf.parquet")
 
 
+@pytest.mark.slow
 def test_kernel_fit_recovers_nvls_from_the_16_bit_all_reduces(tmp_path):
     """An NCCL table (the layout of ``../shared/data/kernels``: message sizes in elements of ``nccl_dtype``, latency
     in ms) timed with a known in-switch reduction (0.62 of the link, 40 µs) where 16-bit all-reduces beat the ring,

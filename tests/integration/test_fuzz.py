@@ -98,6 +98,7 @@ def _run_case(capsys, argv) -> None:
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 @given(st.lists(OVERRIDE, min_size=1, max_size=3))
 def test_random_overrides_run_or_fail_in_one_line(capsys, overrides):
     argv = ["run", "--json", "--set", "workload.num_requests=20"]

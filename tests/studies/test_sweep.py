@@ -78,6 +78,7 @@ def test_sweep_api_is_deterministic_across_jobs():
     assert serial["mean_ttft_ms"].iloc[3] > serial["mean_ttft_ms"].iloc[0]  # 40/s queues more than 5/s
 
 
+@pytest.mark.slow
 def test_ray_backend_gives_the_same_results(tmp_path):
     """Byte-identical outputs: the index, every point's summary and request table."""
     ray = pytest.importorskip("ray")
@@ -117,6 +118,7 @@ def test_slo_keys_in_either_order(key, normal):
     assert normalise_slo_key(key) == normal
 
 
+@pytest.mark.slow
 def test_capacity_of_a_single_server_matches_pollaczek_khinchine():
     """One slot, service S = 2 + 100 × 0.1 = 12 ms per one-token request, Poisson arrivals: mean TTFT = S + W with
     W = ρS / (2(1 − ρ)) (M/D/1). A 30 ms mean-TTFT limit gives ρ = 0.75, so the capacity is 0.75 / S = 62.5 req/s."""
