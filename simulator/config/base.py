@@ -2,7 +2,7 @@
 
 Every model forbids unknown keys; policy families are chosen by ``kind``. Times carry their unit in the name
 (``_ms``, ``_s``), sizes theirs (``_gib``), rates are per second. Numbers must be finite (no ``.inf`` / ``.nan``)
-and a boolean is never a number; sizes are bounded by the limits below (stated in the README), so that a typo
+and a boolean is never a number; sizes are bounded by the limits below (stated in docs/guide/running.md), so that a typo
 cannot ask for an allocation no machine has.
 """
 

@@ -390,7 +390,7 @@ def test_format_kernel_fit_recovers_the_int8_and_int4_kernels(tmp_path):
 def test_the_shipped_int8_and_int4_kernels_are_the_fit_on_the_a100_tables(shared_data):
     """Ampere's int8 and int4 GEMM kernels (``simulator.catalog.generations``) are what ``fit_format_kernels`` finds
     on TensorRT-LLM's A100 tables from the shipped A100 profile (a fixed point of the fit), and the held-out weight
-    shapes stay within the README's figures (int8 9.9%, int4 11.3% median)."""
+    shapes stay within docs/accuracy.md's figures (int8 9.9%, int4 11.3% median)."""
     from simulator.fidelity.kernel_fit import fit_format_kernels
 
     shipped = load_hardware("a100-80gb-sxm")

@@ -291,9 +291,9 @@ def test_every_h100_row_is_ok_or_unsupported_with_a_reason(shared_data):
     dense = frame[frame["model_path"].isin(["Qwen/Qwen3-32B", "meta-llama/Llama-3.1-8B-Instruct",
                                             "meta-llama/Llama-3.1-70B"]) & (frame["mode"] == "agg")]
     assert (dense["status"] == "ok").all()
-    # TPOT of the dense rows held out of the engine fits: the README's accuracy table, with a margin
+    # TPOT of the dense rows held out of the engine fits: docs/accuracy.md's table, with a margin
     held = dense[dense["subset"] == "holdout"]
-    assert held["tpot_error"].median() <= 0.06  # 4.0% in the README's table
+    assert held["tpot_error"].median() <= 0.06  # 4.0% in docs/accuracy.md's table
     assert held["ttft_error"].median() <= 0.25  # 19.9%
 
 

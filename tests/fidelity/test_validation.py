@@ -2,9 +2,9 @@
 
 The bounds are the issue's targets — median ≤ 8% and p90 ≤ 20% (GEMMs; whole-iteration prefill and decode),
 all-reduce median ≤ 15% (NCCL 2.27 on A100; the older DGX timings where bandwidth-bound) — except whole-iteration
-prefill p90, which is 24% today: its bound (25%) guards against regressions until the model meets 20% (see README,
-"Accuracy"). The kernel-table bounds hold on the GPUs whose generation has a fit of its own (:func:`fitted`): a GPU
-that borrows another generation's fit (Blackwell's tables, until Blackwell is fitted) is extrapolated, not fitted.
+prefill p90, which is 24% today: its bound (25%) guards against regressions until the model meets 20% (see
+docs/accuracy.md). The kernel-table bounds hold on the GPUs whose generation has a fit of its own (:func:`fitted`):
+a GPU that borrows another generation's fit (Blackwell's tables, until Blackwell is fitted) is extrapolated.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_collective_kernel_tables(shared_data):
 @pytest.mark.slow
 def test_gemm_kernel_tables(shared_data):
     """Each framework's GEMM tables at its profile's GEMM rates (SGLang's own, fitted on 2,000 timings per format;
-    vLLM's and TensorRT-LLM's the pooled fit, their own rates not taken, see README): SGLang's own fit them at
+    vLLM's and TensorRT-LLM's the pooled fit, their own rates not taken, see docs/accuracy.md): SGLang's own fit them at
     least as well as the pooled rates (mean |log error| over its formats, per GPU); every table within today's
     errors (the issue's 5% / 12% is not met: fp8 kernels switch at m = 129 and 257, and TensorRT-LLM's fp8 table,
     22.0%, pays a dynamic activation-quantisation kernel of ~12.5 µs that the pooled fit's 3 µs does not follow).
@@ -97,7 +97,8 @@ def test_attention_kernel_tables(shared_data):
     """Each framework's attention tables priced with its own kernels (its engine profile's attention_by_generation,
     fitted on 2,000 timings of each phase; most rows are held out) fit them at least as well as the generation's
     pooled parameters do — the mean |log error| over prefill and decode, per GPU and framework — and within today's
-    errors (the issue's 8% / 20% is not met: p90 up to 44%, the fits' score being the mean |log error|, README).
+    errors (the issue's 8% / 20% is not met: p90 up to 44%, the fits' score being the mean |log error|; see
+    docs/accuracy.md).
     Prefill, with its costs per query row and per query tile, meets the 8% median on A100 and is within 15% on
     H100; every framework's decode, with its fp8-cache kernel apart and its waves over the SMs, within 14% on both
     (TensorRT-LLM's 13.9% and 15.0% before the waves; vLLM's A100 decode 10.2 -> 13.5% with them, its batch of one
