@@ -29,7 +29,7 @@ combine of its split-KV partials; unset, the prefill kernel's):
   once), one per (tile of :data:`QUERY_TILE` query rows, head), or, where ``prefill_attention_packs_gqa``, per
   (tile of query rows of all of a KV head's H / G query heads, KV head): ceil(q·H/G / tile) per KV head (a chunk
   of one token over 8 KV heads with 64 query heads is 8 blocks instead of 64; which kernels pack is read off their
-  tables, :mod:`simulator.fidelity.kernel_fit`). These make a short prompt
+  tables, :mod:`simulator.fidelity.attention_fit`). These make a short prompt
   cost more per pair than a long one, as measured: TensorRT-LLM's H100 prefill kernel reaches ~100 TFLOP/s at 256
   tokens and ~500 at 16k;
 - decode of one token over ``S`` cached (S ← min(S, w), then, where ``decode_attention_kv_tile`` is set, whole
@@ -243,7 +243,7 @@ class AttentionModel:
         widths / 2). Scalars or arrays."""
         memory = kv_elements * self.v / self.decode_bandwidth
         if self.block_bandwidth:
-            memory = np.where(np.asarray(blocks) > 0, self.combine(
+            memory = np.where(np.asarray(blocks) > 0, self.combine(  # type: ignore[assignment]  # scalars or arrays
                 memory, kv_elements * self.v / (np.maximum(blocks, 1) * self.block_bandwidth)), memory)
         streaming = self.combine(2 * heads * widths / self.decode_flops, memory)
         if not self.max_group:

@@ -10,7 +10,7 @@
 - :mod:`.errors`: the error measures every report uses
 - :mod:`.report`: ``llmsim validate`` over all of them
 - :mod:`.calibrate`: ``llmsim calibrate`` (fit a hardware profile's physical parameters); :mod:`.kernel_fit` the
-  fits on the kernel tables (per generation, and each framework's own kernels), :mod:`.engine_fit` an engine
-  profile's fixed costs on its silicon rows
+  fits on the kernel tables (per generation, and each framework's own kernels; the attention kernels' in
+  :mod:`.attention_fit`), :mod:`.engine_fit` an engine profile's fixed costs on its silicon rows
 - :mod:`.steptime`: ``llmsim steptime`` (predicted iteration times per operator group)
 """

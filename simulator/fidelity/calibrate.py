@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,13 @@ from simulator.fidelity.network import network_errors, network_measurements
 from simulator.fidelity.operators import gemm_errors, gemm_measurements
 
 Profile = TypeVar("Profile", bound=BaseModel)  # a hardware profile, or an engine profile (its fitted fields)
+
+
+class DescentOptions(TypedDict, total=False):
+    """:func:`coordinate_descent`'s options, as a fit states them once for all its descents."""
+
+    rounds: int
+    diagonal: bool
 
 GEMM_GRID: dict[str, list] = {
     "flops_efficiency": [round(x, 2) for x in np.arange(0.40, 0.96, 0.01)],
@@ -49,7 +56,8 @@ def set_parameter(profile: Profile, name: str, value) -> Profile:
     walks the tables and sub-models (``flops_efficiency_by_dtype.fp8``, ``collectives.all_gather.latency_us``,
     ``all_reduce_low_latency.efficiency``, ``collectives.all_to_all.low_latency.latency_us``)."""
     if name == "inter_node_gb_per_s":
-        return profile.model_copy(update={"node": profile.node.model_copy(update={name: value})})
+        return profile.model_copy(update={"node": profile.node.model_copy(  # type: ignore[attr-defined]  # hardware's
+            update={name: value})})
     return _replaced(profile, name.split("."), value)
 
 
@@ -74,7 +82,7 @@ def score_per_collective(frame: pd.DataFrame) -> float:
 def get_parameter(profile: Profile, name: str):
     """The value :func:`set_parameter` would replace."""
     if name == "inter_node_gb_per_s":
-        return profile.node.inter_node_gb_per_s
+        return profile.node.inter_node_gb_per_s  # type: ignore[attr-defined]  # a hardware profile's
     holder = profile
     for key in name.split("."):
         holder = holder[key] if isinstance(holder, dict) else getattr(holder, key)
@@ -98,10 +106,14 @@ def coordinate_descent(profile: Profile, grid: dict[str, list], evaluate: Callab
                 if candidate_score < best_score - 1e-12:
                     profile, best_score, improved = candidate, candidate_score, True
         if not improved and diagonal:
-            moves = [(move, evaluate(_stepped(profile, grid, move))) for move in _diagonal_moves(profile, grid)]
+            # _diagonal_moves yields the moves that stay on the grid, so _stepped gives a profile (not None)
+            moves = [(move, evaluate(_stepped(profile, grid, move)))  # type: ignore[arg-type]
+                     for move in _diagonal_moves(profile, grid)]
             move, move_score = min(moves, key=lambda m: m[1], default=(None, best_score))
             while move is not None and move_score < best_score - 1e-12:
-                profile, best_score, improved = _stepped(profile, grid, move), move_score, True
+                stepped = _stepped(profile, grid, move)
+                assert stepped is not None  # (scored on the grid: off it, the score best_score ends the walk)
+                profile, best_score, improved = stepped, move_score, True
                 ahead = _stepped(profile, grid, move)
                 move_score = evaluate(ahead) if ahead is not None else best_score
         if not improved:

@@ -113,7 +113,8 @@ def left_out(kernels_dir: Path) -> list[str]:
     lines = [f"kernels/{folder.name}: a system the catalog does not name (known: {', '.join(GPUS)})"
              for folder in sorted(kernels_dir.iterdir()) if folder.is_dir() and folder.name not in GPUS]
     for family, (pattern, formats) in PRICED_FORMATS.items():
-        rows, counts = 0, Counter()
+        rows = 0
+        counts: Counter[str] = Counter()
         for path in sorted(kernels_dir.glob(pattern)):
             if path.parts[-5] not in GPUS:
                 continue

@@ -82,7 +82,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -90,6 +90,7 @@ import pandas as pd
 from simulator.api import run
 from simulator.catalog import load_hardware, load_model
 from simulator.config import ExperimentConfig, load_experiment
+from simulator.config.workload import ClosedLoopArrival
 from simulator.cost import build_cost_model
 from simulator.cost.base import IterationShape
 from simulator.errors import LLMSimError
@@ -255,6 +256,14 @@ def read_runs(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     return [(line, row) for line, row in enumerate(reader, start=2)]
 
 
+@overload
+def _number(row: dict[str, str], key: str, where: str, integer: Literal[True] = True) -> int: ...
+
+
+@overload
+def _number(row: dict[str, str], key: str, where: str, integer: Literal[False]) -> float: ...
+
+
 def _number(row: dict[str, str], key: str, where: str, integer: bool = True) -> float:
     text = (row.get(key) or "").strip()
     try:
@@ -335,7 +344,7 @@ def row_experiment(
                    "expert_parallel": ep if spec.is_moe else 1}
     engine_name = run_engine(row, settings)
     measured = max(settings.measured * users, settings.min_measured)
-    data = {
+    data: dict[str, Any] = {
         "name": where, "seed": 0, "model": model, "hardware": hardware, "dtype": dtype, "engine": engine_name,
         "cluster": cluster, "cost_model": {"kind": "roofline", "expert_load_cv": settings.expert_load_cv},
         "workload": {
@@ -358,8 +367,10 @@ def row_experiment(
         ramp = steady_request_seconds(config, spec, users, isl, osl) if settings.ramp else 0.0
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
+    arrival = config.workload.arrival
+    assert arrival is not None  # the closed loop above
     return config.model_copy(update={"workload": config.workload.model_copy(update={
-        "arrival": config.workload.arrival.model_copy(update={"ramp_s": ramp})})})
+        "arrival": arrival.model_copy(update={"ramp_s": ramp})})})
 
 
 def request_lengths(length: int, spread: tuple[float, float] | None) -> dict[str, Any]:
@@ -389,6 +400,7 @@ def steady_request_seconds(config: ExperimentConfig, model, users: int, isl: int
 def predict_row(config: ExperimentConfig, users: int, settings: RunSettings = RunSettings()) -> tuple[float, float]:
     """Mean TTFT and TPOT (ms) of the measured requests of a closed-loop benchmark experiment."""
     requests = run(config).requests
+    assert requests is not None  # kept in memory (not streamed to a file)
     window = requests[(requests["request_id"] >= settings.warmup * users) & (requests["status"] == "finished")]
     if window.empty:
         reasons = requests["reject_reason"].dropna().unique().tolist()
@@ -400,7 +412,9 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
     where = f"{path}:{line}"
     try:
         config = row_experiment(row, where, model_dir, settings)
-        ttft, tpot = predict_row(config, int(config.workload.arrival.users), settings)
+        arrival = config.workload.arrival
+        assert isinstance(arrival, ClosedLoopArrival)  # row_experiment's clients
+        ttft, tpot = predict_row(config, int(arrival.users), settings)
         return ttft, tpot, "ok"
     except (Unsupported, LLMSimError) as exc:
         reason = str(exc)

@@ -21,7 +21,7 @@ from simulator.errors import LLMSimError
 STEP_COLUMNS = ("num_prefill_seqs", "prefill_tokens_per_seq", "num_decode_seqs", "decode_context_per_seq")
 
 
-def read_steps(path: str | Path) -> list[tuple[int, int, int, int]]:
+def read_steps(path: str | Path) -> list[tuple[int, ...]]:
     """Rows of non-negative integers; an error names file:line."""
     rows = []
     try:
@@ -44,7 +44,7 @@ def read_steps(path: str | Path) -> list[tuple[int, int, int, int]]:
 
 
 def predict_steps(
-    rows: list[tuple[int, int, int, int]], model: str, hardware: str, tensor_parallel: int = 1, engine: str = "default",
+    rows: list[tuple[int, ...]], model: str, hardware: str, tensor_parallel: int = 1, engine: str = "default",
     dtype: str = "bf16", pipeline_parallel: int = 1,
 ) -> pd.DataFrame:
     cost = RooflineCostModel(load_model(model), load_hardware(hardware), tensor_parallel, dtype,
@@ -53,7 +53,7 @@ def predict_steps(
     for prefills, prompt, decodes, context in rows:
         shape = IterationShape(((prompt, 0),) * prefills if prompt else (), decodes, decodes * context)
         parts = cost.breakdown(shape)
-        record = dict(zip(STEP_COLUMNS, (prefills, prompt, decodes, context), strict=True))
+        record: dict[str, float] = dict(zip(STEP_COLUMNS, (prefills, prompt, decodes, context), strict=True))
         record["predicted_ms"] = sum(parts.values()) * 1000
         record.update({name.removesuffix("_s") + "_ms": seconds * 1000 for name, seconds in parts.items()})
         records.append(record)

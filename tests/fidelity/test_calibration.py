@@ -83,7 +83,7 @@ def test_the_attention_fits_fast_score_is_the_frames_score(shared_data):
     """The attention fits score a profile with the table split once (pooled_attention_score, and
     pooled_mla_score for the MLA tables); it gives the very number the kernel-table errors do (the score of each
     framework and phase, summed), on both GPUs and with parameters away from the fitted ones."""
-    from simulator.fidelity.kernel_fit import (
+    from simulator.fidelity.attention_fit import (
         _pooled_attention_errors,
         _sample,
         _score_by,
@@ -201,7 +201,7 @@ def test_framework_attention_fit_recovers_a_frameworks_kernels(tmp_path):
     half of its softmax's exponentials' time exposed (a head of width 64 beside those of 128 tells it from the FLOP
     rate): fitted back to those values from the generation's pooled ones and the profile's multi-head cost, with no
     error left."""
-    from simulator.fidelity.kernel_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention
+    from simulator.fidelity.attention_fit import DISPATCH_FIELDS, FRAMEWORK_MHA_GRID, fit_framework_attention
 
     truth = {**ATTENTION_TRUTH, "decode_attention_max_group": 32, "decode_attention_query_tile": 16,
              "decode_attention_ns_per_query_token": 0.08, "decode_attention_mha_ns_per_head": 6.0}
@@ -228,7 +228,7 @@ def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp
     over fp8 span all four: the fp8 decode kernel is fitted back to its values, its fp8 prefill keeps the 16-bit
     fit's rather than take that one shape's for every model's (``spans_the_shapes``: half the shapes or more)."""
     from simulator.cost.attention import AttentionModel
-    from simulator.fidelity.kernel_fit import fit_framework_attention, spans_the_shapes
+    from simulator.fidelity.attention_fit import fit_framework_attention, spans_the_shapes
 
     other_kernel = {"attention_efficiency": 0.155}
     h100 = load_hardware("h100-sxm").model_copy(update=ATTENTION_TRUTH)
@@ -259,7 +259,7 @@ def test_the_exponentials_share_is_fitted_only_where_the_tables_can_tell_it():
     """One exponential per query-key pair and head whatever the width, FLOPs in proportion to it: prefill timings of
     one head width cannot tell the exposed exponentials from the FLOP rate (A100's tables), nor can a GPU whose spec
     sheet states no exponential rate price them; the grid keeps the share only with two widths and a stated rate."""
-    from simulator.fidelity.kernel_fit import ATTENTION_GRID, EXP_SHARE, without_unidentifiable
+    from simulator.fidelity.attention_fit import ATTENTION_GRID, EXP_SHARE, without_unidentifiable
 
     h100 = load_hardware("h100-sxm")
     one_width = pd.DataFrame({"phase": ["prefill", "prefill", "decode"], "head_dim": [128, 128, 64]})
@@ -277,7 +277,7 @@ def test_a_prefill_fallback_kernels_rate_is_fitted_back(tmp_path):
     causal pair at 0.1 of the peak (SGLang's H100 dispatch, which its profile states), beside its kernels at
     head width 128 with and without a window: the fit keeps the dispatch and finds the fallback's rate again, the
     other parameters too, with no error left."""
-    from simulator.fidelity.kernel_fit import fit_framework_attention
+    from simulator.fidelity.attention_fit import fit_framework_attention
 
     truth = {**ATTENTION_TRUTH, **SGLANG_PREFILL_DISPATCH, "prefill_fallback_efficiency": 0.1}
     shapes = (*ATTENTION_SHAPES, (16, 8, 0, 512), (16, 8, 1024, 256), (16, 8, 0, 256))
@@ -500,7 +500,7 @@ def test_framework_mla_fit_recovers_a_frameworks_kernels(tmp_path):
     streaming slower — is fitted back to them: the 16-bit
     kernels' values, and ``kv_8bit`` with the same prefill and that decode kernel (its prefill's K/V bytes per token
     grow with the heads as its rows do: the bytes' cost is fitted, the rows' is none)."""
-    from simulator.fidelity.kernel_fit import fit_framework_mla
+    from simulator.fidelity.attention_fit import fit_framework_mla
     from simulator.fidelity.kernels import mla_kernel_times
 
     truth_fields = {"attention_efficiency": 0.55, "attention_io_efficiency": 0.5, "prefill_attention_ns_per_row": 0.0,
