@@ -22,13 +22,30 @@ from simulator.request import Request
 
 
 class ReplicaView(Protocol):
-    @property
-    def outstanding(self) -> int: ...
+    """What routers, and whatever places requests by their choice (faults' redirects), use of a replica
+    (:class:`~simulator.cluster.replica.Replica` is one)."""
 
     @property
-    def kv_load(self) -> float: ...
+    def index(self) -> int:
+        """Its position in the cluster (not in a router's ``replicas``, which an autoscaler edits)."""
 
-    def has_adapter(self, adapter: int) -> bool: ...
+    @property
+    def up(self) -> bool:
+        """False while crashed or released."""
+
+    @property
+    def outstanding(self) -> int:
+        """Requests waiting or running there."""
+
+    @property
+    def kv_load(self) -> float:
+        """Fraction of its KV pool in use."""
+
+    def has_adapter(self, adapter: int) -> bool:
+        """Whether LoRA adapter ``adapter`` is in one of its GPU slots."""
+
+    def submit(self, request: Request) -> None:
+        """Hand it a request."""
 
 
 ROUTERS: Registry[Router] = Registry("cluster.router")

@@ -24,12 +24,19 @@ steps can run before memory forces the batch to change), ``can_grow_one()`` (the
 ``can_ever_fit(tokens)`` (in an empty pool?), ``tokens_of(seq)``, ``used_tokens``, ``growing_tokens``,
 ``num_growing``, ``used_blocks`` and ``free_blocks``. ``free(seq)`` releases either kind. ``breakdown()`` says where
 the pool's slots are (:class:`MemoryBreakdown`); ``memory_state()`` is its cheap affine summary for time integrals.
+
+Block arithmetic that a scheduler's admission rules need is declared here too, so every scheduler runs with every
+allocator: ``blocks_for(tokens)`` (the blocks of one sequence of that many tokens), ``blocks_to_extend(tokens, n)``
+(the blocks such a sequence takes to hold n more: speculative decoding's drafted tokens), ``fits_commitment(
+committed, tokens)`` (``guaranteed_no_evict``: whether a sequence that ends with ``tokens`` fits the whole pool
+beside ``committed`` blocks), with ``num_blocks``, ``block_size`` and ``free_blocks`` (the watermark).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from simulator.registry import Registry
 
@@ -40,20 +47,33 @@ class MemoryBreakdown(NamedTuple):
     ``real``: slots holding KV of a running sequence (a shared prefix block counted once); ``internal``: slots
     claimed by a sequence but empty (the unused tail of its last block, or of its reserved slab); ``external``:
     free slots no allocation can use whole (outside the largest hole of a contiguous pool); ``cached``:
-    unreferenced prefix-cache blocks, evictable; ``free``: the rest."""
+    unreferenced prefix-cache blocks, evictable; ``free``: the rest. Counts of slots (ints) at an instant; slot-seconds
+    (floats) as the integral over time that :meth:`KVAllocator.breakdown_integral` returns."""
 
-    real: int
-    internal: int
-    external: int
-    cached: int
-    free: int
+    real: float
+    internal: float
+    external: float
+    cached: float
+    free: float
 
 
 class KVAllocator(ABC):
     num_blocks: int
     block_size: int
-    free_blocks: int
-    copied_tokens: int = 0
+    if TYPE_CHECKING:  # declared for the type checker only: at run time an allocator sets these its own way
+        def __init__(self, num_blocks: int, block_size: int) -> None:
+            """What the default :meth:`from_config` builds an allocator with (a wrapper may take other arguments)."""
+
+        @property
+        @abstractmethod
+        def free_blocks(self) -> int:
+            """Blocks an allocation may take now (an attribute or a property)."""
+
+        @property
+        def copied_tokens(self) -> int:
+            """KV tokens copied by moves that make room (contiguous slabs); 0 by default."""
+    else:
+        copied_tokens = 0
 
     @classmethod
     def from_config(cls, config, num_blocks: int, block_size: int, max_model_len: int) -> KVAllocator:
@@ -99,6 +119,21 @@ class KVAllocator(ABC):
     @abstractmethod
     def max_grow(self, limit: int) -> int: ...
 
+    def blocks_for(self, tokens: int) -> int:
+        """Blocks that hold one sequence of ``tokens`` tokens: ceil(tokens / block_size)."""
+        return -(-tokens // self.block_size)
+
+    def blocks_to_extend(self, tokens: int, n: int) -> int:
+        """Blocks a sequence holding ``tokens`` tokens takes to hold ``n`` more: blocks_for(tokens + n) −
+        blocks_for(tokens)."""
+        bs = self.block_size
+        return (-tokens // bs) - (-(tokens + n) // bs)  # ceil((tokens + n) / bs) − ceil(tokens / bs)
+
+    def fits_commitment(self, committed_blocks: int, tokens: int) -> bool:
+        """Whether a sequence that will hold ``tokens`` tokens at its end fits the whole pool beside
+        ``committed_blocks`` blocks promised to others (``guaranteed_no_evict`` admission)."""
+        return committed_blocks + -(-tokens // self.block_size) <= self.num_blocks
+
     def free_blocks_after_growth(self, n: int) -> int:
         """Free blocks once every growing sequence has taken ``n`` more tokens (allocators that reserve a
         sequence's room up front: unchanged)."""
@@ -129,13 +164,13 @@ class KVAllocator(ABC):
     @abstractmethod
     def breakdown(self) -> MemoryBreakdown: ...
 
-    def memory_state(self) -> tuple[int, ...]:
+    def memory_state(self) -> tuple[float, ...]:
         """A few numbers of which every part of :meth:`breakdown` is an affine function, cheaper to take than the
         breakdown: the engine integrates them over time at every run boundary, and :meth:`breakdown_integral` maps
         the integrals back. By default, the breakdown itself."""
         return self.breakdown()
 
-    def breakdown_integral(self, state_seconds: list[float], seconds: float) -> MemoryBreakdown:
+    def breakdown_integral(self, state_seconds: Sequence[float], seconds: float) -> MemoryBreakdown:
         """∫ breakdown dt over ``seconds`` of time, from ∫ :meth:`memory_state` dt over the same time."""
         return MemoryBreakdown(*state_seconds)
 
@@ -168,10 +203,10 @@ class LazyGrowth:
     def _move_to_growing(self, seq: int) -> int:
         """Move a static sequence to the growing set; returns its base (tokens − clock)."""
         tokens = self._static.pop(seq)
-        self._static_tokens -= tokens
+        self._static_tokens -= tokens  # type: ignore[misc]  # the slots are the concrete allocator's (mixin)
         base = tokens - self._clock
         self._base[seq] = base
-        self._base_sum += base
+        self._base_sum += base  # type: ignore[misc]  # likewise
         return base
 
     @property

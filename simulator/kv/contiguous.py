@@ -54,6 +54,8 @@ def _carve(holes: list[list[int]], index: int, size: int) -> int:
 
 @KV_ALLOCATORS.register("contiguous")
 class ContiguousAllocator(LazyGrowth, KVAllocator):
+    copied_tokens: int  # counted here (the interface declares it read-only)
+
     def __init__(
         self, num_blocks: int, block_size: int, *, reserve: Reserve = "max_model_len",
         placement: Placement = "first_fit", max_model_len: int | None = None,

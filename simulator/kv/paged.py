@@ -32,6 +32,7 @@ requests of one group admitted in the same iteration share it (vLLM would comput
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from simulator.kv.base import KV_ALLOCATORS, KVAllocator, LazyGrowth, MemoryBreakdown
 from simulator.request import Prefix
@@ -43,6 +44,7 @@ class PagedAllocator(LazyGrowth, KVAllocator):
         "_base", "_base_sum", "_clock", "_residues", "_static", "_static_tokens", "block_size", "free_blocks",
         "num_blocks",
     )
+    free_blocks: int  # a plain attribute here (the interface declares it read-only)
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if num_blocks < 1 or block_size < 1:
@@ -62,9 +64,6 @@ class PagedAllocator(LazyGrowth, KVAllocator):
         if getattr(config, "prefix_caching", False):
             return PrefixCachingAllocator(num_blocks, block_size)
         return cls(num_blocks, block_size)
-
-    def blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.block_size)
 
     # --- static sequences -------------------------------------------------------------------------------------
     def _growth_reserve(self, reserve_growth: bool) -> int:
@@ -167,12 +166,12 @@ class PagedAllocator(LazyGrowth, KVAllocator):
         bs × (blocks held) − (tokens held) slots empty (internal fragmentation)."""
         return self.breakdown_integral(self.memory_state(), 1)
 
-    def memory_state(self) -> tuple[int, int]:
+    def memory_state(self) -> tuple[float, ...]:
         """(tokens held, blocks held)."""
         return (self._static_tokens + self._base_sum + len(self._base) * self._clock,  # used_tokens, inlined
                 self.num_blocks - self.free_blocks)
 
-    def breakdown_integral(self, state_seconds: list[float], seconds: float) -> MemoryBreakdown:
+    def breakdown_integral(self, state_seconds: Sequence[float], seconds: float) -> MemoryBreakdown:
         tokens, blocks = state_seconds
         bs = self.block_size
         return MemoryBreakdown(tokens, bs * blocks - tokens, 0, 0, bs * (self.num_blocks * seconds - blocks))

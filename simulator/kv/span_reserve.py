@@ -16,6 +16,7 @@ sequence's own tokens (``tokens_of``, ``growing_tokens``); the memory breakdown 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from simulator.kv.base import KVAllocator, MemoryBreakdown
 
@@ -121,8 +122,8 @@ class SpanReserve(KVAllocator):
     def breakdown(self) -> MemoryBreakdown:
         return self.inner.breakdown()
 
-    def memory_state(self) -> tuple[int, ...]:
+    def memory_state(self) -> tuple[float, ...]:
         return self.inner.memory_state()
 
-    def breakdown_integral(self, state_seconds: list[float], seconds: float) -> MemoryBreakdown:
+    def breakdown_integral(self, state_seconds: Sequence[float], seconds: float) -> MemoryBreakdown:
         return self.inner.breakdown_integral(state_seconds, seconds)

@@ -3,7 +3,9 @@
 A scheduler owns a replica's waiting queue and its running requests. At each iteration boundary the replica calls
 ``schedule(now)`` and runs the returned :class:`Batch`; afterwards it calls ``advance(batch, steps, now)``, which
 returns the requests that finished, and ``retire(finished, now)``. The scheduler asks its
-:class:`~simulator.kv.base.KVAllocator` whether memory allows; it never does block arithmetic itself.
+:class:`~simulator.kv.base.KVAllocator` whether memory allows, through the allocator's declared interface only (the
+block counts of its admission rules too: ``blocks_for``, ``blocks_to_extend``, ``fits_commitment``), so every
+policy runs with every allocator.
 
 Running requests are either *prefilling* (admitted; their prompt — plus any output lost to preemption — is being
 processed, whole or in chunks) or *decoding* (they emitted a token and generate one per decode iteration). The
@@ -34,7 +36,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simulator.config.engine import SchedulerBase
+from simulator.config.engine import SchedulerBase, SpeculativeConfig
+from simulator.errors import ConfigError
 from simulator.kv.base import KVAllocator
 from simulator.registry import Registry
 from simulator.request import FINISHED, REJECTED, RUNNING, WAITING, Request
@@ -83,12 +86,16 @@ class Scheduler(ABC):
         swap_capacity_tokens: int = 0, seed: int = 0,
     ):
         self.kv = kv
-        self.speculative = getattr(config, "speculative", None)
+        self.speculative: SpeculativeConfig | None = getattr(config, "speculative", None)
         self._rng = np.random.default_rng(seed)  # speculative acceptance draws
         self.config = config
         delay_ms = getattr(config, "max_queue_delay_ms", None)
         self.queue_delay_s = None if delay_ms is None else delay_ms / 1000  # reject requests waiting longer
-        self.max_num_seqs = config.max_num_seqs
+        max_num_seqs = config.max_num_seqs
+        if isinstance(max_num_seqs, str):  # "auto": the pool sets the number before building its schedulers
+            raise ConfigError("scheduler.max_num_seqs: auto must be resolved from the KV pool before a scheduler "
+                              "is built")
+        self.max_num_seqs: int = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len
         self.waiting: deque[Request] = deque()
@@ -138,21 +145,20 @@ class Scheduler(ABC):
             position += 1
         waiting.insert(position, request)
 
-    def _expires(self, request: Request) -> float:
-        return request.arrival_s + self.queue_delay_s
-
     def queue_deadline(self) -> float | None:
         """When the first waiting request that was never scheduled runs out of ``max_queue_delay_ms``."""
-        if self.queue_delay_s is None:
+        delay = self.queue_delay_s
+        if delay is None:
             return None
-        deadlines = [self._expires(r) for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s]
+        deadlines = [r.arrival_s + delay for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s]
         return min(deadlines) if deadlines else None
 
     def expire_waiting(self, now: float) -> list[Request]:
         """Reject (and return) the waiting requests never scheduled whose ``max_queue_delay_ms`` has run out."""
-        if self.queue_delay_s is None or not self.waiting:
+        delay = self.queue_delay_s
+        if delay is None or not self.waiting:
             return []
-        expired = [r for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s and now >= self._expires(r)]
+        expired = [r for r in self.waiting if r.first_scheduled_s != r.first_scheduled_s and now >= r.arrival_s + delay]
         if expired:
             gone = {r.request_id for r in expired}
             self.waiting = deque(r for r in self.waiting if r.request_id not in gone)
@@ -320,7 +326,8 @@ class Scheduler(ABC):
             return self._commitment_fits(request) and kv.can_allocate(
                 tokens, final_tokens=request.total_tokens, prefix=request.prefix)
         if self.watermark_blocks and (self.prefilling or self.decoding) and (
-            kv.free_blocks + tokens // -kv.block_size < self.watermark_blocks  # free − blocks for the tokens
+            # free − blocks_for(tokens), inlined over the declared members: this runs at every admission check
+            kv.free_blocks + tokens // -kv.block_size < self.watermark_blocks
         ):
             return False
         if self.speculative and reserve_growth:
@@ -330,13 +337,13 @@ class Scheduler(ABC):
     def _commitment_fits(self, request: Request) -> bool:
         """guaranteed_no_evict: the blocks of ``request``'s whole length fit beside the running requests' whole
         lengths (prefix-cache hits not counted: conservative)."""
-        return self.committed_blocks + self.kv.blocks_for(request.total_tokens) <= self.kv.num_blocks
+        return self.kv.fits_commitment(self.committed_blocks, request.total_tokens)
 
     def pass_over_lora_blocked(self, passed: list[Request]) -> bool:
         """vLLM's max_loras rule at the head of the queue: while the head's adapter would exceed the GPU slots, move
         it to ``passed`` (to go back in front, in order, by :meth:`restore_passed`); False when the queue empties."""
         lora, waiting = self.lora, self.waiting
-        while waiting and not lora.admissible(waiting[0].adapter):
+        while waiting and not lora.admissible(waiting[0].adapter):  # type: ignore[union-attr]  # called with LoRA
             passed.append(waiting.popleft())
         return bool(waiting)
 
@@ -369,12 +376,11 @@ class Scheduler(ABC):
     def _speculative_room(self) -> int:
         """Blocks the decoding requests need for their next speculative step (k + 1 positions, or what is left of
         their output): drafted tokens occupy KV blocks until verified (paged pools only)."""
-        kv, positions = self.kv, self.speculative.num_speculative_tokens + 1
+        kv, positions = self.kv, self.speculative.num_speculative_tokens + 1  # type: ignore[union-attr]  # speculating
         needed = 0
         for request_id, request in self.decoding.items():
-            tokens = kv.tokens_of(request_id)
             room = min(positions, request.output_tokens - request.generated)
-            needed += kv.blocks_for(tokens + room) - kv.blocks_for(tokens)
+            needed += kv.blocks_to_extend(kv.tokens_of(request_id), room)
         return needed
 
     def decodes_can_grow(self) -> bool:
@@ -392,8 +398,7 @@ class Scheduler(ABC):
         """Whether a prefilling request could take ``n`` more prompt tokens now."""
         kv = self.kv
         if self.speculative and reserve_growth:
-            tokens = kv.tokens_of(request.request_id)
-            return self._fits_beside_speculation(kv.blocks_for(tokens + n) - kv.blocks_for(tokens))
+            return self._fits_beside_speculation(kv.blocks_to_extend(kv.tokens_of(request.request_id), n))
         return kv.can_append(request.request_id, n, reserve_growth)
 
     def continue_chunks(self, batch: Batch, budget: int, reserve_growth: bool,
@@ -421,7 +426,7 @@ class Scheduler(ABC):
     def _accepted(self, count: int) -> np.ndarray:
         """Accepted drafted tokens for ``count`` sequences: leading successes of k Bernoulli(a) trials (a truncated
         geometric law, P(j) = a^j (1 − a) for j < k, P(k) = a^k)."""
-        spec = self.speculative
+        spec: SpeculativeConfig = self.speculative  # type: ignore[assignment]  # set: only called while speculating
         trials = self._rng.random((count, spec.num_speculative_tokens)) < spec.acceptance_rate
         return np.cumprod(trials, axis=1).sum(axis=1)
 

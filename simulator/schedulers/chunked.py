@@ -12,6 +12,7 @@ decode-only batch is stable until a completion (which frees budget, slots and me
 
 from __future__ import annotations
 
+from simulator.request import Request
 from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 
@@ -28,7 +29,8 @@ class ChunkedScheduler(Scheduler):
                                                    reserve, chunk)
         if not every_chunk:
             return
-        passed = [] if self.lora is not None else None  # requests whose adapter must wait for a GPU slot
+        # requests whose adapter must wait for a GPU slot
+        passed: list[Request] | None = [] if self.lora is not None else None
         try:
             # as vLLM v1: no new admissions in an iteration that had to preempt (they would be the next victims)
             while not batch.preempted and self.waiting and self.num_running + len(batch.swap_ins) < self.max_num_seqs:

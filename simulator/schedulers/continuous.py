@@ -55,7 +55,8 @@ class ContinuousScheduler(Scheduler):
         return tokens > 0 and self.fits(request, tokens, reserve_growth)
 
     def _admit_prompts(self, batch: Batch, now: float, budget: int, reserve_growth: bool) -> None:
-        passed = [] if self.lora is not None else None  # requests whose adapter must wait for a GPU slot
+        # requests whose adapter must wait for a GPU slot
+        passed: list[Request] | None = [] if self.lora is not None else None
         try:
             while self.waiting and (passed is None or self.pass_over_lora_blocked(passed)) and self._admissible(
                 self.waiting[0], budget, self.num_running + len(batch.swap_ins), reserve_growth

@@ -21,7 +21,7 @@ class AdapterSlots:
                  "totals")
 
     def __init__(self, config: LoRAConfig, bytes_per_gpu: float, gpus: int, host_link_bytes_per_s: float,
-                 totals: Counter) -> None:
+                 totals: Counter[str]) -> None:
         """``bytes_per_gpu``: one adapter's weights on one GPU of the replica's ``gpus``; ``totals``: the run's
         counts, shared by every replica's slots — ``loads`` (adapters loaded into GPU slots), ``storage_reads``
         and ``load_s`` (seconds the loads added to iterations)."""
@@ -79,5 +79,5 @@ class AdapterSlots:
     def take_pending(self) -> float:
         """The load seconds owed so far, now charged (and cleared)."""
         seconds, self.pending_s = self.pending_s, 0.0
-        self.totals["load_s"] += seconds
+        self.totals["load_s"] += seconds  # type: ignore[assignment]  # a Counter: seconds beside the counts
         return seconds
