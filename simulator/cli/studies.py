@@ -183,8 +183,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.out:
         out = output_folder(Path(args.out))
         frame.to_csv(out / "plan.csv", index=False)
-        figure = pareto_figure(frame)
-        for suffix in ("png", "svg"):
-            figure.savefig(out / f"pareto.{suffix}", dpi=120)
+        from simulator.report.plots import save_figure  # matplotlib: only when a figure is written
+
+        save_figure(pareto_figure(frame), out / "pareto")
         note(f"wrote {out}/plan.csv, pareto.png, pareto.svg")
     return 0

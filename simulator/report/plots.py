@@ -83,8 +83,8 @@ def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.D
               ("batch_tokens", "tokens per iteration\n(prefill + decode)"), ("kv_used", "KV blocks in use")]
     panels = [(column, label) for column, label in panels if timeline is not None and column in timeline]
     rows_needed = len(panels) + (scaling is not None and not scaling.empty)
-    figure, axes = plt.subplots(rows_needed, 1, figsize=(11, 2.2 * rows_needed + 0.5), sharex=True, squeeze=False)
-    axes = list(axes[:, 0])
+    figure, grid = plt.subplots(rows_needed, 1, figsize=(11, 2.2 * rows_needed + 0.5), sharex=True, squeeze=False)
+    axes = list(grid[:, 0])
     if scaling is not None and not scaling.empty:
         end = float(timeline["time_s"].max()) if timeline is not None else float(scaling["time_s"].max())
         _replica_counts(axes.pop(0), scaling, end)
@@ -93,6 +93,7 @@ def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.D
         figure.suptitle(f"{name}: replicas over time" if name else "replicas over time")
         figure.tight_layout()
         return figure
+    assert timeline is not None  # the panels are its columns
     for replica, rows in timeline.groupby("replica"):
         for ax, (column, _) in zip(axes, panels, strict=True):
             ax.step(rows["time_s"], rows[column], where="post", label=f"replica {replica}", linewidth=0.8)
@@ -247,8 +248,16 @@ def plot_folder(folder: str | Path) -> list[Path]:
     out.mkdir(exist_ok=True)
     written = []
     for name, figure in figures.items():
-        for suffix in ("png", "svg"):
-            figure.savefig(out / f"{name}.{suffix}", dpi=120)
-            written.append(out / f"{name}.{suffix}")
+        written += save_figure(figure, out / name)
         plt.close(figure)
     return written
+
+
+def save_figure(figure: Figure, stem: Path) -> list[Path]:
+    """``figure`` as ``stem``.png and ``stem``.svg, reproducibly: the same figure gives the same bytes (the SVG's
+    element ids from a fixed salt, no creation date)."""
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    figure.savefig(paths[0], dpi=120)
+    with plt.rc_context({"svg.hashsalt": "llmsim"}):
+        figure.savefig(paths[1], dpi=120, metadata={"Date": None})
+    return paths

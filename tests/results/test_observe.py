@@ -68,6 +68,9 @@ def test_run_writes_trace_and_plot_draws_every_picture(tmp_path):
     assert {p.name for p in (out / "plots").iterdir()} == {
         f"{name}.{suffix}" for name in ("latency_cdfs", "timeline", "phases") for suffix in ("png", "svg")
     }
+    first = {p.name: p.read_bytes() for p in (out / "plots").iterdir()}
+    assert main(["plot", str(out)]) == 0  # drawn again: the same bytes (no dates, no random SVG ids)
+    assert {p.name: p.read_bytes() for p in (out / "plots").iterdir()} == first
 
 
 def test_latency_cdfs_use_log_axes_mark_percentiles_and_the_slo():
