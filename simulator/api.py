@@ -132,6 +132,8 @@ class Result:
         if self.token_log is None:
             return None
         table = self.requests if requests is None else requests
+        if table is None:
+            raise ValueError("the request table was streamed to a file: pass it as requests")
         return self.token_log.frame(dict(zip(table["request_id"], table["first_scheduled_s"], strict=True)))
 
     @property

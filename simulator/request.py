@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple, Protocol
 
 WAITING, RUNNING, FINISHED, REJECTED, FAILED = "waiting", "running", "finished", "rejected", "failed"
+
+
+class TokenIds(Protocol):
+    """The ids a :class:`Prefix` names its units by: a tuple, a ``range`` (O(1) memory) or another sequence of ints
+    (:class:`simulator.workload.sessions.BranchIds`)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int, /) -> int: ...
+
+    def __iter__(self) -> Iterator[int]: ...
 
 
 class Prefix(NamedTuple):
@@ -16,7 +28,7 @@ class Prefix(NamedTuple):
     tokens is ``Prefix((group,), P)``.
     """
 
-    ids: tuple[int, ...]
+    ids: TokenIds
     unit: int
 
     def block_keys(self, block_size: int, tokens: int) -> list[tuple[int, int]]:

@@ -43,6 +43,7 @@ def cold_start_s(config: AutoscalerConfig, hardware: HardwareSpec, weight_bytes_
     GPU's shard over its host link (``load_gb_per_s`` or the spec sheet's); ``peer``: each GPU's shard over its
     inter-node link (the same)."""
     if config.load_from == "storage":
+        assert config.load_gb_per_s is not None  # the schema requires it for storage
         seconds = weight_bytes_per_gpu * gpus_per_replica / (config.load_gb_per_s * 1e9)
     else:
         spec = hardware.host_link_gb_per_s if config.load_from == "host" else hardware.node.inter_node_gb_per_s
@@ -89,7 +90,8 @@ class Autoscaler:
         for replica in replicas[initial:]:
             replica.up = False
         for replica in replicas:
-            replica.on_done = lambda request, replica=replica: self._done(replica, request)
+            # (a lambda binding its loop variable by default: mypy cannot infer it)
+            replica.on_done = lambda request, replica=replica: self._done(replica, request)  # type: ignore[misc]
             replica.on_down = self._reroute  # a front end's late delivery to a replica released meanwhile
         self.router = router
         if config.kind in RATE_KINDS:
@@ -99,7 +101,7 @@ class Autoscaler:
                 self._arrived += 1
                 return route(request)
 
-            router.route = counted
+            router.route = counted  # type: ignore[method-assign]  # this router counts what it routes
         router.replicas = self.active
         self._record("init", -1)
         self._tick_wakeup = Wakeup(env, self._tick)

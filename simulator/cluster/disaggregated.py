@@ -20,6 +20,7 @@ admission (``cluster.first_token_from: decode``, how vLLM, SGLang and Dynamo str
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import simpy
 
@@ -29,6 +30,9 @@ from simulator.cluster.wakeup import Wakeup
 from simulator.config.cluster import TransferConfig
 from simulator.request import FAILED, FINISHED, REJECTED, WAITING, Request
 from simulator.results.recorder import Recorder
+
+if TYPE_CHECKING:
+    from simulator.results.observers import Observer
 
 
 class PrefillToDecode:
@@ -55,7 +59,7 @@ class PrefillToDecode:
         self.num_layers = num_layers
         self.recorder = recorder
         self._link_free_at: dict[int, float] = {}  # prefill replica -> when its link is idle
-        self.observer = None  # simulator.results.observers.Observer when the run is observed
+        self.observer: Observer | None = None  # when the run is observed
 
     # --- faults (simulator.cluster.faults) -------------------------------------------------------------------
     def lost_with(self, prefill: Replica) -> list[Request]:

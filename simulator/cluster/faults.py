@@ -21,6 +21,8 @@ failed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import simpy
 
@@ -30,6 +32,9 @@ from simulator.cluster.wakeup import Wakeup
 from simulator.config.cluster import FaultConfig
 from simulator.request import FAILED, Request
 from simulator.results.recorder import Recorder
+
+if TYPE_CHECKING:
+    from simulator.cluster.disaggregated import PrefillToDecode
 
 
 class Faults:
@@ -47,14 +52,16 @@ class Faults:
         self.ranks = ranks or [[index] for index in range(len(replicas))]
         self.health_check_s, self.connect_timeout_s = health_check_s, connect_timeout_s
         self._down_since: dict[int, float] = {}  # crashed scheduler -> when
-        self.handoff = None  # disaggregated: the PrefillToDecode whose prefill replicas hold KV for decode
+        self.handoff: PrefillToDecode | None = None  # disaggregated: its prefill replicas hold KV for decode
         self._pool_of = {id(replica): replicas for replica in replicas}  # where a redirected request may go
         self._mean_up_s: list[float] = []  # random failures (random_failures): mean up time per replica
-        self._repair_s, self._rng, self._total = 0.0, None, 0
+        self._repair_s, self._total = 0.0, 0
+        self._rng: np.random.Generator | None = None
         for replica in replicas:
             replica.on_down = lambda request, replica=replica: self._sent_to_down(request, replica)
         for fault in sorted(faults, key=lambda f: f.at_s):
-            Wakeup(env, lambda _event, fault=fault: self._begin(fault)).schedule(fault.at_s)
+            # (type: ignore[misc] here and below: mypy cannot infer a lambda whose default binds a loop variable)
+            Wakeup(env, lambda _event, fault=fault: self._begin(fault)).schedule(fault.at_s)  # type: ignore[misc]
 
     def random_failures(self, mean_up_s: list[float], repair_s: float, rng: np.random.Generator,
                         total_requests: int) -> None:
@@ -68,6 +75,7 @@ class Faults:
         """Replica ``index``'s next random failure."""
         if self.recorder.requests.num_rows >= self._total:
             return
+        assert self._rng is not None  # random_failures set it
         gap = self._rng.exponential(self._mean_up_s[index])
         Wakeup(self.env, lambda _event: self._random_crash(index)).schedule(gap)
 
@@ -90,7 +98,8 @@ class Faults:
             for index in targets:
                 replica = self.replicas[index]
                 replica.set_slowdown(fault.slowdown)
-                Wakeup(self.env, lambda _event, replica=replica: replica.set_slowdown(1.0)).schedule(fault.duration_s)
+                Wakeup(self.env, lambda _event, replica=replica: replica.set_slowdown(1.0)  # type: ignore[misc]
+                       ).schedule(fault.duration_s)
             return
         where = f"replica {fault.replica}" if fault.replica is not None else f"node {fault.node}"
         up = [index for index in targets if self.replicas[index].up]  # a replica already down stays as it is
@@ -113,7 +122,7 @@ class Faults:
                     for request in lost:
                         self.handoff.drop(request)
             self._down_since[index] = self.env.now
-            Wakeup(self.env, lambda _event, replica=replica: self._back(replica)).schedule(down_s)
+            Wakeup(self.env, lambda _event, replica=replica: self._back(replica)).schedule(down_s)  # type: ignore[misc]
         for request in lost:
             if request.retries >= self.retries:
                 self._fail(request, f"{reason} (after {request.retries} retries)")

@@ -42,7 +42,7 @@ class RequestFactory:
         self._enter = enter  # disaggregated: turns the request into a one-token prefill request
         self._adapters = adapters.tolist() if adapters is not None else None
 
-    def columns(self, index: np.ndarray) -> tuple[list, ...]:
+    def columns(self, index: np.ndarray) -> tuple[list, list, list | None, list | None]:
         """Python lists of (inputs, outputs, prefixes or None, classes or None) for these request indices."""
         w = self.workload
         return (

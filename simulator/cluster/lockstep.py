@@ -19,6 +19,7 @@ form. Every rank records the group's step times.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import simpy
 
@@ -33,7 +34,7 @@ class Lockstep:
     def __init__(self, env: simpy.Environment, ranks: list[Replica], cost: CostModel) -> None:
         self.env, self.ranks = env, ranks
         self.data_parallel = len(ranks)
-        self._experts = getattr(cost, "experts_time", None)
+        self._experts: Callable[[float], float] | None = getattr(cost, "experts_time", None)
         self._experts_cache: dict[float, float] = {}
         self.busy = False
         self._pending = Wakeup(env, self._on_timeout)
@@ -92,13 +93,13 @@ class Lockstep:
     def _expert_seconds(self, tokens: float) -> float:
         cached = self._experts_cache.get(tokens)
         if cached is None:
-            cached = self._experts_cache[tokens] = self._experts(tokens)
+            cached = self._experts_cache[tokens] = self._experts(tokens)  # type: ignore[misc]  # only when set
         return cached
 
     def _on_timeout(self, wakeup: Wakeup) -> None:
         now = wakeup.at
         for rank in self._working:
-            rank._finish(rank._batch, rank._steps, now)
+            rank._finish(rank._batch, rank._steps, now)  # type: ignore[arg-type]  # a working rank has its batch
         planned = {rank.index: plan for rank in self.ranks if (plan := rank._plan(now)) is not None}
         released = changes = False  # async scheduling: arrivals during the step, seen once the next is formed
         for rank in self.ranks:

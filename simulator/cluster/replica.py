@@ -45,7 +45,8 @@ Each request's longest gap is kept the same way, per run (:mod:`simulator.cluste
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import simpy
 
@@ -56,6 +57,13 @@ from simulator.cost.lora import LoRACost
 from simulator.request import REJECTED, Request
 from simulator.results.recorder import Recorder
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
+
+if TYPE_CHECKING:
+    from simulator.cluster.lockstep import Lockstep
+    from simulator.config.engine import SpeculativeConfig
+    from simulator.results.observers import Observer
+    from simulator.results.token_log import TokenLog
+    from simulator.schedulers.lora import AdapterSlots
 
 NO_RUN = -math.inf  # the end of the last decode run, before any
 
@@ -96,7 +104,7 @@ class Replica:
         self.copy_seconds_per_token = copy_seconds_per_token
         self._running = 0  # running sequences during the current work
         self._copied = 0  # the allocator's copied_tokens already charged
-        self._memory: tuple[float, tuple[int, ...]] | None = None  # (time, memory state) at the start of the work
+        self._memory: tuple[float, tuple[float, ...]] | None = None  # (time, memory state) at the start of the work
         self._state_seconds = [0.0] * len(scheduler.kv.memory_state())  # ∫ memory state dt
         self._memory_seconds = 0.0  # the time that integral covers
         self.index = index
@@ -111,13 +119,15 @@ class Replica:
         self._held: list[Request] = []  # the first tokens of the work just ended, until the next work is known
         self._intake: list[Request] = []  # arrivals the scheduler sees only after the next batch is formed
         self.hands_off = False  # a disaggregated prefill replica: finished prompts keep their KV until released
-        self.group = None  # the simulator.cluster.lockstep.Lockstep of an attention-DP rank: it times the steps
+        self.group: Lockstep | None = None  # the lock step of an attention-DP rank: it times the steps
         self.up = True  # False while crashed (simulator.cluster.faults)
-        self.on_down = None  # where a request sent here while down goes instead
-        self.new_scheduler = None  # builds an empty scheduler (and KV pool) for a restart after a crash
+        # where a request sent here while down goes instead (set by what takes replicas down: faults, autoscaler)
+        self.on_down: Callable[[Request], None] | None = None
+        # builds an empty scheduler (and KV pool) for a restart after a crash
+        self.new_scheduler: Callable[[], Scheduler] | None = None
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
-        self.observer = None  # simulator.results.observers.Observer when the run is observed
-        self.tokens = None  # simulator.results.token_log.TokenLog when every token's time is kept
+        self.observer: Observer | None = None  # when the run is observed
+        self.tokens: TokenLog | None = None  # when every token's time is kept
         self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
         self.lora_cost: LoRACost | None = None  # LoRA adapters: their GEMMs (the scheduler's lora: their slots)
         self._busy = False  # an iteration is running or about to start
@@ -168,7 +178,7 @@ class Replica:
     def submit(self, request: Request) -> None:
         """A request arrives at this replica (rejected at once if it can never run here)."""
         if not self.up:
-            self.on_down(request)
+            self.on_down(request)  # type: ignore[misc]  # set by whatever took the replica down
             return
         request.replica = self.index
         reason = self.scheduler.rejection_reason(request, len(self._intake))
@@ -255,6 +265,8 @@ class Replica:
     def _fresh_scheduler(self) -> None:
         """An empty scheduler and KV pool in place of the old, keeping the hook the pool's hand-off set on it."""
         hook = self.scheduler.on_remote_admit
+        if self.new_scheduler is None:
+            raise RuntimeError(f"replica {self.index} has no new_scheduler to restart with")
         self.scheduler = self.new_scheduler()
         self.scheduler.on_remote_admit = hook
 
@@ -307,7 +319,7 @@ class Replica:
             self._finish(batch, self._steps, now)
         self._begin(now)
 
-    def _close_memory(self, now: float, end: tuple[int, ...]) -> None:
+    def _close_memory(self, now: float, end: tuple[float, ...]) -> None:
         """Integrate the memory state since the work started, by the trapezoid rule up to ``end``."""
         if self._memory is None:
             return
@@ -367,8 +379,8 @@ class Replica:
         for victim, was_decoding in batch.preempted:
             if was_decoding:
                 self._forget(victim)
-        if self.observer is not None:
-            self._observe_start(batch, now)
+        if (observer := self.observer) is not None:
+            self._observe_start(observer, batch, now)
         if not batch.prefills and not batch.decode and not batch.swap_ins:  # empty
             self._busy, self._batch, self._steps = False, None, 0
             if self._held:  # nothing launches after them: they leave now
@@ -385,33 +397,37 @@ class Replica:
         if batch.prefills or batch.swap_ins or batch.swap_tokens or copy_tokens or positions > 1 or (
             not self.fast_forward
         ):
-            chunks, tokens = [], num_decodes * positions  # prompt chunks (new, cached) and the iteration's tokens
+            pieces: list[tuple[int, int]] = []  # prompt chunks (new, cached)
+            tokens = num_decodes * positions  # and the iteration's tokens
             for _, new, cached in batch.prefills:
-                chunks.append((new, cached))
+                pieces.append((new, cached))
                 tokens += new
-            chunks = tuple(chunks)
+            chunks = tuple(pieces)
             if running > self._peak_running:
                 self._peak_running = running
             if tokens > self._peak_batch_tokens:
                 self._peak_batch_tokens = tokens
             duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum, positions))
             if positions > 1 and num_decodes:  # k sequential draft steps before the verification pass
-                spec = scheduler.speculative
-                draft, ratio = (self.draft_cost, 1.0) if self.draft_cost is not None else (
-                    self.cost, spec.draft_cost_ratio)
+                spec: SpeculativeConfig = scheduler.speculative  # type: ignore[assignment]  # positions > 1: it is set
+                if self.draft_cost is not None:
+                    draft, ratio = self.draft_cost, 1.0
+                else:  # SpeculativeConfig: a draft_cost_ratio unless a draft model (then draft_cost) is given
+                    draft, ratio = self.cost, spec.draft_cost_ratio  # type: ignore[assignment]
                 a, c = draft.decode_step_coefficients(num_decodes)
                 duration += spec.num_speculative_tokens * ratio * (a + c * context_sum)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             duration += copy_tokens * self.copy_seconds_per_token
             if self.lora_cost is not None:  # the adapters' GEMMs, and the loads of those that joined (blocking)
-                duration += self.lora_cost.time(tokens, len(scheduler.lora.running)) + scheduler.lora.take_pending()
+                lora: AdapterSlots = scheduler.lora  # type: ignore[assignment]  # set with lora_cost by the pool
+                duration += self.lora_cost.time(tokens, len(lora.running)) + lora.take_pending()
             self.recorder.copied_tokens += copy_tokens
             return 1, (duration, 0.0, num_decodes, context_sum), tokens, False
         if num_decodes > self._peak_batch_tokens:
             self._peak_batch_tokens = num_decodes
         a, c = self.cost.decode_step_coefficients(num_decodes)
         if self.lora_cost is not None:  # no adapter joins a decode-only batch: nothing to load
-            a += self.lora_cost.time(num_decodes, len(scheduler.lora.running))
+            a += self.lora_cost.time(num_decodes, len(scheduler.lora.running))  # type: ignore[union-attr]  # likewise
         steps = scheduler.stable_steps(batch)
         if scheduler.queue_delay_s is not None and steps > 1:
             deadline = scheduler.queue_deadline()
@@ -425,12 +441,13 @@ class Replica:
         if self.slowdown != 1.0:
             run = (run[0] * self.slowdown, run[1] * self.slowdown, run[2], run[3])
         a, c, num_decodes, context_sum = run
+        batch: Batch = self._batch  # type: ignore[assignment]  # set by the plan being settled
         self._start, self._steps, self._run = now, steps, run
         first_step = a + c * context_sum
         duration = first_step if steps == 1 else decode_run_time(a, c, num_decodes, context_sum, steps)
         if self._held:
-            self._release_first_tokens(now + duration if self._batch.prefills else now)
-        if self._batch.decode:
+            self._release_first_tokens(now + duration if batch.prefills else now)
+        if batch.decode:
             for last_token, count in self._gap_groups.items():
                 self.recorder.itl.add(now - last_token + first_step, count)
         self._running_seconds += self._running * duration
@@ -472,7 +489,8 @@ class Replica:
             self._stopped_decoding(finished)
         if batch.extra_tokens:
             rec.itl.add(0.0, batch.extra_tokens)  # tokens accepted together arrive together
-        self._close_memory(now, kv.memory_state() if batch.decode else self._memory[1])  # prompts allocated already
+        # prompts allocated already; _plan took the memory state as this work started
+        self._close_memory(now, kv.memory_state() if batch.decode else self._memory[1])  # type: ignore[index]
         self._iterations += steps
         # ∫ resident KV tokens dt: step j (0-based) lasts base + slope·j with resident + j·size tokens.
         k = steps
@@ -535,8 +553,8 @@ class Replica:
                     request.max_itl_s = gap
                 request.gap_run = -1
 
-    def _observe_start(self, batch: Batch, now: float) -> None:
-        scheduler, observer = self.scheduler, self.observer
+    def _observe_start(self, observer: Observer, batch: Batch, now: float) -> None:
+        scheduler = self.scheduler
         for victim, _ in batch.preempted:
             observer.preemption(now, self.index, victim.request_id)
         kv = scheduler.kv

@@ -89,6 +89,7 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
             f"scheduler.max_model_len: {max_model_len} exceeds the model's max_position_embeddings {model_max_len}"
         )
     if sched.kind == "chunked":
+        assert sched.max_num_batched_tokens is not None  # chunked batching's schema defaults it (8192)
         return max_model_len, sched.max_num_batched_tokens  # the schema checks long_prefill_token_threshold against it
     batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
     chunks = getattr(sched, "chunk_long_prompts", False)
@@ -219,9 +220,11 @@ def _build_pool(
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache
     lora_cost, engine = None, load_engine(config.engine)
+    adapter_bytes = 0.0  # LoRA adapters' GPU slots, per GPU
     if config.lora is not None:
         lora_cost = LoRACost(model, hardware, pool.tensor_parallel, config.lora.rank, config.lora.target_modules,
                              config.dtype, engine.compute_efficiency, engine.memory_efficiency)
+        adapter_bytes = lora_cost.bytes_per_gpu * config.lora.max_loras
     running_from_pool = sched.max_num_seqs == "auto"
     if running_from_pool and kv_cfg.mem_fraction_static is None:
         raise ConfigError("scheduler.max_num_seqs: auto (SGLang's, from the KV pool) needs kv_cache."
@@ -230,7 +233,7 @@ def _build_pool(
         model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
         block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens,
-        max_num_seqs=1 if running_from_pool else sched.max_num_seqs,  # (under a memory share: not read)
+        max_num_seqs=sched.max_num_seqs if sched.max_num_seqs != "auto" else 1,  # (under a memory share: not read)
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
         free_memory_fraction=kv_cfg.free_memory_fraction,
@@ -238,7 +241,7 @@ def _build_pool(
             hardware.memory_gib, batched_tokens, pool.data_parallel * pool.tensor_parallel, pool.pipeline_parallel,
             pool.data_parallel)
             if kv_cfg.mem_fraction_static == "auto" else kv_cfg.mem_fraction_static),
-        adapter_bytes=lora_cost.bytes_per_gpu * config.lora.max_loras if lora_cost is not None else 0.0,
+        adapter_bytes=adapter_bytes,
         expert_replication=_expert_replication(config, model, pool.expert_parallel),
     )
     if running_from_pool:  # SGLang sets its running requests from the pool (its activations live outside it)
@@ -268,7 +271,7 @@ def _build_pool(
             _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched, max_model_len, batched_tokens,
             swap_capacity, seed=int(np.random.SeedSequence([config.seed, 4, index]).generate_state(1)[0]),
         )
-        if lora_cost is not None:
+        if lora_cost is not None and config.lora is not None:  # (set together)
             scheduler.lora = AdapterSlots(config.lora, lora_cost.bytes_per_gpu, pool.tensor_parallel
                                           * pool.pipeline_parallel, hardware.host_link_gb_per_s * 1e9,
                                           recorder.adapter_totals)
@@ -340,8 +343,10 @@ def simulate(
     for replica in replicas:
         replica.observer = observer
         replica.tokens = tokens
-    entry = pools[0].replicas if cluster.kind == "disaggregated" else replicas
-    router = _router(config, cluster.router, entry, 1)
+    routed = pools[0].replicas if cluster.kind == "disaggregated" else replicas  # the entry pool
+    # what arriving requests are submitted to: the entry pool's replicas, or their front ends
+    entry: list[Replica] | list[FrontEnd] = routed
+    router = _router(config, cluster.router, routed, 1)
     enter, handoff = None, None
     if cluster.kind == "disaggregated":
         decode = pools[1]

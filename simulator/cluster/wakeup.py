@@ -17,7 +17,11 @@ class Wakeup(simpy.events.Event):
     reading ``_ok``.) Same priority as ``env.timeout``: events due at the same instant keep their scheduling order.
     """
 
-    def __init__(self, env: simpy.Environment, callback: Callable[[simpy.events.Event], None]) -> None:
+    # SimPy annotates ``callbacks`` as a list, yet sets it to None once the event is processed (as this class does);
+    # here it is the one callback while scheduled, () when disarmed and None when fired or never scheduled
+    callbacks: tuple[Callable[[Wakeup], None], ...] | None  # type: ignore[assignment]  # wider than SimPy's list
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[Wakeup], None]) -> None:
         self.env = env
         self.at = env.now  # when it fires (last) — the clock its callback sees, cheaper to read than ``env.now``
         self._callback = (callback,)
@@ -48,7 +52,7 @@ def run_all(env: simpy.Environment) -> None:
     queue = env._queue
     while queue:
         env._now, _, _, event = heappop(queue)
-        callbacks, event.callbacks = event.callbacks, None
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # as SimPy's own step does
         for callback in callbacks:
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):

@@ -16,7 +16,7 @@ import copy
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -244,7 +244,10 @@ def load_experiment(
         raise ConfigError(f"{where}: {format_validation_error(exc, ExperimentConfig)}") from None
 
 
-def load_spec(path: str | Path, model: type[BaseModel], what: str) -> tuple[BaseModel, Path]:
+Spec = TypeVar("Spec", bound=BaseModel)
+
+
+def load_spec(path: str | Path, model: type[Spec], what: str) -> tuple[Spec, Path]:
     """A YAML file validated as ``model`` (a comparison, sweep or plan), with one-line errors; returns it and the
     file's folder."""
     path = Path(path)

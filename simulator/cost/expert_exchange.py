@@ -43,7 +43,7 @@ def deepep_time(hardware: HardwareSpec, kernel: str, gpus: int, tokens: float, t
     ``tokens`` tokens per GPU among ``gpus`` GPUs."""
     if gpus <= 1 or tokens <= 0:
         return 0.0
-    fit = hardware.deepep[kernel]
+    fit = hardware.deepep[kernel]  # type: ignore[index]  # one of its four kernels; deepep checked by the cost model
     mode, direction = kernel.split("_")
     element = FP8_WITH_SCALES if direction == "dispatch" else 2
     nbytes = tokens * off_gpu_pairs(mode, gpus, topk) * hidden * element

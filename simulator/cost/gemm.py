@@ -72,7 +72,7 @@ class GemmModel:
         self.p = hardware.gemm_knee
         self.overhead = hardware.kernel_overhead_us * 1e-6  # the kernel floor (also the memory-bound kernels')
         # a quantised format's own kernels where fitted: their row tile, main-loop latency and fixed work
-        kernel = hardware.gemm_kernel_by_dtype.get(dtype)
+        kernel = hardware.gemm_kernel_by_dtype.get(dtype)  # type: ignore[call-overload]  # any name: None if unfitted
         self.tile = kernel.tile_m if kernel and kernel.tile_m else hardware.gemm_tile_m
         k_latency = kernel.k_latency_ns if kernel and kernel.k_latency_ns is not None else hardware.gemm_k_latency_ns
         self.k_latency = k_latency * 1e-9

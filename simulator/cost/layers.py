@@ -267,7 +267,7 @@ class GroupCost:
             time += ffn.time(T, self.shared_up_width, D) + ffn.time(T, D, self.shared_down_width)
         return self.count * time + self.experts_time(T)
 
-    def experts_time(self, tokens: int) -> float:
+    def experts_time(self, tokens: float) -> float:
         """The routed experts of all layers of the group (0 if dense; :class:`simulator.cost.moe.ExpertsModel`)."""
         if not self.moe:
             return 0.0

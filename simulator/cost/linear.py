@@ -21,6 +21,7 @@ class LinearCostModel(CostModel):
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> LinearCostModel:
+        assert isinstance(config.cost_model, LinearCostConfig)  # picked by its kind, linear
         return cls(config.cost_model)
 
     def iteration_time(self, shape: IterationShape) -> float:

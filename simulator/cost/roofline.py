@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile, load_engine
+from simulator.config.engine import RooflineCostConfig
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
@@ -148,7 +149,8 @@ class RooflineCostModel(CostModel):
         # rate (the MLA fits' bandwidths describe their own kernels' dequantisation, not a stream of FP8 keys)
         indexer_attention = None
         if any(group.attention.has_indexer for group in model.layers):
-            fp8_rate = hardware.peak_tflops.fp8 / hardware.peak_tflops.bf16 if hardware.has_peak("fp8") else 1.0
+            fp8 = hardware.peak_tflops.fp8  # None: no FP8 tensor cores (HardwareSpec.has_peak)
+            fp8_rate = fp8 / hardware.peak_tflops.bf16 if fp8 is not None else 1.0
             streaming = {"attention_io_efficiency": hardware.bandwidth_efficiency,
                          "decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency}
             indexer_attention = AttentionModel(self.engine.mla_hardware(hardware).model_copy(update=streaming),
@@ -195,11 +197,11 @@ class RooflineCostModel(CostModel):
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> RooflineCostModel:
         kv = kv_dtype(config.kv_cache.dtype, config.dtype)
         engine = load_engine(config.engine)
-        cluster = config.cluster
+        cluster, cost = config.cluster, config.cost_model
+        assert isinstance(cost, RooflineCostConfig)  # picked by its kind, roofline
         return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,
-                   cluster.expert_parallel, cluster.data_parallel, config.cost_model.expert_load_cv,
-                   config.cost_model.all_to_all, config.cost_model.eplb_redundant_experts,
-                   config.cost_model.two_batch_overlap)
+                   cluster.expert_parallel, cluster.data_parallel, cost.expert_load_cv, cost.all_to_all,
+                   cost.eplb_redundant_experts, cost.two_batch_overlap)
 
     # --- building blocks -------------------------------------------------------------------------------------
     def all_reduce_time(self, nbytes: float) -> float:

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.results.histogram import LogHistogram
 from simulator.request import Request
+from simulator.results.histogram import LogHistogram
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow.parquet as pq
 
 SUMMARY_COLUMNS = (
     "arrival_s", "first_token_s", "finish_s", "input_tokens", "output_tokens", "preemptions", "preempted_s",
@@ -53,7 +54,7 @@ class RequestLog:
         self._chunks: list[dict[str, np.ndarray]] = []  # kept columns, when not streamed
         self._summary: dict[str, list[np.ndarray]] = {name: [] for name in (*SUMMARY_COLUMNS, "finished", "failed")}
         self._path = parquet_path
-        self._writer = None  # a pyarrow ParquetWriter, opened with the first chunk written
+        self._writer: pq.ParquetWriter | None = None  # opened with the first chunk written
         self.streamed = parquet_path is not None
         self.num_rows = 0
 
@@ -100,6 +101,7 @@ class RequestLog:
         if self.streamed:
             if self._writer is None:  # no rows: the file still has every column
                 self._write({name: np.array([], dtype=object if kind == "string" else kind) for name, kind in COLUMNS})
+            assert self._writer is not None  # opened by the first write
             self._writer.close()
             self._writer = None
 
@@ -141,7 +143,7 @@ class Recorder:
         self.on_complete: list[Callable[[Request], None]] = []
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
-        self.adapter_totals: Counter = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
+        self.adapter_totals: Counter[str] = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
         self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
         self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots)
         # the per-replica numbers above are filled in by the replicas when the simulation ends

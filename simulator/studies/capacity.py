@@ -140,10 +140,13 @@ def _search(config: ExperimentConfig, slo: dict[str, float], attainment: float |
         return probes[-1]
 
     _with_rate(config, 1.0)  # refuses workloads without a rate before anything runs
-    first = probe(config.workload.arrival.rate)
+    arrival = config.workload.arrival
+    assert arrival is not None and hasattr(arrival, "rate")  # (refused above otherwise)
+    first = probe(arrival.rate)
     low, high = (first, None) if first.holds else (None, first)
     while (low is None or high is None) and len(probes) < max_probes:
         if low is None:
+            assert high is not None  # one side of the bracket is always known
             if high.rate <= first.rate / IDLE_FACTOR:  # an idle server misses it: no rate will meet it
                 return CapacityResult(0.0, None, probes, tolerance, idle_misses=True)
             result = probe(high.rate / 2)

@@ -68,7 +68,8 @@ class Finding(Strict):
         return self
 
     def describe(self) -> str:
-        subject = f"{self.variant}" if self.variant else f"{self.ratio[0]} / {self.ratio[1]}"
+        # (ratio is set where variant is not: the validator above)
+        subject = f"{self.variant}" if self.variant else f"{self.ratio[0]} / {self.ratio[1]}"  # type: ignore[index]
         bounds = " and ".join(
             text for text in (f">= {self.min:g}" if self.min is not None else "",
                               f"<= {self.max:g}" if self.max is not None else "") if text
@@ -141,7 +142,8 @@ def load_comparison(path: str | Path) -> Comparison:
         if metric not in known:
             raise ConfigError(f"{path}: {where}: unknown metric {metric!r} (allowed: {', '.join(sorted(known))})")
     for i, finding in enumerate(spec.findings):
-        for name in [finding.variant] if finding.variant else list(finding.ratio):
+        # (ratio is set where variant is not: Finding's validator)
+        for name in [finding.variant] if finding.variant else list(finding.ratio):  # type: ignore[arg-type]
             if name not in experiments:
                 raise ConfigError(
                     f"{path}: findings[{i}]: unknown variant {name!r} (variants: {', '.join(experiments)})"
@@ -190,6 +192,7 @@ def check_findings(findings: list[Finding], summaries: dict[str, dict[str, Any]]
         if finding.variant is not None:
             value = float(summaries[finding.variant].get(finding.metric, math.nan))
         else:
+            assert finding.ratio is not None  # one of variant or ratio (Finding's validator)
             top, bottom = (float(summaries[name].get(finding.metric, math.nan)) for name in finding.ratio)
             value = top / bottom if bottom else math.inf if top > 0 else math.nan
         holds = not math.isnan(value) and (finding.min is None or value >= finding.min) and (

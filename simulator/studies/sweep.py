@@ -132,7 +132,7 @@ def expand(spec: SweepConfig, base: dict[str, Any], base_dir: Path | None = None
     seeds = [base_seed] if spec.replicates == 1 else [
         int(child.generate_state(1)[0]) for child in np.random.SeedSequence(base_seed).spawn(spec.replicates)
     ]
-    points = []
+    points: list[Point] = []
     for grid_row, zip_row, seed in itertools.product(grid_rows, zip_rows, seeds):
         values = {**grid_row, **zip_row}
         try:
@@ -209,6 +209,7 @@ def run_point(point: Point, out: Path | None, parent_pid: int | None = None) -> 
         except Orphaned:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
+        assert folder is not None  # as temporary: both with out
         shutil.rmtree(folder, ignore_errors=True)  # a failed earlier attempt
         temporary.rename(folder)
     return row

@@ -71,9 +71,12 @@ def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> W
         workload = Workload(*read_trace(config.trace, config.num_requests, trace_rng))
         n = len(workload.arrival_s)
     else:
+        # the schema's rules for a synthetic workload: an arrival process, and num_requests unless duration_s
+        assert config.arrival is not None
         if config.duration_s is not None:
             arrivals = arrivals_within(config.arrival, config.duration_s, config.num_requests, streams[0])
         else:
+            assert config.num_requests is not None
             arrivals = arrival_times(config.arrival, config.num_requests, arrival_rng)
         n = len(arrivals)
         if config.dataset is not None:

@@ -16,6 +16,9 @@ session shares anything.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 import numpy as np
 
 from simulator.config.workload import WorkloadConfig
@@ -45,6 +48,9 @@ class BranchIds:
         shared = len(self.shared)
         return self.shared[index] if index < shared else self.branch[index - shared]
 
+    def __iter__(self) -> Iterator[int]:
+        return itertools.chain(self.shared, self.branch)
+
 
 BRANCH_ID_BASE = 1 << 60  # a branch's own token ids: above every session's
 
@@ -52,11 +58,12 @@ BRANCH_ID_BASE = 1 << 60  # a branch's own token ids: above every session's
 def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
     """The :class:`~simulator.workload.Workload` of ``config.num_requests`` sessions (module docstring), with each
     request's ``sessions`` and ``turns`` index (sub-requests of one turn share it)."""
-    sessions = config.sessions
+    sessions, n, arrival = config.sessions, config.num_requests, config.arrival
+    # the schema's rules for sessions: an arrival process, num_requests (no duration_s), turns unless a dataset
+    assert sessions is not None and n is not None and arrival is not None
     arrival_rng, turns_rng, first_rng, new_rng, output_rng = (np.random.default_rng(s) for s in seed.spawn(5))
     fan_rng, branch_rng = (np.random.default_rng(s) for s in seed.spawn(2))  # after the five above: new streams
-    n = config.num_requests
-    starts = arrival_times(config.arrival, n, arrival_rng)
+    starts = arrival_times(arrival, n, arrival_rng)
     skipped, given_outputs = 0, None
     if config.dataset is not None:  # each session one of the dataset's conversations
         conversations, skipped = sample_conversations(config.dataset, n, first_rng)
@@ -64,18 +71,23 @@ def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
         new = np.concatenate([news for news, _ in conversations])
         given_outputs = np.concatenate([answers for _, answers in conversations])
     else:
+        assert sessions.turns is not None
         turns = sample_lengths(sessions.turns, n, turns_rng)
     step_session = np.repeat(np.arange(n), turns)  # one entry per (session, turn)
     first_step = np.concatenate([[0], np.cumsum(turns)[:-1]])
     step_turn = np.arange(step_session.size) - first_step[step_session]
     if config.dataset is None:
+        assert config.input_tokens is not None  # a synthetic workload's lengths are required
         new = sample_lengths(sessions.new_input_tokens or config.input_tokens, step_session.size, new_rng)
         new = np.where(step_turn == 0, sample_lengths(config.input_tokens, n, first_rng)[step_session], new)
     fan = (sample_lengths(sessions.fan_out, step_session.size, fan_rng) if sessions.fan_out is not None
            else np.ones(step_session.size, np.int64))
     step = np.repeat(np.arange(step_session.size), fan)  # each request's (session, turn)
-    outputs = given_outputs if given_outputs is not None else sample_lengths(config.output_tokens, step.size,
-                                                                              output_rng)
+    if given_outputs is not None:
+        outputs = given_outputs
+    else:
+        assert config.output_tokens is not None  # likewise
+        outputs = sample_lengths(config.output_tokens, step.size, output_rng)
     branch = np.where(fan[step] > 1, sample_lengths(sessions.branch_tokens, step.size, branch_rng), 0) if (
         sessions.branch_tokens is not None) else np.zeros(step.size, np.int64)
     answers = np.bincount(step, weights=outputs, minlength=step_session.size).astype(np.int64)

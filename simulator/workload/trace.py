@@ -63,7 +63,7 @@ def _datetime_seconds(text: str) -> float:
     base, _, fraction = text.strip().partition(".")
     stamp = datetime.fromisoformat(base)
     if stamp.tzinfo is not None:
-        stamp = stamp.replace(tzinfo=None) - stamp.utcoffset()
+        stamp = stamp.replace(tzinfo=None) - stamp.utcoffset()  # type: ignore[operator]  # aware: it has an offset
     return (stamp - _EPOCH).total_seconds() + (float(f"0.{fraction}") if fraction else 0.0)
 
 
@@ -132,7 +132,7 @@ def _header(path: Path) -> list[str]:
     return [name.strip() for name in header]
 
 
-def _csv_rows(path: Path, columns: tuple[str, str, str], unit: str) -> Iterator[tuple[int, tuple]]:
+def _csv_rows(path: Path, columns: tuple[str, str, str], unit: str) -> Iterator[tuple[int, tuple | BadRow]]:
     """(line, (arrival_s, input, output, prefix)) per data row, or (line, BadRow)."""
     with _open(path) as handle:
         reader = csv.reader(handle)
@@ -157,7 +157,7 @@ def _csv_rows(path: Path, columns: tuple[str, str, str], unit: str) -> Iterator[
                 yield line, bad
 
 
-def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple]]:
+def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
     with _open(path) as handle:
         for line, text in enumerate(handle, start=1):
             if not text.strip():
@@ -202,10 +202,11 @@ def _read_trace(config: TraceConfig, path: Path, limit: int | None, rng: np.rand
         rows = _mooncake_rows(path)
     elif fmt == "csv":
         columns = config.columns
+        assert columns is not None  # the schema requires them for csv
         rows = _csv_rows(path, (columns["arrival"], columns["input"], columns["output"]), config.time_unit)
     else:
-        *columns, unit = _CSV_FORMATS[fmt]
-        rows = _csv_rows(path, tuple(columns), unit)
+        arrival_column, input_column, output_column, unit = _CSV_FORMATS[fmt]
+        rows = _csv_rows(path, (arrival_column, input_column, output_column), unit)
     records, skipped = [], 0
     for line, row in rows:
         if isinstance(row, BadRow):
