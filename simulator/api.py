@@ -17,7 +17,7 @@ import yaml
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
-from simulator.results.metrics import Scaling, add_latency_columns, summarize
+from simulator.results.metrics import add_latency_columns, summarize
 from simulator.results.observers import Observer
 from simulator.results.token_log import TokenLog
 
@@ -196,19 +196,8 @@ def run(
                           f"(completed or rejected); the run is not valid — please report this with the config")
     classes = config.workload.classes or []
     class_slos = [c.slo for c in classes] or None
-    summary = summarize(
-        recorder.requests.summary_columns(), config.slo, recorder.itl, kv_token_seconds=recorder.kv_token_seconds,
-        peak_kv_blocks=recorder.peak_kv_blocks, kv_num_blocks=output.kv_budget.num_blocks,
-        kv_block_size=output.kv_budget.block_size, peak_running=recorder.peak_running,
-        iterations=recorder.iterations, num_gpus=output.num_gpus, prefill_tokens=recorder.prefill_tokens,
-        swapped_tokens=recorder.swapped_tokens, running_seconds=recorder.running_seconds,
-        kv_breakdown_seconds=recorder.kv_breakdown_seconds, prefix_hit_tokens=output.prefix_hit_tokens,
-        copied_tokens=recorder.copied_tokens, trace_rows_skipped=output.trace_rows_skipped,
-        class_names=[c.name for c in classes], class_slos=class_slos,
-        kv_blocks_per_replica=output.kv_blocks_per_replica, metrics=config.metrics,
-        scaling=Scaling(output.scaling_events, output.gpus_per_replica)
-        if output.scaling_events is not None else None,
-    )
+    summary = summarize(recorder.requests.summary_columns(), recorder.itl, output.totals(), config.slo,
+                        class_names=[c.name for c in classes], class_slos=class_slos, metrics=config.metrics)
     budget = output.kv_budget  # the memory plan of one GPU (the decode pool's when disaggregated)
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
                     "workspace_gib_per_gpu": budget.workspace_bytes / 2**30,

@@ -33,6 +33,7 @@ from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_budget, kv_dtype, sglang_memory
 from simulator.kv.span_reserve import SpanReserve, span_reserve
+from simulator.results.metrics import RunTotals, Scaling
 from simulator.results.observers import Observer
 from simulator.results.progress import NoProgress, progress_bar
 from simulator.results.recorder import Recorder
@@ -55,6 +56,19 @@ class SimulationOutput:
     kv_blocks_per_replica: list[int]  # pool size of each replica (pools may differ)
     scaling_events: list[tuple] | None = None  # cluster.autoscaler: (time_s, event, replica, ready, provisioned)
     gpus_per_replica: int = 0  # with an autoscaler
+
+    def totals(self) -> RunTotals:
+        """What the run counted beside its request table, as the summary takes it."""
+        recorder, budget = self.recorder, self.kv_budget
+        return RunTotals(
+            kv_num_blocks=budget.num_blocks, kv_block_size=budget.block_size,
+            peak_kv_blocks=recorder.peak_kv_blocks, kv_token_seconds=recorder.kv_token_seconds,
+            peak_running=recorder.peak_running, iterations=recorder.iterations, num_gpus=self.num_gpus,
+            prefill_tokens=recorder.prefill_tokens, swapped_tokens=recorder.swapped_tokens,
+            running_seconds=recorder.running_seconds, kv_breakdown_seconds=recorder.kv_breakdown_seconds,
+            prefix_hit_tokens=self.prefix_hit_tokens, copied_tokens=recorder.copied_tokens,
+            trace_rows_skipped=self.trace_rows_skipped, kv_blocks_per_replica=self.kv_blocks_per_replica,
+            scaling=Scaling(self.scaling_events, self.gpus_per_replica) if self.scaling_events is not None else None)
 
 
 def _check_running_fit_budget(sched, batched: int) -> None:

@@ -65,6 +65,7 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -173,17 +174,41 @@ def _retry_stats(columns: dict[str, np.ndarray], ttft_ms: np.ndarray, done: np.n
             "p99_ttft_retried_ms": float(np.percentile(values, 99)) if values.size else float("nan")}
 
 
+@dataclass(frozen=True)
+class RunTotals:
+    """What a run counted beside its per-request table. Per replica: ``peak_kv_blocks``, ``kv_token_seconds`` (∫ KV
+    tokens held dt), ``peak_running``, ``running_seconds`` (∫ running requests dt), ``kv_breakdown_seconds`` (∫ of
+    each :class:`~simulator.kv.base.MemoryBreakdown` part dt) and ``kv_blocks_per_replica`` (pool sizes; default
+    ``kv_num_blocks`` each). For the run: the KV pool's shape (``kv_num_blocks`` × ``kv_block_size`` tokens, of one
+    GPU's plan), ``iterations``, ``num_gpus``, the prompt tokens computed, swapped, served from prefix caches, the KV
+    tokens copied to make room, the trace rows skipped, and an autoscaled run's :class:`Scaling`."""
+
+    kv_num_blocks: int
+    kv_block_size: int
+    peak_kv_blocks: list[int]
+    kv_token_seconds: list[float]
+    peak_running: list[int]
+    iterations: int
+    num_gpus: int
+    prefill_tokens: int = 0
+    swapped_tokens: int = 0
+    running_seconds: list[float] | None = None
+    kv_breakdown_seconds: list[list[float]] | None = None
+    prefix_hit_tokens: int = 0
+    copied_tokens: int = 0
+    trace_rows_skipped: int = 0
+    kv_blocks_per_replica: list[int] | None = None
+    scaling: Scaling | None = None
+
+
 def summarize(
-    columns: dict[str, np.ndarray], slo: SLOConfig, itl_s: LogHistogram, *, kv_token_seconds: list[float],
-    peak_kv_blocks: list[int], kv_num_blocks: int, kv_block_size: int, peak_running: list[int], iterations: int,
-    num_gpus: int, prefill_tokens: int = 0, swapped_tokens: int = 0, running_seconds: list[float] | None = None,
-    kv_breakdown_seconds: list[list[float]] | None = None, prefix_hit_tokens: int = 0, copied_tokens: int = 0,
-    trace_rows_skipped: int = 0, class_names: list[str] | None = None, kv_blocks_per_replica: list[int] | None = None,
-    class_slos: list[SLOConfig | None] | None = None, metrics: MetricsConfig | None = None,
-    scaling: Scaling | None = None,
+    columns: dict[str, np.ndarray], itl_s: LogHistogram, totals: RunTotals, slo: SLOConfig, *,
+    class_names: list[str] | None = None, class_slos: list[SLOConfig | None] | None = None,
+    metrics: MetricsConfig | None = None,
 ) -> dict[str, Any]:
-    """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``) and the ITL histogram (s);
-    ``metrics`` says which requests are measured (:func:`measured_mask`); ``scaling``: an autoscaled run's events."""
+    """The summary dict, from the request columns (see ``recorder.SUMMARY_COLUMNS``), the ITL histogram (s) and the
+    run's :class:`RunTotals`, against the run's SLO (and each request class's); ``metrics`` says which requests are
+    measured (:func:`measured_mask`)."""
     latency = latency_columns(columns, slo, class_slos)
     finished = np.asarray(columns["finished"], dtype=bool)
     failed = np.asarray(columns["failed"], dtype=bool)
@@ -219,17 +244,18 @@ def summarize(
     summary.update(_retry_stats(columns, latency["ttft_ms"], done))
     summary["mean_itl_ms"] = itl_s.mean * 1000
     summary.update({f"{label}_itl_ms": itl_s.percentile(q) * 1000 for label, q in PERCENTILES.items()})
-    capacity = kv_num_blocks * kv_block_size
-    blocks = kv_blocks_per_replica or [kv_num_blocks] * len(peak_kv_blocks)
+    capacity = totals.kv_num_blocks * totals.kv_block_size
+    blocks = totals.kv_blocks_per_replica or [totals.kv_num_blocks] * len(totals.peak_kv_blocks)
     end = _run_end(columns)
-    if scaling is None:  # every replica powered for duration_s
-        replica_seconds, token_seconds = len(peak_running) * duration, sum(blocks) * kv_block_size * duration
-        summary["gpu_hours"] = num_gpus * end / 3600
+    if totals.scaling is None:  # every replica powered for duration_s
+        replica_seconds = len(totals.peak_running) * duration
+        token_seconds = sum(blocks) * totals.kv_block_size * duration
+        summary["gpu_hours"] = totals.num_gpus * end / 3600
     else:
-        powered = scaling.powered_seconds(len(peak_kv_blocks), end)
+        powered = totals.scaling.powered_seconds(len(totals.peak_kv_blocks), end)
         replica_seconds = sum(powered)
-        token_seconds = sum(n * seconds for n, seconds in zip(blocks, powered, strict=True)) * kv_block_size
-        summary.update(scaling.summary(columns, latency["slo_met"] & measured, measured, end))
+        token_seconds = sum(n * seconds for n, seconds in zip(blocks, powered, strict=True)) * totals.kv_block_size
+        summary.update(totals.scaling.summary(columns, latency["slo_met"] & measured, measured, end))
     queue = (columns["first_scheduled_s"] - columns["arrival_s"])[done] * 1000
     transfer = (columns["kv_arrived_s"] - columns["prefill_done_s"])[done] * 1000
     decode_queue = (columns["decode_admitted_s"] - columns["kv_arrived_s"])[done] * 1000
@@ -245,20 +271,21 @@ def summarize(
         "request_goodput": per_s(met),
         "num_preemptions": int(columns["preemptions"].sum()),
         "preempted_time_s": float(columns["preempted_s"].sum()),
-        "prefill_tokens_computed": prefill_tokens,
-        "swapped_tokens": swapped_tokens,
-        "kv_num_blocks": kv_num_blocks,
+        "prefill_tokens_computed": totals.prefill_tokens,
+        "swapped_tokens": totals.swapped_tokens,
+        "kv_num_blocks": totals.kv_num_blocks,
         "kv_capacity_tokens": capacity,
-        "peak_kv_usage": max(peak / n for peak, n in zip(peak_kv_blocks, blocks, strict=True)),
-        "mean_kv_usage": sum(kv_token_seconds) / token_seconds if token_seconds else 0.0,
-        **_memory_shares(kv_breakdown_seconds or []),
-        "mean_running": sum(running_seconds or [0.0]) / replica_seconds if replica_seconds else 0.0,
-        "peak_running": max(peak_running),
-        "prefix_cache_hit_rate": prefix_hit_tokens / (prefix_hit_tokens + prefill_tokens) if prefill_tokens else 0.0,
-        "copied_tokens": copied_tokens,
-        "trace_rows_skipped": trace_rows_skipped,
-        "num_iterations": iterations,
-        "num_gpus": num_gpus,
+        "peak_kv_usage": max(peak / n for peak, n in zip(totals.peak_kv_blocks, blocks, strict=True)),
+        "mean_kv_usage": sum(totals.kv_token_seconds) / token_seconds if token_seconds else 0.0,
+        **_memory_shares(totals.kv_breakdown_seconds or []),
+        "mean_running": sum(totals.running_seconds or [0.0]) / replica_seconds if replica_seconds else 0.0,
+        "peak_running": max(totals.peak_running),
+        "prefix_cache_hit_rate": totals.prefix_hit_tokens / (totals.prefix_hit_tokens + totals.prefill_tokens)
+        if totals.prefill_tokens else 0.0,
+        "copied_tokens": totals.copied_tokens,
+        "trace_rows_skipped": totals.trace_rows_skipped,
+        "num_iterations": totals.iterations,
+        "num_gpus": totals.num_gpus,
     })
     for k, name in enumerate(class_names or []):
         summary.update(_class_summary(name, (np.asarray(columns["class_id"]) == k) & measured, columns, latency,

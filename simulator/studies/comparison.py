@@ -44,6 +44,7 @@ from simulator.results.metrics import (
     LORA_METRICS,
     MEMORY_PLAN_METRICS,
     SESSION_METRICS,
+    RunTotals,
     summarize,
 )
 from simulator.results.progress import progress_bar
@@ -97,8 +98,9 @@ def summary_keys() -> list[str]:
     multi-turn, autoscaling, LoRA and fault ones, and the memory plan)."""
     empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
     empty["finished"] = empty["failed"] = np.array([], dtype=bool)
-    summary = summarize(empty, SLOConfig(), LogHistogram(), kv_token_seconds=[0.0], peak_kv_blocks=[0],
-                        kv_num_blocks=1, kv_block_size=1, peak_running=[0], iterations=0, num_gpus=1)
+    totals = RunTotals(kv_num_blocks=1, kv_block_size=1, peak_kv_blocks=[0], kv_token_seconds=[0.0], peak_running=[0],
+                       iterations=0, num_gpus=1)
+    summary = summarize(empty, LogHistogram(), totals, SLOConfig())
     return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS, *AUTOSCALER_METRICS, *LORA_METRICS, *FAULT_METRICS,
             *MEMORY_PLAN_METRICS]
 
