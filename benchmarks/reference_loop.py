@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import simulator
-from simulator.catalog import load_hardware, load_model
+from simulator.config.deployment import resolve
 from simulator.cost import IterationShape, build_cost_model
 from simulator.kv import PagedAllocator
 from simulator.workload import generate_requests
@@ -32,8 +32,9 @@ ARRIVAL, BOUNDARY = 0, 1
 
 def reference_run(config) -> tuple[np.ndarray, np.ndarray]:
     """First-token and finish times per request (NaN if rejected) for a single-replica continuous experiment."""
-    model, hardware = load_model(config.model), load_hardware(config.hardware)
-    cost = build_cost_model(config, model, hardware)
+    deployment = resolve(config)
+    model, hardware = deployment.model, deployment.gpu()
+    cost = build_cost_model(config, model, hardware, deployment.engine)
     from simulator.cluster.simulation import _limits
     from simulator.kv import kv_budget, kv_dtype
 

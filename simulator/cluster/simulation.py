@@ -12,7 +12,6 @@ import numpy as np
 import simpy
 from pydantic import ValidationError
 
-from simulator.catalog import load_engine, load_hardware, load_model
 from simulator.cluster.autoscaler import Autoscaler, cold_start_s
 from simulator.cluster.connections import ConnectionPool
 from simulator.cluster.disaggregated import PrefillToDecode
@@ -25,6 +24,7 @@ from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
 from simulator.config.cluster import PoolConfig
+from simulator.config.deployment import Deployment, resolve
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost import build_cost_model
 from simulator.cost.lora import LoRACost
@@ -176,13 +176,13 @@ def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, exper
                               f"{model.name}")
 
 
-def replica_nodes(config: ExperimentConfig, pools: list[PoolConfig]) -> list[frozenset[int]]:
+def replica_nodes(deployment: Deployment, pools: list[PoolConfig]) -> list[frozenset[int]]:
     """The nodes each replica's GPUs are on: replicas fill nodes of their hardware's ``gpus_per_node`` in index
     order (as many whole replicas as fit a node; one larger than a node spans ceil(GPUs / node) nodes), each pool
     starting on a fresh node."""
     nodes, first = [], 0
     for pool in pools:
-        per_node = load_hardware(pool.hardware or config.hardware).node.gpus_per_node
+        per_node = deployment.gpu(pool).node.gpus_per_node
         gpus = pool.tensor_parallel * pool.pipeline_parallel * pool.data_parallel
         if gpus <= per_node:
             fit = per_node // gpus
@@ -216,12 +216,12 @@ def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):
 
 
 def _build_pool(
-    config: ExperimentConfig, model, pool: PoolConfig, first_index: int, env: simpy.Environment, recorder: Recorder,
-    fast_forward: bool, label: str = "cluster",
+    config: ExperimentConfig, deployment: Deployment, pool: PoolConfig, first_index: int, env: simpy.Environment,
+    recorder: Recorder, fast_forward: bool, label: str = "cluster",
 ) -> Pool:
     """One pool's replicas (``label``: where the pool is configured, for errors)."""
+    model, engine, hardware = deployment.model, deployment.engine, deployment.gpu(pool)
     check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel, pool.expert_parallel, pool.data_parallel)
-    hardware = load_hardware(pool.hardware or config.hardware)
     limits = {key: value for key in ("max_num_seqs", "max_num_batched_tokens")
               if (value := getattr(pool, key)) is not None}
     if limits:  # this pool's own batch limits, checked as the scheduler section would be
@@ -233,7 +233,7 @@ def _build_pool(
         config = config.model_copy(update={"scheduler": sched})
     max_model_len, batched_tokens = _limits(config, model.max_position_embeddings)
     sched, kv_cfg = config.scheduler, config.kv_cache
-    lora_cost, engine = None, load_engine(config.engine)
+    lora_cost = None
     adapter_bytes = 0.0  # LoRA adapters' GPU slots, per GPU
     if config.lora is not None:
         lora_cost = LoRACost(model, hardware, pool.tensor_parallel, config.lora.rank, config.lora.target_modules,
@@ -265,7 +265,7 @@ def _build_pool(
     shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
         "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})
-    cost = build_cost_model(shaped, model, hardware)
+    cost = build_cost_model(shaped, model, hardware, engine)
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):
         raise ConfigError(f"scheduler.kind: {sched.kind!r} is not a subclass of simulator.schedulers.Scheduler")
@@ -302,9 +302,9 @@ def _build_pool(
         for first in range(0, len(replicas), pool.data_parallel):
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)
     speculative = getattr(sched, "speculative", None)
-    if speculative is not None and speculative.draft_model is not None:
-        draft = load_model(speculative.draft_model)
-        draft_cost = build_cost_model(shaped.model_copy(update={"model": speculative.draft_model}), draft, hardware)
+    if speculative is not None and deployment.draft_model is not None:
+        draft_cost = build_cost_model(shaped.model_copy(update={"model": speculative.draft_model}),
+                                      deployment.draft_model, hardware, engine)
         for replica in replicas:
             replica.draft_cost = draft_cost
     return Pool(replicas, budget, pool.gpus)
@@ -337,7 +337,8 @@ def simulate(
     if tokens is not None and (config.cluster.kind != "colocated" or getattr(config.scheduler, "speculative", None)):
         raise ConfigError("--tokens: the per-token table is for colocated clusters without speculative decoding "
                           "(disaggregated first tokens and drafted tokens are not logged yet)")
-    model = load_model(config.model)
+    deployment = resolve(config)
+    model = deployment.model
     cluster = config.cluster
     pool_configs = cluster.replica_pools()
     scaler = cluster.autoscaler
@@ -351,7 +352,7 @@ def simulate(
     labels = (["cluster.prefill", "cluster.decode"] if cluster.kind == "disaggregated"
               else [f"cluster.pools[{i}]" for i in range(len(pool_configs))] if cluster.pools else ["cluster"])
     for pool_config, label in zip(pool_configs, labels, strict=True):
-        pools.append(_build_pool(config, model, pool_config, first, env, recorder, fast_forward, label))
+        pools.append(_build_pool(config, deployment, pool_config, first, env, recorder, fast_forward, label))
         first += pool_config.schedulers
     replicas = [replica for pool in pools for replica in pool.replicas]
     for replica in replicas:
@@ -373,7 +374,7 @@ def simulate(
         handoff.observer = observer
         enter = handoff.enter
     if cluster.faults or cluster.mtbf_h is not None:
-        nodes = replica_nodes(config, pool_configs)
+        nodes = replica_nodes(deployment, pool_configs)
         last = max(max(n) for n in nodes)
         wrong = [f.node for f in cluster.faults if f.node is not None and f.node > last]
         if wrong:
@@ -401,7 +402,7 @@ def simulate(
     delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (
         workload.input_tokens
     )
-    engine = load_engine(config.engine)
+    engine = deployment.engine
     if engine.frontend_ms_per_request or engine.frontend_us_per_prompt_token:
         entry = [FrontEnd(env, replica, engine.frontend_ms_per_request / 1000,
                           engine.frontend_us_per_prompt_token * 1e-6) for replica in entry]
@@ -409,7 +410,7 @@ def simulate(
     if scaler is not None:
         pool = pools[0]
         gpus_per_replica = pool.gpus // len(pool.replicas)
-        cold = cold_start_s(scaler, load_hardware(config.hardware), pool.budget.weight_bytes, gpus_per_replica)
+        cold = cold_start_s(scaler, deployment.gpu(), pool.budget.weight_bytes, gpus_per_replica)
         autoscaler = Autoscaler(env, replicas, entry, scaler, cluster.replicas, cold, recorder,
                                 len(workload.arrival_s), router)
         entry = autoscaler.entries

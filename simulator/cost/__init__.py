@@ -1,6 +1,6 @@
 """What one iteration costs: the contract (:mod:`.base`), the roofline and the linear models, and the factory."""
 
-from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.catalog import EngineProfile, HardwareSpec, ModelSpec
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import attention_time
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape, decode_run_time
@@ -11,9 +11,11 @@ from simulator.cost.moe import moe_time
 from simulator.cost.roofline import RooflineCostModel
 
 
-def build_cost_model(config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> CostModel:
-    """The cost model an experiment asks for (``cost_model.kind``)."""
-    return COST_MODELS.get(config.cost_model.kind).from_config(config, model, hardware)
+def build_cost_model(config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec,
+                     engine: EngineProfile) -> CostModel:
+    """The cost model an experiment asks for (``cost_model.kind``), of ``model`` on ``hardware`` under ``engine``
+    (resolved once per run: :func:`simulator.config.deployment.resolve`)."""
+    return COST_MODELS.get(config.cost_model.kind).from_config(config, model, hardware, engine)
 
 
 __all__ = [

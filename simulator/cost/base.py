@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from simulator.registry import Registry
 
 if TYPE_CHECKING:
-    from simulator.catalog import HardwareSpec, ModelSpec
+    from simulator.catalog import EngineProfile, HardwareSpec, ModelSpec
     from simulator.config.experiment import ExperimentConfig
 
 
@@ -43,7 +43,8 @@ class CostModel(ABC):
 
     @classmethod
     @abstractmethod
-    def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> CostModel: ...
+    def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec,
+                    engine: EngineProfile) -> CostModel: ...
 
     @abstractmethod
     def iteration_time(self, shape: IterationShape) -> float: ...

@@ -8,7 +8,7 @@ An iteration costs the sum of the parts present. Decode cost does not depend on 
 
 from __future__ import annotations
 
-from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.catalog import EngineProfile, HardwareSpec, ModelSpec
 from simulator.config.engine import LinearCostConfig
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
@@ -20,7 +20,8 @@ class LinearCostModel(CostModel):
         self.config = config
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> LinearCostModel:
+    def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec,
+                    engine: EngineProfile) -> LinearCostModel:
         assert isinstance(config.cost_model, LinearCostConfig)  # picked by its kind, linear
         return cls(config.cost_model)
 

@@ -32,7 +32,7 @@ requires.
 from __future__ import annotations
 
 from simulator.catalog import HardwareSpec, ModelSpec
-from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile, load_engine
+from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile
 from simulator.config.engine import RooflineCostConfig
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import AttentionModel
@@ -194,9 +194,9 @@ class RooflineCostModel(CostModel):
         self._prefill_cache: dict[tuple[tuple[int, int], ...], float] = {}  # prompt-only iterations by their chunks
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec) -> RooflineCostModel:
+    def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec,
+                    engine: EngineProfile) -> RooflineCostModel:
         kv = kv_dtype(config.kv_cache.dtype, config.dtype)
-        engine = load_engine(config.engine)
         cluster, cost = config.cluster, config.cost_model
         assert isinstance(cost, RooflineCostConfig)  # picked by its kind, roofline
         return cls(model, hardware, cluster.tensor_parallel, config.dtype, kv, engine, cluster.pipeline_parallel,

@@ -88,7 +88,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.api import run
-from simulator.catalog import load_hardware, load_model
+from simulator.catalog import load_engine, load_hardware, load_model
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.workload import ClosedLoopArrival
 from simulator.cost import build_cost_model
@@ -391,7 +391,7 @@ def steady_request_seconds(config: ExperimentConfig, model, users: int, isl: int
     client): ``osl`` decode steps of the full batch at the mean context, plus the prefill of every client's prompt
     (each prompt is prefilled once per cycle, delaying everybody's decode). The clients' start is spread over it."""
 
-    cost = build_cost_model(config, model, load_hardware(config.hardware))
+    cost = build_cost_model(config, model, load_hardware(config.hardware), load_engine(config.engine))
     prefill = cost.iteration_time(IterationShape(((isl, 0),)))
     a, c = cost.decode_step_coefficients(users)
     return osl * (a + c * users * (isl + osl / 2)) + (users - 1) * prefill

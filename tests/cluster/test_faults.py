@@ -110,11 +110,12 @@ def test_replicas_fill_nodes_in_index_order():
     fresh node."""
     from simulator.cluster.simulation import replica_nodes
     from simulator.config.cluster import PoolConfig
+    from simulator.config.deployment import resolve
 
-    config = load_experiment(experiment())
+    deployment = resolve(load_experiment(experiment()))
     pools = [PoolConfig(replicas=10, tensor_parallel=1), PoolConfig(replicas=3, tensor_parallel=4),
              PoolConfig(replicas=2, tensor_parallel=16)]
-    nodes = replica_nodes(config, pools)
+    nodes = replica_nodes(deployment, pools)
     assert nodes[:10] == [frozenset({0})] * 8 + [frozenset({1})] * 2
     assert nodes[10:13] == [frozenset({2}), frozenset({2}), frozenset({3})]
     assert nodes[13:] == [frozenset({4, 5}), frozenset({6, 7})]

@@ -60,7 +60,7 @@ def test_runs_of_decode_steps_match_one_step_at_a_time(tmp_path):
 def test_the_experts_see_every_ranks_tokens(tmp_path):
     """One prompt on one of four ranks: its step is the rank's iteration with the routed experts priced on its own
     tokens (the three others are idle), not on four ranks' worth."""
-    from simulator.catalog import load_hardware, load_model
+    from simulator.config.deployment import resolve
     from simulator.cost import build_cost_model
     from simulator.cost.base import IterationShape
 
@@ -68,7 +68,8 @@ def test_the_experts_see_every_ranks_tokens(tmp_path):
         model="qwen3-30b-a3b", dtype="bf16", engine="ideal", cluster={"data_parallel": 4, "expert_parallel": 4},
         cost_model={"kind": "roofline"},
         workload=_trace(tmp_path, [(0.0, 2000, 1)])))
-    cost = build_cost_model(config, load_model(config.model), load_hardware(config.hardware))
+    deployment = resolve(config)
+    cost = build_cost_model(config, deployment.model, deployment.gpu(), deployment.engine)
     alone = cost.iteration_time(IterationShape(((2000, 0),))) - cost.experts_time(2000) + cost.experts_time(500)
     ttft = simulator.run(config).requests["ttft_ms"].iloc[0]
     assert ttft == pytest.approx(alone * 1000) and ttft < cost.iteration_time(IterationShape(((2000, 0),))) * 1000

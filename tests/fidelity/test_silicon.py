@@ -191,14 +191,15 @@ def test_the_measured_requests_start_with_every_client_at_once():
     prompts of 512 tokens are one iteration, so each of them waits for all eight (the iteration of 8 × 512 tokens,
     by the cost model); the mean TTFT is over all 12 · 8 requests, that first round included."""
     from simulator.api import run
-    from simulator.catalog import load_hardware, load_model
+    from simulator.config.deployment import resolve
     from simulator.cost import build_cost_model
     from simulator.cost.base import IterationShape
     from simulator.fidelity.silicon import predict_row
 
     settings = RunSettings(client_jitter_ms=0.0)
     config = row_experiment(_row(backend="sglang", batch_size="8"), "x:7", None, settings)
-    cost = build_cost_model(config, load_model(config.model), load_hardware(config.hardware))
+    deployment = resolve(config)
+    cost = build_cost_model(config, deployment.model, deployment.gpu(), deployment.engine)
     together = cost.iteration_time(IterationShape(((512, 0),) * 8)) * 1000
     requests = run(config).requests.sort_values("request_id")
     assert len(requests) == 12 * 8
@@ -254,6 +255,7 @@ def test_rows_priced_as_another_generation(tmp_path, capsys):
     (``h100-sxm@ampere``), slower here (Ampere's GEMMs reach 0.73 of the peak where Hopper's reach 0.81); an unknown
     generation is one line and status 2."""
     from simulator.catalog import load_hardware, load_model
+    from simulator.config.deployment import resolve
     from simulator.cost import build_cost_model
     from simulator.cost.base import IterationShape
 
@@ -263,8 +265,9 @@ def test_rows_priced_as_another_generation(tmp_path, capsys):
     hardware = load_hardware(as_ampere.hardware)
     assert hardware.generation == "ampere" and hardware.memory_bandwidth_gb_per_s == 3350
     model, prompt = load_model(own.model), IterationShape(((512, 0),), 0, 0)
-    slower = build_cost_model(as_ampere, model, hardware).iteration_time(prompt)
-    assert slower > build_cost_model(own, model, load_hardware(own.hardware)).iteration_time(prompt)
+    engine = resolve(own).engine
+    slower = build_cost_model(as_ampere, model, hardware, engine).iteration_time(prompt)
+    assert slower > build_cost_model(own, model, load_hardware(own.hardware), engine).iteration_time(prompt)
     path = tmp_path / "runs.csv"
     _write(path, [_row()])
     assert main(["validate", "--runs", str(path), "--generation", "volta"]) == 2
