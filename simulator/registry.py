@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
+import sysconfig
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +50,12 @@ class Registry(Generic[T]):
         if kind in self._entries:
             return self._entries[kind]
         if ":" in kind or "." in kind:
-            return self._import(kind)
+            found = self._import(kind)
+            if inspect.isabstract(found):
+                missing = ", ".join(sorted(getattr(found, "__abstractmethods__", ())))
+                raise LLMSimError(f"{self.family}: {kind!r} is an abstract class (it leaves {missing} to a subclass); "
+                                  "name a class that implements them")
+            return found
         raise LLMSimError(
             f"{self.family}: unknown kind {kind!r} (allowed: {', '.join(self.kinds())}, or a dotted path to a class)"
         )
@@ -56,6 +63,8 @@ class Registry(Generic[T]):
     def _import(self, kind: str) -> type[T]:
         if ":" not in kind and kind.partition(".")[0] in sys.stdlib_module_names:
             raise LLMSimError(f"{self.family}: {kind!r} names a standard-library module, not a plug-in")
+        if ":" in kind and _in_standard_library(Path(kind.rpartition(":")[0])):
+            raise LLMSimError(f"{self.family}: {kind!r} is a file of the standard library, not a plug-in")
         try:
             if ":" in kind:
                 path, _, attr = kind.rpartition(":")
@@ -79,3 +88,13 @@ class Registry(Generic[T]):
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             raise LLMSimError(f"{self.family}: {frame.filename}:{frame.lineno}: importing {kind!r} raised "
                               f"{type(exc).__name__}: {exc}") from None
+
+
+def _in_standard_library(path: Path) -> bool:
+    """Whether ``path`` lies in the running interpreter's standard library (site-packages excepted)."""
+    resolved = path.resolve()
+    roots = {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib")}
+    packages = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
+    return any(resolved.is_relative_to(root) for root in roots) and not any(
+        resolved.is_relative_to(site) for site in packages)
+

@@ -408,9 +408,14 @@ def predict_row(config: ExperimentConfig, users: int, settings: RunSettings = Ru
     return float(window["ttft_ms"].mean()), float(window["tpot_ms"].mean())
 
 
+MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT and TPOT
+
+
 def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, settings: RunSettings):
     where = f"{path}:{line}"
     try:
+        for measured in MEASURED:  # what the prediction is judged against: a row without it cannot be judged
+            _number(row, measured, where, integer=False)
         config = row_experiment(row, where, model_dir, settings)
         arrival = config.workload.arrival
         assert isinstance(arrival, ClosedLoopArrival)  # row_experiment's clients
@@ -439,6 +444,8 @@ def validate_runs(
     ``status``, ``engine`` (the engine profile it ran, :func:`run_engine`), ``subset`` (``fit`` or ``holdout``,
     :func:`is_fit_row`) and the absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
     rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
+    if not rows:
+        raise LLMSimError(f"{path}: no rows to simulate (a runs file has a header and one row per run)")
     folder = Path(model_dir) if model_dir is not None else None
     bar = progress_bar(len(rows), "validate", "row")
     try:

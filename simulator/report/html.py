@@ -236,10 +236,17 @@ def folder_page(folder: str | Path) -> str:
     if not (folder / "summary.json").is_file():
         raise LLMSimError(f"{folder}: nothing to report (no summary.json of a run, no index.parquet of a sweep)")
     try:
-        summary = json.loads((folder / "summary.json").read_text())
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise LLMSimError(f"{folder / 'summary.json'}:{exc.lineno}: not JSON ({exc.msg})") from None
-    config_text = (folder / "config.yaml").read_text() if (folder / "config.yaml").is_file() else ""
+    except UnicodeDecodeError:
+        raise LLMSimError(f"{folder / 'summary.json'}: not UTF-8 text") from None
+    if not isinstance(summary, dict):
+        raise LLMSimError(f"{folder / 'summary.json'}: a run's summary is a JSON object, got {type(summary).__name__}")
+    try:
+        config_text = (folder / "config.yaml").read_text(encoding="utf-8") if (folder / "config.yaml").is_file() else ""
+    except UnicodeDecodeError:
+        raise LLMSimError(f"{folder / 'config.yaml'}: not UTF-8 text") from None
     frames = {name: read(f"{name}.parquet") for name in ("requests", "timeline", "iterations", "scaling")
               if (folder / f"{name}.parquet").is_file()}
     if "requests" in frames and "ttft_ms" not in frames["requests"]:

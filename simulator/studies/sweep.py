@@ -287,14 +287,16 @@ def run_points(
 
 
 def sweep(
-    base: str | Path | dict[str, Any], grid: dict[str, Iterable] | None = None, *,
+    base: str | Path | dict[str, Any] | ExperimentConfig, grid: dict[str, Iterable] | None = None, *,
     zip: dict[str, Iterable] | None = None, replicates: int = 1, jobs: int = 1, out: str | Path | None = None,
     backend: str = "local", progress: bool = False,
 ) -> pd.DataFrame:
-    """The notebook entry point: a base experiment (path or mapping), grid and zipped axes over dotted paths,
-    ``replicates`` seeds; returns one row per point (see :func:`run_points`)."""
+    """The notebook entry point: a base experiment (path, mapping, or one :func:`simulator.load` returned), grid
+    and zipped axes over dotted paths, ``replicates`` seeds; returns one row per point (see :func:`run_points`)."""
     if isinstance(base, (str, Path)):
         data, base_dir = resolve_base(str(base), Path.cwd(), "sweep")
+    elif isinstance(base, ExperimentConfig):
+        data, base_dir = base.model_dump(mode="json"), None
     else:
         data, base_dir = dict(base), None
     spec = SweepConfig(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -144,3 +145,17 @@ def test_a_headless_browser_renders_the_report(tmp_path, capsys):
     subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", f"--screenshot={shot}",
                     report.as_uri()], check=True, timeout=60, capture_output=True)
     assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(("summary", "config", "problem"), [
+    (b"[1, 2]", None, r"summary\.json: a run's summary is a JSON object, got list"),
+    (b"{}", b"\xff\xfe not text", r"config\.yaml: not UTF-8 text"),
+    (b"\xff{}", None, r"summary\.json: not UTF-8 text"),
+])
+def test_a_run_folder_that_is_not_a_runs_output_is_one_line(tmp_path, capsys, summary, config, problem):
+    (tmp_path / "summary.json").write_bytes(summary)
+    if config is not None:
+        (tmp_path / "config.yaml").write_bytes(config)
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(problem, err)

@@ -257,3 +257,13 @@ def test_capacity_over_seeds_reports_the_mean_and_a_t_interval():
     s = (sum((x - mean) ** 2 for x in true) / 3) ** 0.5
     assert spread.mean == pytest.approx(mean, rel=0.002)
     assert spread.half_width == pytest.approx(3.182 * s / 2, rel=0.01, abs=0.02)
+
+
+def test_a_sweep_over_a_loaded_experiment_equals_one_over_its_file():
+    """``simulator.sweep(simulator.load(path), grid)``, as a notebook writes it, runs the same points as the path."""
+    loaded = simulator.sweep(simulator.load("experiments/quickstart.yaml", workload__num_requests=40),
+                             {"workload.arrival.rate": [4, 8]})
+    by_path = simulator.sweep("experiments/quickstart.yaml", {"workload.arrival.rate": [4, 8],
+                                                              "workload.num_requests": [40]})
+    assert loaded["p99_ttft_ms"].tolist() == by_path["p99_ttft_ms"].tolist()
+    assert loaded["completed"].tolist() == [40, 40]
