@@ -21,7 +21,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from simulator.config.base import MAX_REQUESTS
 from simulator.config.workload import WorkloadConfig
+from simulator.errors import ConfigError
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.base import Workload
@@ -55,6 +57,14 @@ class BranchIds:
 BRANCH_ID_BASE = 1 << 60  # a branch's own token ids: above every session's
 
 
+def _within_limit(requests: int, what: str) -> None:
+    """Refuse a workload of more than MAX_REQUESTS requests before building it (the schema bounds the sessions;
+    their turns and fan-outs are drawn)."""
+    if requests > MAX_REQUESTS:
+        raise ConfigError(f"workload.sessions: {what} make {requests:,} requests, above the limit of "
+                          f"{MAX_REQUESTS:,} per run")
+
+
 def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
     """The :class:`~simulator.workload.Workload` of ``config.num_requests`` sessions (module docstring), with each
     request's ``sessions`` and ``turns`` index (sub-requests of one turn share it)."""
@@ -73,6 +83,7 @@ def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
     else:
         assert sessions.turns is not None
         turns = sample_lengths(sessions.turns, n, turns_rng)
+    _within_limit(int(turns.sum()), f"{n:,} sessions of their drawn turns")
     step_session = np.repeat(np.arange(n), turns)  # one entry per (session, turn)
     first_step = np.concatenate([[0], np.cumsum(turns)[:-1]])
     step_turn = np.arange(step_session.size) - first_step[step_session]
@@ -82,6 +93,7 @@ def generate_sessions(config: WorkloadConfig, seed: np.random.SeedSequence):
         new = np.where(step_turn == 0, sample_lengths(config.input_tokens, n, first_rng)[step_session], new)
     fan = (sample_lengths(sessions.fan_out, step_session.size, fan_rng) if sessions.fan_out is not None
            else np.ones(step_session.size, np.int64))
+    _within_limit(int(fan.sum()), f"{step_session.size:,} turns fanning out into their drawn sub-requests")
     step = np.repeat(np.arange(step_session.size), fan)  # each request's (session, turn)
     if given_outputs is not None:
         outputs = given_outputs

@@ -151,3 +151,20 @@ def test_a_rejected_sub_request_ends_the_session():
     assert result.summary["completed"] == 6 and result.summary["num_rejected"] == 6
     fourth = rows[rows["turn"] == 3]
     assert (fourth["reject_reason"] == "turn 3 of its session had a sub-request rejected").all()
+
+
+@pytest.mark.parametrize(("sessions", "turns", "fan_out", "what"), [
+    (1000, 200_000, None, "1,000 sessions of their drawn turns make 200,000,000 requests"),
+    (1000, 1000, 1000, "1,000,000 turns fanning out into their drawn sub-requests make 1,000,000,000 requests"),
+])
+def test_sessions_times_turns_times_fan_out_stay_within_the_request_limit(sessions, turns, fan_out, what):
+    """num_requests bounds the sessions; their drawn turns and fan-outs multiply them: the product is refused
+    before the per-request arrays are built (a 7 GiB array before)."""
+    spec = {"turns": {"kind": "fixed", "value": turns}}
+    if fan_out is not None:
+        spec["fan_out"] = {"kind": "fixed", "value": fan_out}
+    config = simulator.load(experiment(workload={"num_requests": sessions, "arrival": {"kind": "poisson", "rate": 1},
+                                                 "input_tokens": {"kind": "fixed", "value": 8},
+                                                 "output_tokens": {"kind": "fixed", "value": 2}, "sessions": spec}))
+    with pytest.raises(ConfigError, match=f"workload.sessions: {what}, above the limit of 100,000,000 per run"):
+        simulator.run(config)
