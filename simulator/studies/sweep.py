@@ -176,6 +176,11 @@ def _check_parent(parent_pid: int | None) -> None:
         raise Orphaned(f"the sweep process {parent_pid} is gone")
 
 
+def _metrics(saved: dict[str, Any]) -> dict[str, Any]:
+    """A point's metrics as its summary.json states them (to its significant digits; no value: None)."""
+    return {key: value for key, value in saved.items() if key not in ABOUT_KEYS}
+
+
 def run_point(point: Point, out: Path | None, parent_pid: int | None = None) -> dict[str, Any]:
     """Simulate one point (writing its folder when ``out`` is given); returns its index row. A failure is
     recorded in the row's ``error`` and, with ``out``, in ``error.txt``. A worker process passes the sweep's
@@ -185,17 +190,18 @@ def run_point(point: Point, out: Path | None, parent_pid: int | None = None) -> 
     row = {"point": point.index, **point.values, "seed": point.seed, "error": ""}
     folder = out / point.name if out is not None else None
     if folder is not None and _finished_with(folder, config_yaml(point.config)):
-        saved = json.loads((folder / "summary.json").read_text())  # finished in an earlier run: its metrics
-        return {**row, **{key: value for key, value in saved.items() if key not in ABOUT_KEYS}}
+        return {**row, **_metrics(json.loads((folder / "summary.json").read_text()))}  # finished in an earlier run
     temporary = out / f".{point.name}.tmp" if out is not None else None
     try:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
             temporary.mkdir(parents=True)
         result = run(point.config, requests_path=temporary / "requests.parquet" if temporary else None)
-        row.update(result.summary)
-        if temporary is not None:
+        if temporary is not None:  # the row states what the point's summary.json states, resumed or not
             result.save(temporary)
+            row.update(_metrics(json.loads((temporary / "summary.json").read_text())))
+        else:
+            row.update(result.summary)
     except Orphaned:
         raise
     except Exception as exc:  # one point's failure is recorded, and the sweep goes on

@@ -202,6 +202,22 @@ def test_index_columns_keep_their_order_after_a_resume(tmp_path):
     assert list(first.columns[:3]) == ["point", "seed", "error"]
 
 
+def test_a_resumed_sweep_writes_the_same_index_bytes(tmp_path):
+    """A sweep resumed with every point, or all but one, already finished writes the index a fresh sweep writes:
+    every row states its point's summary.json, whether the point ran now or before."""
+    import shutil
+
+    points = load_sweep(_sweep_file(tmp_path, grid={"seed": [1, 2, 3]}))
+    out = tmp_path / "out"
+    run_points(points, out)
+    fresh = (out / "index.parquet").read_bytes()
+    run_points(points, out)
+    assert (out / "index.parquet").read_bytes() == fresh
+    shutil.rmtree(out / points[1].name)
+    run_points(points, out)
+    assert (out / "index.parquet").read_bytes() == fresh
+
+
 def test_a_worker_whose_sweep_process_is_gone_writes_nothing(tmp_path):
     """After kill -9 of ``sweep --jobs N`` its workers live on (parent PID 1); they must not rename points into a
     folder that a rerun is using."""
