@@ -128,13 +128,14 @@ class Result:
     def tokens(self, requests: pd.DataFrame | None = None) -> pd.DataFrame | None:
         """Every output token (``run(..., tokens=True)``): request_id, token (0 = first), time_s, replica — None
         otherwise. ``requests``: the request table when it was streamed to a file (its first_scheduled_s tells a
-        lost attempt's tokens apart)."""
+        lost attempt's tokens apart, its status the requests that finished)."""
         if self.token_log is None:
             return None
         table = self.requests if requests is None else requests
         if table is None:
             raise ValueError("the request table was streamed to a file: pass it as requests")
-        return self.token_log.frame(dict(zip(table["request_id"], table["first_scheduled_s"], strict=True)))
+        finished = table[table["status"] == "finished"]
+        return self.token_log.frame(dict(zip(finished["request_id"], finished["first_scheduled_s"], strict=True)))
 
     @property
     def scaling(self) -> pd.DataFrame | None:

@@ -38,7 +38,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.tokens:
                 import pandas as pd
 
-                requests = pd.read_parquet(staging / "requests.parquet", columns=["request_id", "first_scheduled_s"])
+                columns = ["request_id", "first_scheduled_s", "status"]
+                requests = pd.read_parquet(staging / "requests.parquet", columns=columns)
                 write_parquet(result.tokens(requests), staging / "tokens.parquet", config)
             publish(staging, Path(args.out))
     finally:

@@ -6,8 +6,9 @@ piece of work that emitted tokens, what they follow from: its replica, its start
 (step j ends ``decode_run_time(a, c, B, S0, j)`` after the start; the last step at the work's end exactly), its
 steps, the requests that decoded through it (every one emits a token per step) and the requests whose prefill it
 completed (one token each, at its end). Memory grows with the requests per work, and the table with the tokens —
-which is why it is off unless asked for. A request sent again after a crash keeps only its last attempt's tokens
-(those from its final first scheduling on), as its latencies do.
+which is why it is off unless asked for. One rule for lost work: only a finished request's tokens are kept, and
+only its last attempt's (those from its final first scheduling on), as its latencies are; a request that finally
+failed or was rejected keeps none, whatever its crashed attempts emitted.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ class TokenLog:
 
     def frame(self, first_scheduled: dict[int, float]) -> pd.DataFrame:
         """One row per token: ``request_id``, ``token`` (0 = the first), ``time_s``, ``replica``; sorted by request
-        and token. ``first_scheduled``: each request's final first-scheduling time (earlier tokens belong to a
-        lost attempt)."""
+        and token. ``first_scheduled``: each finished request's final first-scheduling time (earlier tokens belong
+        to a lost attempt; a request not in it did not finish, and none of its tokens are kept)."""
         import pandas as pd
 
         ids, times, replicas = [], [], []
@@ -56,7 +57,7 @@ class TokenLog:
                                  "time_s": np.array([]), "replica": np.array([], np.int64)})
         frame = pd.DataFrame({"request_id": np.concatenate(ids), "time_s": np.concatenate(times),
                               "replica": np.concatenate(replicas)})
-        since = frame["request_id"].map(first_scheduled).fillna(-np.inf)
+        since = frame["request_id"].map(first_scheduled)  # NaN where the request did not finish: no token kept
         frame = frame[frame["time_s"] >= since].sort_values(["request_id", "time_s"], kind="stable")
         frame.insert(1, "token", frame.groupby("request_id").cumcount().to_numpy())
         return frame.reset_index(drop=True)

@@ -87,3 +87,25 @@ def test_tokens_where_they_are_not_logged_say_so():
                                                  "decode": {"replicas": 1}}))
     with pytest.raises(ConfigError, match="colocated clusters without speculative decoding"):
         simulator.run(config, tokens=True)
+
+
+def test_a_request_that_finally_fails_keeps_no_tokens_as_a_retried_one_keeps_its_last_attempts(tmp_path):
+    """One rule for lost work. Replica 0 crashes at 0.05 s with two requests decoding on it: without retries
+    both fail and keep no token (their first tokens were emitted before the crash); with a retry each finishes
+    on replica 1 and keeps exactly its output's tokens, all from that last attempt."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,101\n0.001,100,101\n")
+    for retries in (0, 1):
+        config = load_experiment(experiment(
+            cluster={"replicas": 2, "router": "round_robin", "fault_retries": retries,
+                     "faults": [{"at_s": 0.05, "replica": 0, "kind": "crash", "duration_s": 1.0}]},
+            workload={"trace": {"path": str(trace)}}))
+        result = simulator.run(config, tokens=True)
+        rows, tokens = result.requests.set_index("request_id"), result.tokens()
+        assert rows.loc[0, "status"] == ("failed" if retries == 0 else "finished")
+        lost = tokens[tokens["request_id"] == 0]
+        if retries == 0:
+            assert lost.empty
+        else:
+            assert len(lost) == 101 and (lost["time_s"] >= rows.loc[0, "first_scheduled_s"]).all()
+            assert set(lost["replica"]) == {1}
