@@ -13,6 +13,7 @@ from simulator.config import load_experiment
 from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_dtype
 from simulator.report import format_summary
+from simulator.report.console import describe_setup
 from simulator.report.html import folder_page, run_page, write_page
 from simulator.results.observers import write_chrome_trace
 from simulator.results.progress import note
@@ -52,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         offered = getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
         formats = f"weights {config.dtype}, KV cache {kv_dtype(config.kv_cache.dtype, config.dtype)}"
         print(format_summary(config.name, result.summary, config.slo.model_dump(exclude_none=True) != {}, offered,
-                             formats))
+                             formats, describe_setup(config)))
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
         extra += ", scaling.parquet" if result.scaling_events is not None else ""

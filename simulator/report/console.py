@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
+
+from simulator.config import ExperimentConfig
 
 
 def _fmt(value: float, digits: int = 1) -> str:
@@ -12,14 +15,59 @@ def _fmt(value: float, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _length(section: Any) -> str:
+    """A length distribution in a few characters: its value, range or mean."""
+    kind = section.kind
+    if kind == "fixed":
+        return f"{section.value:,}"
+    if kind == "uniform":
+        return f"{section.min:,}–{section.max:,}"
+    if kind in ("lognormal", "normal"):
+        return f"{kind} mean {section.mean:,.0f}"
+    if kind == "quantiles":
+        return f"median {section.values[len(section.values) // 2]:,}"
+    return f"{kind}"
+
+
+def describe_setup(config: ExperimentConfig) -> str:
+    """What a run describes, in two lines: the model on its GPUs (replicas × GPU and parallelism per pool), engine,
+    scheduler and KV cache; then the workload (its source or arrivals, request count and prompt / output lengths)."""
+    pools = []
+    for pool in config.cluster.replica_pools():
+        degrees = [f"{name} {value}" for name, value in (("TP", pool.tensor_parallel), ("PP", pool.pipeline_parallel),
+                                                         ("DP", pool.data_parallel), ("EP", pool.expert_parallel))
+                   if value > 1 or name == "TP"]
+        pools.append(f"{pool.replicas} × {pool.hardware or config.hardware} ({', '.join(degrees)})")
+    deployment = (f"{config.model} ({config.dtype}) on {' + '.join(pools)}, engine {config.engine}, scheduler "
+                  f"{config.scheduler.kind}, KV cache {config.kv_cache.kind}")
+    workload = config.workload
+    if workload.trace is not None:
+        source = f"trace {Path(workload.trace.path).name}"
+    elif workload.dataset is not None:
+        source = f"dataset {Path(workload.dataset.path).name}"
+    else:
+        arrival = workload.arrival
+        rate = getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
+        source = f"{arrival.kind} arrivals" + (f" at {rate:g} req/s" if rate else "") if arrival else "arrivals"
+    unit = "session" if workload.sessions else "request"
+    count = (f"{workload.num_requests:,} {unit}{'s' if workload.num_requests != 1 else ''}"
+             if workload.num_requests is not None else f"{workload.duration_s:g} s")
+    lengths = ""
+    if workload.input_tokens is not None and workload.output_tokens is not None:
+        lengths = f", prompts {_length(workload.input_tokens)}, outputs {_length(workload.output_tokens)} tokens"
+    preset = f" (preset {workload.preset})" if workload.preset else ""
+    return f"{deployment}\nworkload:   {source}, {count}{lengths}{preset}"
+
+
 OVERLOAD_GROWTH = 1.5  # a backlog growing this much over the second half of the arrivals: the server fell behind
 
 
 def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
-                   offered_rate: float | None = None, formats: str = "") -> str:
+                   offered_rate: float | None = None, formats: str = "", setup: str = "") -> str:
     """The summary as text. ``slo_given``: whether the experiment set an SLO (else attainment is not shown as
     100%); ``offered_rate``: the arrival rate asked for (requests/s), to warn when the server did not keep up;
-    ``formats``: the weights' and the KV cache's data formats as resolved (shown on the memory line)."""
+    ``formats``: the weights' and the KV cache's data formats as resolved (shown on the memory line); ``setup``:
+    what the run describes (:func:`describe_setup`), under the title."""
     s = summary
     rows = [(label, [_fmt(s[f"{stat}_{key}_ms"], 2) for stat in ("mean", "median", "p90", "p99")])
             for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("longest ITL", "max_itl"),
@@ -27,6 +75,7 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
     width = max(10, *(len(cell) + 2 for _, cells in rows for cell in cells))  # columns never run together
     lines = [
         f"== {name} ==",
+        *([setup] if setup else []),
         f"requests: {s['completed']:,} completed, {s['num_rejected']:,} rejected"
         + (f", {s['num_failed']:,} failed" if s.get("num_failed") else "") + f", of {s['num_requests']:,}"
         f"   duration {_fmt(s['duration_s'], 2)} s   GPUs {s['num_gpus']}",

@@ -378,3 +378,14 @@ def test_an_error_quotes_a_huge_value_cut_to_a_readable_line(capsys):
     assert main(["run", "--set", "model=" + "x" * 5000]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 1000 and "(5,002 characters)" in err
+
+
+def test_the_console_names_the_model_gpus_engine_and_workload(capsys):
+    """What a printed summary describes, under its title: the quickstart's model, GPU, engine, policies and load."""
+    code, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=20")
+    assert code == 0
+    title, setup, workload = out.splitlines()[:3]
+    assert title == "== quickstart =="
+    assert setup == "llama-3-8b (bf16) on 1 × h100-sxm (TP 1), engine vllm, scheduler chunked, KV cache paged"
+    assert workload == ("workload:   poisson arrivals at 8 req/s, 20 requests, prompts lognormal mean 1,000, "
+                        "outputs 200 tokens")
