@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,3 +38,8 @@ def assert_memory_state_integrates_to_breakdown(kv, seconds: float = 2.5) -> Non
     integral = kv.breakdown_integral(state, seconds)
     expected = [part * seconds for part in kv.breakdown()]
     assert all(abs(a - b) <= 1e-9 * (1 + abs(b)) for a, b in zip(integral, expected, strict=True))
+
+
+def same_summaries(first: object, second: object) -> bool:
+    """Summaries (or mappings of them) equal to every digit, a metric without a value (NaN) equal to itself."""
+    return json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)

@@ -28,6 +28,8 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   meet it
 - slo_attainment = measured requests meeting the SLO / measured requests (rejected included)
 - request_goodput = requests meeting the SLO / duration_s
+  (both without a value, NaN — null in summary.json — where neither the experiment nor a request class sets an
+  SLO: there is nothing to attain, as vLLM's benchmark reports goodput only when given one)
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
   mean_kv_usage = time average of KV tokens resident / token capacity, over duration_s and all replicas;
   kv_num_blocks / kv_capacity_tokens: one replica's pool (the decode pool's when disaggregated)
@@ -210,6 +212,7 @@ def summarize(
     run's :class:`RunTotals`, against the run's SLO (and each request class's); ``metrics`` says which requests are
     measured (:func:`measured_mask`)."""
     latency = latency_columns(columns, slo, class_slos)
+    judged = any(bounds is not None and bounds.model_dump(exclude_none=True) for bounds in [slo, *(class_slos or [])])
     finished = np.asarray(columns["finished"], dtype=bool)
     failed = np.asarray(columns["failed"], dtype=bool)
     measured = measured_mask(columns["arrival_s"], metrics)
@@ -267,8 +270,8 @@ def summarize(
         summary[f"mean_{name}_ms"] = float(values.mean()) if values.size else float("nan")
         summary[f"p99_{name}_ms"] = float(np.percentile(values, 99)) if values.size else float("nan")
     summary.update({
-        "slo_attainment": met / num_measured if num_measured else float("nan"),
-        "request_goodput": per_s(met),
+        "slo_attainment": met / num_measured if num_measured and judged else float("nan"),
+        "request_goodput": per_s(met) if judged else float("nan"),
         "num_preemptions": int(columns["preemptions"].sum()),
         "preempted_time_s": float(columns["preempted_s"].sum()),
         "prefill_tokens_computed": totals.prefill_tokens,

@@ -389,3 +389,12 @@ def test_the_console_names_the_model_gpus_engine_and_workload(capsys):
     assert setup == "llama-3-8b (bf16) on 1 × h100-sxm (TP 1), engine vllm, scheduler chunked, KV cache paged"
     assert workload == ("workload:   poisson arrivals at 8 req/s, 20 requests, prompts lognormal mean 1,000, "
                         "outputs 200 tokens")
+
+
+def test_without_an_slo_the_summary_states_no_attainment(capsys):
+    """No SLO, nothing to attain: summary.json says null, as the console says none (it had said 1.0)."""
+    code, out, _ = run_cli(capsys, "run", "--set", "slo={}", "--set", "workload.num_requests=20", "--json")
+    summary = json.loads(out)
+    assert code == 0 and summary["slo_attainment"] is None and summary["request_goodput"] is None
+    code, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=20", "--json")  # the quickstart's SLO
+    assert code == 0 and 0 <= json.loads(out)["slo_attainment"] <= 1

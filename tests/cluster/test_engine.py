@@ -164,6 +164,7 @@ def test_pooled_itl_sums_to_decode_time(p):
 
 def test_requests_that_can_never_fit_are_rejected_with_reason():
     config = experiment(
+        slo={"ttft_ms": 10_000},  # a rejected request does not attain it
         workload={
             "num_requests": 3, "arrival": {"kind": "constant", "rate": 1.0},
             "input_tokens": {"kind": "fixed", "value": 2000}, "output_tokens": {"kind": "fixed", "value": 100},
