@@ -113,7 +113,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"{_fmt(s['kv_pool_gib_per_gpu'], 2)} GiB",
         *([f"LoRA:       {s['adapter_loads']:,} adapter loads into GPU slots ({s['adapter_storage_reads']:,} from "
            f"storage), {_fmt(s['adapter_load_time_s'], 3)} s of iterations"] if "adapter_loads" in s else []),
-        f"KV cache:   {s['kv_capacity_tokens']:,} tokens ({s['kv_num_blocks']:,} blocks) per replica; "
+        f"KV cache:   {s['kv_capacity_tokens']:,} tokens ({s['kv_num_blocks']:,} blocks) per pool (a replica's, or "
+        f"under attention DP each rank's); "
         f"peak {_fmt(100 * s['peak_kv_usage'])}%, mean {_fmt(100 * s['mean_kv_usage'])}%; "
         f"peak batch {s['peak_running']}, mean {_fmt(s['mean_running'])}; preemptions {s['num_preemptions']:,}",
         f"KV memory:  real {_fmt(100 * s['kv_real_frac'])}%, internal {_fmt(100 * s['kv_internal_frac'])}%, "

@@ -32,7 +32,8 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   SLO: there is nothing to attain, as vLLM's benchmark reports goodput only when given one)
 - KV: peak_kv_usage = most blocks in use at once / blocks in the pool (worst replica);
   mean_kv_usage = time average of KV tokens resident / token capacity, over duration_s and all replicas;
-  kv_num_blocks / kv_capacity_tokens: one replica's pool (the decode pool's when disaggregated)
+  kv_num_blocks / kv_capacity_tokens: one KV pool, a replica's or under attention DP one rank's (the decode pool's
+  when disaggregated)
 - queueing: queue = first scheduled − arrival (the prefill queue when disaggregated); disaggregated only:
   kv_transfer = KV reached the decode pool − first token (link queue + transfer), decode_queue = decode replica
   took it − KV arrived; mean and p99 of each, over completed requests (these keys appear only in
