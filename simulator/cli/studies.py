@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 from simulator.cli.outputs import check_output_file, output_folder
@@ -112,6 +113,12 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     if args.report:
         check_output_file(Path(args.report), "--report")
     unit = "sessions/s" if config.workload.sessions is not None else "req/s"  # the arrival process's rate
+    stated = config.slo.model_dump(exclude_none=True)
+    if stated and args.attainment is None:
+        bounds = ", ".join(f"{key} <= {value:g}" for key, value in stated.items())
+        warnings.warn(f"capacity: the experiment's own slo ({bounds} per request) is not what this search holds: "
+                      f"it holds the --slo percentiles; give --attainment SHARE to require that share of requests "
+                      f"within per-request limits", stacklevel=1)
     said: list[str] = []
 
     def say(text: str, progress: bool = False) -> None:

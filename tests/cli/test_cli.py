@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import pandas as pd
 import pytest
@@ -398,3 +399,17 @@ def test_without_an_slo_the_summary_states_no_attainment(capsys):
     assert code == 0 and summary["slo_attainment"] is None and summary["request_goodput"] is None
     code, out, _ = run_cli(capsys, "run", "--set", "workload.num_requests=20", "--json")  # the quickstart's SLO
     assert code == 0 and 0 <= json.loads(out)["slo_attainment"] <= 1
+
+
+def test_capacity_says_when_the_experiments_own_slo_is_not_what_it_holds(capsys):
+    """The quickstart states a per-request slo; a search over --slo percentiles without --attainment does not hold
+    it, and says so (the README's example had reported a rate where 12% of requests met its TPOT bound)."""
+    args = ["capacity", str(REPO / "experiments" / "quickstart.yaml"), "--slo", "p99_ttft_ms=500",
+            "--set", "workload.num_requests=60", "--tolerance", "0.5"]
+    with pytest.warns(UserWarning, match=r"the experiment's own slo \(ttft_ms <= 500, tpot_ms <= 50 per request\) is "
+                      r"not what this search holds"):
+        main(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # with --attainment the search holds per-request limits: no warning
+        main([*args, "--attainment", "0.9"])
+    capsys.readouterr()
