@@ -105,7 +105,7 @@ def test_a_sweeps_report_has_a_row_per_point(tmp_path, capsys):
 def test_a_capacity_report_keeps_the_search(tmp_path, capsys):
     report = tmp_path / "c.html"
     args = ["capacity", str(REPO / "experiments" / "quickstart.yaml"), "--slo", "p99_ttft_ms=300", "--tolerance",
-            "0.2", "--set", "workload.num_requests=300", "--report", str(report)]
+            "0.2", "--set", "workload.num_requests=300", "--set", "slo={}", "--report", str(report)]
     assert main(args) == 0
     out = capsys.readouterr().out
     text = html.unescape(report.read_text())
