@@ -10,6 +10,7 @@ from pathlib import Path
 from simulator.api import config_yaml, run, summary_json, write_parquet
 from simulator.cli.outputs import check_output_file, publish, staging_folder
 from simulator.config import load_experiment
+from simulator.config.workload import offered_rate
 from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_dtype
 from simulator.report import format_summary
@@ -49,10 +50,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(summary_json(result.summary, config))
     else:
-        arrival = config.workload.arrival
-        offered = getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
+        offered = offered_rate(config.workload.arrival)
         formats = f"weights {config.dtype}, KV cache {kv_dtype(config.kv_cache.dtype, config.dtype)}"
-        print(format_summary(config.name, result.summary, config.slo.model_dump(exclude_none=True) != {}, offered,
+        print(format_summary(config.name, result.summary, bool(config.slo.bounds()), offered,
                              formats, describe_setup(config)))
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""

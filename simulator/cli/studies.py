@@ -113,7 +113,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     if args.report:
         check_output_file(Path(args.report), "--report")
     unit = "sessions/s" if config.workload.sessions is not None else "req/s"  # the arrival process's rate
-    stated = config.slo.model_dump(exclude_none=True)
+    stated = config.slo.bounds()
     if stated and args.attainment is None:
         bounds = ", ".join(f"{key} <= {value:g}" for key, value in stated.items())
         warnings.warn(f"capacity: the experiment's own slo ({bounds} per request) is not what this search holds: "

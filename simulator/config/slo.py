@@ -26,6 +26,10 @@ class SLOConfig(Strict):
     def _old_spelling(cls, value: Any) -> Any:
         return renamed(value, "slo", {"e2e_ms": "e2el_ms"})
 
+    def bounds(self) -> dict[str, float]:
+        """The bounds given, by metric (empty: no SLO, nothing to attain)."""
+        return self.model_dump(exclude_none=True)
+
 
 class MetricsConfig(Strict):
     """Which requests the latency, throughput and SLO figures describe: the first ``warmup_fraction`` and the last

@@ -100,6 +100,12 @@ ArrivalConfig = Annotated[
 ]
 
 
+def offered_rate(arrival: ArrivalConfig | None) -> float | None:
+    """The arrival rate (requests/s) an arrival process states: its ``rate`` (an on-off process's while on) or a
+    diurnal one's ``mean_rate``; None where it states none (closed-loop clients, piecewise rates)."""
+    return getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
+
+
 class FixedLength(Strict):
     kind: Literal["fixed"]
     value: int = Field(ge=1, le=MAX_TOKENS)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.config import ExperimentConfig
+from simulator.config.workload import offered_rate
 
 
 def _fmt(value: float, digits: int = 1) -> str:
@@ -47,7 +48,7 @@ def describe_setup(config: ExperimentConfig) -> str:
         source = f"dataset {Path(workload.dataset.path).name}"
     else:
         arrival = workload.arrival
-        rate = getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
+        rate = offered_rate(arrival)
         source = f"{arrival.kind} arrivals" + (f" at {rate:g} req/s" if rate else "") if arrival else "arrivals"
     unit = "session" if workload.sessions else "request"
     count = (f"{workload.num_requests:,} {unit}{'s' if workload.num_requests != 1 else ''}"

@@ -213,7 +213,7 @@ def summarize(
     run's :class:`RunTotals`, against the run's SLO (and each request class's); ``metrics`` says which requests are
     measured (:func:`measured_mask`)."""
     latency = latency_columns(columns, slo, class_slos)
-    judged = any(bounds is not None and bounds.model_dump(exclude_none=True) for bounds in [slo, *(class_slos or [])])
+    judged = any(bounds is not None and bounds.bounds() for bounds in [slo, *(class_slos or [])])  # any SLO set
     finished = np.asarray(columns["finished"], dtype=bool)
     failed = np.asarray(columns["failed"], dtype=bool)
     measured = measured_mask(columns["arrival_s"], metrics)
