@@ -27,7 +27,9 @@ measured, the last N left out) gave 27.8% (29.7% held out).
 A row's precision names the weights' family; a checkpoint that ships quantised runs in the format it ships, which
 no server converts: MiniMax-M2.5's, Qwen3-235B-A22B-FP8's and DeepSeek-V3's "fp8" rows serve their 128 × 128
 block-scaled weights (``fp8_block``), gpt-oss-120b's "nvfp4" and "fp8" rows its MXFP4 experts (``fp8`` rows of a
-16-bit checkpoint are quantised per tensor by the server, as the row says). Which server arguments each run used is
+16-bit checkpoint are quantised per tensor by the server, as the row says); a row stating fewer bits per weight than
+the checkpoint ships ran a quantised derivative of it (DeepSeek-R1's "nvfp4" rows: NVIDIA's NVFP4 checkpoint, under the
+base id), sized and priced in the row's format (:func:`served_format`). Which server arguments each run used is
 not stated. Rows of fp8 weights (``FP8_KV_PRECISIONS``) are taken as run
 with an fp8 KV cache, as the file's source configures its fp8 deployments (aiconfigurator's ``kvcache_quant_mode``
 fp8; with the servers' own default, a 16-bit cache for checkpoints that declare no KV format, the fit rows' median
@@ -93,11 +95,14 @@ from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.workload import ClosedLoopArrival
 from simulator.cost import build_cost_model
 from simulator.cost.base import IterationShape
+from simulator.dtypes import bytes_per_element
 from simulator.errors import LLMSimError
 from simulator.fidelity.systems import SYSTEMS, WEIGHT_FORMATS
 from simulator.results.progress import progress_bar
 
-FITTED_SYSTEM = "h100_sxm"  # the system whose rows the engine profiles' fixed costs were fitted on
+# the systems whose rows fits and choices were made on: H100 (the engine profiles' fixed costs and the settings of
+# RunSettings) and B200 (Blackwell, whose kernel fits come from its tables); every other GPU's rows are held out
+FITTED_SYSTEMS = ("h100_sxm", "b200_sxm")
 BACKENDS = ("vllm", "sglang", "trtllm")
 REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
             "silicon_ttft_ms", "silicon_tpot_ms")
@@ -176,7 +181,10 @@ def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: 
                      where: str) -> tuple[int, int]:
     """(attention-DP ranks, tensor parallelism within a rank) of a row. The ranks: ``attention_dp_size``, or — where
     the row leaves it empty — its client count over its per-rank ``batch_size`` (five TensorRT-LLM rows). vLLM's and
-    SGLang's ``tp_size`` is per rank; TensorRT-LLM's is the worker's GPUs, which its attention-DP ranks divide."""
+    SGLang's ``tp_size`` is per rank, so a worker is ``tp_size`` × ranks GPUs (``tp_size`` 1 with 8 ranks is "DEP8").
+    TensorRT-LLM's own configurations state the worker's GPUs as ``tp_size`` with ``enable_attention_dp``: a
+    TensorRT-LLM row is read so where its ranks divide ``tp_size`` and its MoE columns do not span ``tp_size`` ×
+    ranks GPUs (they confirm the per-rank reading where they do)."""
     dp = _degree(row, "attention_dp_size", where)
     if dp == 1 and clients != per_rank:
         if clients % per_rank:
@@ -184,10 +192,10 @@ def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: 
         dp = clients // per_rank
     if dp > 1 and clients != dp * per_rank:
         raise Unsupported(f"attention data parallelism with {clients} clients for {dp} ranks of {per_rank}")
-    if backend == "trtllm" and dp > 1:
-        if tp % dp:
-            raise Unsupported(f"attention data parallelism: {dp} ranks do not divide tp_size {tp}")
-        return dp, tp // dp
+    if backend == "trtllm" and dp > 1 and tp % dp == 0:
+        moe_tp, ep = _stated_degree(row, "moe_tp_size", where), _degree(row, "moe_ep_size", where)
+        if max(moe_tp, 1) * ep != tp * dp:
+            return dp, tp // dp
     return dp, tp
 
 
@@ -326,7 +334,7 @@ def row_experiment(
         spec = load_model(model)
     except LLMSimError as exc:
         raise Unsupported(str(exc)) from None
-    dtype = spec.quantization.dtype if spec.quantization else PRECISIONS[precision]  # served as it ships
+    dtype = served_format(PRECISIONS[precision], spec.quantization.dtype if spec.quantization else None)
     hardware = SYSTEMS[system] + (f"@{settings.generation}" if settings.generation else "")
     if mode == "disagg":
         cluster, users, per_rank = disaggregated_cluster(row, backend, spec, hardware, isl, where)
@@ -371,6 +379,20 @@ def row_experiment(
     assert arrival is not None  # the closed loop above
     return config.model_copy(update={"workload": config.workload.model_copy(update={
         "arrival": arrival.model_copy(update={"ramp_s": ramp})})})
+
+
+def served_format(stated: str, shipped: str | None) -> str:
+    """The weight format a row served: the checkpoint's own (no server converts a quantised checkpoint to another
+    format of its width or wider), unless the row states fewer bits per weight than it ships — then the row ran a
+    quantised derivative of the checkpoint (NVIDIA's NVFP4 DeepSeek-R1 under the base model's id), in the row's
+    format. Widths are the formats' nominal bits (8 for fp8 and fp8_block, 4 for nvfp4, mxfp4 and int4)."""
+    if shipped is None or _nominal_bits(stated) < _nominal_bits(shipped):
+        return stated
+    return shipped
+
+
+def _nominal_bits(dtype: str) -> int:
+    return int(8 * bytes_per_element(dtype))  # the block scales' fraction of a bit dropped
 
 
 def request_lengths(length: int, spread: tuple[float, float] | None) -> dict[str, Any]:
@@ -429,10 +451,10 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
 
 
 def is_fit_row(row: dict[str, str]) -> bool:
-    """The rows engine profiles are fitted on: rows of the system they were fitted on (:data:`FITTED_SYSTEM`) whose
+    """The rows fits and choices are made on: rows of a system measured for fitting (:data:`FITTED_SYSTEMS`) whose
     ``id`` has an even CRC-32 (about half of every slice, fixed by the id alone). The others — every row of another
     GPU, whatever its id — are held out and reported apart."""
-    return ((row.get("system") or "").strip() == FITTED_SYSTEM
+    return ((row.get("system") or "").strip() in FITTED_SYSTEMS
             and zlib.crc32((row.get("id") or "").encode()) % 2 == 0)
 
 

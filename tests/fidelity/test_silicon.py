@@ -94,6 +94,19 @@ def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
     assert (gpt_oss.dtype, gpt_oss.kv_cache.dtype) == ("mxfp4", "auto")
 
 
+def test_a_row_narrower_than_the_shipped_checkpoint_ran_a_quantised_derivative():
+    """A row stating fewer bits per weight than the checkpoint ships ran a quantised derivative of it (NVIDIA's
+    NVFP4 DeepSeek-R1 under the base id): its weights are sized and priced in the row's format — 4.5 bits per weight,
+    not 8, so DeepSeek-R1's 671 B parameters fit 4 B200s (8-bit weights alone, 157 GiB per GPU, do not)."""
+    row = _row(model_path="deepseek-ai/DeepSeek-R1", system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4",
+               tp_size="4", moe_tp_size="4", isl="1024", osl="1024")
+    config = row_experiment(row, "x:2", None)
+    assert config.dtype == "nvfp4"
+    wider = row_experiment(_row(model_path="deepseek-ai/DeepSeek-R1", precision="fp8", gemm_quant_mode="fp8",
+                                tp_size="8", moe_tp_size="8"), "x:3", None)
+    assert wider.dtype == "fp8_block"  # the same width: served as it ships
+
+
 @pytest.mark.parametrize("mode, dtype, kv", [
     ("fp8_static", "fp8", "fp8"), ("fp8_ootb", "fp8", "fp8"), ("sq", "int8", "auto"), ("int4_wo", "int4", "auto"),
     ("bfloat16", "bf16", "auto"), ("float16", "fp16", "auto"), ("nvfp4", "nvfp4", "auto"),
@@ -183,6 +196,21 @@ def test_attention_dp_rows_run_their_ranks():
     trt = row_experiment(_row(backend="trtllm", model_path="Qwen/Qwen3-30B-A3B", tp_size="4", moe_ep_size="4",
                               moe_tp_size="1", silicon_data_source="silicon_concurrency=16"), "x:7", None)
     assert (trt.cluster.data_parallel, trt.cluster.tensor_parallel, trt.cluster.expert_parallel) == (4, 1, 4)
+
+
+@pytest.mark.parametrize("tp, dp, moe_tp, ep, gpus", [("1", "8", "1", "8", 8), ("1", "16", "4", "4", 16),
+                                                      ("2", "4", "1", "8", 8), ("4", "4", "1", "4", 4)])
+def test_trtllm_dep_rows_read_the_convention_their_moe_columns_confirm(tp, dp, moe_tp, ep, gpus):
+    """"DEP8" is tp_size 1 with 8 attention-DP ranks and moe_ep 8 (8 GPUs: tp × ranks, as the MoE columns span);
+    TensorRT-LLM's own reading (tp_size = the worker's GPUs, split into ranks) holds where the ranks divide tp_size
+    and the MoE columns span tp_size GPUs. Either way the experts cover every GPU of the worker."""
+    clients = str(int(dp) * 4)
+    config = row_experiment(_row(backend="trtllm", model_path="Qwen/Qwen3-30B-A3B", tp_size=tp, attention_dp_size=dp,
+                                 moe_tp_size=moe_tp, moe_ep_size=ep, silicon_data_source=f"silicon_concurrency="
+                                 f"{clients}"), "x:7", None)
+    cluster = config.cluster
+    assert cluster.data_parallel * cluster.tensor_parallel == gpus == int(moe_tp) * int(ep)
+    assert (cluster.data_parallel, cluster.expert_parallel) == (int(dp), int(ep))
 
 
 def test_the_measured_requests_start_with_every_client_at_once():
@@ -276,13 +304,14 @@ def test_rows_priced_as_another_generation(tmp_path, capsys):
 
 
 def test_fit_subset_is_fixed_by_the_id_and_other_gpus_are_held_out():
-    """About half of the H100 rows (the system the engine profiles were fitted on), fixed by the id alone; every row
-    of another GPU is held out, whatever its id (no profile was fitted on it)."""
+    """About half of the H100 and B200 rows (the systems fits are made on), fixed by the id alone; every row of
+    another GPU is held out, whatever its id (nothing was fitted on it)."""
     ids = [f"row{i}" for i in range(400)]
-    fit = [i for i in ids if is_fit_row({"id": i, "system": "h100_sxm"})]
-    assert 150 < len(fit) < 250  # about half
-    assert fit == [i for i in ids if is_fit_row({"id": i, "system": "h100_sxm", "isl": "9"})]  # only the id decides
-    assert not any(is_fit_row({"id": i, "system": system}) for i in ids for system in ("b200_sxm", "h200_sxm", ""))
+    for system in ("h100_sxm", "b200_sxm"):
+        fit = [i for i in ids if is_fit_row({"id": i, "system": system})]
+        assert 150 < len(fit) < 250  # about half
+        assert fit == [i for i in ids if is_fit_row({"id": i, "system": system, "isl": "9"})]  # only the id decides
+    assert not any(is_fit_row({"id": i, "system": system}) for i in ids for system in ("h200_sxm", "gb200", ""))
 
 
 @pytest.mark.slow
