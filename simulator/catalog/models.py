@@ -12,7 +12,7 @@ from pathlib import Path
 from simulator.catalog.current_models import CURRENT_MODELS, HF_ALIASES
 from simulator.catalog.hf_import import spec_from_hf_config
 from simulator.catalog.loading import read_mapping, validate
-from simulator.catalog.model_spec import ModelSpec
+from simulator.catalog.model_spec import QUANTIZABLE_PARTS, ModelSpec, Quantization
 from simulator.errors import LLMSimError
 
 
@@ -87,8 +87,12 @@ def load_model(name_or_path: str) -> ModelSpec:
         return catalog[name_or_path.lower()]
     path = Path(name_or_path)
     if path.suffix not in (".json", ".yaml", ".yml"):
+        derivative = quantized_derivative(name_or_path)
+        if derivative is not None:
+            return derivative
         raise LLMSimError(
-            f"model: unknown model {name_or_path!r} (catalog: {', '.join(model_names())}; "
+            f"model: unknown model {name_or_path!r} (catalog: {', '.join(model_names())}; a quantised checkpoint "
+            f"of one, its id ending -{'/-'.join(s.upper() for s in QUANTIZED_SUFFIXES)}; "
             "or a path to a model YAML or a Hugging Face config.json)"
         )
     if not path.is_file():
@@ -98,3 +102,31 @@ def load_model(name_or_path: str) -> ModelSpec:
         name = path.parent.name if path.name == "config.json" else path.stem.removesuffix("_config")
         return spec_from_hf_config(data, name=name or path.stem, where=str(path), path=path)
     return validate(ModelSpec, data, str(path))
+
+
+# A quantised checkpoint's id names its base model and its weight format (NVIDIA ModelOpt's and most publishers'
+# naming: nvidia/DeepSeek-R1-NVFP4, RedHatAI/...-FP8-dynamic, ...-AWQ): suffix -> the simulator's weight format.
+QUANTIZED_SUFFIXES: dict[str, str] = {
+    "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "fp8-dynamic": "fp8", "awq": "int4",
+    "gptq-int4": "int4", "int4": "int4", "w4a16": "int4",
+}
+
+
+def quantized_derivative(model_id: str) -> ModelSpec | None:
+    """A quantised checkpoint of a catalog model, by an id ``[org/]<base>-<suffix>`` (:data:`QUANTIZED_SUFFIXES`,
+    any case): the base model's architecture (found by its short name or the name part of its Hugging Face id, under
+    any organisation) with its quantisable parts — the base checkpoint's quantised parts where it ships quantised,
+    else all three — stored in the suffix's format, and no KV-cache format declared (the id does not say). None
+    when the id has no such suffix or its base is not exactly one catalog model."""
+    suffixes = "|".join(re.escape(s) for s in sorted(QUANTIZED_SUFFIXES, key=len, reverse=True))
+    match = re.fullmatch(rf"(?:[^/]+/)?(.+?)-({suffixes})", model_id, flags=re.IGNORECASE)
+    if match is None:
+        return None
+    base_name = match.group(1).lower()
+    bases = {id(spec): spec for key, spec in _catalog().items() if key.rpartition("/")[2] == base_name}
+    if len(bases) != 1:
+        return None
+    (base,) = bases.values()
+    parts = base.quantization.parts if base.quantization else QUANTIZABLE_PARTS
+    dtype = QUANTIZED_SUFFIXES[match.group(2).lower()]
+    return base.model_copy(update={"name": model_id, "quantization": Quantization(dtype=dtype, parts=parts)})

@@ -50,6 +50,27 @@ def test_hugging_face_config_json(tmp_path):
     assert spec.num_params / 1e9 == pytest.approx(7.24, rel=0.01)
 
 
+@pytest.mark.parametrize("model_id, base, dtype", [
+    ("nvidia/DeepSeek-R1-NVFP4", "deepseek-r1", "nvfp4"), ("nvidia/Qwen3-32B-FP4", "qwen3-32b", "nvfp4"),
+    ("RedHatAI/Llama-3.1-8B-FP8-dynamic", "llama-3.1-8b", "fp8"), ("someone/Mistral-7B-AWQ", "mistral-7b", "int4"),
+])
+def test_a_quantised_checkpoint_id_is_its_base_model_in_its_format(model_id, base, dtype):
+    """NVIDIA's (and most publishers') quantised checkpoints are named <base>-<format>: the base's architecture,
+    weights in the format — 4.5 bits per weight for NVFP4 (one fp8 scale per 16 values), so the
+    checkpoint's quantised parts weigh 4.5/16 of the base's 16-bit ones."""
+    spec, original = load_model(model_id), load_model(base)
+    assert spec.layers == original.layers and spec.quantization.dtype == dtype
+    assert spec.name == model_id
+    bits = {"nvfp4": 4.5, "fp8": 8, "int4": 4}[dtype]
+    quantised = sum(n for part, n in original.part_params().items() if part != "other")
+    assert spec.weight_bytes(bits / 8) == pytest.approx(original.weight_bytes(2.0) - quantised * (2 - bits / 8))
+
+
+def test_a_quantised_id_of_no_catalog_model_is_unknown():
+    with pytest.raises(LLMSimError, match=r"unknown model 'nvidia/GPT-7-NVFP4'.*ending -NVFP4/-FP4"):
+        load_model("nvidia/GPT-7-NVFP4")
+
+
 def test_unknown_names_and_bad_files(tmp_path):
     with pytest.raises(LLMSimError, match=r"unknown model 'gpt-5'.*llama-3-8b"):
         load_model("gpt-5")
@@ -142,25 +163,30 @@ def test_sliding_window_switched_off_is_a_dense_model(tmp_path):
     assert load_model(str(path)).num_layers == 2
 
 
-def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generation(tmp_path):
-    """Blackwell has no measurements: B200 and GB200 take every fitted parameter of Hopper (H100) and keep their own
-    spec sheet; a profile's own value wins over its generation's; an unknown generation is a one-line error. A
-    profile silent about its special-function units' exponential rate keeps the balance of the GPU its generation's
-    fit comes from — H100: 3.9 × 10^12 exponentials/s per 989.4 × 10^12 16-bit FLOP/s, so 1 TFLOP/s of a Blackwell
-    part of its own gets 3.9 / 989.4 × 10^12/s — since that fit prices its exponentials apart from its FLOP rate."""
+def test_generation_rule_gives_every_gpu_of_a_generation_its_fit(tmp_path):
+    """B200 and GB200 take every fitted parameter of the Blackwell fit (B200's tables) and keep their own spec sheet;
+    Ada (L40S), without measurements, takes Ampere's (A100's); a profile's own value wins over its generation's; an
+    unknown generation is a one-line error. A profile silent about its special-function units' exponential rate
+    keeps the balance of the GPU its generation's fit comes from — B200: 5.0 × 10^12 exponentials/s per 2,250 ×
+    10^12 16-bit FLOP/s, so 1 TFLOP/s of a Blackwell part of its own gets 5 / 2,250 × 10^12/s — since that fit
+    prices its exponentials apart from its FLOP rate."""
     from simulator.catalog.hardware import FITTED_FIELDS
 
     h100, b200, gb200 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("gb200")
+    a100, l40s = load_hardware("a100-80gb-sxm"), load_hardware("l40s")
     for field in FITTED_FIELDS:
-        assert getattr(b200, field) == getattr(h100, field) == getattr(gb200, field), field
+        assert getattr(b200, field) == getattr(gb200, field), field
+        if field != "fitted_sm_count" and field not in l40s.model_fields_set:
+            assert getattr(l40s, field) == getattr(a100, field), field
+    assert b200.fitted_sm_count == b200.sm_count == 148  # its attention timings are its own SMs'
     assert (b200.memory_bandwidth_gb_per_s, b200.peak_tflops.fp4) == (8000, 9000)
-    assert load_hardware("a100-80gb-sxm").flops_efficiency != h100.flops_efficiency
+    assert b200.flops_efficiency != h100.flops_efficiency != a100.flops_efficiency
     own = tmp_path / "mine.yaml"
     own.write_text("name: mine\ngeneration: blackwell\nmemory_gib: 1\nmemory_bandwidth_gb_per_s: 1\n"
                    "peak_tflops: {bf16: 1, fp16: 1}\nkernel_overhead_us: 9\n")
     mine = load_hardware(str(own))
-    assert (mine.kernel_overhead_us, mine.flops_efficiency) == (9, h100.flops_efficiency)
-    assert mine.sfu_exp_tera_per_s == pytest.approx(3.9 / 989.4) and b200.sfu_exp_tera_per_s == 5.0  # stated: kept
+    assert (mine.kernel_overhead_us, mine.flops_efficiency) == (9, b200.flops_efficiency)
+    assert mine.sfu_exp_tera_per_s == pytest.approx(5.0 / 2250) and b200.sfu_exp_tera_per_s == 5.0  # stated: kept
     own.write_text(own.read_text() + "sfu_exp_tera_per_s: 0\n")  # stated as none: none
     assert load_hardware(str(own)).sfu_exp_tera_per_s == 0
     own.write_text("name: mine\ngeneration: volta\nmemory_gib: 1\nmemory_bandwidth_gb_per_s: 1\n"
@@ -171,15 +197,15 @@ def test_generation_rule_gives_unmeasured_gpus_the_fit_of_the_measured_generatio
 
 def test_a_gpu_priced_as_another_generation_keeps_its_spec_sheet_and_takes_that_fit():
     """``with_generation``: the A100 priced as if it were an unmeasured Hopper part keeps its spec sheet (memory,
-    bandwidth, peaks, node) and takes every fitted parameter Hopper's H100 has — as B200 does; an unknown
-    generation is refused."""
+    bandwidth, peaks, node) and takes every fitted parameter Hopper's H100 has — as B200 priced as Hopper does; an
+    unknown generation is refused."""
     from simulator.catalog.hardware import FITTED_FIELDS, with_generation
 
     a100, h100 = load_hardware("a100-80gb-sxm"), load_hardware("h100-sxm")
     as_hopper = with_generation(a100, "hopper")
     assert as_hopper.generation == "hopper"
     for field in FITTED_FIELDS:
-        assert getattr(as_hopper, field) == getattr(load_hardware("b200"), field), field
+        assert getattr(as_hopper, field) == getattr(with_generation(load_hardware("b200"), "hopper"), field), field
     sheet = ("memory_gib", "memory_bandwidth_gb_per_s", "peak_tflops", "interconnect_gb_per_s", "node", "name")
     assert all(getattr(as_hopper, field) == getattr(a100, field) for field in sheet)
     assert as_hopper.flops_efficiency == h100.flops_efficiency != a100.flops_efficiency
