@@ -107,11 +107,13 @@ def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, in
         return max_model_len, sched.max_num_batched_tokens  # the schema checks long_prefill_token_threshold against it
     batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
     chunks = getattr(sched, "chunk_long_prompts", False)
-    if batched < max_model_len and sched.kind in ("static", "continuous") and not chunks:
+    no_evict = sched.capacity_policy == "guaranteed_no_evict"  # nothing re-prefills more than its prompt
+    if batched < max_model_len and sched.kind in ("static", "continuous") and not chunks and not no_evict:
         raise ConfigError(
             f"scheduler.max_num_batched_tokens: {batched} is below max_model_len {max_model_len}; without chunked "
-            "prefill a whole prompt must fit one iteration (raise it, lower scheduler.max_model_len, use "
-            "kind: chunked, or with prefill_priority chunk_long_prompts: true)"
+            "prefill a whole prompt, and a preempted request's prompt and output, must fit one iteration (raise it, "
+            "lower scheduler.max_model_len, use kind: chunked, with prefill_priority chunk_long_prompts: true, or "
+            "capacity_policy: guaranteed_no_evict, which never preempts and refuses only longer prompts)"
         )
     return max_model_len, batched
 

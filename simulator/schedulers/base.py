@@ -112,6 +112,12 @@ class Scheduler(ABC):
         self.on_remote_admit: Callable[[Request], None] | None = None  # disaggregated: a prefill replica's KV taken
         self.lora: AdapterSlots | None = None  # LoRA adapters (simulator.schedulers.lora), set by the replica's pool
 
+    @property
+    def chunks_prompts(self) -> bool:
+        """Whether a prompt longer than the iteration's token budget is prefilled in chunks (else it is refused on
+        arrival: TensorRT-LLM without chunked context)."""
+        return False
+
     # --- arrivals ------------------------------------------------------------------------------------------------
     def rejection_reason(self, request: Request, arriving: int = 0) -> str:
         """Why ``request`` cannot be taken now or ever ('' if it can); ``arriving``: requests queued at the replica
@@ -119,6 +125,9 @@ class Scheduler(ABC):
         total = request.input_tokens + request.output_tokens
         if total > self.max_model_len:
             return f"prompt + output = {total} tokens exceeds max_model_len {self.max_model_len}"
+        if request.input_tokens > self.max_num_batched_tokens and not self.chunks_prompts:
+            return (f"prompt of {request.input_tokens} tokens exceeds max_num_batched_tokens "
+                    f"{self.max_num_batched_tokens}: without chunked prefill a prompt must fit one iteration")
         if not self.kv.can_ever_fit(request.total_tokens):
             return f"{request.total_tokens} tokens of KV never fit the cache of {self.kv.capacity_tokens} tokens"
         limit, queued = self.config.max_queue_len, len(self.waiting) + arriving

@@ -18,6 +18,8 @@ from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 @SCHEDULERS.register("chunked")
 class ChunkedScheduler(Scheduler):
+    chunks_prompts = True
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         cap = getattr(self.config, "long_prefill_token_threshold", None)

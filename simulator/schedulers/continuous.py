@@ -35,6 +35,10 @@ class ContinuousScheduler(Scheduler):
         self.prefill_priority = getattr(self.config, "prefill_priority", True)
         self.chunk_long_prompts = getattr(self.config, "chunk_long_prompts", False)
 
+    @property
+    def chunks_prompts(self) -> bool:
+        return self.chunk_long_prompts
+
     def _admitted_tokens(self, request: Request, budget: int) -> int:
         """Prompt tokens (cached ones included) the head of the queue would be admitted with: its whole prompt when
         the budget holds it, else — chunking long prompts — a chunk of what is left of the budget; 0 for none."""

@@ -249,6 +249,26 @@ def test_guaranteed_no_evict_admits_whole_lengths_and_never_preempts(tmp_path, p
         assert result.summary["num_preemptions"] > 0 and result.summary["peak_running"] > 4
 
 
+def test_without_chunked_prefill_no_evict_refuses_only_prompts_longer_than_the_budget(tmp_path):
+    """TensorRT-LLM without chunked context: a context must fit max_num_tokens, but with guaranteed_no_evict nothing
+    is preempted, so nothing ever re-prefills its prompt and output — max_model_len may exceed the budget. Of prompts
+    of 600, 1,024 and 1,025 tokens under a 1,024-token budget the last is refused on arrival, with the reason; the
+    others complete. With max_utilization (preemption by recompute) the same budget is a configuration error."""
+    from tests.cluster.test_lockstep import _trace
+
+    scheduler = {"kind": "continuous", "prefill_priority": False, "max_num_seqs": 16, "max_model_len": 4096,
+                 "max_num_batched_tokens": 1024, "capacity_policy": "guaranteed_no_evict"}
+    config = experiment(workload=_trace(tmp_path, [(0.0, 600, 50), (0.0, 1024, 50), (0.0, 1025, 50)]),
+                        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 1000}, scheduler=scheduler)
+    rows = simulator.run(load_experiment(config)).requests.sort_values("request_id")
+    assert rows["status"].tolist() == ["finished", "finished", "rejected"]
+    assert rows["reject_reason"].iloc[2] == ("prompt of 1025 tokens exceeds max_num_batched_tokens 1024: without "
+                                             "chunked prefill a prompt must fit one iteration")
+    with pytest.raises(ConfigError, match=r"max_num_batched_tokens: 1024 is below max_model_len 4096.*"
+                                          r"guaranteed_no_evict"):
+        simulator.run(load_experiment({**config, "scheduler": {**scheduler, "capacity_policy": "max_utilization"}}))
+
+
 def test_guaranteed_no_evict_needs_a_paged_cache():
     config = experiment(kv_cache={"kind": "contiguous", "block_size": 16, "num_gpu_blocks": 256},
                         scheduler={"kind": "continuous", "max_num_seqs": 16, "max_model_len": 2048,
