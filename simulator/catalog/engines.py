@@ -219,6 +219,12 @@ class EngineProfile(BaseModel):
     prefill_batching: Literal["batched", "sequential"] = Field(
         default="batched", description="sequential: each prompt of an iteration is its own forward pass"
     )
+    pipeline_micro_batches: bool = Field(
+        default=False,
+        description="with pipeline parallelism, one micro-batch per stage in flight (vLLM v1's max_concurrent_batches "
+        "= pipeline_parallel_size, TensorRT-LLM's and SGLang's micro-batches): the running requests split over the "
+        "stages, every stage busy (simulator.cost.roofline); false: one batch passes the stages in turn (vLLM v0)",
+    )
     kernel_overhead_us: float | None = Field(
         default=None, ge=0,
         description="fixed cost of every kernel under this engine (CUDA-graph replay: only the GPU-side floor); "

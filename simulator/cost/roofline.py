@@ -10,9 +10,17 @@ bytes (:mod:`simulator.cost.collectives`; or the framework's one-shot custom all
 (MiniMax-M2). A quantised checkpoint's parts (:attr:`ModelSpec.quantization`) run
 their GEMMs in the weight dtype; the other parts, the router and the LM head in 16-bit.
 
-Pipeline parallelism (``pp`` stages of ceil(layers/pp) layers) runs one batch through the stages in turn — vLLM with
-one virtual engine — so an iteration costs the same kernels plus (pp − 1) transfers of the T·D·w hidden states
-between stages, and each GPU idles (pp − 1)/pp of the time (the bubble); it buys memory, not speed.
+Pipeline parallelism (``pp`` stages of ceil(layers/pp) layers): a pass through the stages costs the same kernels as
+one GPU group would run plus (pp − 1) transfers of the T·D·w hidden states between stages. An engine that runs one
+batch through the stages in turn (vLLM v0 with one virtual engine) leaves each GPU idle (pp − 1)/pp of the time (the
+bubble): PP buys memory, not speed. An engine with one micro-batch per stage in flight
+(``EngineProfile.pipeline_micro_batches``: vLLM v1, TensorRT-LLM, SGLang) splits an iteration's sequences into
+k = min(pp, sequences) micro-batches that follow each other through the stages, every stage busy in steady state:
+each sequence advances once per pass of its micro-batch, so the iteration costs one pass of the heaviest
+micro-batch (the prompt chunks dealt out largest first to the micro-batch of fewest tokens, the decodes then split
+evenly, the lightest micro-batches taking one more; a decode-only step of S sequences: ceil(S/k) of them, with that
+share of the cached context) —
+k × fewer tokens per pass, the same weights read by each.
 
 With attention data parallelism a MoE layer exchanges its tokens (:mod:`simulator.cost.expert_exchange`); with
 ``two_batch_overlap`` (SGLang's two-batch overlap) the iteration runs as two micro-batches, one's dispatch and
@@ -123,6 +131,7 @@ class RooflineCostModel(CostModel):
         self.tp = tensor_parallel
         self.pp = pipeline_parallel
         self.engine = engine or EngineProfile(name="none")
+        self.micro_batching = pipeline_parallel > 1 and self.engine.pipeline_micro_batches
         if self.engine.kernel_overhead_us is not None:
             hardware = hardware.model_copy(update={"kernel_overhead_us": self.engine.kernel_overhead_us})
         self.elementwise_kernels = self.engine.elementwise_kernels_per_layer
@@ -336,7 +345,37 @@ class RooflineCostModel(CostModel):
             gpu = self.eager_floor
         return gpu + engine
 
+    def micro_batches(self, num_sequences: int) -> int:
+        """Micro-batches in flight at once for ``num_sequences`` sequences (module docstring): min(pp, sequences)
+        under an engine with pipeline micro-batches, else 1."""
+        return min(self.pp, num_sequences) if self.micro_batching and num_sequences > 1 else 1
+
+    def heaviest_micro_batch(self, shape: IterationShape) -> IterationShape:
+        """The micro-batch that sets a pipelined iteration's time (module docstring): prompt chunks dealt out largest
+        first to the micro-batch of fewest tokens, then the decodes split evenly (the lightest micro-batches one
+        more); the one of most tokens, with its share of the decodes' cached context. O(chunks + k log k)."""
+        k = self.micro_batches(len(shape.prefill_chunks) + shape.num_decodes)
+        if k == 1:
+            return shape
+        tokens = [0] * k
+        chunks: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        for chunk in sorted(shape.prefill_chunks, reverse=True):
+            lightest = tokens.index(min(tokens))
+            tokens[lightest] += chunk[0]
+            chunks[lightest].append(chunk)
+        rows, (each, extra) = shape.decode_positions, divmod(shape.num_decodes, k)
+        decodes = [each] * k
+        for lightest in sorted(range(k), key=tokens.__getitem__)[:extra]:
+            decodes[lightest] += 1
+        tokens = [t + d * rows for t, d in zip(tokens, decodes, strict=True)]
+        heaviest = tokens.index(max(tokens))
+        share = decodes[heaviest]
+        context = shape.decode_context_sum * share // shape.num_decodes if shape.num_decodes else 0
+        return IterationShape(tuple(sorted(chunks[heaviest], reverse=True)), share, context, rows)
+
     def iteration_time(self, shape: IterationShape) -> float:
+        if self.micro_batching:
+            shape = self.heaviest_micro_batch(shape)
         if shape.num_decodes:
             return self._iteration_time(shape)
         if not shape.prefill_chunks:
@@ -357,6 +396,8 @@ class RooflineCostModel(CostModel):
     def breakdown(self, shape: IterationShape) -> dict[str, float]:
         """``iteration_time`` split into operator groups (seconds; they sum to the iteration time)."""
         total: dict[str, float] = {}
+        if self.micro_batching:
+            shape = self.heaviest_micro_batch(shape)
         for one in self._passes(shape) if (shape.prefill_chunks or shape.num_decodes) else []:
             decode_rows = one.num_decodes * one.decode_positions
             parts = self.body_parts(one.prefill_tokens + decode_rows, not one.prefill_chunks)
@@ -369,10 +410,13 @@ class RooflineCostModel(CostModel):
         return total
 
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
+        """A pipelined replica's step is one pass of its heaviest micro-batch: ceil(S/k) sequences holding that share
+        of the cached context (module docstring)."""
         cached = self._decode_cache.get(num_decodes)
         if cached is None:
-            per_sequence, per_token = self.decode_attention_terms(num_decodes)
-            a = (self._body_time(num_decodes, True) + self._per_sequence_time(num_decodes) + self.decode_attention_fixed
-                 + per_sequence * num_decodes)
-            cached = self._decode_cache[num_decodes] = (a, per_token)
+            share = -(-num_decodes // self.micro_batches(num_decodes))
+            per_sequence, per_token = self.decode_attention_terms(share)
+            a = (self._body_time(share, True) + self._per_sequence_time(share) + self.decode_attention_fixed
+                 + per_sequence * share)
+            cached = self._decode_cache[num_decodes] = (a, per_token * share / num_decodes)
         return cached

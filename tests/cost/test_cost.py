@@ -282,9 +282,9 @@ def test_nvls_all_reduce_by_hand():
     a100 = load_hardware("a100-80gb-sxm")
     assert a100.all_reduce_nvls is None
     assert collective_time(a100, "all_reduce", 8, big) == collective_time(a100, "all_reduce", 8, big, "int8")
-    # a Blackwell NVL72 rack borrows Hopper's fit within its one NVLink domain of 72 GPUs
+    # a Blackwell NVL72 rack takes Blackwell's fit (B200's tables) within its one NVLink domain of 72 GPUs
     gb200 = load_hardware("gb200")
-    assert gb200.all_reduce_nvls == nvls and gb200.node.gpus_per_node == 72
+    assert gb200.all_reduce_nvls == load_hardware("b200").all_reduce_nvls and gb200.node.gpus_per_node == 72
     assert collective_time(gb200, "all_reduce", 72, big) < collective_time(gb200, "all_reduce", 72, big, "int8")
 
 
@@ -498,6 +498,32 @@ def test_pipeline_parallel_adds_stage_transfers_and_splits_memory():
     assert budget.kv_bytes_per_token == 2 * 20 * 8 * 128 * 2  # 20 of 80 layers per stage
 
 
+def test_pipeline_micro_batches_price_one_pass_of_the_heaviest_micro_batch():
+    """An engine with one micro-batch per stage in flight (vLLM v1, TensorRT-LLM, SGLang) splits an iteration's
+    sequences into k = min(pp, sequences) micro-batches; each sequence advances once per pass of its micro-batch, so
+    the iteration costs what one batch-in-turn pass of the heaviest micro-batch costs: 64 decodes over 4 stages are
+    16 of them with a quarter of the cached context; 3 prompts of 4,000, 1,000 and 500 tokens with 10 decodes over 2
+    stages are {4,000} + 5 decodes and {1,000, 500} + 5; one prompt alone cannot be split."""
+    model, hardware = load_model("llama-2-70b"), load_hardware("a100-80gb-sxm")
+    micro, in_turn = EngineProfile(name="mb", pipeline_micro_batches=True), EngineProfile(name="turn")
+    for pp in (2, 4):
+        pipelined = RooflineCostModel(model, hardware, 2, engine=micro, pipeline_parallel=pp)
+        single = RooflineCostModel(model, hardware, 2, engine=in_turn, pipeline_parallel=pp)
+        assert pipelined.iteration_time(IterationShape((), 64, 64 * 900)) == pytest.approx(
+            single.iteration_time(IterationShape((), 64 // pp, 64 // pp * 900)), rel=1e-12)
+        a, c = pipelined.decode_step_coefficients(64)
+        a1, c1 = single.decode_step_coefficients(64 // pp)
+        assert (a, c) == pytest.approx((a1, c1 / pp), rel=1e-12)
+        lone = IterationShape(((3000, 0),))
+        assert pipelined.iteration_time(lone) == single.iteration_time(lone)
+    two = RooflineCostModel(model, hardware, 2, engine=micro, pipeline_parallel=2)
+    mixed = IterationShape(((4000, 0), (1000, 0), (500, 0)), 10, 10 * 700)
+    assert two.heaviest_micro_batch(mixed) == IterationShape(((4000, 0),), 5, 5 * 700)
+    one_stage = RooflineCostModel(model, hardware, 2, engine=micro)
+    assert one_stage.iteration_time(mixed) == RooflineCostModel(model, hardware, 2, engine=in_turn).iteration_time(
+        mixed)
+
+
 def test_attention_time_by_hand():
     """H100 (Hopper fit: prefill at 0.88 of 989.4 TFLOP/s plus 0.7 of an exponential per query-key pair and head at
     3.9 × 10^12/s — its longest block, one head's last 128 queries, at 1 / (132 SMs × 1.0) of that, smooth maximum
@@ -561,23 +587,29 @@ def test_gemm_time_takes_the_formats_the_api_names():
 
 def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
     """mxfp4 (0.5 + 1/32 bytes per weight): on B200 a compute-bound GEMM runs at the FP4 peak (9,000 vs 2,250
-    TFLOP/s bf16) at the fraction of it block-scaled fp8 reaches (Hopper's fit, 0.58: no 4-bit format is measured)
-    after quantising its activations (read 2, write 0.53 bytes each, plus 3 µs); on H100 (no FP4) at 16-bit math.
-    Against NVIDIA's figures for cuBLAS 12.9 (FP4 "up to 2.3x" FP8 on Blackwell, 4.6x FP8 on Hopper), the peaks
-    at the fitted fractions give 9,000 · 0.58 / (4,500 · 0.54) = 2.15x and 9,000 · 0.58 / (1,978.9 · 0.54) = 4.9x."""
+    TFLOP/s bf16) at the fraction of it Blackwell's fit measured on B200's nvfp4 tables (f4), after quantising its
+    activations (read 2, write 0.53 bytes each, plus the fit's quantisation overhead); on H100 (no FP4) at 16-bit
+    math. NVIDIA quotes cuBLAS 12.9's FP4 at "up to 2.3x" FP8 on Blackwell and 4.6x FP8 on Hopper; the fitted
+    fractions give 9,000 · f4 / (4,500 · f8) and 9,000 · f4 / (1,978.9 · Hopper's f8), within 20% of those."""
     b200, h100 = load_hardware("b200"), load_hardware("h100-sxm")
-    assert b200.achievable_flops("fp4") / b200.achievable_flops("fp8") == pytest.approx(9000 * 0.58 / (4500 * 0.54))
-    assert b200.achievable_flops("fp4") / h100.achievable_flops("fp8") == pytest.approx(
-        9000 * 0.58 / (1978.9 * 0.54))
+    f4, f8 = b200.flops_efficiency_by_dtype["fp4"], b200.flops_efficiency_by_dtype["fp8"]
+    h8 = h100.flops_efficiency_by_dtype["fp8"]
+    assert b200.achievable_flops("fp4") / b200.achievable_flops("fp8") == pytest.approx(9000 * f4 / (4500 * f8))
+    assert b200.achievable_flops("fp4") / h100.achievable_flops("fp8") == pytest.approx(9000 * f4 / (1978.9 * h8))
+    assert 9000 * f4 / (4500 * f8) == pytest.approx(2.3, rel=0.2)
+    assert 9000 * f4 / (1978.9 * h8) == pytest.approx(4.6, rel=0.2)
     m = n = k = 8192
-    q, serial = 0.5 + 1 / 32, 0.9e-9 * k  # quantised weights: the main loop walks all of k
-    tc = 2 * m * n * k / (9000e12 * 0.58)
-    tm = ((m * k + m * n) * 2 + k * n * q) / (8000e9 * 0.85)
-    expected = (tc**2 + tm**2 + serial**2) ** 0.5 + 2.8e-6 + m * k * (2 + q) / (8000e9 * 0.85) + 3e-6
+    q, serial = 0.5 + 1 / 32, b200.gemm_k_latency_ns * 1e-9 * k  # quantised weights: the main loop walks all of k
+    bandwidth, p = 8000e9 * b200.bandwidth_efficiency, b200.gemm_knee
+    tc = 2 * m * n * k / (9000e12 * f4)
+    tm = ((m * k + m * n) * 2 + k * n * q) / bandwidth
+    expected = ((tc**p + tm**p + serial**p) ** (1 / p) + b200.kernel_overhead_us * 1e-6 + m * k * (2 + q) / bandwidth
+                + b200.quantize_overhead_us * 1e-6)
     assert gemm_time(b200, m, n, k, "mxfp4") == pytest.approx(expected)
     assert gemm_time(h100, m, n, k, "mxfp4") == pytest.approx(gemm_time(h100, m, n, k, "bf16"), rel=0.03)
     # one row on H100: the weight read (0.53125 or 0.5625 bytes each), the 16-bit math of one 32-row tile and the
     # main loop, smooth maximum, as int4 (no activation quantisation: the weights are dequantised)
+    serial = 0.9e-9 * k  # Hopper's fit: 0.9 ns per k, 0.85 of the HBM, 0.81 of the peak, 2.8 µs per kernel
     for dtype, q in (("mxfp4", 0.5 + 1 / 32), ("nvfp4", 0.5 + 1 / 16)):
         read = ((k + n) * 2 + k * n * q) / (3350e9 * 0.85)
         math_ = 2 * 32 * n * k / (989.4e12 * 0.81)
