@@ -54,7 +54,7 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.engines import load_engine
-from simulator.catalog.hardware import ExchangeFit, GemmKernelFit
+from simulator.catalog.hardware import FITTED_FIELDS, ExchangeFit, GemmKernelFit
 from simulator.dtypes import compute_dtype
 from simulator.errors import LLMSimError
 from simulator.fidelity.attention_fit import (
@@ -94,6 +94,7 @@ GEMM_GRID: dict[str, list[float]] = {
     "flops_efficiency": _steps(0.60, 0.95, 0.01),
     "flops_efficiency_by_dtype.fp8": _steps(0.40, 0.90, 0.01),
     "flops_efficiency_by_dtype.fp8_block": _steps(0.40, 0.90, 0.01),
+    "flops_efficiency_by_dtype.fp4": _steps(0.30, 0.90, 0.01),  # nvfp4 and mxfp4 (Blackwell's FP4 tensor cores)
     "bandwidth_efficiency": _steps(0.70, 0.98, 0.01),
     "kernel_overhead_us": _steps(1.0, 8.0, 0.2),
     "quantize_overhead_us": _steps(0.0, 8.0, 0.5),
@@ -168,7 +169,17 @@ LINEAR_MOE = ("moe_expert_overhead_us", "moe_token_pass_bytes", "moe_assignment_
 
 
 FRAMEWORK_GEMM_GRID: dict[str, list[float]] = {name: GEMM_GRID[name] for name in (
-    "flops_efficiency", "flops_efficiency_by_dtype.fp8", "flops_efficiency_by_dtype.fp8_block")}
+    "flops_efficiency", "flops_efficiency_by_dtype.fp8", "flops_efficiency_by_dtype.fp8_block",
+    "flops_efficiency_by_dtype.fp4")}
+
+
+def measured_formats(grid: dict[str, list[float]], dtypes) -> dict[str, list[float]]:
+    """``grid`` without the per-format GEMM fractions of formats no table of ``dtypes`` (the tables' gemm_dtype
+    names) computes in: a format measured nowhere keeps the nearest fitted one's fraction
+    (:data:`simulator.catalog.hardware.UNFITTED_FORMAT_FRACTIONS`)."""
+    measured = {compute_dtype(GEMM_DTYPES[dtype]) for dtype in dtypes}
+    return {name: values for name, values in grid.items()
+            if not name.startswith("flops_efficiency_by_dtype.") or name.split(".")[1] in measured}
 
 
 def fit_framework_gemm(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
@@ -181,9 +192,7 @@ def fit_framework_gemm(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
     table = gemm_kernel_table(kernels_dir)
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     sample = _sample(table, ["dtype"], per_group)
-    measured = {GEMM_DTYPES[dtype] for dtype in table["dtype"].unique()}
-    grid = {name: values for name, values in FRAMEWORK_GEMM_GRID.items()
-            if name == "flops_efficiency" or name.split(".")[1] in measured}
+    grid = measured_formats(FRAMEWORK_GEMM_GRID, table["dtype"].unique())
 
     def pooled_score(p: HardwareSpec) -> float:
         return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, sample, engines={}), ["dtype"])
@@ -434,14 +443,15 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     tables = tables[tables["gpu"] == gpu]
     own_kernels = tables["dtype"].map(GEMM_DTYPES).isin(FORMAT_KERNEL_DTYPES)  # fitted apart, after the pooled fit
     gemm = _sample(tables[~own_kernels], ["framework", "dtype"], per_group)
+    gemm_grid = measured_formats(GEMM_GRID, gemm["dtype"].unique())
     if len(gemm):
         def gemm_score(p: HardwareSpec) -> float:
             return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, gemm, engines={}), ["framework", "dtype"])
 
-        shapes = [coordinate_descent(profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}), GEMM_GRID,
+        shapes = [coordinate_descent(profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}), gemm_grid,
                                      gemm_score, rounds=1)
                   for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]]
-        profile = coordinate_descent(min(shapes, key=gemm_score), GEMM_GRID, gemm_score)
+        profile = coordinate_descent(min(shapes, key=gemm_score), gemm_grid, gemm_score)
         report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm, engines={}),
                                ["framework", "dtype"]))
     profile, format_report = fit_format_kernels(profile, kernels_dir, gpu, tables[own_kernels])
@@ -474,3 +484,17 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         values["deepep"] = deepep
     report.insert(0, "fitted: " + ", ".join(f"{k}={v}" for k, v in values.items()))
     return profile, report
+
+
+def generation_fit_values(profile: HardwareSpec) -> dict[str, Any]:
+    """A generation file's ``fit`` (``hardware_profiles/generations/NAME.yaml``) from a GPU's profile calibrated by
+    :func:`fit_kernels`: its fitted fields (:data:`simulator.catalog.hardware.FITTED_FIELDS`; those its tables do
+    not identify as the profile it started from holds them), the SMs its attention timings ran on
+    (``fitted_sm_count``: its ``sm_count``) and its balance of exponentials to 16-bit tensor FLOPs
+    (``sfu_exp_per_bf16_flop``: its spec sheet's ``sfu_exp_tera_per_s`` / bf16 peak), which a GPU of the generation
+    whose spec sheet is silent about its exponentials keeps."""
+    dumped = profile.model_dump(mode="json", exclude_none=True)
+    fit = {name: dumped[name] for name in FITTED_FIELDS if name in dumped}
+    fit["fitted_sm_count"] = profile.sm_count
+    fit["sfu_exp_per_bf16_flop"] = profile.sfu_exp_tera_per_s / profile.peak_tflops.bf16
+    return fit

@@ -50,7 +50,7 @@ def test_a_new_generation_is_one_file(generations_dir, tmp_path):
 @pytest.mark.parametrize(("text", "expected"), [
     ("name: other\nborrows_from: hopper\n", r"bad\.yaml: name: 'other' must be the file's stem 'bad'"),
     ("name: bad\nborrows_from: nowhere\n", r"bad\.yaml: borrows_from: 'nowhere' is not a generation with a fit"),
-    ("name: bad\nborrows_from: blackwell\n", r"borrows_from: 'blackwell' is not a generation with a fit"),
+    ("name: bad\nborrows_from: ada\n", r"borrows_from: 'ada' is not a generation with a fit"),  # ada borrows
     ("name: bad\nfit: {flops_efficiency: 0.5}\nborrows_from: hopper\n", r"bad\.yaml: .*give either fit"),
     ("name: bad\n", r"bad\.yaml: .*give either fit"),
 ])

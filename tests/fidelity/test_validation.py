@@ -188,8 +188,8 @@ def test_another_machines_kernel_tables_are_validated_not_skipped(tmp_path):
     """A GPU the shared data has no tables of (a B200, named as the data's source names systems) is its profile —
     its spec sheet with its generation's fit — and its tables in the same layout are read and priced with it, in the
     source's quant-mode names (nvfp4, SmoothQuant's sq as W8A8 int8, int4_wo as weight-only int4): timed with the
-    B200 profile, every row's error is zero; timed with the H100's, the B200 profile is 2,250 / 989.4 = 2.27x faster
-    on a compute-bound 16-bit GEMM of 8,192 cubed (one fraction of either peak; its HBM time a tenth of its
+    B200 profile, every row's error is zero; timed with the H100's, the B200 profile is (2,250 × its fraction of
+    peak) / (989.4 × the H100's) faster on a compute-bound 16-bit GEMM of 32,768 cubed (its HBM time a fortieth of its
     compute), as the validation says."""
     import pandas as pd
 
@@ -200,7 +200,7 @@ def test_another_machines_kernel_tables_are_validated_not_skipped(tmp_path):
     folder = tmp_path / "b200_sxm" / "gemm" / "trtllm" / "1.2"
     folder.mkdir(parents=True)
     formats = {"bfloat16": "bf16", "nvfp4": "nvfp4", "sq": "int8", "int4_wo": "int4"}
-    shapes = [(1, 4096, 4096), (8192, 8192, 8192)]
+    shapes = [(1, 4096, 4096), (32768, 32768, 32768)]
     rows = [{"gemm_dtype": name, "m": m, "n": n, "k": k, "latency": GemmModel(b200, dtype).time(m, n, k) * 1e3}
             for name, dtype in formats.items() for m, n, k in shapes]
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
@@ -210,8 +210,9 @@ def test_another_machines_kernel_tables_are_validated_not_skipped(tmp_path):
     rows = [{**row, "latency": GemmModel(h100, formats[row["gemm_dtype"]]).time(row["m"], row["n"], row["k"]) * 1e3}
             for row in rows]
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
-    big = gemm_kernel_errors(tmp_path, engines={}).query("dtype == 'bfloat16' and m == 8192").iloc[0]
-    assert big["measured_s"] / big["predicted_s"] == pytest.approx(2250 / 989.4, rel=0.01)
+    big = gemm_kernel_errors(tmp_path, engines={}).query("dtype == 'bfloat16' and m == 32768").iloc[0]
+    ratio = 2250 * b200.flops_efficiency / (989.4 * h100.flops_efficiency)
+    assert big["measured_s"] / big["predicted_s"] == pytest.approx(ratio, rel=0.01)
 
 
 def test_what_the_kernel_readers_do_not_price_is_said(tmp_path):
