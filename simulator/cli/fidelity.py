@@ -7,12 +7,13 @@ from pathlib import Path
 
 import yaml
 
-from simulator.catalog import load_hardware
+from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.generations import generation_names
 from simulator.cli.outputs import check_output_file
 from simulator.errors import LLMSimError
+from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, update_bands
 from simulator.fidelity.calibrate import calibrate
-from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels
+from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, generation_fit_values
 from simulator.fidelity.kernels import GPUS, left_out
 from simulator.fidelity.report import kernels_figure, validate_all, write_report
 from simulator.fidelity.silicon import RunSettings, runs_figure, runs_report, validate_runs
@@ -37,6 +38,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                           f"(allowed: {', '.join(generation_names())})")
     if args.runs is not None:
         return _validate_runs(args)
+    if args.bands:
+        raise LLMSimError("validate: --bands writes the errors of benchmark runs: it needs --runs FILE")
 
     data = Path(args.data)
     if not data.is_dir():
@@ -64,6 +67,12 @@ def _validate_runs(args: argparse.Namespace) -> int:
         raise LLMSimError(f"validate: --model-configs: folder not found: {model_dir}")
     if args.report:
         check_output_file(Path(args.report), "--report")
+    if args.bands:
+        if args.generation:
+            raise LLMSimError("validate: --bands records the errors of each GPU priced as its own generation: "
+                              "not with --generation")
+        check_output_file(Path(args.bands), "--bands")
+        read_bands(Path(args.bands))  # a malformed file fails now, not after the runs
     frame = validate_runs(args.runs, model_dir, args.jobs,
                           RunSettings(length_range=args.length_range, generation=args.generation,
                                       client_connections=args.client_connections))
@@ -73,6 +82,10 @@ def _validate_runs(args: argparse.Namespace) -> int:
     print(text)
     if args.output:
         print(f"rows: {args.output}")
+    if args.bands:
+        bands = measured_bands(frame, model_dir)
+        update_bands(Path(args.bands), bands)
+        note(f"wrote {len(bands)} accuracy bands (slices of at least {MIN_RUNS} held-out rows) into {args.bands}")
     if args.report:
         _validation_report(args.report, f"llmsim validate --runs {args.runs}", text, runs_figure(frame))
     return 0
@@ -93,11 +106,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if ops or data:
             raise LLMSimError("calibrate: --kernels fits on its own (without --ops / --data)")
         if args.framework:
+            if args.generation_file:
+                raise LLMSimError("calibrate: --generation-file writes a GPU generation's fit, not --framework's")
             return _write_framework_kernels(args, kernels)
-        profile, report = fit_kernels(load_hardware(args.hardware or GPUS[args.gpu]), kernels, args.gpu)
+        start = load_hardware(args.hardware or GPUS[args.gpu])
+        if args.generation_file and Path(args.output).stem != start.generation:
+            raise LLMSimError(f"calibrate: --generation-file: {args.gpu} is of generation {start.generation!r}: "
+                              f"--output must be named {start.generation}.yaml, got {Path(args.output).name}")
+        profile, report = fit_kernels(start, kernels, args.gpu)
+        if args.generation_file:
+            return _write_generation_file(args, kernels, profile, report)
     else:
-        if args.framework:
-            raise LLMSimError("calibrate: --framework fits a framework's kernels: it needs --kernels DIR")
+        if args.framework or args.generation_file:
+            raise LLMSimError("calibrate: --framework and --generation-file fit kernel tables: they need --kernels "
+                              "DIR")
         if args.hardware is None:
             raise LLMSimError("calibrate: --hardware is required with --ops / --data")
         if ops is None and (data is None or args.network_system is None):
@@ -109,6 +131,22 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     header = "# Calibrated by `llmsim calibrate` from " + sources + "\n"
     Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
                                  + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+    print("\n".join(report))
+    note(f"wrote {args.output}")
+    return 0
+
+
+def _write_generation_file(args: argparse.Namespace, kernels: Path, profile: HardwareSpec,
+                           report: list[str]) -> int:
+    """``calibrate --kernels DIR --gpu G --generation-file``: G's generation file, its ``fit`` the calibrated
+    profile's (:func:`generation_fit_values`), the fit's report as its header."""
+    command = f"llmsim calibrate --kernels {kernels} --gpu {args.gpu} --generation-file --output {args.output}"
+    header = (f"# {profile.generation}: the fitted kernel parameters every GPU of the generation takes where its own "
+              f"profile does not set them\n# (simulator/catalog/generations.py). Fitted on {args.gpu}'s tables by "
+              f"`{command}`:\n")
+    document = {"name": profile.generation, "fit": generation_fit_values(profile)}
+    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
+                                 + yaml.safe_dump(document, sort_keys=False))
     print("\n".join(report))
     note(f"wrote {args.output}")
     return 0

@@ -219,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "timed from their send, the wait for a connection included (aiohttp's default session: 100); "
                      "default: one per client")
     val.add_argument("--report", metavar="FILE", help="also write the report and its plot as self-contained HTML")
+    val.add_argument("--bands", metavar="CSV", help="with --runs: write the held-out rows' error per slice (GPU "
+                     "generation, engine, model family, mode) into this accuracy-bands file, replacing its rows of "
+                     "the same slices (the shipped one, engine_profiles/accuracy.csv, is what run, plan and capacity "
+                     "print)")
     val.set_defaults(handler=("fidelity", "cmd_validate"))
 
     cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters to measurements")
@@ -231,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--framework", help="with --kernels: fit this framework's own all-reduce, GEMM-rate and "
                      "attention kernels (vllm, sglang, trtllm) instead of the GPU generation: writes engine-profile "
                      "fields")
+    cal.add_argument("--generation-file", action="store_true", help="with --kernels (without --framework): write "
+                     "the fit as the GPU's generation file (hardware_profiles/generations/NAME.yaml: --output must be "
+                     "named after the generation), which every GPU of the generation takes")
     cal.add_argument("--ops", help="folder of per-layer operator CSVs (format of calibration/a100_ops)")
     cal.add_argument("--data", help="folder with network/<system>_<all_reduce|send_recv>.csv")
     cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")

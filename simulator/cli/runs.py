@@ -12,6 +12,7 @@ from simulator.cli.outputs import check_output_file, publish, staging_folder
 from simulator.config import load_experiment
 from simulator.config.workload import offered_rate
 from simulator.errors import LLMSimError
+from simulator.fidelity.bands import band_line
 from simulator.kv.sizing import kv_dtype
 from simulator.report import format_summary
 from simulator.report.console import describe_setup
@@ -54,6 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         formats = f"weights {config.dtype}, KV cache {kv_dtype(config.kv_cache.dtype, config.dtype)}"
         print(format_summary(config.name, result.summary, bool(config.slo.bounds()), offered,
                              formats, describe_setup(config)))
+        print(band_line(config))
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
         extra += ", scaling.parquet" if result.scaling_events is not None else ""

@@ -10,7 +10,8 @@ import warnings
 from pathlib import Path
 
 from simulator.cli.outputs import check_output_file, output_folder
-from simulator.config import load_experiment
+from simulator.config import ExperimentConfig, load_experiment
+from simulator.fidelity.bands import band_line
 from simulator.report.html import folder_page, text_page, write_page
 from simulator.results.progress import note
 from simulator.studies.capacity import capacity_over_seeds, find_capacity, parse_slo
@@ -142,7 +143,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     else:
         result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
         probes = result.probes
-        code = _say_capacity(result, slo, args, unit, say)
+        code = _say_capacity(result, slo, args, unit, say, config)
     if args.json:
         found = ({"rate": spread.mean, "half_width_95": spread.half_width, "seeds": spread.seeds,
                   "rates": spread.rates} if args.seeds > 1 else {"rate": result.rate})
@@ -161,7 +162,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return code
 
 
-def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit: str, say) -> int:
+def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit: str, say,
+                  config: ExperimentConfig) -> int:
     for probe in result.probes:
         say(f"  rate {probe.rate:10.4g} {unit}  {'meets' if probe.holds else 'misses'} the SLO", progress=True)
     condition = (f"slo_attainment >= {args.attainment:g} with per-request limits " if args.attainment is not None
@@ -180,6 +182,7 @@ def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit:
     say(f"there: goodput {result.goodput:.4g} req/s, {s['output_throughput']:.4g} output tok/s, "
         f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
     say("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
+    say(band_line(config))
     return 0
 
 
@@ -187,6 +190,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec, points = load_plan(args.file)
     frame = run_plan(spec, points, jobs=args.jobs)
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    for line in dict.fromkeys(band_line(point.config) for point in points):  # each slice's once, in plan order
+        print(line)
     if args.out:
         out = output_folder(Path(args.out))
         frame.to_csv(out / "plan.csv", index=False)
