@@ -330,6 +330,56 @@ def test_framework_gemm_fit_recovers_a_frameworks_rates(tmp_path):
     assert "bfloat16 0.0%/0.0%" in summary and "fp8_block 0.0%/0.0%" in summary
 
 
+def test_framework_gemm_fit_recovers_the_fp4_rate_where_a_table_measures_it(tmp_path):
+    """A B200 table of bf16 and nvfp4 GEMMs timed at known fractions of the 16-bit and FP4 peaks: both fitted back;
+    no fp8 fraction is fitted (nothing measures it: the profile keeps the generation's)."""
+    from simulator.fidelity.kernel_fit import fit_framework_gemm
+
+    truth = load_hardware("b200").model_copy(update={
+        "flops_efficiency": 0.7, "flops_efficiency_by_dtype": {"fp8": 0.5, "fp8_block": 0.65, "fp4": 0.45}})
+    folder = tmp_path / "b200_sxm" / "gemm" / "trtllm" / "1.2"
+    folder.mkdir(parents=True)
+    rows = [{"gemm_dtype": table, "m": m, "n": n, "k": k,
+             "latency": GemmModel(truth, dtype).time(m, n, k) * 1e3}
+            for table, dtype in (("bfloat16", "bf16"), ("nvfp4", "nvfp4"))
+            for m in (1, 64, 512, 4096, 16384) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
+    pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    fitted, summary = fit_framework_gemm(tmp_path, "trtllm", "b200_sxm")
+    assert fitted == {"flops_efficiency": 0.7, "flops_efficiency_by_dtype": {"fp4": 0.45}}
+    assert "nvfp4 0.0%/0.0%" in summary
+
+
+def test_a_generation_file_holds_the_fit_the_spec_sheet_balance_and_the_sms(tmp_path, capsys):
+    """``generation_fit_values``: every fitted field of a calibrated profile, the SMs its attention timings ran on
+    (its own) and its exponentials per 16-bit FLOP (spec sheet: 5 × 10^12/s over 2,250 TFLOP/s for B200), which
+    loads back as a generation file; ``--generation-file`` refuses an output not named after the generation, and
+    needs --kernels without --framework."""
+    import yaml
+
+    from simulator.catalog.generations import GenerationFile
+    from simulator.catalog.hardware import FITTED_FIELDS
+    from simulator.cli import main
+    from simulator.fidelity.kernel_fit import generation_fit_values
+
+    b200 = load_hardware("b200")
+    fit = generation_fit_values(b200)
+    assert fit["fitted_sm_count"] == 148 and fit["sfu_exp_per_bf16_flop"] == pytest.approx(5.0 / 2250)
+    assert set(fit) - {"sfu_exp_per_bf16_flop"} <= set(FITTED_FIELDS)
+    assert fit["flops_efficiency"] == b200.flops_efficiency
+    GenerationFile.model_validate(yaml.safe_load(yaml.safe_dump({"name": "blackwell", "fit": fit})))
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    assert main(["calibrate", "--kernels", str(kernels), "--gpu", "b200_sxm", "--generation-file",
+                 "--output", str(tmp_path / "hopper.yaml")]) == 2
+    assert main(["calibrate", "--kernels", str(kernels), "--gpu", "b200_sxm", "--generation-file", "--framework",
+                 "vllm", "--output", str(tmp_path / "blackwell.yaml")]) == 2
+    assert main(["calibrate", "--hardware", "b200", "--generation-file", "--ops", str(kernels),
+                 "--output", str(tmp_path / "blackwell.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "b200_sxm is of generation 'blackwell': --output must be named blackwell.yaml, got hopper.yaml" in err[0]
+    assert "writes a GPU generation's fit, not --framework's" in err[1] and "they need --kernels DIR" in err[2]
+
+
 @pytest.mark.slow
 def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
     """A GPU's GEMM tables (bf16 and fp8, the layout of ``../shared/data/kernels``) timed with a known serial latency
