@@ -69,7 +69,8 @@ class PluginSection:
             return CUSTOM
         return kind if isinstance(kind, str) else None
 
-    def _validate(self, value: Any) -> Any:
+    def validate(self, value: Any) -> Any:
+        """The section ``value`` describes, as its kind's config class (raises pydantic's ValidationError)."""
         if self.shorthand and isinstance(value, str):
             value = {"kind": value}
         choices = self.choices()
@@ -85,7 +86,7 @@ class PluginSection:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(
-            self._validate, serialization=core_schema.simple_ser_schema("any"))  # as the instance's own class
+            self.validate, serialization=core_schema.simple_ser_schema("any"))  # as the instance's own class
 
     def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Any) -> Any:
         return handler(_union(tuple(self.choices().items()), self).core_schema)
