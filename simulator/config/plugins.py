@@ -80,7 +80,7 @@ class PluginSection:
                 allowed = ", ".join(repr(kind) for kind in choices if kind != CUSTOM)
                 if self.custom is not None:
                     allowed += ", or a class of your own (file.py:Class or a dotted path)"
-                raise PydanticCustomError("union_tag_invalid", "unknown kind {tag!r} (allowed: {expected_tags})",
+                raise PydanticCustomError("union_tag_invalid", "unknown kind '{tag}' (allowed: {expected_tags})",
                                           {"tag": str(value.get("kind", self.default)), "expected_tags": allowed})
         return _union(tuple(choices.items()), self).validate_python(value)
 
@@ -89,7 +89,9 @@ class PluginSection:
             self.validate, serialization=core_schema.simple_ser_schema("any"))  # as the instance's own class
 
     def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Any) -> Any:
-        return handler(_union(tuple(self.choices().items()), self).core_schema)
+        """The union of the config classes, with the default kind's defaults (a field's own default wins)."""
+        return {**handler(_union(tuple(self.choices().items()), self).core_schema),
+                "default": self.validate({}).model_dump(mode="json")}
 
 
 @lru_cache(maxsize=64)

@@ -13,7 +13,7 @@ import pytest
 
 import simulator
 from simulator.cluster.router import ROUTERS
-from simulator.config import load_experiment
+from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import ConfigError
 from simulator.kv.base import KV_ALLOCATORS
 from simulator.registry import family
@@ -128,3 +128,16 @@ def test_a_kv_allocator_section_takes_its_own_fields_and_refuses_others(built_in
         experiment(kv_cache={"kind": "headroom", "headroom_blocks": 1, "prefix_caching": True}))
     assert _error(experiment(kv_cache={"kind": "slab"})).endswith(
         "kv_cache: unknown kind 'slab' (allowed: 'contiguous', 'headroom', 'paged')")
+
+
+def test_the_json_schema_is_the_union_of_the_registered_kinds(built_in):
+    schema = ExperimentConfig.model_json_schema()
+    scheduler = schema["properties"]["scheduler"]
+    assert {ref["$ref"].rpartition("/")[2] for ref in scheduler["oneOf"]} == {
+        "ChunkedSchedulerConfig", "ContinuousSchedulerConfig", "StaticSchedulerConfig", "NewestFirstConfig",
+        "CustomSchedulerConfig"}
+    assert scheduler["default"]["kind"] == "continuous" and "max_jump" in schema["$defs"]["NewestFirstConfig"][
+        "properties"]
+    router = schema["$defs"]["ClusterConfig"]["properties"]["decode_router"]
+    assert router["default"]["kind"] == "least_outstanding"  # the field's own default
+    assert {ref["$ref"].rpartition("/")[2] for ref in router["oneOf"]} == {"RouterConfig", "PinnedRouterConfig"}
