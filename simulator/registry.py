@@ -101,7 +101,7 @@ class Registry(Generic[T]):
             self._import_builtins()
         if kind in self._entries:
             return self._entries[kind]
-        if ":" in kind or "." in kind:
+        if is_path(kind):
             found = self._import(kind)
             if inspect.isabstract(found):
                 missing = ", ".join(sorted(getattr(found, "__abstractmethods__", ())))
@@ -140,6 +140,11 @@ class Registry(Generic[T]):
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             raise LLMSimError(f"{self.family}: {frame.filename}:{frame.lineno}: importing {kind!r} raised "
                               f"{type(exc).__name__}: {exc}") from None
+
+
+def is_path(kind: str) -> bool:
+    """Whether ``kind`` names a user's class (``pkg.module.Class`` or ``file.py:Class``) rather than a built-in."""
+    return "." in kind or ":" in kind
 
 
 def family(name: str) -> Registry[Any]:

@@ -25,14 +25,9 @@ from typing import Annotated, Any, Union
 from pydantic import BaseModel, Discriminator, Tag, TypeAdapter
 from pydantic_core import PydanticCustomError, core_schema
 
-from simulator.registry import family
+from simulator.registry import family, is_path
 
 CUSTOM = "custom"  # the union tag of a user's class named by path
-
-
-def is_path(kind: str) -> bool:
-    """Whether ``kind`` names a user's class (``pkg.module.Class`` or ``file.py:Class``) rather than a built-in."""
-    return "." in kind or ":" in kind
 
 
 class PluginSection:
