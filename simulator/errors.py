@@ -47,10 +47,18 @@ def _kind_of(model_cls: type[BaseModel]) -> Any:
 
 
 def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | None]:
-    """The user-facing dotted path of ``loc`` (union tags dropped) and the model class it ends in."""
+    """The user-facing dotted path of ``loc`` (union tags dropped) and the model class it ends in. A field whose
+    metadata has a ``model_for(tag)`` method (a plug-in section, :mod:`simulator.config.plugins`) is a union whose
+    members are known only when it validates: that method names the member a tag stands for."""
     parts: list[str] = []
     candidates: list[type[BaseModel]] = [root]
+    chooser: Any = None
     for item in loc:
+        chosen = chooser.model_for(item) if chooser is not None and isinstance(item, str) else None
+        chooser = None
+        if chosen is not None:
+            candidates = [chosen]
+            continue
         if isinstance(item, int):
             parts.append(f"[{item}]")
             continue
@@ -60,7 +68,9 @@ def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | Non
             continue
         current = candidates[0] if len(candidates) == 1 else None
         if current is not None and item in current.model_fields:
-            candidates = _models_in(current.model_fields[item].annotation)
+            field = current.model_fields[item]
+            candidates = _models_in(field.annotation)
+            chooser = next((meta for meta in field.metadata if hasattr(meta, "model_for")), None)
         else:
             candidates = []
         parts.append(str(item))

@@ -4,7 +4,8 @@
   (``simulator.cli.build_parser``);
 - ``reference/configuration.md``: every field of an experiment file, from the pydantic schema
   (``simulator.config.ExperimentConfig``), walked recursively through nested sections, lists, maps and the
-  discriminated unions on ``kind`` — dotted path, type and bounds, default, description;
+  discriminated unions on ``kind`` (a plug-in section's from its family's registry: each kind's config class)
+  — dotted path, type and bounds, default, description;
 - ``reference/hardware-profiles.md`` and ``reference/engine-profiles.md``: the fields of a GPU profile
   (``HardwareSpec``) and of a serving-engine profile (``EngineProfile``), the same way;
 - ``reference/metrics.md``: the metric definitions, from the docstring of the metrics module;
@@ -176,6 +177,22 @@ def _bounds(metadata: list[Any]) -> list[str]:
     return words
 
 
+def _plugin_section(field: Any) -> Any:
+    """The plug-in section (``simulator.config.plugins.PluginSection``) a field is, or None."""
+    return next((meta for meta in field.metadata if hasattr(meta, "choices")), None)
+
+
+def _plugin_models(section: Any, path: str) -> list[tuple[str, type, str | None]]:
+    """A plug-in section's config classes, each with the kinds it is registered under (none where one class
+    serves every kind, as the routers' does)."""
+    kinds: dict[type, list[str]] = {}
+    for tag, model in section.choices().items():
+        kinds.setdefault(model, []).append(tag)
+    if len(kinds) == 1:
+        return [(path, next(iter(kinds)), None)]
+    return [(path, model, ", ".join(tags)) for model, tags in kinds.items()]
+
+
 def _default_text(field: Any) -> str:
     from pydantic import BaseModel
 
@@ -188,6 +205,9 @@ def _default_text(field: Any) -> str:
             return "(computed)"
     else:
         value = field.default
+    section = _plugin_section(field)
+    if section is not None and isinstance(value, dict):  # the default kind's defaults
+        value = section.validate(value)
     if isinstance(value, BaseModel):
         dumped = value.model_dump(mode="json")
         text = json.dumps(dumped, ensure_ascii=False)
@@ -231,7 +251,9 @@ def _sections_below(model: type, path: str, stack: tuple[type, ...]) -> list[tup
     below = []
     for name, field in model.model_fields.items():
         dotted = f"{path}.{name}" if path else name
-        nested = [n for n in _nested_models(field.annotation, dotted) if n[1] not in (*stack, model)]
+        section = _plugin_section(field)
+        found = _plugin_models(section, dotted) if section else _nested_models(field.annotation, dotted)
+        nested = [n for n in found if n[1] not in (*stack, model)]
         if nested:
             below.append((nested[0][0], nested))
     return below
@@ -275,7 +297,9 @@ def _model_sections(model: type, path: str, tag: str | None = None, stack: tuple
     lines += ["| field | type | default | description |", "|---|---|---|---|"]
     for name, field in model.model_fields.items():
         dotted = f"{path}.{name}" if path else name
-        type_words = _type_text(field.annotation)
+        section = _plugin_section(field)
+        plural = section is not None and len(_plugin_models(section, dotted)) > 1
+        type_words = "section chosen by `kind`" if plural else _type_text(field.annotation)
         bounds = _bounds(list(field.metadata))
         if bounds:
             type_words += ", " + ", ".join(bounds)

@@ -79,7 +79,7 @@ class Router(ABC):
         return counts.index(min(counts))
 
 
-@ROUTERS.register("round_robin")
+@ROUTERS.register("round_robin", config=RouterConfig)
 class RoundRobinRouter(Router):
     """Replica 0, 1, …, N−1, 0, … in arrival order."""
 
@@ -93,7 +93,7 @@ class RoundRobinRouter(Router):
         return index
 
 
-@ROUTERS.register("random")
+@ROUTERS.register("random", config=RouterConfig)
 class RandomRouter(Router):
     """Uniformly at random."""
 
@@ -101,7 +101,7 @@ class RandomRouter(Router):
         return int(self.rng.integers(self.num_replicas))
 
 
-@ROUTERS.register("least_outstanding")
+@ROUTERS.register("least_outstanding", config=RouterConfig)
 class LeastOutstandingRouter(Router):
     """Join the shortest queue: the replica with the fewest requests waiting or running."""
 
@@ -109,7 +109,7 @@ class LeastOutstandingRouter(Router):
         return self.least_outstanding()
 
 
-@ROUTERS.register("least_kv_load")
+@ROUTERS.register("least_kv_load", config=RouterConfig)
 class LeastKVLoadRouter(Router):
     """The replica whose KV pool is least used (ties: fewest outstanding)."""
 
@@ -118,7 +118,7 @@ class LeastKVLoadRouter(Router):
         return keys.index(min(keys))
 
 
-@ROUTERS.register("power_of_two")
+@ROUTERS.register("power_of_two", config=RouterConfig)
 class PowerOfTwoRouter(Router):
     """Two distinct replicas at random; the one with fewer outstanding requests (Mitzenmacher's power of two
     choices)."""
@@ -130,7 +130,7 @@ class PowerOfTwoRouter(Router):
         return a if (self.replicas[a].outstanding, a) <= (self.replicas[b].outstanding, b) else b
 
 
-@ROUTERS.register("session_affinity")
+@ROUTERS.register("session_affinity", config=RouterConfig)
 class SessionAffinityRouter(Router):
     """Every turn of a session goes where its first turn went (the least outstanding replica then), so the
     conversation's KV stays in one prefix cache — vLLM production-stack's session routing; requests outside
@@ -150,7 +150,7 @@ class SessionAffinityRouter(Router):
         return position
 
 
-@ROUTERS.register("prefix_affinity")
+@ROUTERS.register("prefix_affinity", config=RouterConfig)
 class PrefixAffinityRouter(Router):
     """Requests sharing a prompt prefix go to the replica that took the first of them (so its prefix cache holds
     it), unless that replica has more than ``load_cap`` × the mean outstanding requests (+1); then, and for
@@ -175,7 +175,7 @@ class PrefixAffinityRouter(Router):
         return index
 
 
-@ROUTERS.register("adapter_affinity")
+@ROUTERS.register("adapter_affinity", config=RouterConfig)
 class AdapterAffinityRouter(Router):
     """LoRA-aware routing: a request naming an adapter goes to its adapter's home replica (where the last request
     naming it went), else to the least outstanding replica holding the adapter in a GPU slot, else to the least

@@ -9,12 +9,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from simulator.config.base import MAX_PARALLEL, MAX_REPLICAS, MAX_REQUESTS, Strict
+from simulator.config.plugins import PluginSection
 from simulator.errors import renamed
 
 
 class RouterConfig(Strict):
-    """Which replica takes an arriving request: round_robin, random, least_outstanding, least_kv_load,
-    power_of_two, prefix_affinity, or a user's class by dotted path / ``file.py:Class``."""
+    """Which replica takes an arriving request: a router registered in :mod:`simulator.cluster` (round_robin,
+    random, least_outstanding, least_kv_load, power_of_two, session_affinity, prefix_affinity, adapter_affinity) or
+    a user's class by dotted path / ``file.py:Class``; a bare name is the kind. The built-in routers share this
+    section; a router with knobs of its own registers a subclass with its ``kind`` as a ``Literal``."""
 
     kind: str = "round_robin"
     load_cap: float = Field(
@@ -23,10 +26,9 @@ class RouterConfig(Strict):
         "load_cap × the mean outstanding",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, value: Any) -> Any:
-        return {"kind": value} if isinstance(value, str) else value
+
+RouterSection = Annotated[RouterConfig, PluginSection("cluster.router", default="round_robin", custom=RouterConfig,
+                                                      shorthand=True)]
 
 
 DataParallel = Annotated[int, Field(
@@ -197,12 +199,12 @@ class ClusterConfig(Strict):
     )
     data_parallel: DataParallel = 1
     expert_parallel: ExpertParallel = 1
-    router: RouterConfig = RouterConfig()
+    router: RouterSection = RouterConfig()
     pools: list[PoolConfig] | None = Field(default=None, min_length=1, description="heterogeneous colocated replicas")
     prefill: PoolConfig | None = None
     decode: PoolConfig | None = None
     transfer: TransferConfig = TransferConfig()
-    decode_router: RouterConfig = RouterConfig(kind="least_outstanding")
+    decode_router: RouterSection = RouterConfig(kind="least_outstanding")
     faults: list[FaultConfig] = Field(default_factory=list, description="replica crashes and slowdowns")
     fault_retries: int = Field(
         default=1, ge=0, le=100,

@@ -1,14 +1,21 @@
-"""The engine's knobs: ``scheduler:`` (static, continuous, chunked or a user's class; speculative decoding),
-``kv_cache:`` (paged or contiguous), ``cost_model:`` (roofline or linear) and ``lora:``."""
+"""The engine's knobs: ``scheduler:`` (speculative decoding included), ``kv_cache:``, ``cost_model:`` and
+``lora:``.
+
+The first three are plug-in sections (:mod:`.plugins`): this module holds what every kind of a family shares
+(:class:`SchedulerBase`, :class:`KVCacheBase`, :class:`CostModelBase`) and a user's scheduler class named by path
+(:class:`CustomSchedulerConfig`); each built-in kind's config class lives beside its plug-in (static, continuous
+and chunked batching in :mod:`simulator.schedulers`, the paged and contiguous caches in :mod:`simulator.kv`, the
+roofline and linear cost models in :mod:`simulator.cost`) and is found through the family's registry.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from simulator.config.base import MAX_BLOCK_SIZE, MAX_REQUESTS, MAX_TOKENS, Strict
-from simulator.errors import renamed
+from simulator.config.plugins import PluginSection
 
 
 class SpeculativeConfig(Strict):
@@ -42,6 +49,11 @@ def _count_or_auto(value: Any) -> Any:
 
 
 class SchedulerBase(Strict):
+    """What every batching policy takes; a kind's config class adds its ``kind`` and its own knobs."""
+
+    if TYPE_CHECKING:  # each kind declares it, where its fields (and so its dump) place it
+        kind: str
+
     max_num_seqs: Annotated[int | Literal["auto"], BeforeValidator(_count_or_auto)] = Field(
         default=256, description="sequences running at once per replica (attention-DP rank); auto: SGLang's "
         "--max-running-requests from the KV pool and max_model_len (simulator/kv/sglang_memory.py; needs "
@@ -80,62 +92,6 @@ class SchedulerBase(Strict):
     )
 
 
-class StaticSchedulerConfig(SchedulerBase):
-    """Request-level batching: a batch of up to max_num_seqs runs until all its members finish."""
-
-    kind: Literal["static"]
-    batch_timeout_ms: float = Field(default=0.0, ge=0, description="wait this long for a batch to fill")
-
-
-class ContinuousSchedulerConfig(SchedulerBase):
-    """Iteration-level batching (Orca / vLLM v0): FCFS admission, whole-prompt prefill.
-
-    ``prefill_priority``: true = prefill-first (vLLM v0: an iteration prefills newcomers while decodes wait);
-    false = decode-first (Orca: every iteration decodes all running requests and adds whole prompts that fit).
-    ``chunk_long_prompts`` (prefill-first only): a prompt longer than what is left of the iteration's token budget is
-    prefilled in chunks over the prefill iterations that follow, its next chunk first in each (SGLang's
-    chunked_prefill_size); otherwise a whole prompt must fit one iteration.
-    """
-
-    kind: Literal["continuous"] = "continuous"
-    prefill_priority: bool = True
-    chunk_long_prompts: bool = False
-
-    @model_validator(mode="after")
-    def _chunks_need_prefill_first(self) -> ContinuousSchedulerConfig:
-        if self.chunk_long_prompts and not self.prefill_priority:
-            raise ValueError("chunk_long_prompts applies to prefill-first batching (prefill_priority: true); "
-                             "decode-first batching with prompt chunks is kind: chunked")
-        return self
-
-
-class ChunkedSchedulerConfig(SchedulerBase):
-    """Stall-free batching (Sarathi-Serve / vLLM v1): decodes first, the rest of the token budget in prompt chunks."""
-
-    kind: Literal["chunked"]
-    max_num_batched_tokens: int = Field(
-        default=8192, ge=1, le=MAX_TOKENS, description="tokens per iteration (vLLM v1's default)"
-    )
-    long_prefill_token_threshold: int | None = Field(
-        default=None, ge=1, le=MAX_TOKENS,
-        description="most tokens of one prompt in an iteration (vLLM's --long-prefill-token-threshold); default: "
-        "the budget",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_spelling(cls, value: Any) -> Any:
-        return renamed(value, "scheduler", {"chunk_size": "long_prefill_token_threshold"})
-
-    @model_validator(mode="after")
-    def _chunk_fits_budget(self) -> ChunkedSchedulerConfig:
-        budget, threshold = self.max_num_batched_tokens, self.long_prefill_token_threshold
-        if threshold is not None and threshold > budget:
-            raise ValueError(f"long_prefill_token_threshold must be <= max_num_batched_tokens, got {threshold} > "
-                             f"{budget}")
-        return self
-
-
 class CustomSchedulerConfig(SchedulerBase):
     """A user's own scheduler class, named by dotted path (``pkg.module.Class``) or file (``file.py:Class``); its
     own settings go in ``options``."""
@@ -144,21 +100,8 @@ class CustomSchedulerConfig(SchedulerBase):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-def _scheduler_kind(value: Any) -> str | None:
-    """The union tag of a scheduler: its ``kind`` (``continuous`` when left out), or ``custom`` for a path."""
-    kind = value.get("kind", "continuous") if isinstance(value, dict) else getattr(value, "kind", None)
-    if isinstance(kind, str) and kind not in ("static", "continuous", "chunked") and any(c in kind for c in ".:"):
-        return "custom"
-    return kind
-
-
-SchedulerConfig = Annotated[
-    Annotated[StaticSchedulerConfig, Tag("static")]
-    | Annotated[ContinuousSchedulerConfig, Tag("continuous")]
-    | Annotated[ChunkedSchedulerConfig, Tag("chunked")]
-    | Annotated[CustomSchedulerConfig, Tag("custom")],
-    Discriminator(_scheduler_kind),
-]
+SchedulerConfig = Annotated[SchedulerBase, PluginSection("scheduler", default="continuous",
+                                                         custom=CustomSchedulerConfig)]
 
 
 # --- KV cache ------------------------------------------------------------------------------------------------
@@ -172,7 +115,11 @@ def _share_or_auto(value: Any) -> Any:
 
 
 class KVCacheBase(Strict):
-    """The pool: sized from GPU memory (or fixed at ``num_gpu_blocks`` × ``block_size`` token slots)."""
+    """The pool: sized from GPU memory (or fixed at ``num_gpu_blocks`` × ``block_size`` token slots); a kind's
+    config class adds its ``kind`` and its own knobs."""
+
+    if TYPE_CHECKING:  # each kind declares it, where its fields (and so its dump) place it
+        kind: str
 
     block_size: int = Field(
         default=16, ge=1, le=MAX_BLOCK_SIZE, description="tokens per block (contiguous: the unit of num_gpu_blocks)"
@@ -192,92 +139,23 @@ class KVCacheBase(Strict):
     swap_space_gib: float = Field(default=4.0, ge=0, description="host memory per GPU for swapped-out KV (vLLM's)")
 
 
-class PagedKVConfig(KVCacheBase):
-    """PagedAttention-style block pool; ``prefix_caching`` shares cached prompt-prefix blocks (vLLM's APC)."""
-
-    kind: Literal["paged"] = "paged"
-    prefix_caching: bool = False
-
-
-class ContiguousKVConfig(KVCacheBase):
-    """One slab per request in a linear address space. ``reserve``: max_model_len (FasterTransformer / Orca),
-    requested (prompt + output), or grow (start at the prompt, reallocate and copy when full)."""
-
-    kind: Literal["contiguous"]
-    reserve: Literal["max_model_len", "requested", "grow"] = "max_model_len"
-    placement: Literal["first_fit", "best_fit"] = "first_fit"
-
-
-def _kv_kind(value: Any) -> str | None:
-    """The union tag of a KV cache: its ``kind`` (``paged`` when left out)."""
-    return value.get("kind", "paged") if isinstance(value, dict) else getattr(value, "kind", None)
-
-
-KVCacheConfig = Annotated[
-    Annotated[PagedKVConfig, Tag("paged")] | Annotated[ContiguousKVConfig, Tag("contiguous")], Discriminator(_kv_kind)
-]
+KVCacheConfig = Annotated[KVCacheBase, PluginSection("kv_cache", default="paged")]
 
 
 # --- cost model ----------------------------------------------------------------------------------------------
 class CostModelBase(Strict):
+    """What every cost model takes; a kind's config class adds its ``kind`` and its own knobs."""
+
+    if TYPE_CHECKING:  # each kind declares it, where its fields (and so its dump) place it
+        kind: str
+
     network_ms: float = Field(default=0.0, ge=0, description="one-way client-to-server latency, counted in TTFT")
     tokenize_us_per_token: float = Field(
         default=0.0, ge=0, description="client-side tokenization time per prompt token, counted in TTFT"
     )
 
 
-class RooflineCostConfig(CostModelBase):
-    """Per-operator roofline from the hardware profile's spec-sheet numbers."""
-
-    kind: Literal["roofline"] = "roofline"
-    expert_load_cv: float = Field(
-        default=0.0, ge=0, le=10,
-        description="coefficient of variation of the routed experts' popularity (0 = equally popular; SGLang's "
-        "expert-distribution recorder or a routing trace measures it; the H100 benchmark rows fit 1.25, "
-        "simulator.fidelity.silicon): a batch's tokens gather on fewer experts, so fewer experts' weights are read "
-        "at decode sizes, and with expert_parallel > 1 the busiest rank sets a MoE layer's time (simulator.cost.moe)",
-    )
-    eplb_redundant_experts: int | None = Field(
-        default=None, ge=0, le=4096,
-        description="expert-parallel load balancing (SGLang/vLLM --enable-eplb with --ep-num-redundant-experts / "
-        "--num-redundant-experts; TensorRT-LLM num_slots − experts): the experts placed over the ranks so that "
-        "their popularity evens out, with this many replicas of the hottest; None: no EPLB. Each rank then holds "
-        "(experts + redundant) / expert_parallel experts' weights (simulator.cost.moe)",
-    )
-    two_batch_overlap: bool = Field(
-        default=False,
-        description="SGLang's --enable-two-batch-overlap: with attention data parallelism each iteration runs as "
-        "two micro-batches, one's expert dispatch/combine overlapping the other's compute: of compute C and "
-        "exchange X the pair takes (C + X)/2 + max(C, X)/2 instead of C + X",
-    )
-    all_to_all: Literal["nccl", "deepep"] = Field(
-        default="nccl",
-        description="how attention-DP ranks exchange a MoE layer's tokens: NCCL all-to-alls, or DeepEP's kernels "
-        "(low-latency in decode-only iterations, normal with prefill: SGLang's --moe-a2a-backend deepep, vLLM's "
-        "deepep all2all backends; Hopper or later)",
-    )
-
-
-class LinearCostConfig(CostModelBase):
-    """Measured per-token costs: prefill = overhead + tokens × rate; decode step = per step + per sequence."""
-
-    kind: Literal["linear"]
-    prefill_ms_per_token: float = Field(ge=0)
-    decode_ms_per_step: float = Field(ge=0)
-    decode_ms_per_seq: float = Field(default=0.0, ge=0)
-    overhead_ms: float = Field(default=0.0, ge=0, description="fixed cost of an iteration that runs prefill")
-
-
-def _cost_kind(value: Any) -> str | None:
-    """The union tag of a cost model: its ``kind`` (``roofline`` when left out)."""
-    return value.get("kind", "roofline") if isinstance(value, dict) else getattr(value, "kind", None)
-
-
-CostModelConfig = Annotated[
-    Annotated[RooflineCostConfig, Tag("roofline")] | Annotated[LinearCostConfig, Tag("linear")],
-    Discriminator(_cost_kind),
-]
-
+CostModelConfig = Annotated[CostModelBase, PluginSection("cost_model", default="roofline")]
 
 
 class LoRAConfig(Strict):

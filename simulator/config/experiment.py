@@ -9,15 +9,7 @@ from pydantic import Field, model_validator
 
 from simulator.config.base import MAX_SEED, Strict
 from simulator.config.cluster import ClusterConfig
-from simulator.config.engine import (
-    ContinuousSchedulerConfig,
-    CostModelConfig,
-    KVCacheConfig,
-    LoRAConfig,
-    PagedKVConfig,
-    RooflineCostConfig,
-    SchedulerConfig,
-)
+from simulator.config.engine import CostModelConfig, KVCacheConfig, LoRAConfig, SchedulerConfig
 from simulator.config.slo import MetricsConfig, SLOConfig
 from simulator.config.workload import WorkloadConfig
 
@@ -41,9 +33,9 @@ class ExperimentConfig(Strict):
         "cache settings the experiment leaves out",
     )
     cluster: ClusterConfig = ClusterConfig()
-    scheduler: SchedulerConfig = ContinuousSchedulerConfig()
-    kv_cache: KVCacheConfig = PagedKVConfig()
-    cost_model: CostModelConfig = RooflineCostConfig()
+    scheduler: SchedulerConfig = Field(default_factory=dict, validate_default=True)  # each: its default kind's
+    kv_cache: KVCacheConfig = Field(default_factory=dict, validate_default=True)
+    cost_model: CostModelConfig = Field(default_factory=dict, validate_default=True)
     workload: WorkloadConfig
     slo: SLOConfig = SLOConfig()
     metrics: MetricsConfig = MetricsConfig()

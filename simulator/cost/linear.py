@@ -8,13 +8,27 @@ An iteration costs the sum of the parts present. Decode cost does not depend on 
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
+
 from simulator.catalog import EngineProfile, HardwareSpec, ModelSpec
-from simulator.config.engine import LinearCostConfig
+from simulator.config.engine import CostModelBase
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
 
 
-@COST_MODELS.register("linear")
+class LinearCostConfig(CostModelBase):
+    """Measured per-token costs: prefill = overhead + tokens × rate; decode step = per step + per sequence."""
+
+    kind: Literal["linear"]
+    prefill_ms_per_token: float = Field(ge=0)
+    decode_ms_per_step: float = Field(ge=0)
+    decode_ms_per_seq: float = Field(default=0.0, ge=0)
+    overhead_ms: float = Field(default=0.0, ge=0, description="fixed cost of an iteration that runs prefill")
+
+
+@COST_MODELS.register("linear", config=LinearCostConfig)
 class LinearCostModel(CostModel):
     def __init__(self, config: LinearCostConfig) -> None:
         self.config = config

@@ -39,9 +39,13 @@ requires.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
+
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile
-from simulator.config.engine import RooflineCostConfig
+from simulator.config.engine import CostModelBase
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import AttentionModel
 from simulator.cost.base import COST_MODELS, CostModel, IterationShape
@@ -115,7 +119,39 @@ def expert_slots(model: ModelSpec, expert_parallel: int, redundant: int | None) 
     return slots
 
 
-@COST_MODELS.register("roofline")
+class RooflineCostConfig(CostModelBase):
+    """Per-operator roofline from the hardware profile's spec-sheet numbers."""
+
+    kind: Literal["roofline"] = "roofline"
+    expert_load_cv: float = Field(
+        default=0.0, ge=0, le=10,
+        description="coefficient of variation of the routed experts' popularity (0 = equally popular; SGLang's "
+        "expert-distribution recorder or a routing trace measures it; the H100 benchmark rows fit 1.25, "
+        "simulator.fidelity.silicon): a batch's tokens gather on fewer experts, so fewer experts' weights are read "
+        "at decode sizes, and with expert_parallel > 1 the busiest rank sets a MoE layer's time (simulator.cost.moe)",
+    )
+    eplb_redundant_experts: int | None = Field(
+        default=None, ge=0, le=4096,
+        description="expert-parallel load balancing (SGLang/vLLM --enable-eplb with --ep-num-redundant-experts / "
+        "--num-redundant-experts; TensorRT-LLM num_slots − experts): the experts placed over the ranks so that "
+        "their popularity evens out, with this many replicas of the hottest; None: no EPLB. Each rank then holds "
+        "(experts + redundant) / expert_parallel experts' weights (simulator.cost.moe)",
+    )
+    two_batch_overlap: bool = Field(
+        default=False,
+        description="SGLang's --enable-two-batch-overlap: with attention data parallelism each iteration runs as "
+        "two micro-batches, one's expert dispatch/combine overlapping the other's compute: of compute C and "
+        "exchange X the pair takes (C + X)/2 + max(C, X)/2 instead of C + X",
+    )
+    all_to_all: Literal["nccl", "deepep"] = Field(
+        default="nccl",
+        description="how attention-DP ranks exchange a MoE layer's tokens: NCCL all-to-alls, or DeepEP's kernels "
+        "(low-latency in decode-only iterations, normal with prefill: SGLang's --moe-a2a-backend deepep, vLLM's "
+        "deepep all2all backends; Hopper or later)",
+    )
+
+
+@COST_MODELS.register("roofline", config=RooflineCostConfig)
 class RooflineCostModel(CostModel):
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",

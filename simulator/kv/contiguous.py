@@ -26,10 +26,20 @@ import bisect
 import heapq
 from typing import Literal
 
+from simulator.config.engine import KVCacheBase
 from simulator.kv.base import KV_ALLOCATORS, KVAllocator, LazyGrowth, MemoryBreakdown
 
 Reserve = Literal["max_model_len", "requested", "grow"]
 Placement = Literal["first_fit", "best_fit"]
+
+
+class ContiguousKVConfig(KVCacheBase):
+    """One slab per request in a linear address space. ``reserve``: max_model_len (FasterTransformer / Orca),
+    requested (prompt + output), or grow (start at the prompt, reallocate and copy when full)."""
+
+    kind: Literal["contiguous"]
+    reserve: Reserve = "max_model_len"
+    placement: Placement = "first_fit"
 
 
 def _find_hole(holes: list[list[int]], size: int, placement: Placement) -> int:
@@ -52,7 +62,7 @@ def _carve(holes: list[list[int]], index: int, size: int) -> int:
     return start
 
 
-@KV_ALLOCATORS.register("contiguous")
+@KV_ALLOCATORS.register("contiguous", config=ContiguousKVConfig)
 class ContiguousAllocator(LazyGrowth, KVAllocator):
     copied_tokens: int  # counted here (the interface declares it read-only)
 

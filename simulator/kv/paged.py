@@ -33,12 +33,21 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Literal
 
+from simulator.config.engine import KVCacheBase
 from simulator.kv.base import KV_ALLOCATORS, KVAllocator, LazyGrowth, MemoryBreakdown
 from simulator.request import Prefix
 
 
-@KV_ALLOCATORS.register("paged")
+class PagedKVConfig(KVCacheBase):
+    """PagedAttention-style block pool; ``prefix_caching`` shares cached prompt-prefix blocks (vLLM's APC)."""
+
+    kind: Literal["paged"] = "paged"
+    prefix_caching: bool = False
+
+
+@KV_ALLOCATORS.register("paged", config=PagedKVConfig)
 class PagedAllocator(LazyGrowth, KVAllocator):
     __slots__ = (
         "_base", "_base_sum", "_clock", "_residues", "_static", "_static_tokens", "block_size", "free_blocks",

@@ -12,11 +12,45 @@ decode-only batch is stable until a completion (which frees budget, slots and me
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from simulator.config.base import MAX_TOKENS
+from simulator.config.engine import SchedulerBase
+from simulator.errors import renamed
 from simulator.request import Request
 from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 
-@SCHEDULERS.register("chunked")
+class ChunkedSchedulerConfig(SchedulerBase):
+    """Stall-free batching (Sarathi-Serve / vLLM v1): decodes first, the rest of the token budget in prompt chunks."""
+
+    kind: Literal["chunked"]
+    max_num_batched_tokens: int = Field(
+        default=8192, ge=1, le=MAX_TOKENS, description="tokens per iteration (vLLM v1's default)"
+    )
+    long_prefill_token_threshold: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS,
+        description="most tokens of one prompt in an iteration (vLLM's --long-prefill-token-threshold); default: "
+        "the budget",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, value: Any) -> Any:
+        return renamed(value, "scheduler", {"chunk_size": "long_prefill_token_threshold"})
+
+    @model_validator(mode="after")
+    def _chunk_fits_budget(self) -> ChunkedSchedulerConfig:
+        budget, threshold = self.max_num_batched_tokens, self.long_prefill_token_threshold
+        if threshold is not None and threshold > budget:
+            raise ValueError(f"long_prefill_token_threshold must be <= max_num_batched_tokens, got {threshold} > "
+                             f"{budget}")
+        return self
+
+
+@SCHEDULERS.register("chunked", config=ChunkedSchedulerConfig)
 class ChunkedScheduler(Scheduler):
     chunks_prompts = True
 

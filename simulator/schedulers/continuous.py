@@ -23,11 +23,38 @@ of the queue could be admitted now.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import model_validator
+
+from simulator.config.engine import SchedulerBase
 from simulator.request import Request
 from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 
-@SCHEDULERS.register("continuous")
+class ContinuousSchedulerConfig(SchedulerBase):
+    """Iteration-level batching (Orca / vLLM v0): FCFS admission, whole-prompt prefill.
+
+    ``prefill_priority``: true = prefill-first (vLLM v0: an iteration prefills newcomers while decodes wait);
+    false = decode-first (Orca: every iteration decodes all running requests and adds whole prompts that fit).
+    ``chunk_long_prompts`` (prefill-first only): a prompt longer than what is left of the iteration's token budget is
+    prefilled in chunks over the prefill iterations that follow, its next chunk first in each (SGLang's
+    chunked_prefill_size); otherwise a whole prompt must fit one iteration.
+    """
+
+    kind: Literal["continuous"] = "continuous"
+    prefill_priority: bool = True
+    chunk_long_prompts: bool = False
+
+    @model_validator(mode="after")
+    def _chunks_need_prefill_first(self) -> ContinuousSchedulerConfig:
+        if self.chunk_long_prompts and not self.prefill_priority:
+            raise ValueError("chunk_long_prompts applies to prefill-first batching (prefill_priority: true); "
+                             "decode-first batching with prompt chunks is kind: chunked")
+        return self
+
+
+@SCHEDULERS.register("continuous", config=ContinuousSchedulerConfig)
 class ContinuousScheduler(Scheduler):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -9,10 +9,22 @@ done. With ``batch_timeout_ms`` > 0, a batch that is not full waits until its ol
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
+
+from simulator.config.engine import SchedulerBase
 from simulator.schedulers.base import SCHEDULERS, Batch, Scheduler
 
 
-@SCHEDULERS.register("static")
+class StaticSchedulerConfig(SchedulerBase):
+    """Request-level batching: a batch of up to max_num_seqs runs until all its members finish."""
+
+    kind: Literal["static"]
+    batch_timeout_ms: float = Field(default=0.0, ge=0, description="wait this long for a batch to fill")
+
+
+@SCHEDULERS.register("static", config=StaticSchedulerConfig)
 class StaticScheduler(Scheduler):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -93,7 +93,8 @@ BAD_CASES = {
     "budget below max_model_len": (["--set", "scheduler={kind: continuous, max_num_batched_tokens: 1024}"],
                                    "scheduler.max_num_batched_tokens: 1024 is below max_model_len 8192"),
     "bad override syntax": (["--set", "seed"], "--set 'seed': expected dotted.key=value"),
-    "unknown scheduler": (["--set", "scheduler.kind=fifo"], "scheduler: unknown kind 'fifo' (allowed: 'static',"),
+    "unknown scheduler": (["--set", "scheduler.kind=fifo"],
+                          "scheduler: unknown kind 'fifo' (allowed: 'chunked', 'continuous', 'static', or a class of"),
     "zero budget": (["--set", "scheduler.max_num_batched_tokens=0"],
                     "scheduler.max_num_batched_tokens: must be >= 1, got 0"),
     "chunk over budget": (["--set", "scheduler={kind: chunked, long_prefill_token_threshold: 4096, "

@@ -433,9 +433,9 @@ OLD_SPELLINGS = [  # (model, section as written before, the same section spelled
 def _model(name):
     from simulator.catalog.hardware import HardwareSpec, NodeSpec
     from simulator.config.cluster import TransferConfig
-    from simulator.config.engine import ChunkedSchedulerConfig
     from simulator.config.slo import SLOConfig
     from simulator.config.workload import TraceConfig
+    from simulator.schedulers.chunked import ChunkedSchedulerConfig
     from simulator.studies.sweep import SweepRange
 
     return {"hardware": HardwareSpec, "node": NodeSpec, "transfer": TransferConfig, "chunked": ChunkedSchedulerConfig,

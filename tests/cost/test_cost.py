@@ -9,7 +9,6 @@ import yaml
 
 import simulator
 from simulator.catalog import EngineProfile, load_engine, load_hardware, load_model
-from simulator.config.engine import LinearCostConfig
 from simulator.cost import (
     IterationShape,
     LinearCostModel,
@@ -19,6 +18,7 @@ from simulator.cost import (
     gemm_time,
 )
 from simulator.cost.gemm import GemmModel
+from simulator.cost.linear import LinearCostConfig
 from simulator.errors import LLMSimError
 from tests.helpers import experiment
 

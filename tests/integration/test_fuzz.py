@@ -23,13 +23,15 @@ SECONDS_PER_CASE = 20
 
 
 def _paths(model: type[BaseModel], prefix: str = "", depth: int = 0) -> list[str]:
-    """Every dotted field path of the schema (through unions, optional sections and lists' element models)."""
+    """Every dotted field path of the schema (through unions — a plug-in section's from its registry —, optional
+    sections and lists' element models)."""
     found = []
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
         found.append(path)
         if depth < 3:
-            for sub in _models(field.annotation):
+            plugins = next((meta for meta in field.metadata if hasattr(meta, "choices")), None)  # a plug-in section
+            for sub in set(plugins.choices().values()) if plugins else _models(field.annotation):
                 found.extend(_paths(sub, f"{path}.", depth + 1))
     return sorted(set(found))
 
