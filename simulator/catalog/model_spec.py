@@ -122,7 +122,7 @@ class ModelSpec(BaseModel):
             parts["attention"] += g.count * g.attention.params(D)
             if g.ffn.kind == "dense":
                 parts["dense_ffn"] += g.count * g.ffn.params(D)
-            else:
+            elif g.ffn.kind == "moe":
                 parts["experts"] += g.count * (g.ffn.num_experts * g.ffn.expert_params(D) + g.ffn.shared_params(D))
                 parts["other"] += g.count * g.ffn.router_params(D)
             parts["other"] += g.count * ((g.attention.kind != "none") + (g.ffn.kind != "none")) * D

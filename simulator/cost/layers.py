@@ -200,7 +200,7 @@ class GroupCost:
         self.up_width, self.down_width = self.up_matrices * width, width
         self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
         self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
-        self.activation_width = (self.topk * width + shared) if self.moe else width
+        self.activation_width = (self.topk * width + shared) if self.moe else width if self.has_ffn else 0.0
         self._decode_block_cost = float(attention.decode_block_cost(self.heads, self.kv_blocks))
         self._decode_blocks = float(attention.decode_blocks(self.heads, self.kv_blocks))
         self._decode_state_cost = 0.0

@@ -53,6 +53,8 @@ def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, dtype: str
 def ffn_activation_width(ffn) -> float:
     """Intermediate activations one token produces in an FFN (gate and up: k·I; MoE: of its top-k experts and the
     shared experts)."""
+    if ffn.kind == "none":
+        return 0
     routed = ffn.experts_per_token * ffn.intermediate_size if ffn.kind == "moe" else ffn.intermediate_size
     return (ffn.matrices - 1) * (routed + ffn.shared_intermediate_size)
 

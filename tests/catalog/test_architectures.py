@@ -442,6 +442,26 @@ def test_a_hybrid_pattern_with_mixture_of_experts_layers(tmp_path):
     assert blocks[("mamba", "none")].params(256) == blocks[("mamba", "none")].attention.params(256) + 256
 
 
+def test_a_layer_without_ffn_has_no_ffn_weights_or_activations(tmp_path):
+    """A mixer-only layer (``M``) and an attention-only one (``*``) have no FFN: none of its weights counts in any
+    part (the parts sum to the total), and its elementwise kernels see no activation width. Here: one Mamba2 layer
+    and one attention layer, each without FFN, beside one dense MLP of 512 (ungated, Nemotron-H's squared ReLU:
+    2 × 256 × 512 weights)."""
+    config = {"model_type": "nemotron_h", "num_hidden_layers": 3, "hybrid_override_pattern": "M*-",
+              "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+              "intermediate_size": 512, "mamba_num_heads": 8, "mamba_head_dim": 32, "ssm_state_size": 16,
+              "n_groups": 1, "vocab_size": 100}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    model = load_model(str(path))
+    parts = model.part_params()
+    assert parts["dense_ffn"] == 2 * 256 * 512 and parts["experts"] == 0
+    assert sum(parts.values()) == model.num_params
+    cost = RooflineCostModel(model, load_hardware("h100-sxm"), 2)
+    widths = sorted(group.activation_width for group in cost.groups)
+    assert widths == [0.0, 0.0, 512 / 2]  # the dense MLP's I / t: its up-projection's output per token
+
+
 def test_the_busiest_expert_parallel_rank_matches_sampled_routing():
     """The closed-form busiest rank against sampling the routing it describes (seeded): every token picks k distinct
     of E experts, uniformly (the binomial term) or by popularities of a stated spread (E = 128, k = 8; the expected
