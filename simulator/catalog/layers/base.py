@@ -189,8 +189,8 @@ class FFNSpec(LayerSpec):
 
 Spec = TypeVar("Spec", bound=LayerSpec)
 
-ATTENTION_KINDS: Registry[AttentionSpec] = Registry("attention kind")
-FFN_KINDS: Registry[FFNSpec] = Registry("FFN kind")
+ATTENTION_KINDS: Registry[AttentionSpec] = Registry("attention")
+FFN_KINDS: Registry[FFNSpec] = Registry("FFN")
 
 
 def _registrar(registry: Registry[Spec]) -> Callable[[type[Spec]], type[Spec]]:
