@@ -46,6 +46,15 @@ def _kind_of(model_cls: type[BaseModel]) -> Any:
     return args[0] if len(args) == 1 else None
 
 
+def _subclasses(model_cls: type[BaseModel]) -> list[type[BaseModel]]:
+    """Every subclass of a model class, depth first (the kinds of an open union typed by its base class, as
+    :mod:`simulator.catalog.layers` builds them)."""
+    found: list[type[BaseModel]] = []
+    for sub in model_cls.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
+
+
 def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | None]:
     """The user-facing dotted path of ``loc`` (union tags dropped) and the model class it ends in. A field whose
     metadata has a ``model_for(tag)`` method (a plug-in section, :mod:`simulator.config.plugins`) is a union whose
@@ -67,6 +76,11 @@ def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | Non
             candidates = tagged
             continue
         current = candidates[0] if len(candidates) == 1 else None
+        if current is not None and item not in current.model_fields:  # an open union: a kind of the base class
+            tagged = [c for c in _subclasses(current) if _kind_of(c) == item]
+            if tagged:
+                candidates = tagged[:1]
+                continue
         if current is not None and item in current.model_fields:
             field = current.model_fields[item]
             candidates = _models_in(field.annotation)

@@ -55,9 +55,6 @@ class CustomAllReduceFit(BaseModel):
     max_mib: float = Field(default=8.0, gt=0, description="largest message it takes (MiB)")
 
 
-FRAMEWORK_ATTENTION_KINDS = ("full", "sliding", "chunked")  # the kinds a framework's own attention fit prices
-
-
 class AttentionFields(BaseModel):
     """The attention parameters of :class:`HardwareSpec` (same names and meaning, :mod:`simulator.cost.attention`)
     as one framework's kernels reach them on one GPU generation's kernel tables; a field left out keeps the

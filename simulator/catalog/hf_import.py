@@ -51,7 +51,8 @@ from typing import Any
 
 import re2
 
-from simulator.catalog.architecture import FFN, MAX_LAYERS, Attention, group_layers
+from simulator.catalog.architecture import MAX_LAYERS, group_layers
+from simulator.catalog.layers import ATTENTION_KINDS, FFN, Attention, DenseFFN, MoEFFN, NoAttention, NoFFN
 from simulator.catalog.loading import validate
 from simulator.catalog.model_spec import ModelSpec
 from simulator.errors import LLMSimError
@@ -262,9 +263,10 @@ def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool
     if kind in ("linear", "mamba"):
         return _state_mixer(config, kind, where)
     if kind == "none":
-        return Attention(kind="none")
+        return NoAttention()
     heads, hidden = _get(config, "num_heads", where), _get(config, "hidden_size", where)
-    fields: dict[str, Any] = {"num_heads": heads, "output_gate": _flag(config, "attn_output_gate", where, False)}
+    fields: dict[str, Any] = {"num_heads": heads}
+    output_gate = _flag(config, "attn_output_gate", where, False)
     if config.get("kv_lora_rank") is not None:
         rope = _get(config, "qk_rope_head_dim", where)
         fields.update(
@@ -278,11 +280,11 @@ def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool
             if not index_shared:
                 fields.update(index_heads=_get(config, "index_heads", where),
                               index_head_dim=_get(config, "index_head_dim", where))
-        return validate(Attention, fields, where)
+        return validate(ATTENTION_KINDS.get("mla"), fields, where)
     if hidden % heads and _get(config, "head_dim", where, None) is None:
         raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
                           "head_dim is not given")
-    fields.update(kind=kind, num_kv_heads=_get(config, "num_kv_heads", where, heads),
+    fields.update(kind=kind, output_gate=output_gate, num_kv_heads=_get(config, "num_kv_heads", where, heads),
                   head_dim=_get(config, "head_dim", where, hidden // heads),
                   sinks=config.get("model_type") in SINK_FAMILIES,
                   qk_norm_across_heads=_flag(config, "use_qk_norm", where, False)
@@ -293,7 +295,7 @@ def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool
             fields["window"] = window
         else:
             fields["kind"] = "full"
-    return validate(Attention, fields, where)
+    return validate(ATTENTION_KINDS.get(fields["kind"]), fields, where)
 
 
 def _state_mixer(config: dict[str, Any], kind: str, where: str) -> Attention:
@@ -311,7 +313,7 @@ def _state_mixer(config: dict[str, Any], kind: str, where: str) -> Attention:
                   "state_size": _get(config, "ssm_state_size", where),
                   "groups": _get(config, "mamba_groups", where, 1), "conv_kernel": _get(config, "mamba_conv", where, 4),
                   "state_bytes": state_bytes}
-    return validate(Attention, fields, where)
+    return validate(ATTENTION_KINDS.get(kind), fields, where)
 
 
 def _mamba_heads(config: dict[str, Any], where: str) -> tuple[int, int]:
@@ -392,7 +394,7 @@ def _dense_ffn(config: dict[str, Any], where: str) -> FFN:
     inter = _get(config, "intermediate_size", where, 4 * _get(config, "hidden_size", where))
     if _no_routed_experts(config):
         inter = _get(config, "shared_intermediate_size", where, inter)
-    return validate(FFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
+    return validate(DenseFFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
                           "gated": gated}, where)
 
 
@@ -418,7 +420,7 @@ def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
         shared = _get(config, "shared_intermediate_size", where, None)
         if shared is None:
             shared = _get(config, "shared_experts", where, SHARED_EXPERTS_BY_FAMILY.get(family, 0)) * expert_width
-    return validate(FFN, {
+    return validate(MoEFFN, {
         "kind": "moe", "intermediate_size": expert_width, "gated": config.get("model_type") not in UNGATED_MODEL_TYPES,
         "num_experts": experts, "experts_per_token": _get(config, "experts_per_token", where, 1),
         "shared_intermediate_size": shared,
@@ -564,8 +566,8 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         if moe is None and any(f == "moe" for _, f in blocks):
             raise LLMSimError(f"{where}: hybrid_override_pattern has E (mixture-of-experts) layers but the config "
                               "names no routed experts (n_routed_experts / num_experts)")
-        none = validate(FFN, {"kind": "none"}, where)
-        kinds, ffns = [a for a, _ in blocks], [{"dense": dense, "moe": moe, "none": none}[f] for _, f in blocks]
+        by_kind: dict[str, FFN] = {"dense": dense, "none": NoFFN()} | ({"moe": moe} if moe else {})
+        kinds, ffns = [a for a, _ in blocks], [by_kind[f] for _, f in blocks]
     sparse = _get(text, "index_topk", where, 0)
     if sparse and text.get("kv_lora_rank") is None:
         raise LLMSimError(f"{where}: index_topk: sparse attention over other than latent (MLA) attention is not "

@@ -1,10 +1,10 @@
 """A model as the simulator reads it: :class:`ModelSpec`, a stack of layer groups
 (:mod:`simulator.catalog.architecture`), and :class:`Quantization`, how a quantised checkpoint stores its weights.
 
-Parameter counts and KV sizes are derived from the architecture, not stored (the per-kind formulas are in
-:mod:`simulator.catalog.architecture`): total = Σ groups × layers × (attention + FFN + a norm per block) + the final
-norm + the embedding table + an untied LM head; KV bytes per token = Σ groups × layers × KV elements per token ×
-bytes per element; a quantised checkpoint's parts are stored in its dtype, the rest (norms, routers, embeddings,
+Parameter counts and KV sizes are derived from the architecture, not stored (the per-kind formulas are in the
+kinds' modules, :mod:`simulator.catalog.layers`): total = Σ groups × layers × (attention + FFN + a norm per block) +
+the final norm + the embedding table + an untied LM head; KV bytes per token = Σ groups × layers × KV elements per
+token × bytes per element; a quantised checkpoint's parts are stored in its dtype, the rest (norms, routers, embeddings,
 LM head) in 16-bit.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simulator.catalog.architecture import STATE_KINDS, LayerGroup
+from simulator.catalog.architecture import LayerGroup
 
 QuantizablePart = Literal["attention", "dense_ffn", "experts"]
 QUANTIZABLE_PARTS: tuple[QuantizablePart, ...] = ("attention", "dense_ffn", "experts")
@@ -91,7 +91,7 @@ class ModelSpec(BaseModel):
 
     @property
     def is_moe(self) -> bool:
-        return any(group.ffn.kind == "moe" for group in self.layers)
+        return any(group.ffn.routing is not None for group in self.layers)
 
     @property
     def embedding_params(self) -> int:
@@ -109,8 +109,7 @@ class ModelSpec(BaseModel):
         """Weights one token uses: all but the routed experts it is not sent to (Mixtral, Qwen and DeepSeek count
         so, embeddings included; OpenAI's gpt-oss card leaves the embedding table out: subtract
         ``vocab_size × hidden_size`` for its convention)."""
-        idle = sum(g.count * (g.ffn.num_experts - g.ffn.experts_per_token) * g.ffn.expert_params(self.hidden_size)
-                   for g in self.layers)
+        idle = sum(g.count * g.ffn.idle_params(self.hidden_size) for g in self.layers)
         return self.num_params - idle
 
     def part_params(self) -> dict[str, int]:
@@ -120,12 +119,9 @@ class ModelSpec(BaseModel):
         parts = dict.fromkeys((*QUANTIZABLE_PARTS, "other"), 0)
         for g in self.layers:
             parts["attention"] += g.count * g.attention.params(D)
-            if g.ffn.kind == "dense":
-                parts["dense_ffn"] += g.count * g.ffn.params(D)
-            else:
-                parts["experts"] += g.count * (g.ffn.num_experts * g.ffn.expert_params(D) + g.ffn.shared_params(D))
-                parts["other"] += g.count * g.ffn.router_params(D)
-            parts["other"] += g.count * ((g.attention.kind != "none") + (g.ffn.kind != "none")) * D
+            for part, n in g.ffn.part_params(D).items():
+                parts[part] += g.count * n
+            parts["other"] += g.count * (g.attention.block + g.ffn.block) * D
         parts["other"] += self.embedding_params + D
         return parts
 
@@ -156,9 +152,8 @@ class ModelSpec(BaseModel):
             nbytes = g.count * a.kv_bytes_per_token(bytes_per_element, tensor_parallel)
             if a.span:
                 spans[a.span] = spans.get(a.span, 0.0) + nbytes
-            elif a.kind in STATE_KINDS:
-                state = g.count * a.state_elements(tensor_parallel) * (a.state_bytes or bytes_per_element)
-                spans[1] = spans.get(1, 0.0) + state
+            elif state := a.state_elements(tensor_parallel):
+                spans[1] = spans.get(1, 0.0) + g.count * state * a.state_element_bytes(bytes_per_element)
             else:
                 growing += nbytes
         return growing, sorted(spans.items())

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from simulator.catalog import hardware_names, load_hardware, load_model, model_names
+from simulator.catalog.layers import FullAttention
 from simulator.catalog.workloads import fit_preset, load_preset, max_entropy_preset, preset_names, preset_yaml
 from simulator.cli.outputs import check_output_file
 from simulator.config.workload import TraceConfig
@@ -29,7 +30,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         growing = sum(g.count * g.attention.kv_bytes_per_token(2.0) for g in model.layers if not g.attention.span)
         rows.append({
             "name": name, "source": model.source, "layers": model.num_layers,
-            "groups": [f"{g.count}x {g.attention.kind}{_attended(g.attention)} {g.ffn.kind}" for g in model.layers],
+            "groups": [f"{g.count}x {g.attention.label} {g.ffn.kind}" for g in model.layers],
             "total_params": model.num_params, "active_params": model.active_params,
             "checkpoint_dtype": model.quantization.dtype if model.quantization else "bf16",
             "kv_bytes_per_token": growing, "kv_bytes_per_token_in_windows": model.kv_bytes_per_token(2.0),
@@ -43,14 +44,6 @@ def cmd_models(args: argparse.Namespace) -> int:
               f"{row['checkpoint_dtype']:>9} {row['kv_bytes_per_token'] / 1024:7.1f}KiB  {', '.join(row['groups'])}")
     print("KV/token: bf16, the layers whose KV grows with the context (window layers hold at most their span)")
     return 0
-
-
-def _attended(attention) -> str:
-    """How many cached tokens a layer's queries see, as ``llmsim models`` labels it: ``(W)`` for a span of W,
-    ``(top-K)`` for a sparse selection, nothing for the whole context."""
-    if attention.span:
-        return f"({attention.span})"
-    return f"(top-{attention.index_topk})" if attention.index_topk else ""
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
@@ -107,7 +100,7 @@ def cmd_kv_size(args: argparse.Namespace) -> int:
     if args.model:
         model = load_model(args.model)
         attention = model.layers[0].attention
-        if len(model.layers) > 1 or attention.kind != "full":
+        if len(model.layers) > 1 or not isinstance(attention, FullAttention):
             raise LLMSimError(f"kv-size: --layers/--kv-heads/--head-dim override a uniform full-attention model; "
                               f"{model.name} has {len(model.layers)} layer groups ({attention.kind} attention)")
         layers, kv_heads, head_dim = model.num_layers, attention.num_kv_heads, attention.head_dim
@@ -138,7 +131,7 @@ def _kv_size_of_model(args: argparse.Namespace) -> int:
         attention = group.attention
         per_token = group.count * attention.kv_bytes_per_token(element)
         held = min(args.context, attention.span) if attention.span else args.context
-        state = group.count * attention.state_elements() * (attention.state_bytes or element)
+        state = group.count * attention.state_elements() * attention.state_element_bytes(element)
         nbytes = per_token * held * args.batch + state * args.batch
         total += nbytes
         groups.append({"layers": group.count, "attention": attention.kind, "span": attention.span,

@@ -117,9 +117,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if args.generation_file:
             return _write_generation_file(args, kernels, profile, report)
     else:
-        if args.framework or args.generation_file:
-            raise LLMSimError("calibrate: --framework and --generation-file fit kernel tables: they need --kernels "
-                              "DIR")
+        if args.framework:
+            raise LLMSimError("calibrate: --framework fits a framework's kernels: it needs --kernels DIR")
+        if args.generation_file:
+            raise LLMSimError("calibrate: --generation-file writes a fit of kernel tables: it needs --kernels DIR")
         if args.hardware is None:
             raise LLMSimError("calibrate: --hardware is required with --ops / --data")
         if ops is None and (data is None or args.network_system is None):

@@ -145,26 +145,14 @@ def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, exper
     ranks; the KV heads (a Mamba mixer's B/C groups) too, or each is replicated over a whole number of ranks (MLA's
     latent is replicated whole); every pipeline stage has at least one layer; expert parallelism needs experts that
     divide over it."""
-    t = tensor_parallel
     for group in model.layers:
-        attention = group.attention
-        if attention.kind == "none":
-            continue
-        heads, kv_heads = attention.num_heads, attention.num_kv_heads
-        if attention.kind == "mamba":
-            kv_heads = attention.groups
-        if heads % t:
-            allowed = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
-            raise ConfigError(f"cluster.tensor_parallel: {t} does not divide the {heads} attention heads of "
-                              f"{model.name} (allowed: {allowed})")
-        if attention.kind != "mla" and (kv_heads % t if kv_heads >= t else t % kv_heads):
-            what = "B/C groups" if attention.kind == "mamba" else "KV heads"
-            raise ConfigError(f"cluster.tensor_parallel: {t} and the {kv_heads} {what} of {model.name} do not "
-                              f"split evenly (each rank needs whole {what}, or each one a whole number of ranks)")
+        problem = group.attention.tensor_parallel_problem(tensor_parallel, model.name)
+        if problem:
+            raise ConfigError(f"cluster.tensor_parallel: {problem}")
     if pipeline_parallel > model.num_layers:
         raise ConfigError(f"cluster.pipeline_parallel: {pipeline_parallel} stages for the {model.num_layers} layers "
                           f"of {model.name} (at most one stage per layer)")
-    experts = {g.ffn.num_experts for g in model.layers if g.ffn.kind == "moe"}
+    experts = {routing.experts for g in model.layers if (routing := g.ffn.routing)}
     if data_parallel > 1 and not experts:
         raise ConfigError(f"cluster.data_parallel: {data_parallel} attention-DP ranks need a mixture-of-experts "
                           f"model (a dense one is served by separate replicas); {model.name} has no experts")
@@ -203,9 +191,9 @@ def _expert_replication(config: ExperimentConfig, model, expert_parallel: int) -
     slots = expert_slots(model, expert_parallel, getattr(config.cost_model, "eplb_redundant_experts", None))
     if not slots:
         return 1.0
-    ffn = next(g.ffn for g in model.layers if g.ffn.kind == "moe")
-    routed = ffn.num_experts * ffn.intermediate_size
-    return (slots * ffn.intermediate_size + ffn.shared_intermediate_size) / (routed + ffn.shared_intermediate_size)
+    routing, shared = next((r, g.ffn.dense_width) for g in model.layers if (r := g.ffn.routing))
+    routed = routing.experts * routing.width
+    return (slots * routing.width + shared) / (routed + shared)
 
 
 def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):

@@ -2,24 +2,16 @@
 
 With ``t``-way tensor parallelism, ``D`` = hidden, ``T`` tokens in the iteration, ``w`` bytes per activation:
 
-Attention GEMMs (heads split over ``t``: ``H = heads/t``, ``G = ceil(kv_heads/t)``):
-
-- full / sliding / chunked: QKV (T × D)·(D × (H + 2G)·d), output (T × H·d)·(H·d × D).
-- MLA: queries (T × D)·(D × r_q) then (T × r_q)·(r_q × H·d_qk) (one (D × H·d_qk) GEMM without ``q_lora_rank``);
-  the latent (T × D)·(D × (r_kv + r)) on every rank (it is not split); the up-projection of the latent to the
-  heads' keys and values (T × r_kv)·(r_kv × H·(n + v)) — decompression in prefill, and in decode the same weights
-  absorbed into the query and the output (the same FLOPs per token and weight bytes); output (T × H·v)·(H·v × D).
-  Prefill attention runs decompressed (H heads, d_qk + v wide, K/V of H·(d_qk + v) elements per new token; cached
-  latent tokens of a later chunk are read, not re-decompressed); decode attention runs over the latent as
-  multi-query attention (H heads, one KV "head" of r_kv + r elements, d_qk = r_kv + r, d_v = r_kv).
-- linear (Gated DeltaNet) and mamba (Mamba2): the in-projection of the mixer and its out-projection
-  (:func:`attention_shapes`); their recurrence costs FLOPs per token in prefill and, in decode, a constant per
-  sequence (the state read and written); ``none``: no attention block.
+Attention GEMMs and the widths its kernels see are the kind's own (:meth:`AttentionSpec.shapes
+<simulator.catalog.layers.AttentionSpec.shapes>`: each module of :mod:`simulator.catalog.layers` states its
+kinds'); state layers (``linear``, ``mamba``) run a recurrence that costs FLOPs per token in prefill and, in decode,
+a constant per sequence (the state read and written); a layer without attention (``none``) runs no kernel.
 
 FFN GEMMs (widths split over ``t``):
 
-- dense: up (T × D)·(D × k·I/t) (k = 2 when gated: gate and up fused), down (T × I/t)·(I/t × D).
-- mixture of experts: the router (T × D)·(D × E) in 16-bit; shared experts as a dense FFN of their summed width;
+- the MLP every token runs (``FFNSpec.dense_width`` I: a dense FFN's, or the shared experts' summed width): up
+  (T × D)·(D × k·I/t) (k = ``up_matrices``, 2 when gated: gate and up fused), down (T × I/t)·(I/t × D).
+- routed experts (``FFNSpec.routing``): the router (T × D)·(D × E) in 16-bit;
   the routed experts as two *grouped* GEMMs over the experts the batch touches (one kernel per projection, as
   fused-MoE kernels run them; :mod:`simulator.cost.moe`), spread over ``expert_parallel`` of the ``t`` GPUs with
   each expert's width split over the other ``t / expert_parallel``; ``none``: no FFN.
@@ -34,7 +26,7 @@ constant per sequence (those tokens: exact once the context exceeds them, an upp
 kernels run their top-k slots whatever the context), so a decode step stays affine in the context sum; its prefill
 counts only the pairs inside the bound.
 
-DeepSeek Sparse Attention's lightning indexer (``Attention.index_topk``; replicated on every tensor-parallel GPU, as
+DeepSeek Sparse Attention's lightning indexer (``AttentionSpec.indexer``; replicated on every tensor-parallel GPU, as
 the engines run it): its GEMMs — queries (T × r_q)·(r_q × H_I·d_I), its key (T × D)·(D × d_I), the head weights
 (T × D)·(D × H_I) — and two kernels per layer (:class:`IndexerCost`; the framework's MLA kernels' compute rate at
 the GPU's FP8 peak, HBM at its streaming rate, :class:`simulator.cost.roofline.RooflineCostModel`): the logits,
@@ -46,10 +38,9 @@ context: per cached token 2·H_I·d_I FLOPs and d_I + 4 + 8 bytes.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
-from simulator.catalog.architecture import INDEX_SCALE_BYTES, Attention, LayerGroup
-from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS
+from simulator.catalog.architecture import LayerGroup
+from simulator.catalog.layers import IndexerShape
 from simulator.cost.attention import QUERY_TILE, AttentionModel, query_tiles
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
@@ -66,71 +57,15 @@ def causal_pairs(new: int, cached: int, span: int = 0) -> float:
     return (first + span) * (span - first + 1) / 2 + (last - span) * span
 
 
-class AttentionShapes(NamedTuple):
-    """One attention layer on one GPU: query heads, its GEMMs as (n, k), and the widths the attention kernels see
-    (:class:`simulator.cost.attention.AttentionModel`: ``widths`` = d_qk + d_v, ``kv`` = K/V elements per token;
-    ``kv_blocks``: KV heads a decode kernel schedules per sequence); for state layers the state's elements per
-    sequence and the recurrence's FLOPs per token."""
-
-    heads: float
-    gemms: list[tuple[float, float]]
-    prefill_widths: float
-    prefill_kv: float
-    decode_widths: float
-    decode_kv: float
-    kv_blocks: int
-    state_elements: float = 0.0
-    state_flops: float = 0.0
-
-
-# the chunk length of the chunked-scan kernels of linear attention and Mamba2 (their intra-chunk work per token)
-STATE_CHUNK = 64
-
-
-def attention_shapes(a: Attention, hidden: int, tensor_parallel: int) -> AttentionShapes:
-    """The per-GPU shapes of an attention layer (the module docstring gives the GEMMs of each kind).
-
-    State layers (``linear``, ``mamba``) run a recurrence over a state of ``S`` elements per head: per token
-    4·H·S FLOPs (update and read-out; ``S = dk·dv`` for linear attention, ``p·N`` for Mamba2) plus the chunked
-    scan's intra-chunk products, 2·H·(dk + dv)·``STATE_CHUNK`` (Mamba2: (N + p))."""
-    t, D = tensor_parallel, hidden
-    H = a.num_heads / t
-    if a.kind == "none":
-        return AttentionShapes(0.0, [], 0, 0, 0, 0, 0)
-    if a.kind == "linear":
-        dk, dv, k = a.head_dim, a.v_head_dim, a.num_kv_heads * a.head_dim / t
-        gemms = [(2 * k + 2 * H * dv + 2 * H, D), (D, H * dv)]
-        flops = 4 * H * dk * dv + 2 * H * (dk + dv) * STATE_CHUNK
-        return AttentionShapes(H, gemms, dk + dv, 2 * k + H * dv, 0, 0, int(H), a.state_elements(t), flops)
-    if a.kind == "mamba":
-        p, N, bc = a.head_dim, a.state_size, 2 * a.groups * a.state_size / t
-        gemms = [(2 * H * p + bc + H, D), (D, H * p)]
-        flops = 4 * H * p * N + 2 * H * (N + p) * STATE_CHUNK
-        return AttentionShapes(H, gemms, N + p, H * p + bc, 0, 0, int(H), a.state_elements(t), flops)
-    if a.kind == "mla":
-        rope, nope, v = a.qk_rope_head_dim, a.head_dim - a.qk_rope_head_dim, a.v_head_dim
-        query = [(a.q_lora_rank, D), (H * a.head_dim, a.q_lora_rank)] if a.q_lora_rank else [(H * a.head_dim, D)]
-        gemms = [*query, (a.kv_lora_rank + rope, D), (H * (nope + v), a.kv_lora_rank), (D, H * v)]
-        if a.has_indexer:  # replicated: every GPU scores every cached token for all of its queries
-            gemms += [(a.index_heads * a.index_head_dim, a.q_lora_rank or D), (a.index_head_dim, D),
-                      (a.index_heads, D)]
-        latent = a.kv_lora_rank + rope
-        return AttentionShapes(H, gemms, a.head_dim + v, H * (a.head_dim + v), latent + a.kv_lora_rank, latent, 1)
-    G, d = math.ceil(a.num_kv_heads / t), a.head_dim
-    queries = H * (2 if a.output_gate else 1)
-    return AttentionShapes(H, [((queries + 2 * G) * d, D), (D, H * d)], 2 * d, 2 * G * d, 2 * d, 2 * G * d, G)
-
-
 class IndexerCost:
     """One layer's lightning indexer (DeepSeek Sparse Attention) on one GPU: its two kernels (module docstring),
     priced by ``attention`` (an FP8 cache's kernels)."""
 
     LOGIT_BYTES = 4  # an fp32 score per query-key pair, written by the logits kernel and read by the top-k one
 
-    def __init__(self, a: Attention, attention: AttentionModel) -> None:
+    def __init__(self, indexer: IndexerShape, attention: AttentionModel) -> None:
         self.attention = attention
-        self.heads, self.width = a.index_heads, a.index_head_dim
-        self.key_bytes = a.index_head_dim + INDEX_SCALE_BYTES
+        self.heads, self.width, self.key_bytes = indexer
         # per cached token in decode: its key read, its logit written and read back (an FP8 "KV" of that many bytes)
         self.decode_per_token = attention.decode_per_token(self.heads, self.width,
                                                            (self.key_bytes + 2 * self.LOGIT_BYTES) / attention.v)
@@ -165,42 +100,44 @@ class GroupCost:
         self.count = group.count
         self.hidden = hidden
         self.attention_gemm, self.router_gemm = gemms["attention"], gemms["router"]
-        self.ffn_gemm = gemms["experts" if group.ffn.kind == "moe" else "dense_ffn"]
+        self.ffn_gemm = gemms[group.ffn.dense_part]
         self.attention = attention
         self.w = activation_bytes
         self.elementwise_kernels = elementwise_kernels
         t, a, f = tensor_parallel, group.attention, group.ffn
         self.span = a.attended  # cached tokens a query attends to (0: all)
         # a prefill kernel that falls back (its head width) computes every causal pair at the fallback's rate
-        fallback = a.kind in FRAMEWORK_ATTENTION_KINDS and bool(
-            attention.prefill_falls_back(a.head_dim, self.span > 0))
+        shapes = a.shapes(hidden, t)
+        framework = a.kernel_fit == "framework"  # the framework's own kernels: fallbacks, packed query heads
+        fallback = framework and bool(attention.prefill_falls_back(shapes.head_dim, self.span > 0))
         self.prefill_span = 0 if fallback else self.span
-        shapes = attention_shapes(a, hidden, t)
         # the query rows per token of its prefill kernel's blocks (a KV head's query heads where the kernel packs them)
-        self.query_rows = (float(attention.query_rows(shapes.heads, shapes.kv_blocks))
-                           if a.kind in FRAMEWORK_ATTENTION_KINDS else 1.0)
+        self.query_rows = float(attention.query_rows(shapes.heads, shapes.kv_blocks)) if framework else 1.0
         self.prefill_key = (self.prefill_span, self.query_rows)  # what its prefill totals depend on (span_totals)
         self.prefill_flops = float(attention.prefill_rate(fallback))
-        self.indexer = IndexerCost(a, indexer_attention or attention) if a.has_indexer else None
+        self.indexer = IndexerCost(a.indexer, indexer_attention or attention) if a.indexer else None
         self.heads, self.attention_gemms = shapes.heads, shapes.gemms
         self.prefill_widths, self.prefill_kv = shapes.prefill_widths, shapes.prefill_kv
         self.decode_widths, self.decode_kv, self.kv_blocks = shapes.decode_widths, shapes.decode_kv, shapes.kv_blocks
-        self.kernels = 0 if a.kind == "none" else 1  # attention kernels per layer
+        self.kernels = int(a.block)  # attention kernels per layer
         # a norm over all heads under tensor parallelism: the local sums of squares, one all-reduce of them (q's and
         # k's together, as the engines fuse it), then the scaling — one kernel more than a norm within a GPU
-        self.norm_reduces = 1 if a.qk_norm_across_heads and t > 1 else 0
+        self.norm_reduces = 1 if a.cross_head_norm and t > 1 else 0
         self.elementwise_kernels += self.norm_reduces
         self.state_flops = shapes.state_flops
-        self.state_bytes = shapes.state_elements * (a.state_bytes or attention.v)
-        self.moe, self.has_ffn = f.kind == "moe", f.kind != "none"
-        width, shared = f.intermediate_size / t, f.shared_intermediate_size / t
-        self.experts, self.topk, self.expert_parallel = f.num_experts, f.experts_per_token, expert_parallel
-        self.data_parallel, self.expert_load_cv, self.expert_slots = data_parallel, expert_load_cv, expert_slots
-        self.up_matrices = f.matrices - 1
-        self.up_width, self.down_width = self.up_matrices * width, width
-        self.expert_width = f.intermediate_size * expert_parallel / (t * data_parallel)  # I / (MoE TP)
-        self.shared_up_width, self.shared_down_width = (f.matrices - 1) * shared, shared
-        self.activation_width = (self.topk * width + shared) if self.moe else width
+        self.state_bytes = shapes.state_elements * a.state_element_bytes(attention.v)
+        routing = f.routing
+        self.moe, self.has_ffn = routing is not None, f.block
+        self.expert_parallel, self.data_parallel = expert_parallel, data_parallel
+        self.expert_load_cv, self.expert_slots = expert_load_cv, expert_slots
+        # the MLP every token runs (a dense FFN's, or an MoE's shared experts)
+        dense, self.up_matrices = f.dense_width / t, f.up_matrices
+        self.up_width, self.down_width = self.up_matrices * dense, dense
+        self.experts, self.topk, self.expert_width, self.activation_width = 0, 0, 0.0, dense
+        if routing is not None:
+            self.experts, self.topk = routing.experts, routing.per_token
+            self.expert_width = routing.width * expert_parallel / (t * data_parallel)  # I / (MoE TP)
+            self.activation_width = self.topk * (routing.width / t) + dense
         self._decode_block_cost = float(attention.decode_block_cost(self.heads, self.kv_blocks))
         self._decode_blocks = float(attention.decode_blocks(self.heads, self.kv_blocks))
         self._decode_state_cost = 0.0
@@ -243,7 +180,7 @@ class GroupCost:
         collectives per layer (and the all-reduce of a query/key norm over all heads)."""
         ffn = 0
         if self.moe:
-            ffn = 2 + (2 if self.shared_down_width else 0)
+            ffn = 2 + (2 if self.down_width else 0)
         elif self.has_ffn:
             ffn = 2
         collectives = all_reduces + self.norm_reduces
@@ -262,9 +199,9 @@ class GroupCost:
             ffn = self.ffn_gemm
             return self.count * (time + ffn.time(T, self.up_width, D) + ffn.time(T, D, self.down_width))
         time += self.router_gemm.time(T, self.experts, D)
-        if self.shared_down_width:
+        if self.down_width:  # shared experts
             ffn = self.ffn_gemm
-            time += ffn.time(T, self.shared_up_width, D) + ffn.time(T, D, self.shared_down_width)
+            time += ffn.time(T, self.up_width, D) + ffn.time(T, D, self.down_width)
         return self.count * time + self.experts_time(T)
 
     def experts_time(self, tokens: float) -> float:

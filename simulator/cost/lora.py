@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.cost.gemm import GemmModel
-from simulator.cost.layers import attention_shapes
 from simulator.dtypes import activation_dtype, bytes_per_element
 
 
@@ -30,12 +29,12 @@ def lora_projections(model: ModelSpec, tensor_parallel: int, target_modules: str
     t, D = tensor_parallel, model.hidden_size
     projections = []
     for group in model.layers:
-        for n, k in attention_shapes(group.attention, D, t).gemms:
+        for n, k in group.attention.shapes(D, t).gemms:
             projections.append((group.count, k, n))
         f = group.ffn
-        width = f.shared_intermediate_size if f.kind == "moe" else f.intermediate_size if f.kind == "dense" else 0
+        width = f.dense_width  # the dense MLP, or the shared experts (routed experts carry no adapter)
         if target_modules == "all" and width:
-            projections += [(group.count, D, (f.matrices - 1) * width / t), (group.count, width / t, D)]
+            projections += [(group.count, D, f.up_matrices * width / t), (group.count, width / t, D)]
     return projections
 
 

@@ -44,7 +44,7 @@ from typing import Literal
 from pydantic import Field
 
 from simulator.catalog import HardwareSpec, ModelSpec
-from simulator.catalog.engines import FRAMEWORK_ATTENTION_KINDS, CustomAllReduceFit, EngineProfile
+from simulator.catalog.engines import CustomAllReduceFit, EngineProfile
 from simulator.config.engine import CostModelBase
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import AttentionModel
@@ -108,7 +108,7 @@ def expert_slots(model: ModelSpec, expert_parallel: int, redundant: int | None) 
     over the expert-parallel ranks (TensorRT-LLM's and SGLang's rule)."""
     if redundant is None:
         return 0
-    experts = {g.ffn.num_experts for g in model.layers if g.ffn.kind == "moe"}
+    experts = {routing.experts for g in model.layers if (routing := g.ffn.routing)}
     if not experts:
         raise ConfigError(f"cost_model.eplb_redundant_experts: EPLB needs a mixture-of-experts model; {model.name} "
                           "has no experts")
@@ -181,8 +181,8 @@ class RooflineCostModel(CostModel):
         self.custom_all_reduce = self.engine.custom_allreduce(hardware.generation)
         self.sequential_prefill = self.engine.prefill_batching == "sequential"
         self.w = bytes_per_element(activation_dtype(dtype))  # activations
-        # the framework's own kernels for softmax attention over K/V heads (its attention_by_generation fit) and for
-        # MLA (mla_by_generation); the recurrent kinds run other kernels and take the generation's pooled fit
+        # each attention kind's kernel_fit: the framework's own kernels for softmax attention over K/V heads (its
+        # attention_by_generation fit), for MLA (mla_by_generation), or the generation's pooled fit (recurrent kinds)
         kv, scales = kv_dtype or activation_dtype(dtype), (
             self.engine.compute_efficiency * self.engine.attention_efficiency, self.engine.memory_efficiency,
             self.engine.kernel_overhead_us)
@@ -193,14 +193,14 @@ class RooflineCostModel(CostModel):
         # framework's MLA kernels (multi-query too) at the GPU's FP8 tensor-core peak, and HBM at the GPU's streaming
         # rate (the MLA fits' bandwidths describe their own kernels' dequantisation, not a stream of FP8 keys)
         indexer_attention = None
-        if any(group.attention.has_indexer for group in model.layers):
+        if any(group.attention.indexer for group in model.layers):
             fp8 = hardware.peak_tflops.fp8  # None: no FP8 tensor cores (HardwareSpec.has_peak)
             fp8_rate = fp8 / hardware.peak_tflops.bf16 if fp8 is not None else 1.0
             streaming = {"attention_io_efficiency": hardware.bandwidth_efficiency,
                          "decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency}
             indexer_attention = AttentionModel(self.engine.mla_hardware(hardware).model_copy(update=streaming),
                                                "fp8", scales[0] * fp8_rate, *scales[1:])
-        attention = {kind: framework_attention for kind in FRAMEWORK_ATTENTION_KINDS} | {"mla": latent_attention}
+        attention = {"framework": framework_attention, "latent": latent_attention, "pooled": pooled_attention}
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}
         gemms["router"] = self.head_gemm
@@ -214,7 +214,7 @@ class RooflineCostModel(CostModel):
         self.all_to_all = all_to_all
         slots = expert_slots(model, expert_parallel, eplb_redundant_experts)
         self.groups = [GroupCost(group, model.hidden_size, tensor_parallel, gemms, experts,
-                                 attention.get(group.attention.kind, pooled_attention), self.w,
+                                 attention[group.attention.kernel_fit], self.w,
                                  self.elementwise_kernels, expert_parallel, data_parallel, expert_load_cv, slots,
                                  indexer_attention)
                        for group in model.layers]
@@ -255,7 +255,7 @@ class RooflineCostModel(CostModel):
 
     def layer_communication_time(self, num_tokens: int, decode_only: bool = False) -> float:
         """Every layer's collectives: two all-reduces of T·D·w over the tensor-parallel GPUs, and in a layer whose
-        query/key norm spans all heads (``Attention.qk_norm_across_heads``) one more of T·2 fp32 sums of squares
+        query/key norm spans all heads (``AttentionSpec.cross_head_norm``) one more of T·2 fp32 sums of squares
         (q's and k's, which vLLM, SGLang and TensorRT-LLM reduce together); with attention data parallelism a MoE
         layer instead all-reduces its attention output and sends each token to its k experts and back over the
         replica's dp × t GPUs, T / t tokens from each (:mod:`simulator.cost.expert_exchange`: NCCL all-to-alls, or

@@ -22,7 +22,6 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.catalog import ModelSpec, load_engine, load_hardware, load_model
-from simulator.catalog.architecture import STATE_KINDS
 from simulator.catalog.engines import ENGINE_DIR
 from simulator.config.experiment import ExperimentConfig
 from simulator.errors import LLMSimError
@@ -42,7 +41,7 @@ def model_family(spec: ModelSpec) -> str:
     kinds = {group.attention.kind for group in spec.layers}
     if "mla" in kinds:
         return "mla"
-    if kinds & set(STATE_KINDS):
+    if kinds & {"linear", "mamba"}:
         return "hybrid"
     return "moe" if spec.is_moe else "dense"
 

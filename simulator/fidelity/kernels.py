@@ -23,7 +23,7 @@ time fewer or smaller experts than it names). MLA attention kernels (``mla/*/*/c
 ``generation_mla_perf``: ``num_heads`` per GPU — the rows pair 128/tp heads with ``tp_size`` — of DeepSeek-V3's
 latent attention, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128; prefill rows
 decompressed, decode rows absorbed over the latent) are predicted with the attention model at the shapes
-:func:`simulator.cost.layers.attention_shapes` gives an MLA layer, with the attention parameters fitted on the
+:meth:`simulator.catalog.layers.LatentAttention.shapes` gives an MLA layer, with the attention parameters fitted on the
 multi-head tables (nothing is fitted on these). vLLM's MLA tables are left out like its fp8_block GEMMs: their floor is
 110–180 µs for a single token, ten times the same kernel in SGLang and TensorRT-LLM (12–16 µs). Decode attention
 rows that would have read their K/V cache faster than the GPU's HBM peak are left out as the MoE rows above: 351 of
@@ -54,14 +54,13 @@ import numpy as np
 import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
-from simulator.catalog.architecture import Attention
 from simulator.catalog.engines import EngineProfile, load_engine
 from simulator.catalog.hardware import ExchangeFit
+from simulator.catalog.layers import LatentAttention
 from simulator.cost.attention import AttentionModel, decode_context, longest_block, query_tiles
 from simulator.cost.collectives import collective_time
 from simulator.cost.expert_exchange import deepep_time
 from simulator.cost.gemm import GemmModel
-from simulator.cost.layers import attention_shapes
 from simulator.cost.moe import ExpertsModel
 from simulator.cost.roofline import engine_network, framework_all_reduce_time
 from simulator.dtypes import bytes_per_element
@@ -514,15 +513,15 @@ def mla_kernel_table(kernels_dir: Path) -> pd.DataFrame:
 
 def deepseek_mla(heads: int):
     """DeepSeek-V3's latent attention with ``heads`` query heads (the MLA tables' shape)."""
-    return Attention(kind="mla", num_heads=heads, num_kv_heads=heads, head_dim=192, q_lora_rank=1536,
-                     kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
+    return LatentAttention(num_heads=heads, num_kv_heads=heads, head_dim=192, q_lora_rank=1536,
+                           kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
 
 
 def mla_kernel_times(model: AttentionModel, heads: int, phase: str, batch, seq_len):
     """Seconds of MLA kernels of DeepSeek-V3's shape with ``heads`` query heads on the GPU (:func:`deepseek_mla`),
     ``batch`` sequences of ``seq_len`` (arrays): prefill decompressed over the whole prompt, decode absorbed over
     the latent cache, as :mod:`simulator.cost.layers` prices them."""
-    shapes = attention_shapes(deepseek_mla(int(heads)), 7168, 1)
+    shapes = deepseek_mla(int(heads)).shapes(7168, 1)
     if phase == "prefill":
         return model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
                                    batch * seq_len * (seq_len + 1) / 2, batch * seq_len, 0,

@@ -2,7 +2,7 @@
 
     KV bytes per token  = Σ over layer groups of layers × KV elements per token × bytes per element
                           (2 × kv_heads × head_dim for multi-head/grouped-query attention; MLA's latent
-                          kv_lora_rank + qk_rope_head_dim; :mod:`simulator.catalog.architecture`)
+                          kv_lora_rank + qk_rope_head_dim; each kind's own, :mod:`simulator.catalog.layers`)
     KV pool per GPU     = memory × gpu_memory_utilization − weights/(t·p) − LoRA slots − activation workspace, or
                           with free_memory_fraction f: f × (memory − weights/(t·p) − LoRA slots − workspace),
                           TensorRT-LLM's way, or with mem_fraction_static s: memory × s − weights/(t·p) − LoRA
@@ -50,13 +50,6 @@ def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, dtype: str
     return 2 * num_layers * num_kv_heads * head_dim * bytes_per_element(dtype) * context * batch
 
 
-def ffn_activation_width(ffn) -> float:
-    """Intermediate activations one token produces in an FFN (gate and up: k·I; MoE: of its top-k experts and the
-    shared experts)."""
-    routed = ffn.experts_per_token * ffn.intermediate_size if ffn.kind == "moe" else ffn.intermediate_size
-    return (ffn.matrices - 1) * (routed + ffn.shared_intermediate_size)
-
-
 @dataclass(frozen=True)
 class KVBudget:
     """Where a replica's GPU memory goes (per GPU, bytes) and the resulting pool of blocks."""
@@ -96,7 +89,7 @@ def kv_budget(
     if mem_fraction_static:  # the activations (and CUDA graphs) live in what the share leaves: that is the workspace
         workspace = hardware.memory_bytes - usable
     else:
-        widest = max(ffn_activation_width(group.ffn) for group in model.layers) / t
+        widest = max(group.ffn.activation_width for group in model.layers) / t
         workspace = (max_num_batched_tokens * (4 * model.hidden_size + 2 * widest) * w
                      + max_num_seqs * model.vocab_size / t * 4)
     layers = model.num_layers

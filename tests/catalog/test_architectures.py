@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.catalog import load_hardware, load_model
+from simulator.catalog.layers import FullAttention
 from simulator.cost.layers import causal_pairs, span_totals
 from simulator.cost.roofline import RooflineCostModel
 from simulator.errors import LLMSimError
@@ -115,11 +116,11 @@ def test_layer_patterns_of_the_families():
         256, 8, 2048, 2048)
     assert deepseek.layers[0].ffn.intermediate_size == 18432
     oss = _config("openai--gpt-oss-120b")
-    assert sorted((g.count, g.attention.kind, g.attention.window) for g in oss.layers) == [(18, "full", 0),
+    assert sorted((g.count, g.attention.kind, g.attention.span) for g in oss.layers) == [(18, "full", 0),
                                                                                           (18, "sliding", 128)]
     assert oss.quantization.dtype == "mxfp4" and not oss.quantized("attention") and oss.quantized("experts")
     scout = _config("meta-llama--Llama-4-Scout-17B-16E-Instruct")
-    kinds = {(g.attention.kind, g.attention.window): g.count for g in scout.layers}
+    kinds = {(g.attention.kind, g.attention.span): g.count for g in scout.layers}
     assert kinds == {("chunked", 8192): 36, ("full", 0): 12}
     assert all(g.ffn.shared_intermediate_size == 8192 and g.ffn.num_experts == 16 for g in scout.layers)
     fp8 = _config("Qwen--Qwen3-235B-A22B-FP8")
@@ -157,7 +158,7 @@ def test_sliding_window_patterns_of_the_families(tmp_path, fields, expected):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     layers = load_model(str(path)).layers
-    assert {(g.attention.kind, g.attention.window): g.count for g in layers} == expected
+    assert {(g.attention.kind, g.attention.span): g.count for g in layers} == expected
 
 
 def test_interleaved_dense_and_moe_layers_and_a_modelopt_sibling(tmp_path):
@@ -442,6 +443,26 @@ def test_a_hybrid_pattern_with_mixture_of_experts_layers(tmp_path):
     assert blocks[("mamba", "none")].params(256) == blocks[("mamba", "none")].attention.params(256) + 256
 
 
+def test_a_layer_without_ffn_has_no_ffn_weights_or_activations(tmp_path):
+    """A mixer-only layer (``M``) and an attention-only one (``*``) have no FFN: none of its weights counts in any
+    part (the parts sum to the total), and its elementwise kernels see no activation width. Here: one Mamba2 layer
+    and one attention layer, each without FFN, beside one dense MLP of 512 (ungated, Nemotron-H's squared ReLU:
+    2 × 256 × 512 weights)."""
+    config = {"model_type": "nemotron_h", "num_hidden_layers": 3, "hybrid_override_pattern": "M*-",
+              "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+              "intermediate_size": 512, "mamba_num_heads": 8, "mamba_head_dim": 32, "ssm_state_size": 16,
+              "n_groups": 1, "vocab_size": 100}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    model = load_model(str(path))
+    parts = model.part_params()
+    assert parts["dense_ffn"] == 2 * 256 * 512 and parts["experts"] == 0
+    assert sum(parts.values()) == model.num_params
+    cost = RooflineCostModel(model, load_hardware("h100-sxm"), 2)
+    widths = sorted(group.activation_width for group in cost.groups)
+    assert widths == [0.0, 0.0, 512 / 2]  # the dense MLP's I / t: its up-projection's output per token
+
+
 def test_the_busiest_expert_parallel_rank_matches_sampled_routing():
     """The closed-form busiest rank against sampling the routing it describes (seeded): every token picks k distinct
     of E experts, uniformly (the binomial term) or by popularities of a stated spread (E = 128, k = 8; the expected
@@ -558,9 +579,7 @@ def test_deepep_exchanges_attention_dp_tokens_by_iteration_kind():
 
 def test_gpt_oss_attention_sinks_are_one_parameter_per_head():
     """gpt-oss's learned sinks: 64 heads × 36 layers = 2,304 parameters, no KV; other families have none."""
-    from simulator.catalog.architecture import Attention
-
-    with_sinks = Attention(kind="full", num_heads=64, num_kv_heads=8, head_dim=64, sinks=True)
+    with_sinks = FullAttention(num_heads=64, num_kv_heads=8, head_dim=64, sinks=True)
     without = with_sinks.model_copy(update={"sinks": False})
     assert with_sinks.params(2880) - without.params(2880) == 64
     assert with_sinks.kv_elements_per_token() == without.kv_elements_per_token()
@@ -694,8 +713,8 @@ def test_a_query_key_norm_over_all_heads_all_reduces_under_tensor_parallelism(tm
                       "  - {count: 2, attention: {kind: mla, num_heads: 4, num_kv_heads: 4, head_dim: 96, "
                       "kv_lora_rank: 64, qk_rope_head_dim: 32, v_head_dim: 64, qk_norm_across_heads: true}, "
                       "ffn: {intermediate_size: 256}}\n")
-    with pytest.raises(LLMSimError, match="qk_norm_across_heads applies to full, sliding and chunked attention, "
-                                          "not mla"):
+    with pytest.raises(LLMSimError, match=r"layers\[0\]\.attention\.qk_norm_across_heads: unknown key \(allowed: kind, "
+                                          "num_heads"):
         load_model(str(latent))
 
 

@@ -116,7 +116,7 @@ def test_custom_all_reduce_kernels_follow_the_gpu_generation():
 
 def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     """``attention_by_generation``: a listed generation takes its entry (fields left out keep the pooled fit), a
-    generation that borrows another's fitted parameters takes that one's (Blackwell: Hopper's), any other none.
+    generation that borrows another's fitted parameters takes that one's (Ada: Ampere's), any other none.
     In the roofline they price grouped-query attention only: a decode step's attention per cached token of Llama-3
     8B is the one of the framework's decode rate, while DeepSeek-V3's latent attention keeps the pooled fit."""
     from simulator.cost.attention import AttentionModel
@@ -126,8 +126,9 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     h100, b200, a100 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("a100-80gb-sxm")
     assert engine.attention_hardware(h100).decode_attention_efficiency == 0.3
     assert engine.attention_hardware(h100).attention_efficiency == h100.attention_efficiency
-    assert engine.attention_hardware(b200).decode_attention_ns_per_head == 5.0
-    assert engine.attention_hardware(a100) == a100
+    assert engine.attention_hardware(b200) == b200 and engine.attention_hardware(a100) == a100
+    ampere = EngineProfile(name="e", attention_by_generation={"ampere": fit})
+    assert ampere.attention_hardware(load_hardware("l40s")).decode_attention_ns_per_head == 5.0
     # its kernels over an 8-bit cache, where other kernels: those fields over an fp8 or int8 KV cache only
     eight_bit = EngineProfile(name="e", attention_by_generation={"hopper": {
         **fit, "kv_8bit": {"decode_attention_ns_per_head": 2.0, "decode_attention_bandwidth_efficiency": 0.7}}})
@@ -171,7 +172,7 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
 
 def test_a_frameworks_gemm_rates_price_its_dense_gemms_only():
     """``gemm_by_generation``: the framework's fraction of each format's peak replaces the pooled one for its dense
-    GEMMs (a format left out keeps the pooled rate; Blackwell borrows Hopper's entry), while its fused-MoE layers
+    GEMMs (a format left out keeps the pooled rate; Ada borrows Ampere's entry), while its fused-MoE layers
     keep the pooled fit. By hand: Llama-3 8B's QKV GEMM of 4096 tokens at TP 1 is compute-bound, so its time at
     0.5 of the 16-bit peak is the pooled one's × 0.81 / 0.5 within the knee's share."""
     from simulator.cost.gemm import GemmModel
@@ -182,8 +183,9 @@ def test_a_frameworks_gemm_rates_price_its_dense_gemms_only():
     own = engine.gemm_hardware(h100)
     assert (own.flops_efficiency, own.flops_efficiency_by_dtype["fp8"]) == (0.5, 0.3)
     assert own.flops_efficiency_by_dtype["fp8_block"] == h100.flops_efficiency_by_dtype["fp8_block"]
-    assert engine.gemm_hardware(load_hardware("b200")).flops_efficiency == 0.5
     assert engine.gemm_hardware(load_hardware("a100-80gb-sxm")) == load_hardware("a100-80gb-sxm")
+    ampere = EngineProfile(name="e", gemm_by_generation={"ampere": {"flops_efficiency": 0.5}})
+    assert ampere.gemm_hardware(load_hardware("l40s")).flops_efficiency == 0.5
     cost = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
     assert cost.gemm.flops == pytest.approx(GemmModel(own).flops)
     assert cost.gemm.flops == pytest.approx(h100.peak_tflops.bf16 * 1e12 * 0.5)
@@ -198,8 +200,8 @@ def test_a_frameworks_gemm_rates_price_its_dense_gemms_only():
 
 def test_a_frameworks_moe_kernel_prices_its_experts_of_that_format_only():
     """``moe_by_generation``: the framework's fused-MoE kernel for the experts' weight format replaces the pooled
-    fit's rates and per-expert cost (a format left out, another generation: the pooled fit; Blackwell borrows
-    Hopper's entry). DeepSeek-V3 at TP 8, one token: its 58 MoE layers each read 8 experts' 7168 x 256 slices,
+    fit's rates and per-expert cost (a format left out, another generation: the pooled fit; Ada borrows Ampere's
+    entry). DeepSeek-V3 at TP 8, one token: its 58 MoE layers each read 8 experts' 7168 x 256 slices,
     memory-bound, so half the streaming rate and no per-expert cost make each layer slower, by less than twice."""
     from simulator.cost.moe import ExpertsModel
 
@@ -210,8 +212,9 @@ def test_a_frameworks_moe_kernel_prices_its_experts_of_that_format_only():
     assert (own.moe_bandwidth_efficiency, own.moe_expert_overhead_us) == (entry["moe_bandwidth_efficiency"], 0.0)
     assert own.moe_gemm_efficiency == h100.moe_gemm_efficiency
     assert engine.moe_hardware(h100, "bf16") == h100
-    assert engine.moe_hardware(load_hardware("b200"), "fp8_block").moe_expert_overhead_us == 0.0
     assert engine.moe_hardware(load_hardware("a100-80gb-sxm"), "fp8_block") == load_hardware("a100-80gb-sxm")
+    ampere = EngineProfile(name="e", moe_by_generation={"ampere": {"fp8_block": entry}})
+    assert ampere.moe_hardware(load_hardware("l40s"), "fp8_block").moe_expert_overhead_us == 0.0
     model, plain = load_model("deepseek-v3"), EngineProfile(name="none")
     cost = RooflineCostModel(model, h100, 8, dtype="fp8_block", engine=engine)
     pooled = RooflineCostModel(model, h100, 8, dtype="fp8_block", engine=plain)

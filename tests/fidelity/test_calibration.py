@@ -377,7 +377,7 @@ def test_a_generation_file_holds_the_fit_the_spec_sheet_balance_and_the_sms(tmp_
                  "--output", str(tmp_path / "blackwell.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "b200_sxm is of generation 'blackwell': --output must be named blackwell.yaml, got hopper.yaml" in err[0]
-    assert "writes a GPU generation's fit, not --framework's" in err[1] and "they need --kernels DIR" in err[2]
+    assert "writes a GPU generation's fit, not --framework's" in err[1] and "it needs --kernels DIR" in err[2]
 
 
 @pytest.mark.slow

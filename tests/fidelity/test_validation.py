@@ -387,7 +387,6 @@ def test_mla_tables_are_read_per_gpu_heads_and_decode_context(tmp_path):
     import pandas as pd
 
     from simulator.cost.attention import AttentionModel, longest_block
-    from simulator.cost.layers import attention_shapes
     from simulator.fidelity.kernels import deepseek_mla, mla_kernel_errors
 
     hw = load_hardware("h100-sxm")
@@ -398,7 +397,7 @@ def test_mla_tables_are_read_per_gpu_heads_and_decode_context(tmp_path):
             folder.mkdir(parents=True, exist_ok=True)
             rows = []
             for heads, batch, isl, step in ((128, 1, 1024, 0), (16, 8, 4096, 3)):
-                shapes = attention_shapes(deepseek_mla(heads), 7168, 1)
+                shapes = deepseek_mla(heads).shapes(7168, 1)
                 if phase == "context":
                     seconds = model.prefill_parts(shapes.heads, shapes.prefill_widths, shapes.prefill_kv,
                                                   batch * isl * (isl + 1) / 2, batch * isl, 0,
