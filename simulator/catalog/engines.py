@@ -358,6 +358,15 @@ class EngineProfile(BaseModel):
         fit = (generation_entry(self.moe_by_generation, hardware.generation) or {}).get(dtype)
         return hardware if fit is None else hardware.model_copy(update=fit.model_dump(exclude_none=True))
 
+    def on_host(self, speedup: float) -> EngineProfile:
+        """This profile on servers whose host work runs ``speedup`` × as fast as on those its fixed costs were fitted
+        on (:attr:`simulator.catalog.HardwareSpec.host_speedup`): its per-iteration, per-layer, per-sequence and
+        per-prompt CPU time and its eager kernel dispatch divided by it."""
+        if speedup == 1.0:
+            return self
+        fields = ("per_iteration_ms", "per_layer_us", "per_sequence_us", "per_prompt_ms", "eager_kernel_us")
+        return self.model_copy(update={name: getattr(self, name) / speedup for name in fields})
+
     def iteration_overhead(self, num_layers: int, num_sequences: int, num_prompts: int = 0) -> float:
         """Seconds the engine adds to one iteration of ``num_sequences`` sequences, ``num_prompts`` of them
         prompt chunks."""

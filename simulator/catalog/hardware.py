@@ -111,7 +111,7 @@ FITTED_FIELDS = (
     "prefill_fallback_window_head_dim", "prefill_fallback_efficiency", "attention_overhead_us", "moe_tile_m",
     "moe_tile_n", "moe_knee", "moe_gemm_efficiency", "moe_bandwidth_efficiency", "moe_expert_overhead_us",
     "moe_kernels", "moe_token_pass_bytes", "moe_assignment_pass_bytes", "moe_ep_overhead_us", "deepep",
-    "fitted_sm_count",
+    "fitted_sm_count", "host_speedup",
 )
 
 
@@ -148,6 +148,12 @@ class HardwareSpec(BaseModel):
         default=0, ge=0, description="the SMs of the GPU whose timings fitted the attention kernels' whole-GPU costs "
         "per work item (prefill rows and query tiles; decode blocks, query heads and fallback tokens): work spread "
         "over the SMs, so a GPU of sm_count SMs pays them x fitted_sm_count / sm_count; 0: as stated")
+    host_speedup: float = Field(
+        default=1.0, gt=0, le=10,
+        description="how much faster the serving engine's host work (its per-iteration, per-sequence and per-prompt "
+        "CPU time, and the dispatch of an eager iteration's kernels) runs on this GPU's servers than on the H100 "
+        "servers the engine profiles' fixed costs were fitted on: newer host CPUs and the engine releases measured on "
+        "them; fitted per generation on its benchmark rows")
     sfu_exp_tera_per_s: float = Field(
         default=0.0, ge=0, description="exponentials per second of the special-function units (MUFU.EX2), 10^12/s: "
         "sm_count x 16 per clock x boost clock (Blackwell Ultra: 32 per clock); unstated, the 16-bit peak times the "

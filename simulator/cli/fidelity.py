@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -142,12 +143,12 @@ def _write_generation_file(args: argparse.Namespace, kernels: Path, profile: Har
     """``calibrate --kernels DIR --gpu G --generation-file``: G's generation file, its ``fit`` the calibrated
     profile's (:func:`generation_fit_values`), the fit's report as its header."""
     command = f"llmsim calibrate --kernels {kernels} --gpu {args.gpu} --generation-file --output {args.output}"
-    header = (f"# {profile.generation}: the fitted kernel parameters every GPU of the generation takes where its own "
-              f"profile does not set them\n# (simulator/catalog/generations.py). Fitted on {args.gpu}'s tables by "
-              f"`{command}`:\n")
+    header = "".join(f"# {line}\n" for line in textwrap.wrap(
+        f"{profile.generation}: the fitted kernel parameters every GPU of the generation takes where its own profile "
+        f"does not set them (simulator/catalog/generations.py). Fitted on {args.gpu}'s tables by `{command}`:", 116))
     document = {"name": profile.generation, "fit": generation_fit_values(profile)}
-    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
-                                 + yaml.safe_dump(document, sort_keys=False))
+    comments = [f"# {part}\n" for line in report for part in textwrap.wrap(line, 114, subsequent_indent="  ")]
+    Path(args.output).write_text(header + "".join(comments) + yaml.safe_dump(document, sort_keys=False))
     print("\n".join(report))
     note(f"wrote {args.output}")
     return 0

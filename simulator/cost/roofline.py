@@ -166,7 +166,7 @@ class RooflineCostModel(CostModel):
         self.model = model
         self.tp = tensor_parallel
         self.pp = pipeline_parallel
-        self.engine = engine or EngineProfile(name="none")
+        self.engine = (engine or EngineProfile(name="none")).on_host(hardware.host_speedup)
         self.micro_batching = pipeline_parallel > 1 and self.engine.pipeline_micro_batches
         if self.engine.kernel_overhead_us is not None:
             hardware = hardware.model_copy(update={"kernel_overhead_us": self.engine.kernel_overhead_us})

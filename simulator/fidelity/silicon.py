@@ -34,7 +34,10 @@ not stated. Rows of fp8 weights (``FP8_KV_PRECISIONS``) are taken as run
 with an fp8 KV cache, as the file's source configures its fp8 deployments (aiconfigurator's ``kvcache_quant_mode``
 fp8; with the servers' own default, a 16-bit cache for checkpoints that declare no KV format, the fit rows' median
 TPOT error is 6.5% against 5.0%: TensorRT-LLM's Qwen3-32B fp8 rows 7.8% against 3.4%, vLLM's Llama-3.1-70B 7.2%
-against 3.5%, both over-predicted). The benchmark recipe of the file's source (aiconfigurator's generator) sets a
+against 3.5%, both over-predicted); so are rows of NVFP4 weights, as NVIDIA's NVFP4 checkpoints declare (ModelOpt's
+``kv_cache_quant_algo`` FP8): on the B200 fit rows the TPOT median / p90 error falls from 19.0 / 50.9% to 16.9 /
+48.9% with it (TTFT 35.0 / 113.6% to 35.7 / 105.7%; the H100 fit rows' gpt-oss "nvfp4" rows move their TTFT p90
+from 77.9 to 79.1%, nothing else). The benchmark recipe of the file's source (aiconfigurator's generator) sets a
 per-iteration token budget from the row (:func:`recipe_token_budget`); the server default is the other candidate.
 ``RunSettings.token_budgets`` picks one per backend, chosen on the fit rows (median TTFT error of the aggregated
 rows, fit / held out, with each engine's async scheduling as its profile states it): vLLM the recipe (17.5% / 22.0%
@@ -108,7 +111,7 @@ REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size
             "silicon_ttft_ms", "silicon_tpot_ms")
 PRECISIONS = {"": "bf16", **WEIGHT_FORMATS}  # a row's gemm_quant_mode, else precision (empty: 16-bit)
 # weight formats the benchmark recipe runs with an fp8 KV cache (see the module's docstring)
-FP8_KV_PRECISIONS = ("fp8", "fp8_block")
+FP8_KV_PRECISIONS = ("fp8", "fp8_block", "nvfp4")
 
 
 # the engine profiles of a backend's later versions: (first version, profile), oldest first (module docstring)

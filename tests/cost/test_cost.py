@@ -524,6 +524,23 @@ def test_pipeline_micro_batches_price_one_pass_of_the_heaviest_micro_batch():
         mixed)
 
 
+def test_the_engines_host_work_runs_at_the_generations_host_speedup():
+    """An engine's CPU time per iteration and per sequence, and its eager dispatch floor, on servers whose host work
+    runs twice as fast as on those it was fitted on (``host_speedup`` 2, Blackwell's): halved, nothing else moved —
+    a decode step of 16 sequences saves (2 ms + 16 × 40 µs) / 2."""
+    engine = EngineProfile(name="e", per_iteration_ms=2.0, per_sequence_us=40.0, eager_kernel_us=90.0)
+    h100 = load_hardware("h100-sxm")
+    fast = h100.model_copy(update={"host_speedup": 2.0})
+    model = load_model("llama-3.1-8b")
+    slow_cost, fast_cost = RooflineCostModel(model, h100, 1, engine=engine), RooflineCostModel(model, fast, 1,
+                                                                                               engine=engine)
+    decode = IterationShape((), 16, 16 * 500)
+    saved = slow_cost.iteration_time(decode) - fast_cost.iteration_time(decode)
+    assert saved == pytest.approx((2e-3 + 16 * 40e-6) / 2, rel=1e-9)
+    assert fast_cost.eager_floor == pytest.approx(slow_cost.eager_floor / 2, rel=1e-12)
+    assert (load_hardware("b200").host_speedup, h100.host_speedup) == (2.0, 1.0)
+
+
 def test_attention_time_by_hand():
     """H100 (Hopper fit: prefill at 0.88 of 989.4 TFLOP/s plus 0.7 of an exponential per query-key pair and head at
     3.9 × 10^12/s — its longest block, one head's last 128 queries, at 1 / (132 SMs × 1.0) of that, smooth maximum

@@ -84,14 +84,14 @@ def test_a_row_runs_the_engine_profile_of_its_backends_version(tmp_path):
 def test_a_quantised_checkpoint_runs_in_the_format_it_ships():
     """A row's precision names the weights' family; no server converts a quantised checkpoint: DeepSeek-V3 ships
     128 x 128 block-scaled fp8, so its "fp8" row serves fp8_block weights (with the recipe's fp8 cache for fp8
-    rows), and gpt-oss-120b's "nvfp4" row its MXFP4 experts (the 16-bit cache); Llama-3.1-8B's 16-bit checkpoint
-    is quantised per tensor, as its fp8 row says (above)."""
+    rows), and gpt-oss-120b's "nvfp4" row its MXFP4 experts (with the fp8 cache of NVFP4 rows); Llama-3.1-8B's
+    16-bit checkpoint is quantised per tensor, as its fp8 row says (above)."""
     deepseek = row_experiment(_row(model_path="deepseek-ai/DeepSeek-V3", gemm_quant_mode="fp8", tp_size="8",
                                    moe_tp_size="8"), "x:2", None)
     assert (deepseek.dtype, deepseek.kv_cache.dtype) == ("fp8_block", "fp8")
     gpt_oss = row_experiment(_row(model_path="openai/gpt-oss-120b", gemm_quant_mode="nvfp4", tp_size="2",
                                   moe_tp_size="2"), "x:3", None)
-    assert (gpt_oss.dtype, gpt_oss.kv_cache.dtype) == ("mxfp4", "auto")
+    assert (gpt_oss.dtype, gpt_oss.kv_cache.dtype) == ("mxfp4", "fp8")
 
 
 def test_a_row_narrower_than_the_shipped_checkpoint_ran_a_quantised_derivative():
@@ -109,7 +109,7 @@ def test_a_row_narrower_than_the_shipped_checkpoint_ran_a_quantised_derivative()
 
 @pytest.mark.parametrize("mode, dtype, kv", [
     ("fp8_static", "fp8", "fp8"), ("fp8_ootb", "fp8", "fp8"), ("sq", "int8", "auto"), ("int4_wo", "int4", "auto"),
-    ("bfloat16", "bf16", "auto"), ("float16", "fp16", "auto"), ("nvfp4", "nvfp4", "auto"),
+    ("bfloat16", "bf16", "auto"), ("float16", "fp16", "auto"), ("nvfp4", "nvfp4", "fp8"),
 ])
 def test_the_sources_quant_modes_name_their_weight_formats(mode, dtype, kv):
     """The file's source writes its own GEMM quant modes (aiconfigurator's GEMMQuantMode): static-scale and
