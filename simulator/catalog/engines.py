@@ -216,6 +216,13 @@ class EngineProfile(BaseModel):
     prefill_batching: Literal["batched", "sequential"] = Field(
         default="batched", description="sequential: each prompt of an iteration is its own forward pass"
     )
+    fuses_activation_quantization: bool = Field(
+        default=False,
+        description="its W8A8 / W4A4 GEMMs take activations quantised by the kernel before them (fused RMSNorm + "
+        "quant, SiLU-and-mul + quant), so they pay no quantisation pass of their own (simulator.cost.gemm); false: "
+        "each pays one (reading 16-bit activations, writing them quantised, and the hardware's "
+        "quantize_overhead_us)",
+    )
     pipeline_micro_batches: bool = Field(
         default=False,
         description="with pipeline parallelism, one micro-batch per stage in flight (vLLM v1's max_concurrent_batches "

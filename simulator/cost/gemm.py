@@ -61,9 +61,12 @@ class GemmModel:
                  "quantize_bytes", "quantize_overhead", "tile", "w")
 
     def __init__(
-        self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0, memory_scale: float = 1.0
+        self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0, memory_scale: float = 1.0,
+        fused_quantization: bool = False,
     ) -> None:
-        """``compute_scale``/``memory_scale``: how close a serving engine's kernels come to the best achievable."""
+        """``compute_scale``/``memory_scale``: how close a serving engine's kernels come to the best achievable;
+        ``fused_quantization``: the engine quantises a W8A8 / W4A4 GEMM's activations inside the kernel before it
+        (the norm, the gated activation), so the GEMM pays no quantisation pass of its own."""
         math_dtype = compute_dtype(dtype)
         self.flops = hardware.achievable_flops(math_dtype) * compute_scale
         self.bandwidth = hardware.achievable_bandwidth * memory_scale
@@ -79,7 +82,7 @@ class GemmModel:
         self.format_overhead = kernel.overhead_us * 1e-6 if kernel else 0.0
         # 16-bit weights run the 16-bit library's GEMMs, which split a long k; quantised weights run kernels that do not
         self.k_split = hardware.gemm_split_k if self.w == 2 and hardware.gemm_split_k else math.inf
-        quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype)
+        quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype) and not fused_quantization
         self.quantize_bytes = self.a + bytes_per_element(dtype) if quantised else 0.0
         self.quantize_overhead = hardware.quantize_overhead_us * 1e-6 if quantised else 0.0
 

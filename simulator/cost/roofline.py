@@ -172,7 +172,8 @@ class RooflineCostModel(CostModel):
             hardware = hardware.model_copy(update={"kernel_overhead_us": self.engine.kernel_overhead_us})
         self.elementwise_kernels = self.engine.elementwise_kernels_per_layer
         gemm_hardware = self.engine.gemm_hardware(hardware)  # the framework's own dense GEMM rates
-        self.gemm = GemmModel(gemm_hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency)
+        self.gemm = GemmModel(gemm_hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency,
+                              self.engine.fuses_activation_quantization)
         # the LM head (like the embedding) stays in the activation precision in quantised checkpoints
         self.head_gemm = GemmModel(
             gemm_hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency

@@ -541,6 +541,23 @@ def test_the_engines_host_work_runs_at_the_generations_host_speedup():
     assert (load_hardware("b200").host_speedup, h100.host_speedup) == (2.0, 1.0)
 
 
+def test_an_engine_that_fuses_activation_quantisation_pays_no_quantisation_pass():
+    """A W8A8 GEMM quantises its activations first — reads m·k 16-bit values, writes m·k fp8 ones, plus the
+    hardware's fixed quantisation cost — unless the engine fuses that into the kernel before it: then the GEMM costs
+    what it costs with the pass taken away, and a 16-bit GEMM is the same either way."""
+    from simulator.cost.gemm import GemmModel
+
+    h100 = load_hardware("h100-sxm")
+    m, n, k = 64, 8192, 8192
+    separate, fused = GemmModel(h100, "fp8"), GemmModel(h100, "fp8", fused_quantization=True)
+    bandwidth = 3350e9 * h100.bandwidth_efficiency
+    assert separate.time(m, n, k) - fused.time(m, n, k) == pytest.approx(
+        m * k * (2 + 1) / bandwidth + h100.quantize_overhead_us * 1e-6, rel=1e-9)
+    assert GemmModel(h100, "bf16", fused_quantization=True).time(m, n, k) == GemmModel(h100, "bf16").time(m, n, k)
+    engine = EngineProfile(name="e", fuses_activation_quantization=True)
+    assert RooflineCostModel(load_model("llama-3.1-8b"), h100, 1, "fp8", engine=engine).gemm.quantize_overhead == 0
+
+
 def test_attention_time_by_hand():
     """H100 (Hopper fit: prefill at 0.88 of 989.4 TFLOP/s plus 0.7 of an exponential per query-key pair and head at
     3.9 × 10^12/s — its longest block, one head's last 128 queries, at 1 / (132 SMs × 1.0) of that, smooth maximum
