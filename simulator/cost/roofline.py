@@ -124,11 +124,12 @@ class RooflineCostConfig(CostModelBase):
 
     kind: Literal["roofline"] = "roofline"
     expert_load_cv: float = Field(
-        default=0.0, ge=0, le=10,
-        description="coefficient of variation of the routed experts' popularity (0 = equally popular; SGLang's "
-        "expert-distribution recorder or a routing trace measures it; the H100 benchmark rows fit 1.25, "
-        "simulator.fidelity.silicon): a batch's tokens gather on fewer experts, so fewer experts' weights are read "
-        "at decode sizes, and with expert_parallel > 1 the busiest rank sets a MoE layer's time (simulator.cost.moe)",
+        default=1.25, ge=0, le=10,
+        description="coefficient of variation of the routed experts' popularity in the served traffic (default: "
+        "1.25, what the H100 benchmark rows of MoE models fit, simulator.fidelity.silicon; 0 = equally popular; "
+        "SGLang's expert-distribution recorder or a routing trace measures your own): a batch's tokens gather on "
+        "fewer experts, so fewer experts' weights are read at decode sizes, and with expert_parallel > 1 the busiest "
+        "rank sets a MoE layer's time (simulator.cost.moe)",
     )
     eplb_redundant_experts: int | None = Field(
         default=None, ge=0, le=4096,

@@ -238,14 +238,15 @@ def test_an_unknown_engine_is_one_line_naming_the_catalog():
 
 def test_a_profile_that_extends_another_states_only_what_differs(tmp_path):
     """``extends``: the shipped ``vllm-0.14`` is ``vllm`` (its server defaults and fitted kernels) with its own host
-    costs and name; a user profile extends a catalog name or a YAML path relative to its own file, its top-level
+    costs, name and unfused activation quantisation; a user profile extends a catalog name or a YAML path relative to its own file, its top-level
     fields replacing the other's whole; a cycle, a non-name and an unknown profile are one line naming the file."""
     from simulator.catalog.engines import load_engine
 
     vllm, later = load_engine("vllm"), load_engine("vllm-0.14")
     assert (later.name, later.per_iteration_ms, later.per_sequence_us) == ("vllm-0.14", 1.0, 0.0)
-    assert later.model_dump(exclude={"name", "description", "per_iteration_ms", "per_sequence_us", "sources"}) == (
-        vllm.model_dump(exclude={"name", "description", "per_iteration_ms", "per_sequence_us", "sources"}))
+    own = {"name", "description", "per_iteration_ms", "per_sequence_us", "fuses_activation_quantization", "sources"}
+    assert later.model_dump(exclude=own) == vllm.model_dump(exclude=own)
+    assert (vllm.fuses_activation_quantization, later.fuses_activation_quantization) == (True, False)
     (tmp_path / "mine.yaml").write_text("extends: vllm-0.14\nname: mine\nserver_defaults: {}\n")
     (tmp_path / "yours.yaml").write_text("extends: mine.yaml\nname: yours\nper_sequence_us: 5\n")
     yours = load_engine(str(tmp_path / "yours.yaml"))

@@ -50,18 +50,20 @@ def test_all_reduce_errors_on_nccl_timings(shared_data):
 @pytest.mark.slow
 def test_collective_kernel_tables(shared_data):
     """NCCL's four collectives as two protocols, per GPU and op (the issue's target: median ≤ 8%, p90 ≤ 20%; A100's
-    all-gather is at 8.3%), and each framework's own all-reduce on both GPUs as its engine profile runs it (one-shot,
-    two-shot, NCCL above its largest message; the profiles' costs per generation are fitted on these rows)."""
+    all-gather is at 8.3%; B200's medians 4.2–9.9%, p90 up to 31.4%, its 8-GPU reduce-scatter), and each framework's
+    own all-reduce on every fitted GPU as its engine profile runs it (one-shot, two-shot, NCCL above its largest
+    message; the profiles' costs per generation are fitted on these rows; vLLM's 2-GPU B200 table's p90 is 50.7%)."""
     from simulator.fidelity.kernels import custom_allreduce_kernel_errors, nccl_kernel_errors
 
     nccl = fitted(nccl_kernel_errors(shared_data / "kernels"))
     for (gpu, op), rows in nccl.groupby(["gpu", "op"]):
         median, p90 = overall(rows)
-        assert median <= (0.08 if gpu == "h100_sxm" else 0.09) and p90 <= 0.20, (gpu, op)
+        assert median <= {"h100_sxm": 0.08, "b200_sxm": 0.10}.get(gpu, 0.09), (gpu, op)
+        assert p90 <= (0.32 if gpu == "b200_sxm" else 0.20), (gpu, op)
     custom = fitted(custom_allreduce_kernel_errors(shared_data / "kernels"))
     for (gpu, framework), rows in custom.groupby(["gpu", "framework"]):
         median, p90 = overall(rows)
-        assert len(rows) == 69 and median <= 0.09 and p90 <= 0.25, (gpu, framework)
+        assert len(rows) == 69 and median <= 0.09 and p90 <= (0.55 if gpu == "b200_sxm" else 0.25), (gpu, framework)
 
 
 @pytest.mark.slow
@@ -86,7 +88,9 @@ def test_gemm_kernel_tables(shared_data):
     for (gpu, framework, dtype), rows in own.groupby(["gpu", "framework", "dtype"]):
         median, p90 = overall(rows)
         wide = dtype != "bfloat16"
-        bound = {"int4_wo": (0.13, 0.32), "sq": (0.12, 0.36)}.get(dtype, (0.23, 0.55) if wide else (0.09, 0.25))
+        # B200's block-fp8 tables: SGLang's 32.2% (its DeepGEMM kernels), TensorRT-LLM's per-tensor fp8 28.8%
+        quantised = (0.33, 0.55) if gpu == "b200_sxm" else (0.23, 0.55)
+        bound = {"int4_wo": (0.13, 0.32), "sq": (0.12, 0.36)}.get(dtype, quantised if wide else (0.09, 0.25))
         assert median <= bound[0] and p90 <= bound[1], (gpu, framework, dtype)
         if gpu == "h100_sxm" and not wide:
             assert median <= 0.075 and p90 <= 0.20, (framework, dtype)
@@ -114,8 +118,9 @@ def test_attention_kernel_tables(shared_data):
             score(phase) for _, phase in pooled.loc[rows.index].groupby("phase")), (gpu, framework)
         for phase, part in rows.groupby("phase"):
             median, p90 = overall(part)
-            bound = {"h100_sxm": 0.15, "a100_sxm": 0.08}[gpu] if phase == "prefill" else 0.14
-            assert median <= bound and p90 <= 0.5, (gpu, framework, phase)
+            bound = {"h100_sxm": 0.15, "a100_sxm": 0.08, "b200_sxm": 0.13}[gpu] if phase == "prefill" else 0.14
+            # SGLang's B200 prefill tables: p90 76% (12.7% median)
+            assert median <= bound and p90 <= (0.8 if gpu == "b200_sxm" else 0.5), (gpu, framework, phase)
 
 
 @pytest.mark.slow
@@ -131,7 +136,7 @@ def test_mla_kernel_tables(shared_data):
     own = fitted(mla_kernel_errors(shared_data / "kernels"))
     pooled = mla_kernel_errors(shared_data / "kernels", engines={})
     bounds = {("h100_sxm", "decode"): 0.10, ("h100_sxm", "prefill"): 0.21, ("a100_sxm", "decode"): 0.35,
-              ("a100_sxm", "prefill"): 0.08}
+              ("a100_sxm", "prefill"): 0.08, ("b200_sxm", "decode"): 0.10, ("b200_sxm", "prefill"): 0.05}
     for (gpu, framework, phase), rows in own.groupby(["gpu", "framework", "phase"]):
         assert score(rows) < score(pooled.loc[rows.index]), (gpu, framework, phase)
         assert overall(rows)[0] <= bounds[gpu, phase], (gpu, framework, phase)
@@ -302,7 +307,7 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
     """The fused-MoE layers of the three frameworks (no expert parallelism), each framework's kernel per format
     (moe_by_generation) judged on the model shapes its fit held out: closer than the pooled fit at the median for
     every format it was fitted on, and within 15% (today 4.5–14%; vLLM's per-tensor fp8 kernel, FlashInfer's
-    CUTLASS, was 71% off with the pooled fit). Every framework's bf16 and block-fp8 table, over all its shapes,
+    CUTLASS, was 71% off with the pooled fit; on B200 within 19%, SGLang's bf16 18.7%). Every framework's bf16 and block-fp8 table, over all its shapes,
     stays within 21%, as before the per-framework fits; the formats measured on too few shapes keep the pooled
     fit."""
     from simulator.catalog.engines import load_engine
@@ -318,10 +323,10 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
             held_out = rows[moe_held_out(rows)]
             fitted_tables += 1
             assert overall(held_out)[0] < overall(pooled.loc[held_out.index])[0], (gpu, framework, dtype)
-            assert overall(held_out)[0] <= 0.15, (gpu, framework, dtype)
+            assert overall(held_out)[0] <= (0.19 if gpu == "b200_sxm" else 0.15), (gpu, framework, dtype)
         if dtype in ("bf16", "fp8_block"):
             assert overall(rows)[0] <= 0.21, (gpu, framework, dtype)
-    assert fitted_tables == 10
+    assert fitted_tables == 17  # 10 on A100 and H100, 7 on B200 (vLLM's 4 formats, SGLang's 3)
 
 
 def test_routing_tables_take_the_collectors_power_law(tmp_path):
