@@ -238,8 +238,9 @@ def test_an_unknown_engine_is_one_line_naming_the_catalog():
 
 def test_a_profile_that_extends_another_states_only_what_differs(tmp_path):
     """``extends``: the shipped ``vllm-0.14`` is ``vllm`` (its server defaults and fitted kernels) with its own host
-    costs, name and unfused activation quantisation; a user profile extends a catalog name or a YAML path relative to its own file, its top-level
-    fields replacing the other's whole; a cycle, a non-name and an unknown profile are one line naming the file."""
+    costs, name and unfused activation quantisation; a user profile extends a catalog name or a YAML path relative
+    to its own file, its top-level fields replacing the other's whole; a cycle, a non-name and an unknown profile are
+    one line naming the file."""
     from simulator.catalog.engines import load_engine
 
     vllm, later = load_engine("vllm"), load_engine("vllm-0.14")

@@ -307,9 +307,9 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
     """The fused-MoE layers of the three frameworks (no expert parallelism), each framework's kernel per format
     (moe_by_generation) judged on the model shapes its fit held out: closer than the pooled fit at the median for
     every format it was fitted on, and within 15% (today 4.5–14%; vLLM's per-tensor fp8 kernel, FlashInfer's
-    CUTLASS, was 71% off with the pooled fit; on B200 within 19%, SGLang's bf16 18.7%). Every framework's bf16 and block-fp8 table, over all its shapes,
-    stays within 21%, as before the per-framework fits; the formats measured on too few shapes keep the pooled
-    fit."""
+    CUTLASS, was 71% off with the pooled fit; on B200 within 19%, SGLang's bf16 18.7%). Every framework's bf16 and
+    block-fp8 table, over all its shapes, stays within 21%, as before the per-framework fits; the formats measured on
+    too few shapes keep the pooled fit."""
     from simulator.catalog.engines import load_engine
     from simulator.fidelity.kernel_fit import moe_held_out
     from simulator.fidelity.kernels import moe_kernel_errors
