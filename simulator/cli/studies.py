@@ -12,6 +12,7 @@ from pathlib import Path
 from simulator.cli.outputs import check_output_file, output_folder
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.fidelity.bands import band_line
+from simulator.report.console import describe_setup
 from simulator.report.html import folder_page, text_page, write_page
 from simulator.results.progress import note
 from simulator.studies.capacity import capacity_over_seeds, find_capacity, parse_slo
@@ -131,6 +132,10 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         elif not args.json:
             print(text)
 
+    deployment, workload = describe_setup(config, with_rate=False).split("\n")
+    say(f"== capacity of {config.name} ==")
+    say(deployment)
+    say(f"{workload}; the search varies their rate")
     if args.seeds > 1:
         spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
                                               tolerance=args.tolerance)
@@ -179,7 +184,9 @@ def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit:
         return 1
     s = result.summary
     say(f"capacity: {result.rate:.4g} {unit} meets {condition} (bisection tolerance {args.tolerance:.0%})")
-    say(f"there: goodput {result.goodput:.4g} req/s, {s['output_throughput']:.4g} output tok/s, "
+    good = result.goodput
+    goodput = f"goodput {good:.4g} req/s, " if good is not None and math.isfinite(good) else ""  # none: no slo
+    say(f"there: {goodput}{s['output_throughput']:.4g} output tok/s, "
         f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
     say("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
     say(band_line(config))

@@ -30,9 +30,10 @@ def _length(section: Any) -> str:
     return f"{kind}"
 
 
-def describe_setup(config: ExperimentConfig) -> str:
+def describe_setup(config: ExperimentConfig, with_rate: bool = True) -> str:
     """What a run describes, in two lines: the model on its GPUs (replicas × GPU and parallelism per pool), engine,
-    scheduler and KV cache; then the workload (its source or arrivals, request count and prompt / output lengths)."""
+    scheduler and KV cache; then the workload (its source or arrivals — with their rate unless ``with_rate`` is
+    false, for a search that varies it — request count and prompt / output lengths)."""
     pools = []
     for pool in config.cluster.replica_pools():
         degrees = [f"{name} {value}" for name, value in (("TP", pool.tensor_parallel), ("PP", pool.pipeline_parallel),
@@ -49,7 +50,8 @@ def describe_setup(config: ExperimentConfig) -> str:
     else:
         arrival = workload.arrival
         rate = offered_rate(arrival)
-        source = f"{arrival.kind} arrivals" + (f" at {rate:g} req/s" if rate else "") if arrival else "arrivals"
+        source = (f"{arrival.kind} arrivals" + (f" at {rate:g} req/s" if rate and with_rate else "")
+                  if arrival else "arrivals")
     unit = "session" if workload.sessions else "request"
     count = (f"{workload.num_requests:,} {unit}{'s' if workload.num_requests != 1 else ''}"
              if workload.num_requests is not None else f"{workload.duration_s:g} s")

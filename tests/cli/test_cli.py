@@ -402,6 +402,23 @@ def test_without_an_slo_the_summary_states_no_attainment(capsys):
     assert code == 0 and 0 <= json.loads(out)["slo_attainment"] <= 1
 
 
+def test_capacity_names_what_it_searched_on_the_console_and_in_its_report(capsys, tmp_path):
+    """A capacity answer is a rate of what: the quickstart's model, GPU, engine, policies and lengths head the
+    console output and the HTML report; the arrival rate is the search's, not the file's."""
+    report = tmp_path / "capacity.html"
+    code, out, _ = run_cli(capsys, "capacity", str(REPO / "experiments" / "quickstart.yaml"), "--slo",
+                           "p99_ttft_ms=300", "--tolerance", "0.5", "--set", "workload.num_requests=60", "--set",
+                           "slo={}", "--report", str(report))
+    title, setup, workload = out.splitlines()[:3]
+    setup_line = "llama-3-8b (bf16) on 1 × h100-sxm (TP 1), engine vllm, scheduler chunked, KV cache paged"
+    assert code == 0 and title == "== capacity of quickstart ==" and setup == setup_line
+    assert workload == ("workload:   poisson arrivals, 60 requests, prompts lognormal mean 1,000, outputs 200 tokens; "
+                        "the search varies their rate")
+    assert "goodput nan" not in out  # without an slo there is no goodput to state
+    page = report.read_text()
+    assert setup_line.replace("×", "&#215;") in page or setup_line in page
+
+
 def test_capacity_says_when_the_experiments_own_slo_is_not_what_it_holds(capsys):
     """The quickstart states a per-request slo; a search over --slo percentiles without --attainment does not hold
     it, and says so (the README's example had reported a rate where 12% of requests met its TPOT bound)."""
