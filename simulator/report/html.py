@@ -19,8 +19,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulator.config.experiment import ExperimentConfig
 from simulator.config.slo import SLOConfig
 from simulator.errors import LLMSimError
+from simulator.report.console import describe_setup
 from simulator.results.metrics import add_latency_columns
 
 if TYPE_CHECKING:
@@ -132,6 +134,20 @@ def _setup_rows(about: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def _held_to_rows(config_text: str) -> list[list[Any]]:
+    """The workload a run served (arrivals, requests, length distributions) and the SLO it was held to, read from its
+    resolved config; none when the config no longer validates (a folder of another llmsim version)."""
+    import yaml
+
+    try:
+        config = ExperimentConfig.model_validate(yaml.safe_load(config_text) or {})
+    except (ValueError, yaml.YAMLError):
+        return []
+    workload = describe_setup(config).split("\n")[1].removeprefix("workload:").strip()
+    slo = ", ".join(f"{key} <= {value:g}" for key, value in config.slo.bounds().items()) or "none"
+    return [["workload", workload], ["slo (per request)", slo]]
+
+
 def _summary_sections(page: Page, summary: dict[str, Any]) -> None:
     shown: set[str] = set()
     page.heading("Memory plan (one GPU)")
@@ -166,7 +182,7 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
                    f"completed, {number(summary.get('num_rejected'))} rejected, {number(summary.get('num_failed'))} "
                    "failed.")
     page.heading("Setup")
-    page.table(["", ""], _setup_rows(about))
+    page.table(["", ""], _setup_rows(about) + _held_to_rows(config_text))
     metrics = {k: v for k, v in summary.items() if k not in ("about", "schema_version", "llmsim_version")}
     _summary_sections(page, metrics)
     slo = _slo_of(config_text)

@@ -72,6 +72,10 @@ def test_a_runs_report_states_the_summary_with_its_figures_inline(tmp_path, caps
     summary = json.loads((out / "summary.json").read_text())
     page = parse(report.read_text())
     assert page.headings[:4] == ["Setup", "Memory plan (one GPU)", "Latency", "Every figure of the summary"]
+    setup = {row[0]: row[1] for row in page.tables[0][1:]}  # the workload and SLO it was held to, stated
+    assert setup["workload"] == ("poisson arrivals at 8 req/s, 300 requests, prompts lognormal mean 1,000, outputs "
+                                 "200 tokens")
+    assert setup["slo (per request)"] == "ttft_ms <= 500, tpot_ms <= 50"
     assert {"Plots", "Resolved config"} <= set(page.headings)
     assert page.tags.get("svg") == 3 and "script" not in page.tags and "img" not in page.tags and not page.urls
     latency = {row[0]: row[1:] for row in page.tables[2][1:]}
