@@ -93,8 +93,6 @@ def _validate_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-
-
     ops = Path(args.ops) if args.ops else None
     data = Path(args.data) if args.data else None
     kernels = Path(args.kernels) if args.kernels else None
@@ -130,41 +128,36 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         profile, report = calibrate(load_hardware(args.hardware), ops, data, args.network_system)
     profile = profile.model_copy(update={"name": Path(args.output).stem})
     sources = ", ".join(str(p) for p in (ops, data, kernels) if p)
-    header = "# Calibrated by `llmsim calibrate` from " + sources + "\n"
-    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
-                                 + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
-    print("\n".join(report))
-    note(f"wrote {args.output}")
-    return 0
+    return _write_fit(args.output, f"Calibrated by `llmsim calibrate` from {sources}", report,
+                      profile.model_dump(mode="json"))
 
 
 def _write_generation_file(args: argparse.Namespace, kernels: Path, profile: HardwareSpec,
                            report: list[str]) -> int:
     """``calibrate --kernels DIR --gpu G --generation-file``: G's generation file, its ``fit`` the calibrated
-    profile's (:func:`generation_fit_values`), the fit's report as its header."""
+    profile's (:func:`generation_fit_values`)."""
     command = f"llmsim calibrate --kernels {kernels} --gpu {args.gpu} --generation-file --output {args.output}"
-    header = "".join(f"# {line}\n" for line in textwrap.wrap(
-        f"{profile.generation}: the fitted kernel parameters every GPU of the generation takes where its own profile "
-        f"does not set them (simulator/catalog/generations.py). Fitted on {args.gpu}'s tables by `{command}`:", 116))
-    document = {"name": profile.generation, "fit": generation_fit_values(profile)}
-    comments = [f"# {part}\n" for line in report for part in textwrap.wrap(line, 114, subsequent_indent="  ")]
-    Path(args.output).write_text(header + "".join(comments) + yaml.safe_dump(document, sort_keys=False))
-    print("\n".join(report))
-    note(f"wrote {args.output}")
-    return 0
+    return _write_fit(args.output, f"{profile.generation}: the fitted kernel parameters every GPU of the generation "
+                      "takes where its own profile does not set them (simulator/catalog/generations.py). Fitted on "
+                      f"{args.gpu}'s tables by `{command}`:", report,
+                      {"name": profile.generation, "fit": generation_fit_values(profile)})
 
 
 def _write_framework_kernels(args: argparse.Namespace, kernels: Path) -> int:
     """``calibrate --kernels DIR --gpu G --framework F``: the engine-profile fields of F's own kernels on G's
     generation, as YAML to merge into F's profile."""
-
-
-
     fields, report = fit_framework_kernels(kernels, args.framework, args.gpu)
-    header = (f"# {args.framework}'s own kernels on {args.gpu}, fitted by `llmsim calibrate --kernels {kernels} "
-              f"--gpu {args.gpu} --framework {args.framework}`: merge into engine_profiles/{args.framework}.yaml\n")
-    Path(args.output).write_text(header + "".join(f"# {line}\n" for line in report)
-                                 + yaml.safe_dump(fields, sort_keys=False))
+    return _write_fit(args.output, f"{args.framework}'s own kernels on {args.gpu}, fitted by `llmsim calibrate "
+                      f"--kernels {kernels} --gpu {args.gpu} --framework {args.framework}`: merge into "
+                      f"engine_profiles/{args.framework}.yaml", report, fields)
+
+
+def _write_fit(output: str, title: str, report: list[str], document: dict) -> int:
+    """Every calibration's file: ``title`` and the fit's report as YAML comments (wrapped to the project's line
+    length), then ``document``; the report printed too."""
+    comments = [f"# {line}\n" for line in textwrap.wrap(title, 116)]
+    comments += [f"# {part}\n" for line in report for part in textwrap.wrap(line, 114, subsequent_indent="  ")]
+    Path(output).write_text("".join(comments) + yaml.safe_dump(document, sort_keys=False))
     print("\n".join(report))
-    note(f"wrote {args.output}")
+    note(f"wrote {output}")
     return 0

@@ -36,12 +36,13 @@ MODES = {"colocated": "agg", "disaggregated": "disagg"}  # cluster.kind -> the r
 
 
 def model_family(spec: ModelSpec) -> str:
-    """``mla`` (multi-head latent attention anywhere: DeepSeek-V3, Kimi-K2, GLM-5), else ``hybrid`` (linear or
-    Mamba layers: Qwen3.5, Nemotron-H), else ``moe`` (routed experts), else ``dense``."""
-    kinds = {group.attention.kind for group in spec.layers}
-    if "mla" in kinds:
+    """``mla`` (latent attention anywhere, priced by the MLA kernels: DeepSeek-V3, Kimi-K2, GLM-5), else ``hybrid``
+    (layers that keep a fixed state instead of KV: Qwen3.5's linear attention, Nemotron-H's Mamba), else ``moe``
+    (routed experts), else ``dense`` — read from the layer kinds' hooks, so a new kind falls in its family."""
+    attention = [group.attention for group in spec.layers]
+    if any(layer.kernel_fit == "latent" for layer in attention):
         return "mla"
-    if kinds & {"linear", "mamba"}:
+    if any(layer.state_elements() > 0 for layer in attention):
         return "hybrid"
     return "moe" if spec.is_moe else "dense"
 

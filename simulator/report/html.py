@@ -19,6 +19,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from simulator.config.experiment import ExperimentConfig
 from simulator.config.slo import SLOConfig
 from simulator.errors import LLMSimError
@@ -134,14 +136,12 @@ def _setup_rows(about: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def _held_to_rows(config_text: str) -> list[list[Any]]:
+def _held_to_rows(resolved: dict[str, Any]) -> list[list[Any]]:
     """The workload a run served (arrivals, requests, length distributions) and the SLO it was held to, read from its
     resolved config; none when the config no longer validates (a folder of another llmsim version)."""
-    import yaml
-
     try:
-        config = ExperimentConfig.model_validate(yaml.safe_load(config_text) or {})
-    except (ValueError, yaml.YAMLError):
+        config = ExperimentConfig.model_validate(resolved)
+    except ValueError:
         return []
     workload = describe_setup(config).split("\n")[1].removeprefix("workload:").strip()
     slo = ", ".join(f"{key} <= {value:g}" for key, value in config.slo.bounds().items()) or "none"
@@ -172,7 +172,7 @@ def _summary_sections(page: Page, summary: dict[str, Any]) -> None:
 def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.DataFrame]) -> str:
     """A run's report from its summary (``summary.json``'s content), resolved config text and tables
     (``requests``, ``timeline``, ``iterations``, ``scaling``; any may be missing)."""
-    from simulator.report.plots import latency_cdfs, phase_shares, timeline_figure
+    from simulator.report.plots import latency_cdfs, phase_shares, slo_bounds, timeline_figure
 
     about = summary.get("about", {})
     name = about.get("name", "experiment")
@@ -181,11 +181,12 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
                    f"; {number(summary.get('completed'))} of {number(summary.get('num_requests'))} requests "
                    f"completed, {number(summary.get('num_rejected'))} rejected, {number(summary.get('num_failed'))} "
                    "failed.")
+    config = yaml.safe_load(config_text) or {}
     page.heading("Setup")
-    page.table(["", ""], _setup_rows(about) + _held_to_rows(config_text))
+    page.table(["", ""], _setup_rows(about) + _held_to_rows(config))
     metrics = {k: v for k, v in summary.items() if k not in ("about", "schema_version", "llmsim_version")}
     _summary_sections(page, metrics)
-    slo = _slo_of(config_text)
+    slo = slo_bounds(config)
     page.heading("Plots")
     if "requests" in frames and len(frames["requests"]):
         page.figure(latency_cdfs(frames["requests"], slo, name), "latency distributions of the finished requests")
@@ -196,14 +197,6 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
     page.heading("Resolved config")
     page.preformatted(config_text)
     return page.html()
-
-
-def _slo_of(config_text: str) -> dict[str, float]:
-    import yaml
-
-    from simulator.report.plots import slo_bounds
-
-    return slo_bounds(yaml.safe_load(config_text) or {})
 
 
 def sweep_page(index: pd.DataFrame, name: str, slo: dict[str, float]) -> str:

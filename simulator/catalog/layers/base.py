@@ -251,3 +251,14 @@ def shared_problem(count: int, what: str, tensor_parallel: int, model: str) -> s
         return None
     return (f"{t} and the {count} {what} of {model} do not split evenly (each rank needs whole {what}, or each one "
             "a whole number of ranks)")
+
+
+def grouping_problem(heads: int, kv_heads: int) -> str | None:
+    """Query heads share KV (key) heads in equal groups: ``heads`` a multiple of ``kv_heads`` (the problem, or None)."""
+    return None if not heads % kv_heads else f"num_heads ({heads}) must be a multiple of num_kv_heads ({kv_heads})"
+
+
+def grouped_heads_problem(heads: int, kv_heads: int, tensor_parallel: int, model: str) -> str | None:
+    """vLLM's rules for query heads grouped over KV heads: :func:`heads_problem`, then :func:`shared_problem`."""
+    return heads_problem(heads, tensor_parallel, model) or shared_problem(kv_heads, "KV heads", tensor_parallel,
+                                                                         model)

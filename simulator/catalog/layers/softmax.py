@@ -31,8 +31,8 @@ from simulator.catalog.layers.base import (
     AttentionSpec,
     KernelFit,
     attention_kind,
-    heads_problem,
-    shared_problem,
+    grouped_heads_problem,
+    grouping_problem,
 )
 
 
@@ -53,8 +53,8 @@ class SoftmaxAttention(AttentionSpec):
 
     @model_validator(mode="after")
     def _grouped(self) -> SoftmaxAttention:
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if problem := grouping_problem(self.num_heads, self.num_kv_heads):
+            raise ValueError(problem)
         return self
 
     def params(self, hidden: int) -> int:
@@ -78,8 +78,7 @@ class SoftmaxAttention(AttentionSpec):
         return self.qk_norm_across_heads
 
     def tensor_parallel_problem(self, tensor_parallel: int, model: str) -> str | None:
-        return (heads_problem(self.num_heads, tensor_parallel, model)
-                or shared_problem(self.num_kv_heads, "KV heads", tensor_parallel, model))
+        return grouped_heads_problem(self.num_heads, self.num_kv_heads, tensor_parallel, model)
 
 
 @attention_kind

@@ -25,7 +25,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from simulator.catalog.layers.base import AttentionShapes, AttentionSpec, attention_kind, heads_problem, shared_problem
+from simulator.catalog.layers.base import (
+    AttentionShapes,
+    AttentionSpec,
+    attention_kind,
+    grouped_heads_problem,
+    grouping_problem,
+    heads_problem,
+    shared_problem,
+)
 
 # the chunk length of the chunked-scan kernels of linear attention and Mamba2 (their intra-chunk work per token)
 STATE_CHUNK = 64
@@ -56,8 +64,8 @@ class LinearAttention(StateMixer):
     def _consistent(self) -> LinearAttention:
         if self.v_head_dim <= 0:
             raise ValueError("a linear attention layer needs v_head_dim > 0")
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if problem := grouping_problem(self.num_heads, self.num_kv_heads):
+            raise ValueError(problem)
         return self
 
     def params(self, hidden: int) -> int:
@@ -79,8 +87,7 @@ class LinearAttention(StateMixer):
         return AttentionShapes(H, gemms, dk + dv, 2 * k + H * dv, 0, 0, int(H), self.state_elements(t), flops)
 
     def tensor_parallel_problem(self, tensor_parallel: int, model: str) -> str | None:
-        return (heads_problem(self.num_heads, tensor_parallel, model)
-                or shared_problem(self.num_kv_heads, "KV heads", tensor_parallel, model))
+        return grouped_heads_problem(self.num_heads, self.num_kv_heads, tensor_parallel, model)
 
 
 @attention_kind
