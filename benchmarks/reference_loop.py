@@ -35,10 +35,10 @@ def reference_run(config) -> tuple[np.ndarray, np.ndarray]:
     deployment = resolve(config)
     model, hardware = deployment.model, deployment.gpu()
     cost = build_cost_model(config, model, hardware, deployment.engine)
-    from simulator.cluster.simulation import _limits
+    from simulator.cluster.pool_setup import batch_limits
     from simulator.kv import kv_budget, kv_dtype
 
-    max_len, budget_tokens = _limits(config, model.max_position_embeddings)
+    max_len, budget_tokens = batch_limits(config, model.max_position_embeddings)
     kvc, sched = config.kv_cache, config.scheduler
     budget = kv_budget(
         model, hardware, tensor_parallel=config.cluster.tensor_parallel, weight_dtype=config.dtype,

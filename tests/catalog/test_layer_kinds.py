@@ -14,7 +14,7 @@ import pytest
 import simulator
 from simulator.catalog import load_hardware, load_model
 from simulator.catalog.layers import ATTENTION_KINDS
-from simulator.cluster.simulation import check_parallelism
+from simulator.cluster.pool_setup import check_parallelism
 from simulator.cost.base import IterationShape
 from simulator.cost.roofline import RooflineCostModel
 from simulator.errors import ConfigError, LLMSimError

@@ -1,0 +1,175 @@
+"""What one pool's replicas are before anything runs: the batch limits its scheduler enforces, its KV budget and its
+cost model, checked against the rules the engines apply (:func:`setup_pool`). The simulation builds its replicas
+from it; the deployment planner prices a deployment from it without simulating."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from simulator.config.cluster import PoolConfig
+from simulator.config.deployment import Deployment
+from simulator.config.experiment import ExperimentConfig
+from simulator.cost import build_cost_model
+from simulator.cost.base import CostModel
+from simulator.cost.lora import LoRACost
+from simulator.cost.roofline import expert_slots
+from simulator.errors import ConfigError
+from simulator.kv import KVBudget, kv_budget, kv_dtype, sglang_memory
+
+
+@dataclass(frozen=True)
+class PoolSetup:
+    """One pool's replica as configured: its scheduler section (the pool's own batch limits applied, SGLang's
+    ``max_num_seqs: auto`` resolved from the KV pool), token limits, KV budget, cost model, LoRA cost, and the
+    experiment shaped to the pool's parallelism (what its cost models are built from)."""
+
+    scheduler: Any
+    max_model_len: int
+    batched_tokens: int
+    budget: KVBudget
+    cost: CostModel
+    lora_cost: LoRACost | None
+    shaped: ExperimentConfig
+
+
+def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfig,
+               label: str = "cluster") -> PoolSetup:
+    """One pool's replica before it runs (``label``: where the pool is configured, for errors); raises
+    :class:`~simulator.errors.LLMSimError` for a deployment the engines would refuse or that does not fit."""
+    model, engine, hardware = deployment.model, deployment.engine, deployment.gpu(pool)
+    check_parallelism(model, pool.tensor_parallel, pool.pipeline_parallel, pool.expert_parallel, pool.data_parallel)
+    limits = {key: value for key in ("max_num_seqs", "max_num_batched_tokens")
+              if (value := getattr(pool, key)) is not None}
+    if limits:  # this pool's own batch limits, checked as the scheduler section would be
+        try:
+            sched = type(config.scheduler).model_validate({**config.scheduler.model_dump(), **limits})
+        except ValidationError as exc:
+            problems = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+            raise ConfigError(f"{label}: {problems}") from None
+        config = config.model_copy(update={"scheduler": sched})
+    max_model_len, batched_tokens = batch_limits(config, model.max_position_embeddings)
+    sched, kv_cfg = config.scheduler, config.kv_cache
+    lora_cost = None
+    adapter_bytes = 0.0  # LoRA adapters' GPU slots, per GPU
+    if config.lora is not None:
+        lora_cost = LoRACost(model, hardware, pool.tensor_parallel, config.lora.rank, config.lora.target_modules,
+                             config.dtype, engine.compute_efficiency, engine.memory_efficiency)
+        adapter_bytes = lora_cost.bytes_per_gpu * config.lora.max_loras
+    running_from_pool = sched.max_num_seqs == "auto"
+    if running_from_pool and kv_cfg.mem_fraction_static is None:
+        raise ConfigError("scheduler.max_num_seqs: auto (SGLang's, from the KV pool) needs kv_cache."
+                          "mem_fraction_static, which keeps the activations out of the pool it is taken from")
+    budget = kv_budget(
+        model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
+        kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
+        block_size=kv_cfg.block_size, max_num_batched_tokens=batched_tokens,
+        max_num_seqs=sched.max_num_seqs if sched.max_num_seqs != "auto" else 1,  # (under a memory share: not read)
+        max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
+        pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
+        free_memory_fraction=kv_cfg.free_memory_fraction,
+        mem_fraction_static=(sglang_memory.mem_fraction_static(
+            hardware.memory_gib, batched_tokens, pool.data_parallel * pool.tensor_parallel, pool.pipeline_parallel,
+            pool.data_parallel)
+            if kv_cfg.mem_fraction_static == "auto" else kv_cfg.mem_fraction_static),
+        adapter_bytes=adapter_bytes,
+        expert_replication=_expert_replication(config, model, pool.expert_parallel),
+    )
+    if running_from_pool:  # SGLang sets its running requests from the pool (its activations live outside it)
+        sched = sched.model_copy(update={"max_num_seqs": sglang_memory.max_running_requests(
+            budget.capacity_tokens, max_model_len)})
+        _check_running_fit_budget(sched, batched_tokens)
+    shaped = config.model_copy(update={"cluster": config.cluster.model_copy(update={
+        "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
+        "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})
+    cost = build_cost_model(shaped, model, hardware, engine)
+    return PoolSetup(sched, max_model_len, batched_tokens, budget, cost, lora_cost, shaped)
+
+
+def _check_running_fit_budget(sched, batched: int) -> None:
+    """Where running requests' decode tokens share an iteration's token budget (all but prefill-first continuous
+    batching, whose prompt batches alone are budgeted), every one of ``max_num_seqs`` must fit it, as vLLM checks."""
+    if getattr(sched, "prefill_priority", False):
+        return
+    speculative = getattr(sched, "speculative", None)
+    positions = speculative.num_speculative_tokens + 1 if speculative is not None else 1
+    if batched < sched.max_num_seqs * positions:
+        per = f" × {positions} verified positions" if positions > 1 else ""
+        raise ConfigError(
+            f"scheduler.max_num_batched_tokens: {batched} is below max_num_seqs {sched.max_num_seqs}"
+            f"{per}; every running request must fit an iteration's token budget"
+        )
+
+
+def batch_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
+    """(max_model_len, max_num_batched_tokens) with vLLM's defaults and checks (``max_num_seqs: auto``: checked
+    once the pool has set it, :func:`_build_pool`)."""
+    max_model_len, batched = _token_limits(config, model_max_len)
+    if config.scheduler.max_num_seqs != "auto":
+        _check_running_fit_budget(config.scheduler, batched)
+    return max_model_len, batched
+
+
+def _token_limits(config: ExperimentConfig, model_max_len: int) -> tuple[int, int]:
+    sched = config.scheduler
+    max_model_len = sched.max_model_len or model_max_len
+    if max_model_len > model_max_len:
+        raise ConfigError(
+            f"scheduler.max_model_len: {max_model_len} exceeds the model's max_position_embeddings {model_max_len}"
+        )
+    if sched.kind == "chunked":
+        assert sched.max_num_batched_tokens is not None  # chunked batching's schema defaults it (8192)
+        return max_model_len, sched.max_num_batched_tokens  # the schema checks long_prefill_token_threshold against it
+    batched = sched.max_num_batched_tokens or max(max_model_len, 2048)
+    chunks = getattr(sched, "chunk_long_prompts", False)
+    no_evict = sched.capacity_policy == "guaranteed_no_evict"  # nothing re-prefills more than its prompt
+    if batched < max_model_len and sched.kind in ("static", "continuous") and not chunks and not no_evict:
+        raise ConfigError(
+            f"scheduler.max_num_batched_tokens: {batched} is below max_model_len {max_model_len}; without chunked "
+            "prefill a whole prompt, and a preempted request's prompt and output, must fit one iteration (raise it, "
+            "lower scheduler.max_model_len, use kind: chunked, with prefill_priority chunk_long_prompts: true, or "
+            "capacity_policy: guaranteed_no_evict, which never preempts and refuses only longer prompts)"
+        )
+    return max_model_len, batched
+
+
+def check_parallelism(model, tensor_parallel: int, pipeline_parallel: int, expert_parallel: int = 1,
+                      data_parallel: int = 1) -> None:
+    """The rules vLLM applies: the attention heads of every layer group divide evenly over the tensor-parallel
+    ranks; the KV heads (a Mamba mixer's B/C groups) too, or each is replicated over a whole number of ranks (MLA's
+    latent is replicated whole); every pipeline stage has at least one layer; expert parallelism needs experts that
+    divide over it."""
+    for group in model.layers:
+        problem = group.attention.tensor_parallel_problem(tensor_parallel, model.name)
+        if problem:
+            raise ConfigError(f"cluster.tensor_parallel: {problem}")
+    if pipeline_parallel > model.num_layers:
+        raise ConfigError(f"cluster.pipeline_parallel: {pipeline_parallel} stages for the {model.num_layers} layers "
+                          f"of {model.name} (at most one stage per layer)")
+    experts = {routing.experts for g in model.layers if (routing := g.ffn.routing)}
+    if data_parallel > 1 and not experts:
+        raise ConfigError(f"cluster.data_parallel: {data_parallel} attention-DP ranks need a mixture-of-experts "
+                          f"model (a dense one is served by separate replicas); {model.name} has no experts")
+    if expert_parallel > 1:
+        if not experts:
+            raise ConfigError(f"cluster.expert_parallel: {expert_parallel} needs a mixture-of-experts model; "
+                              f"{model.name} has no experts")
+        uneven = sorted(e for e in experts if e % expert_parallel)
+        if uneven:
+            raise ConfigError(f"cluster.expert_parallel: {expert_parallel} does not divide the {uneven[0]} experts of "
+                              f"{model.name}")
+
+
+def _expert_replication(config: ExperimentConfig, model, expert_parallel: int) -> float:
+    """How much the experts' weights (routed and shared) grow with EPLB's slots: the routed experts by slots / E,
+    the shared ones not (1 without EPLB)."""
+    slots = expert_slots(model, expert_parallel, getattr(config.cost_model, "eplb_redundant_experts", None))
+    if not slots:
+        return 1.0
+    routing, shared = next((r, g.ffn.dense_width) for g in model.layers if (r := g.ffn.routing))
+    routed = routing.experts * routing.width
+    return (slots * routing.width + shared) / (routed + shared)
+
+
