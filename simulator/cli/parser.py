@@ -19,6 +19,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
 def _open_fraction(text: str) -> float:
     """A number strictly between 0 and 1 (a relative tolerance)."""
     value = float(text)
@@ -132,10 +139,40 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a field of the base experiment (repeatable; the grid still applies over it)")
     swp.set_defaults(handler=("studies", "cmd_sweep"))
 
-    plan = sub.add_parser("plan", help="capacity of every deployment in a grid, ranked per GPU and per dollar")
-    plan.add_argument("file", help="plan YAML: base, grid over deployment knobs, slo, attainment, prices")
+    plan = sub.add_parser(
+        "plan", help="which deployment meets an SLO at what cost: every valid deployment of a model on a GPU searched "
+        "(or a grid of your own)",
+        description="From flags: every deployment of --model on --gpu within --max-gpus (TP x PP x attention DP x "
+        "EP, aggregated and disaggregated xPyD) set up as the engine would, bounded by its roofline steady state, "
+        "the best simulated with queueing over closed-loop concurrency. With a FILE: the capacity of every "
+        "deployment of a user-written grid.")
+    plan.add_argument("file", nargs="?", help="plan YAML: base, grid over deployment knobs, slo, attainment, prices "
+                      "(else the flags below)")
+    plan.add_argument("--model", help="catalog name, model YAML or HF config.json")
+    plan.add_argument("--gpu", help="GPU catalog name or hardware YAML")
+    gpus = plan.add_mutually_exclusive_group()
+    gpus.add_argument("--max-gpus", type=_positive_int, help="largest deployment unit searched (GPUs)")
+    gpus.add_argument("--gpus", type=_positive_int, help="GPUs you have: units of at most this many searched")
+    plan.add_argument("--isl", type=_positive_int, help="prompt tokens of every request (with --osl)")
+    plan.add_argument("--osl", type=_positive_int, help="output tokens of every request (with --isl)")
+    plan.add_argument("--workload", help="a workload preset instead of --isl/--osl (llmsim workloads lists them)")
+    plan.add_argument("--ttft", type=_positive_float, help="TTFT limit, ms")
+    plan.add_argument("--tpot", type=_positive_float, help="TPOT limit, ms")
+    plan.add_argument("--percentile", choices=["mean", "median", "p90", "p95", "p99"], default="p90",
+                      help="the statistic the limits bound (default p90; AIConfigurator's limits are means)")
+    target = plan.add_mutually_exclusive_group()
+    target.add_argument("--rate", type=_positive_float, help="requests/s to serve: the fewest GPUs that do")
+    target.add_argument("--users", type=_positive_int, help="concurrent users to serve: the fewest GPUs that do")
+    plan.add_argument("--engine", default="vllm", help="engine profile (default vllm)")
+    plan.add_argument("--price", type=_positive_float, help="USD per GPU-hour (default: the GPU profile's, if any)")
+    plan.add_argument("--modes", default="agg,disagg", help="agg, disagg or both (default agg,disagg)")
+    plan.add_argument("--top", type=_positive_int, default=3, help="configurations confirmed, written and launched")
+    plan.add_argument("--keep", type=_positive_int, default=12, help="candidates simulated after the analytic prune")
+    plan.add_argument("--requests-per-user", type=_positive_int, default=3, help="requests each simulated user sends")
+    plan.add_argument("--seed", type=int, default=0, help="seed of every simulation")
     plan.add_argument("--jobs", type=_positive_int, default=1, help="deployments searched in parallel")
-    plan.add_argument("--out", help="folder for plan.csv and the Pareto plot")
+    plan.add_argument("--out", help="folder for plan.csv, pareto.csv/.png, report.html and top/ (flags) or plan.csv "
+                      "and the Pareto plot (FILE)")
     plan.set_defaults(handler=("studies", "cmd_plan"))
 
     plot = sub.add_parser("plot", help="latency CDFs, timelines, phase shares or sweep curves as PNG and SVG")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from simulator.cli.outputs import check_output_file, output_folder
 from simulator.config import ExperimentConfig, load_experiment
+from simulator.errors import LLMSimError
 from simulator.fidelity.bands import band_line
 from simulator.report.console import describe_setup
 from simulator.report.html import folder_page, text_page, write_page
@@ -23,6 +24,7 @@ from simulator.studies.comparison import (
     load_comparison,
     run_experiments,
 )
+from simulator.studies.deployment_search import PlanQuestion, experiment_of, plan_experiment, plan_lengths, search
 from simulator.studies.plan import load_plan, pareto_figure, run_plan
 from simulator.studies.rate_sweep import rate_sweep
 from simulator.studies.regression import (
@@ -194,6 +196,13 @@ def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.file is None:
+        return _plan_from_flags(args)
+    given = [flag for flag in ("model", "gpu", "max_gpus", "gpus", "isl", "osl", "workload", "ttft", "tpot", "rate",
+                               "users", "price") if getattr(args, flag) is not None]
+    if given:
+        raise LLMSimError(f"plan: --{given[0].replace('_', '-')} is for a plan from flags; a plan FILE holds its own "
+                          "deployments and SLO (give one or the other)")
     spec, points = load_plan(args.file)
     frame = run_plan(spec, points, jobs=args.jobs)
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -206,4 +215,60 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         save_figure(pareto_figure(frame), out / "pareto")
         note(f"wrote {out}/plan.csv, pareto.png, pareto.svg")
+    return 0
+
+
+def _plan_question(args: argparse.Namespace) -> PlanQuestion:
+    """The question the flags ask; a missing or conflicting flag is a one-line error."""
+    missing = [flag for flag in ("model", "gpu", "ttft", "tpot") if getattr(args, flag) is None]
+    if args.max_gpus is None and args.gpus is None:
+        missing.append("max-gpus (or --gpus)")
+    lengths = (args.isl, args.osl)
+    if args.workload is None and None in lengths:
+        missing.append("isl and --osl (or --workload)")
+    if missing:
+        raise LLMSimError(f"plan: give a plan FILE, or --{', --'.join(missing)}")
+    if args.workload is not None and lengths != (None, None):
+        raise LLMSimError("plan: --workload sets the lengths; give it or --isl/--osl, not both")
+    modes = tuple(dict.fromkeys(mode.strip() for mode in args.modes.split(",")))
+    if not modes or not set(modes) <= {"agg", "disagg"}:
+        raise LLMSimError(f"plan: --modes {args.modes!r}: expected agg, disagg or agg,disagg")
+    return PlanQuestion(
+        model=args.model, gpu=args.gpu, max_gpus=args.max_gpus or args.gpus, ttft_ms=args.ttft, tpot_ms=args.tpot,
+        isl=args.isl, osl=args.osl, workload=args.workload, percentile=args.percentile, rate=args.rate,
+        users=args.users, engine=args.engine, price=args.price, modes=modes,  # type: ignore[arg-type]
+        requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, jobs=args.jobs)
+
+
+def _plan_from_flags(args: argparse.Namespace) -> int:
+    from simulator.catalog import load_hardware
+    from simulator.studies.plan_report import pareto_table, plan_page, plan_table, question_text, write_top
+
+    question = _plan_question(args)
+    out = output_folder(Path(args.out)) if args.out else None
+    price = question.price if question.price is not None else load_hardware(question.gpu).price_per_hour_usd
+    lengths = plan_lengths(question)
+    searched, top = search(question)
+    plan, pareto = plan_table(question, searched, price), pareto_table(question, searched)
+    band = "\n".join(dict.fromkeys(band_line(experiment_of(question, entry)) for entry in top)) or band_line(
+        plan_experiment(question))
+    print(f"== plan: {question_text(question, lengths)} ==")
+    meeting = plan[plan["max_users"].notna()]
+    if meeting.empty:
+        print(f"no deployment of the {len(plan)} searched meets the SLO; see the status of each in plan.csv")
+    else:
+        shown = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
+                             "capacity_rps", "gpus_for_target", "usd_per_million_tokens") if c in meeting]
+        print(meeting[shown].head(10).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    counts = plan["status"].str.split(":").str[0].value_counts()
+    print("searched: " + ", ".join(f"{count} {status}" for status, count in counts.items()))
+    print(band)
+    if out is not None:
+        plan.to_csv(out / "plan.csv", index=False)
+        pareto.to_csv(out / "pareto.csv", index=False)
+        write_page(plan_page(question, lengths, plan, pareto, band), out / "report.html")
+        (out / "top").mkdir(exist_ok=True)
+        write_top(question, top, out / "top")
+        note(f"wrote {out}/plan.csv, pareto.csv, report.html and top/ ({len(top)} configurations: experiment YAML "
+             "and launch commands)")
     return 0

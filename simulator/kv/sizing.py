@@ -73,12 +73,14 @@ def kv_budget(
     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
     expert_shards: int | None = None, free_memory_fraction: float | None = None, adapter_bytes: float = 0.0,
-    expert_replication: float = 1.0, mem_fraction_static: float | None = None,
+    expert_replication: float = 1.0, mem_fraction_static: float | None = None, data_parallel: int = 1,
+    expert_parallel: int = 1,
 ) -> KVBudget:
     """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
     spread over, default t; ``adapter_bytes``: LoRA slots per GPU, taken like weights; ``expert_replication``:
     EPLB's expert slots over the experts, whose weights grow by it); refuses (LLMSimError) a configuration with no
-    room for one full request."""
+    room for one full request, naming the whole deployment (``data_parallel`` and ``expert_parallel`` only name it)
+    and the change that would make room."""
     t, p = tensor_parallel, pipeline_parallel
     w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * (mem_fraction_static or gpu_memory_utilization)
@@ -86,6 +88,11 @@ def kv_budget(
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
     lora = f" + LoRA slots {adapter_bytes / GIB:.2f} GiB" if adapter_bytes else ""
+    share_name = "mem_fraction_static" if mem_fraction_static else "gpu_memory_utilization"
+    share = (f"free_memory_fraction {free_memory_fraction:g}" if free_memory_fraction is not None
+             else f"{share_name} {mem_fraction_static or gpu_memory_utilization:g}")
+    where = f"{model.name} on {hardware.name} × {deployment_shape(t, p, data_parallel, expert_parallel)} ({share})"
+    expert_share = experts * expert_replication / ((expert_shards or t) * p) / weights if weights else 0.0
     if mem_fraction_static:  # the activations (and CUDA graphs) live in what the share leaves: that is the workspace
         workspace = hardware.memory_bytes - usable
     else:
@@ -109,9 +116,9 @@ def kv_budget(
         num_blocks = num_blocks_override
         if weights + adapter_bytes + beside > usable:  # a fixed pool still needs the weights to fit beside it
             raise LLMSimError(
-                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora}{taken} "
-                f"exceed the {usable / GIB:.2f} GiB usable per GPU (kv_cache.num_gpu_blocks fixes the KV pool, not "
-                "the weights); use more tensor_parallel or a larger GPU"
+                f"{where}: weights {weights / GIB:.2f} GiB{lora}{taken} exceed the {usable / GIB:.2f} GiB usable per "
+                f"GPU (kv_cache.num_gpu_blocks fixes the KV pool, not the weights); {_more_room(expert_share)} or a "
+                "larger GPU"
             )
     else:
         pool = usable - weights - adapter_bytes - beside
@@ -121,11 +128,25 @@ def kv_budget(
         needed_blocks = math.ceil(longest / block_size)
         if num_blocks < needed_blocks:
             missing = (needed_blocks * block_size * per_token - pool) / GIB
-            share = "mem_fraction_static" if mem_fraction_static else "gpu_memory_utilization"
             raise LLMSimError(
-                f"{model.name} on {hardware.name} × TP{t} × PP{p}: weights {weights / GIB:.2f} GiB{lora}{taken} "
-                f"leave {max(pool, 0) / GIB:.2f} GiB of the {usable / GIB:.2f} GiB usable per GPU for KV cache, "
-                f"{missing:.2f} GiB short of one {max_model_len}-token request; use more tensor_parallel, a larger "
-                f"GPU, a higher {share} or a smaller max_model_len"
+                f"{where}: weights {weights / GIB:.2f} GiB{lora}{taken} leave {max(pool, 0) / GIB:.2f} GiB of the "
+                f"{usable / GIB:.2f} GiB usable per GPU for KV cache, {missing:.2f} GiB short of one "
+                f"{max_model_len}-token request; {_more_room(expert_share)}, a larger GPU, a higher {share_name} or a "
+                "smaller max_model_len"
             )
     return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks, spans, adapter_bytes)
+
+
+def deployment_shape(tensor_parallel: int, pipeline_parallel: int, data_parallel: int = 1,
+                     expert_parallel: int = 1) -> str:
+    """``TP8 × PP1``, with ``× DP8 × EP64`` where attention data or expert parallelism is used."""
+    shape = f"TP{tensor_parallel} × PP{pipeline_parallel}"
+    return shape + (f" × DP{data_parallel}" if data_parallel > 1 else "") + (
+        f" × EP{expert_parallel}" if expert_parallel > 1 else "")
+
+
+def _more_room(expert_share: float) -> str:
+    """The change that frees most weight memory per GPU: where the experts are most of it, spreading them wider."""
+    if expert_share > 0.5:
+        return "spread the experts over more GPUs (expert_parallel with data_parallel × tensor_parallel)"
+    return "use more tensor_parallel or pipeline_parallel"

@@ -1,0 +1,324 @@
+"""``llmsim plan`` from flags: which deployment of a model on a GPU type meets an SLO, at what throughput and cost.
+
+1. **Enumerate** every worker shape (:mod:`simulator.studies.deployment_space`) and set each up as the simulation
+   would (:func:`simulator.cluster.pool_setup.setup_pool`): one that does not divide the heads or experts, or does
+   not fit in memory, is listed with the reason.
+2. **Bound** each valid candidate — one aggregated replica, or x prefill + y decode workers (pairs of the shapes
+   with the best analytic prefill and decode rates per GPU, in the ratios that balance them) — by its roofline steady
+   state, and keep the :attr:`PlanQuestion.keep` best by analytic output tokens/s per GPU within the SLO (the rest
+   are listed as pruned, with their bound).
+3. **Simulate** the survivors, with queueing: closed-loop users at powers of two per decode rank up to the batch the
+   KV pool holds, ``requests_per_user`` requests each, the users' first requests spread over one request's
+   analytic duration. Each level gives a point of output tokens/s per GPU against tokens/s per user (1000 / mean
+   TPOT in ms): the Pareto front, aggregated and disaggregated together. A level meets the SLO when its
+   ``percentile`` TTFT and TPOT are within the limits; a candidate's answer is its most users that meet it.
+4. **Capacity** of the :attr:`PlanQuestion.top` best: the highest Poisson rate meeting the SLO
+   (:func:`simulator.studies.capacity.find_capacity`, starting from the best level's request rate); with ``rate``
+   the fewest copies of the unit that meet the SLO at that rate, each count confirmed by simulating the whole
+   cluster; with ``users`` the same for that many closed-loop users.
+
+Every simulation uses the question's seed, so the plan is deterministic, serial or parallel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.api import load, run
+from simulator.cluster.pool_setup import PoolSetup, setup_pool
+from simulator.config import ExperimentConfig
+from simulator.config.deployment import Deployment, resolve
+from simulator.errors import LLMSimError
+from simulator.studies.capacity import find_capacity
+from simulator.studies.deployment_space import (
+    Candidate,
+    Mode,
+    Shape,
+    SteadyPoint,
+    agg_steady_state,
+    balanced_ratios,
+    disagg_steady_state,
+    prefill_rate,
+    worker_shapes,
+)
+
+STATS = ("mean", "median", "p90", "p95", "p99")
+
+
+@dataclass(frozen=True)
+class PlanQuestion:
+    """What the planner is asked (``llmsim plan --model ... --gpu ...``)."""
+
+    model: str
+    gpu: str
+    max_gpus: int
+    ttft_ms: float
+    tpot_ms: float
+    isl: int | None = None  # fixed lengths, else ``workload``
+    osl: int | None = None
+    workload: str | None = None  # a workload preset's name (its lengths; the planner sets the arrivals)
+    percentile: str = "p90"
+    rate: float | None = None
+    users: int | None = None
+    engine: str = "vllm"
+    price: float | None = None  # USD per GPU-hour (else the GPU profile's)
+    modes: tuple[Mode, ...] = ("agg", "disagg")
+    requests_per_user: int = 3
+    keep: int = 12
+    top: int = 3
+    seed: int = 0
+    jobs: int = 1
+
+    @property
+    def slo(self) -> dict[str, float]:
+        return {f"{self.percentile}_ttft_ms": self.ttft_ms, f"{self.percentile}_tpot_ms": self.tpot_ms}
+
+
+@dataclass
+class Level:
+    """One simulated concurrency of a candidate."""
+
+    users: int
+    summary: dict[str, Any]
+    meets: bool
+
+
+@dataclass
+class Searched:
+    """One candidate: its setup, analytic bound, simulated levels and answers (None where not reached)."""
+
+    candidate: Candidate
+    status: str = "ok"  # ok, invalid: <why>, pruned: <why>, infeasible: <why>
+    steady: list[SteadyPoint] = field(default_factory=list)
+    levels: list[Level] = field(default_factory=list)
+    capacity_rps: float | None = None
+    units_for_target: int | None = None  # copies of the unit that meet --rate / --users
+    target_summary: dict[str, Any] | None = None
+
+    def bound(self, question: PlanQuestion) -> float:
+        """Analytic output tokens/s per GPU at the best batch within the TPOT and TTFT limits (0: none)."""
+        osl = plan_lengths(question)[1]
+        feasible = [p.tokens_per_gpu(osl, self.candidate.gpus) for p in self.steady
+                    if p.tpot_s * 1000 <= question.tpot_ms and p.ttft_s * 1000 <= question.ttft_ms]
+        return max(feasible, default=0.0)
+
+    @property
+    def best(self) -> Level | None:
+        """The most users that meet the SLO."""
+        return max((level for level in self.levels if level.meets), key=lambda level: level.users, default=None)
+
+
+def plan_lengths(question: PlanQuestion) -> tuple[int, int]:
+    """(mean prompt, mean output) tokens of the question's workload."""
+    if question.isl is not None and question.osl is not None:
+        return question.isl, question.osl
+    return _workload_means(question.workload or "")
+
+
+def _workload_means(workload: str) -> tuple[int, int]:
+    import numpy as np
+
+    from simulator.workload import generate_requests
+
+    config = load(_experiment(PlanQuestion("", "", 1, 1, 1, workload=workload), Candidate("agg", Shape(1))))
+    requests = generate_requests(config.workload, np.random.SeedSequence(config.seed))
+    return round(float(np.mean(requests.input_tokens))), round(float(np.mean(requests.output_tokens)))
+
+
+def _experiment(question: PlanQuestion, candidate: Candidate, users: int = 1, ramp_s: float = 0.0,
+                rate: float | None = None) -> dict[str, Any]:
+    """The experiment of ``candidate`` under ``users`` closed-loop users (or Poisson arrivals at ``rate``)."""
+    workload: dict[str, Any]
+    scheduler: dict[str, Any] = {}
+    if question.workload is not None:
+        workload = {"preset": question.workload}
+    else:
+        workload = {"input_tokens": {"kind": "fixed", "value": question.isl},
+                    "output_tokens": {"kind": "fixed", "value": question.osl}}
+        scheduler["max_model_len"] = question.isl + question.osl  # as a deployment serving them sets it
+    if rate is not None:
+        workload.update(arrival={"kind": "poisson", "rate": rate},
+                        num_requests=max(200, question.requests_per_user * users))
+    else:
+        workload.update(arrival={"kind": "closed_loop", "users": users, "ramp_s": round(ramp_s, 3)},
+                        num_requests=question.requests_per_user * users)
+    slo = {"ttft_ms": question.ttft_ms, "tpot_ms": question.tpot_ms}
+    return {"name": f"plan {candidate.label}", "seed": question.seed, "model": question.model,
+            "hardware": question.gpu, "engine": question.engine, "cluster": candidate.cluster(),
+            "scheduler": scheduler, "workload": workload, "slo": slo}
+
+
+def _setup(question: PlanQuestion, deployment: Deployment, candidate: Candidate) -> tuple[PoolSetup, ...]:
+    """The pools of ``candidate`` set up as the simulation would (LLMSimError when the engines would refuse it)."""
+    config = load(_experiment(question, candidate))
+    pools = config.cluster.replica_pools()
+    return tuple(setup_pool(config, deployment, pool, "cluster") for pool in pools)
+
+
+def enumerate_candidates(question: PlanQuestion) -> list[Searched]:
+    """Every candidate with its analytic steady state, invalid shapes listed with their reason (steps 1-2)."""
+    isl, osl = plan_lengths(question)
+    deployment = resolve(plan_experiment(question))
+    shapes = worker_shapes(deployment.model, deployment.gpu(), question.max_gpus)
+    searched, setups = [], {}
+    for shape in shapes:
+        entry = Searched(Candidate("agg", shape))
+        try:
+            setups[shape] = _setup(question, deployment, entry.candidate)[0]
+        except LLMSimError as exc:
+            entry.status = f"invalid: {exc}"
+        else:
+            entry.steady = agg_steady_state(setups[shape], shape, isl, osl)
+        if "agg" in question.modes or entry.status != "ok":
+            searched.append(entry)
+    if "disagg" in question.modes and setups:
+        searched += _disagg_candidates(question, setups, isl, osl)
+    return searched
+
+
+def _disagg_candidates(question: PlanQuestion, setups: dict[Shape, PoolSetup], isl: int,
+                       osl: int) -> list[Searched]:
+    """xPyD pairs of the 3 shapes with the best prefill rate per GPU and the 3 with the best decode rate per GPU
+    within the TPOT limit, in the ratios that balance them."""
+    def decode_rate(shape: Shape) -> float:
+        points = disagg_steady_state(setups[shape], setups[shape], Candidate("disagg", shape, 1, shape, 10**6),
+                                     isl, osl)
+        return max((p.rate for p in points if p.tpot_s * 1000 <= question.tpot_ms), default=0.0)
+
+    prefill_rates = {s: prefill_rate(setup, isl) * s.data_parallel for s, setup in setups.items()}
+    decode_rates = {s: decode_rate(s) for s in setups}
+    prefills = sorted(setups, key=lambda s: -prefill_rates[s] / s.gpus)[:3]
+    decodes = [s for s in sorted(setups, key=lambda s: -decode_rates[s] / s.gpus) if decode_rates[s] > 0][:3]
+    found = []
+    for p in prefills:
+        for d in decodes:
+            for x, y in balanced_ratios(prefill_rates[p], decode_rates[d], p.gpus, d.gpus, question.max_gpus):
+                candidate = Candidate("disagg", d, y, p, x)
+                found.append(Searched(candidate, steady=disagg_steady_state(setups[p], setups[d], candidate, isl,
+                                                                            osl)))
+    return found
+
+
+def prune(question: PlanQuestion, searched: list[Searched]) -> None:
+    """Mark all but the :attr:`PlanQuestion.keep` best valid candidates by analytic bound (and the best of each mode)
+    as pruned, and those with no batch within the limits as infeasible."""
+    valid = [s for s in searched if s.status == "ok"]
+    for entry in valid:
+        if entry.bound(question) == 0:
+            floor = min((p.ttft_s for p in entry.steady), default=math.inf) * 1000
+            entry.status = (f"infeasible: a prompt alone takes {floor:.4g} ms to prefill" if floor > question.ttft_ms
+                            else f"infeasible: no batch decodes within {question.tpot_ms:g} ms per token")
+    ranked = sorted((s for s in valid if s.status == "ok"), key=lambda s: -s.bound(question))
+    kept = ranked[:question.keep] + [next(s for s in ranked if s.candidate.mode == mode)
+                                     for mode in question.modes if any(s.candidate.mode == mode for s in ranked)]
+    for entry in ranked:
+        if entry not in kept:
+            entry.status = f"pruned: analytic bound {entry.bound(question):.4g} tok/s/GPU"
+
+
+def _levels(entry: Searched) -> list[tuple[int, float]]:
+    """(users, ramp seconds) to simulate: powers of two per decode rank up to the analytic batch limit."""
+    ranks = entry.candidate.replicas * entry.candidate.shape.data_parallel
+    return [(point.batch * ranks, point.ttft_s + point.batch * ranks / point.rate) for point in entry.steady]
+
+
+def _simulate(question: PlanQuestion, candidate: Candidate, users: int, ramp_s: float) -> Level:
+    summary = run(load(_experiment(question, candidate, users, ramp_s))).summary
+    return Level(users, summary, _meets(summary, question.slo))
+
+
+def _meets(summary: dict[str, Any], slo: dict[str, float]) -> bool:
+    return summary["completed"] > 0 and all(summary[key] == summary[key] and summary[key] <= limit
+                                            for key, limit in slo.items())
+
+
+def _map(question: PlanQuestion, function: Callable[..., Any], tasks: list[tuple[Any, ...]]) -> list[Any]:
+    """``function(*task)`` for every task, in order; on ``question.jobs`` processes when more than one."""
+    if question.jobs > 1 and len(tasks) > 1:
+        from joblib import Parallel, delayed
+
+        return list(Parallel(n_jobs=question.jobs)(delayed(function)(*task) for task in tasks))
+    return [function(*task) for task in tasks]
+
+
+def simulate_levels(question: PlanQuestion, searched: list[Searched]) -> None:
+    """Step 3 for every surviving candidate."""
+    alive = [s for s in searched if s.status == "ok"]
+    tasks = [(question, s.candidate, users, ramp) for s in alive for users, ramp in _levels(s)]
+    results = iter(_map(question, _simulate, tasks))
+    for entry in alive:
+        entry.levels = [next(results) for _ in _levels(entry)]
+        if entry.best is None:
+            entry.status = "misses: no simulated concurrency meets the SLO"
+
+
+def ranked(searched: list[Searched], osl_gpus: Callable[[Searched], float]) -> list[Searched]:
+    """Candidates that meet the SLO, best first by ``osl_gpus`` (output tokens/s per GPU at their best level)."""
+    return sorted((s for s in searched if s.best is not None), key=lambda s: -osl_gpus(s))
+
+
+def tokens_per_gpu(entry: Searched) -> float:
+    level = entry.best
+    return level.summary["output_throughput"] / entry.candidate.gpus if level else 0.0
+
+
+def confirm_top(question: PlanQuestion, searched: list[Searched]) -> list[Searched]:
+    """Step 4 for the :attr:`PlanQuestion.top` best; returns them, best first."""
+    top = ranked(searched, tokens_per_gpu)[:question.top]
+    answers = _map(question, _answer, [(question, entry) for entry in top])
+    for entry, (capacity, units, summary) in zip(top, answers, strict=True):
+        entry.capacity_rps, entry.units_for_target, entry.target_summary = capacity, units, summary
+    return top
+
+
+def _answer(question: PlanQuestion, entry: Searched) -> tuple[float, int | None, dict[str, Any] | None]:
+    level = entry.best
+    assert level is not None  # (ranked: every one meets the SLO somewhere)
+    config = load(_experiment(question, entry.candidate, rate=level.summary["request_throughput"]))
+    capacity = find_capacity(config, question.slo, tolerance=0.05).rate
+    units, summary = None, None
+    if question.rate is not None and capacity > 0:
+        units, summary = _fewest_units(question, entry.candidate, math.ceil(question.rate / capacity))
+    elif question.users is not None:
+        units, summary = _fewest_units(question, entry.candidate, math.ceil(question.users / level.users))
+    return capacity, units, summary
+
+
+def _fewest_units(question: PlanQuestion, candidate: Candidate, start: int) -> tuple[int | None, dict[str, Any]]:
+    """The fewest copies of ``candidate`` from ``start`` (at most 3 more) whose cluster meets the SLO at the
+    question's rate or users (None if none does), and the last run's summary."""
+    summary: dict[str, Any] = {}
+    for units in range(max(1, start), max(1, start) + 4):
+        if candidate.gpus * units > 100_000:
+            break
+        scaled = candidate.scaled(units)
+        users = question.users or 1
+        ramp = 0.0 if question.users is None else 1.0
+        summary = run(load(_experiment(question, scaled, users, ramp, rate=question.rate))).summary
+        if _meets(summary, question.slo):
+            return units, summary
+    return None, summary
+
+
+def plan_experiment(question: PlanQuestion) -> ExperimentConfig:
+    """The question's experiment on one GPU (what its catalog names resolve to)."""
+    return load(_experiment(question, Candidate("agg", Shape(1))))
+
+
+def experiment_of(question: PlanQuestion, entry: Searched) -> ExperimentConfig:
+    """The experiment that reproduces ``entry``'s best level (``llmsim run`` on it gives the plan's row)."""
+    level = entry.best
+    assert level is not None
+    ramp = next(ramp for users, ramp in _levels(entry) if users == level.users)
+    return load(_experiment(question, entry.candidate, level.users, ramp))
+
+
+def search(question: PlanQuestion) -> tuple[list[Searched], list[Searched]]:
+    """Steps 1-4: every candidate searched, and the top ones, best first."""
+    searched = enumerate_candidates(question)
+    prune(question, searched)
+    simulate_levels(question, searched)
+    return searched, confirm_top(question, searched)

@@ -1,0 +1,167 @@
+"""What ``llmsim plan`` (from flags) writes: ``plan.csv`` (every deployment searched), ``pareto.csv`` (every simulated
+level, the front marked), ``report.html`` and, per top configuration, an experiment YAML that ``llmsim run``
+reproduces and the engine's launch commands.
+
+Columns of ``plan.csv``: the deployment (``mode``, its label, the decode — or aggregated — workers' count and
+``tp``/``pp``/``dp``/``ep``, the prefill workers' where disaggregated), ``gpus`` of one unit, ``status`` (``ok``,
+``invalid: why``, ``infeasible: why``, ``pruned: bound``, ``misses: ...``), the analytic bound, and for simulated
+ones the most closed-loop users meeting the SLO with the output tokens/s per GPU and per user, TTFT and TPOT there;
+for the top ones the capacity (req/s, Poisson) and per GPU, the cost, and with ``--rate`` / ``--users`` the units
+and GPUs that meet it. A point is on the Pareto front when no other point has both more output tokens/s per GPU
+and more tokens/s per user.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulator.api import config_yaml
+from simulator.studies.deployment_search import PlanQuestion, Searched, experiment_of, tokens_per_gpu
+from simulator.studies.deployment_space import Shape
+
+
+def _shape_columns(prefix: str, shape: Shape | None, count: int) -> dict[str, Any]:
+    if shape is None:
+        return {f"{prefix}workers": 0, f"{prefix}tp": None, f"{prefix}pp": None, f"{prefix}dp": None,
+                f"{prefix}ep": None}
+    return {f"{prefix}workers": count, f"{prefix}tp": shape.tensor_parallel, f"{prefix}pp": shape.pipeline_parallel,
+            f"{prefix}dp": shape.data_parallel, f"{prefix}ep": shape.expert_parallel}
+
+
+def plan_table(question: PlanQuestion, searched: list[Searched], price: float | None) -> pd.DataFrame:
+    """``plan.csv``: one row per deployment searched, those meeting the SLO first (best output tokens/s per GPU
+    first), then the rest in search order."""
+    rows = []
+    for entry in searched:
+        candidate, level = entry.candidate, entry.best
+        row: dict[str, Any] = {
+            "deployment": candidate.label, "mode": candidate.mode,
+            **_shape_columns("", candidate.shape, candidate.replicas),
+            **_shape_columns("prefill_", candidate.prefill, candidate.prefill_replicas),
+            "gpus": candidate.gpus, "status": entry.status,
+            "bound_tokens_per_s_per_gpu": round(entry.bound(question), 3) if entry.steady else None,
+            "max_users": level.users if level else None,
+            "tokens_per_s_per_gpu": tokens_per_gpu(entry) if level else None,
+            "tokens_per_s_per_user": 1000 / level.summary["mean_tpot_ms"] if level else None,
+            f"{question.percentile}_ttft_ms": level.summary[f"{question.percentile}_ttft_ms"] if level else None,
+            f"{question.percentile}_tpot_ms": level.summary[f"{question.percentile}_tpot_ms"] if level else None,
+            "capacity_rps": entry.capacity_rps,
+            "capacity_rps_per_gpu": entry.capacity_rps / candidate.gpus if entry.capacity_rps is not None else None,
+        }
+        if price is not None:
+            row["usd_per_hour"] = price * candidate.gpus
+            throughput = level.summary["output_throughput"] if level else 0.0
+            row["usd_per_million_tokens"] = price * candidate.gpus / (throughput * 3600 / 1e6) if throughput else None
+        if question.rate is not None or question.users is not None:
+            units = entry.units_for_target
+            row["units_for_target"] = units
+            row["gpus_for_target"] = units * candidate.gpus if units else None
+            if price is not None:
+                row["usd_per_hour_for_target"] = price * candidate.gpus * units if units else None
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    order = sorted(range(len(searched)), key=lambda i: (searched[i].best is None, -tokens_per_gpu(searched[i])))
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def pareto_table(question: PlanQuestion, searched: list[Searched]) -> pd.DataFrame:
+    """``pareto.csv``: every simulated level, with ``meets_slo`` and ``on_front``."""
+    rows = [{"deployment": entry.candidate.label, "mode": entry.candidate.mode, "gpus": entry.candidate.gpus,
+             "users": level.users,
+             "tokens_per_s_per_gpu": level.summary["output_throughput"] / entry.candidate.gpus,
+             "tokens_per_s_per_user": 1000 / level.summary["mean_tpot_ms"],
+             f"{question.percentile}_ttft_ms": level.summary[f"{question.percentile}_ttft_ms"],
+             f"{question.percentile}_tpot_ms": level.summary[f"{question.percentile}_tpot_ms"],
+             "meets_slo": level.meets}
+            for entry in searched for level in entry.levels]
+    frame = pd.DataFrame(rows, columns=["deployment", "mode", "gpus", "users", "tokens_per_s_per_gpu",
+                                        "tokens_per_s_per_user", f"{question.percentile}_ttft_ms",
+                                        f"{question.percentile}_tpot_ms", "meets_slo"])
+    gpu, user = frame["tokens_per_s_per_gpu"].to_numpy(), frame["tokens_per_s_per_user"].to_numpy()
+    frame["on_front"] = [not ((gpu >= g) & (user >= u) & ((gpu > g) | (user > u))).any()
+                         for g, u in zip(gpu, user, strict=True)]
+    return frame
+
+
+def pareto_figure(frame: pd.DataFrame, question: PlanQuestion, title: str):
+    """Output tokens/s per GPU against tokens/s per user, aggregated and disaggregated points and their fronts,
+    the TPOT limit as the slowest user speed allowed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(7, 4.5))
+    for mode, colour in (("agg", "tab:blue"), ("disagg", "tab:orange")):
+        points = frame[frame["mode"] == mode]
+        if points.empty:
+            continue
+        ax.scatter(points["tokens_per_s_per_user"], points["tokens_per_s_per_gpu"], s=14, color=colour, alpha=0.35,
+                   label=f"{mode}: every simulated concurrency")
+        gpu, user = points["tokens_per_s_per_gpu"].to_numpy(), points["tokens_per_s_per_user"].to_numpy()
+        front = points[[not ((gpu >= g) & (user >= u) & ((gpu > g) | (user > u))).any()
+                        for g, u in zip(gpu, user, strict=True)]].sort_values("tokens_per_s_per_user")
+        ax.plot(front["tokens_per_s_per_user"], front["tokens_per_s_per_gpu"], color=colour, marker="o",
+                markersize=4, label=f"{mode}: Pareto front")
+    ax.axvline(1000 / question.tpot_ms, color="tab:red", linestyle="--", linewidth=1,
+               label=f"TPOT limit {question.tpot_ms:g} ms")
+    ax.set(xlabel="output tokens/s per user (1000 / mean TPOT ms)", ylabel="output tokens/s per GPU", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def write_top(question: PlanQuestion, top: list[Searched], folder: Path) -> list[Path]:
+    """Per top configuration: ``N-<mode>.yaml`` (the experiment of its best level) and ``N-<mode>.launch.sh``."""
+    from simulator.studies.launch import launch_script
+
+    written = []
+    for rank, entry in enumerate(top, start=1):
+        config = experiment_of(question, entry)
+        stem = folder / f"{rank}-{entry.candidate.mode}"
+        header = (f"# llmsim plan, rank {rank}: {entry.candidate.label}, {entry.best.users if entry.best else 0} "
+                  "closed-loop users (its most within the SLO).\n"
+                  "# llmsim run on this file reproduces its plan.csv row.\n")
+        stem.with_suffix(".yaml").write_text(header + config_yaml(config), encoding="utf-8")
+        stem.with_suffix(".launch.sh").write_text(launch_script(config), encoding="utf-8")
+        written += [stem.with_suffix(".yaml"), stem.with_suffix(".launch.sh")]
+    return written
+
+
+def question_text(question: PlanQuestion, lengths: tuple[int, int]) -> str:
+    """One line: what was asked."""
+    workload = (f"{question.workload} (mean prompt {lengths[0]:,}, output {lengths[1]:,} tokens)" if question.workload
+                else f"prompts {lengths[0]:,}, outputs {lengths[1]:,} tokens")
+    target = (f", {question.rate:g} req/s to serve" if question.rate is not None else
+              f", {question.users:,} users to serve" if question.users is not None else "")
+    return (f"{question.model} on up to {question.max_gpus} × {question.gpu}, engine {question.engine}; {workload}; "
+            f"SLO {question.percentile} TTFT ≤ {question.ttft_ms:g} ms and {question.percentile} TPOT ≤ "
+            f"{question.tpot_ms:g} ms{target}")
+
+
+def plan_page(question: PlanQuestion, lengths: tuple[int, int], plan: pd.DataFrame, pareto: pd.DataFrame,
+              band: str) -> str:
+    """The self-contained HTML report of a plan."""
+    from simulator.report.html import Page
+
+    page = Page(f"llmsim plan: {question.model} on {question.gpu}")
+    page.paragraph(question_text(question, lengths))
+    page.paragraph(band)
+    best = plan[plan["max_users"].notna()]
+    page.heading("Deployments that meet the SLO, best output tokens/s per GPU first")
+    columns = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
+                           f"{question.percentile}_ttft_ms", f"{question.percentile}_tpot_ms", "capacity_rps",
+                           "capacity_rps_per_gpu", "usd_per_million_tokens", "gpus_for_target",
+                           "usd_per_hour_for_target") if c in plan]
+    page.table(columns, best[columns].to_numpy().tolist())
+    if len(pareto):
+        page.figure(pareto_figure(pareto, question, f"{question.model} on {question.gpu}: throughput vs speed"),
+                    "Every simulated concurrency of every deployment searched (closed-loop users); the lines join "
+                    "each mode's Pareto front. Right of the dashed line: TPOT within the limit.")
+    page.heading("Every deployment searched")
+    page.table(["deployment", "gpus", "status"], plan[["deployment", "gpus", "status"]].to_numpy().tolist())
+    return page.html()
