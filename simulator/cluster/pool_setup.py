@@ -22,13 +22,17 @@ from simulator.kv import KVBudget, kv_budget, kv_dtype, sglang_memory
 
 @dataclass(frozen=True)
 class PoolSetup:
-    """One pool's replica as configured: its scheduler section (the pool's own batch limits applied, SGLang's
-    ``max_num_seqs: auto`` resolved from the KV pool), token limits, KV budget, cost model, LoRA cost, and the
-    experiment shaped to the pool's parallelism (what its cost models are built from)."""
+    """One pool's replica as configured: ``config`` the experiment with the pool's own batch limits laid over its
+    scheduler section; ``scheduler`` that section with SGLang's ``max_num_seqs: auto`` resolved from the KV pool;
+    the token limits with vLLM's defaults; ``mem_fraction_static`` the KV cache's share with ``auto`` resolved (None
+    when another share sizes the pool); one replica's (attention-DP rank's) KV budget, cost model and LoRA cost; and
+    ``shaped``, the experiment shaped to the pool's parallelism (what its cost models are built from)."""
 
+    config: ExperimentConfig
     scheduler: Any
     max_model_len: int
-    batched_tokens: int
+    max_num_batched_tokens: int
+    mem_fraction_static: float | None
     budget: KVBudget
     cost: CostModel
     lora_cost: LoRACost | None
@@ -62,6 +66,9 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
     if running_from_pool and kv_cfg.mem_fraction_static is None:
         raise ConfigError("scheduler.max_num_seqs: auto (SGLang's, from the KV pool) needs kv_cache."
                           "mem_fraction_static, which keeps the activations out of the pool it is taken from")
+    mem_fraction = (sglang_memory.mem_fraction_static(
+        hardware.memory_gib, batched_tokens, pool.data_parallel * pool.tensor_parallel, pool.pipeline_parallel,
+        pool.data_parallel) if kv_cfg.mem_fraction_static == "auto" else kv_cfg.mem_fraction_static)
     budget = kv_budget(
         model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
@@ -70,10 +77,7 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         max_model_len=max_model_len, num_blocks_override=kv_cfg.num_gpu_blocks,
         pipeline_parallel=pool.pipeline_parallel, expert_shards=pool.data_parallel * pool.tensor_parallel,
         free_memory_fraction=kv_cfg.free_memory_fraction,
-        mem_fraction_static=(sglang_memory.mem_fraction_static(
-            hardware.memory_gib, batched_tokens, pool.data_parallel * pool.tensor_parallel, pool.pipeline_parallel,
-            pool.data_parallel)
-            if kv_cfg.mem_fraction_static == "auto" else kv_cfg.mem_fraction_static),
+        mem_fraction_static=mem_fraction,
         adapter_bytes=adapter_bytes,
         expert_replication=_expert_replication(config, model, pool.expert_parallel),
         data_parallel=pool.data_parallel, expert_parallel=pool.expert_parallel,
@@ -86,7 +90,7 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
         "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})
     cost = build_cost_model(shaped, model, hardware, engine)
-    return PoolSetup(sched, max_model_len, batched_tokens, budget, cost, lora_cost, shaped)
+    return PoolSetup(config, sched, max_model_len, batched_tokens, mem_fraction, budget, cost, lora_cost, shaped)
 
 
 def _check_running_fit_budget(sched, batched: int) -> None:

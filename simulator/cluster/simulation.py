@@ -126,7 +126,7 @@ def _build_pool(
     setup = setup_pool(config, deployment, pool, label)
     engine, hardware, budget, cost = deployment.engine, deployment.gpu(pool), setup.budget, setup.cost
     sched, kv_cfg, lora_cost = setup.scheduler, config.kv_cache, setup.lora_cost
-    max_model_len, batched_tokens = setup.max_model_len, setup.batched_tokens
+    max_model_len, batched_tokens = setup.max_model_len, setup.max_num_batched_tokens
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, Scheduler)):
         raise ConfigError(f"scheduler.kind: {sched.kind!r} is not a subclass of simulator.schedulers.Scheduler")

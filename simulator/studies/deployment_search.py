@@ -278,13 +278,29 @@ def _answer(question: PlanQuestion, entry: Searched) -> tuple[float, int | None,
     level = entry.best
     assert level is not None  # (ranked: every one meets the SLO somewhere)
     config = load(_experiment(question, entry.candidate, rate=level.summary["request_throughput"]))
-    capacity = find_capacity(config, question.slo, tolerance=0.05).rate
+    capacity = find_capacity(config, question.slo, tolerance=0.05, run=lambda c: _run_for(c, horizon_s(question))).rate
     units, summary = None, None
     if question.rate is not None and capacity > 0:
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.rate / capacity))
     elif question.users is not None:
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.users / level.users))
     return capacity, units, summary
+
+
+def horizon_s(question: PlanQuestion) -> float:
+    """How long an open-loop probe's arrivals last: long enough that a rate above capacity builds a queue that
+    breaks the TTFT limit — 30 s, or 5 requests served back to back at the limits, whichever is longer."""
+    osl = plan_lengths(question)[1]
+    return max(30.0, 5 * (question.ttft_ms + osl * question.tpot_ms) / 1000)
+
+
+def _run_for(config: ExperimentConfig, seconds: float) -> dict[str, Any]:
+    """``config`` run with as many requests as its Poisson rate sends in ``seconds`` (at least 200)."""
+    arrival = config.workload.arrival
+    rate = getattr(arrival, "rate", None)
+    assert rate is not None  # (the planner's open-loop probes are Poisson)
+    workload = config.workload.model_copy(update={"num_requests": max(200, math.ceil(rate * seconds))})
+    return run(config.model_copy(update={"workload": workload})).summary
 
 
 def _fewest_units(question: PlanQuestion, candidate: Candidate, start: int) -> tuple[int | None, dict[str, Any]]:
@@ -297,7 +313,8 @@ def _fewest_units(question: PlanQuestion, candidate: Candidate, start: int) -> t
         scaled = candidate.scaled(units)
         users = question.users or 1
         ramp = 0.0 if question.users is None else 1.0
-        summary = run(load(_experiment(question, scaled, users, ramp, rate=question.rate))).summary
+        config = load(_experiment(question, scaled, users, ramp, rate=question.rate))
+        summary = _run_for(config, horizon_s(question)) if question.rate is not None else run(config).summary
         if _meets(summary, question.slo):
             return units, summary
     return None, summary

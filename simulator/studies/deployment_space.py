@@ -142,7 +142,7 @@ def max_batch(setup: PoolSetup, isl: int, osl: int) -> int:
 def prefill_seconds(setup: PoolSetup, isl: int, batch: int = 0, context: float = 0.0) -> float:
     """What one ``isl``-token prompt adds, in chunks of the rank's token budget, to iterations that decode ``batch``
     sequences of mean ``context`` (the chunks' marginal time; with no batch, the prompt's prefill alone)."""
-    chunk, done, seconds = setup.batched_tokens, 0, 0.0
+    chunk, done, seconds = setup.max_num_batched_tokens, 0, 0.0
     decoding = decode_step_seconds(setup, batch, context) if batch else 0.0
     while done < isl:
         new = min(chunk, isl - done)
@@ -169,7 +169,7 @@ def agg_steady_state(setup: PoolSetup, shape: Shape, isl: int, osl: int) -> list
 
 def prefill_rate(setup: PoolSetup, isl: int) -> float:
     """Prompts per second one rank of a prefill worker finishes, its token budget filled with whole prompts."""
-    prompts = max(1, setup.batched_tokens // isl)
+    prompts = max(1, setup.max_num_batched_tokens // isl)
     if prompts == 1:
         return 1 / prefill_seconds(setup, isl)
     return prompts / setup.cost.iteration_time(IterationShape(((isl, 0),) * prompts))

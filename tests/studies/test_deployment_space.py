@@ -49,7 +49,7 @@ class LinearCost:
 
 
 def _setup(max_num_seqs: int = 64, kv_tokens: int = 10**6, budget: int = 8192):
-    return SimpleNamespace(scheduler=SimpleNamespace(max_num_seqs=max_num_seqs), batched_tokens=budget,
+    return SimpleNamespace(scheduler=SimpleNamespace(max_num_seqs=max_num_seqs), max_num_batched_tokens=budget,
                            budget=SimpleNamespace(capacity_tokens=kv_tokens), cost=LinearCost())
 
 

@@ -1,0 +1,69 @@
+"""``llmsim plan`` from flags: what it searches, what it writes, and that its experiments reproduce its rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from simulator.api import load, run
+from simulator.cli import main
+
+SMALL = ["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--max-gpus", "2", "--isl", "500", "--osl", "50",
+         "--ttft", "1000", "--tpot", "40", "--requests-per-user", "2", "--top", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def small_plan(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan")
+    assert main([*SMALL, "--out", str(out)]) == 0
+    return out
+
+
+def test_every_deployment_within_the_budget_is_listed_once(small_plan):
+    plan = pd.read_csv(small_plan / "plan.csv")
+    agg = plan[plan["mode"] == "agg"]
+    # TP1, TP2, PP2 on at most 2 GPUs (a dense model: no attention DP)
+    assert sorted(zip(agg["tp"], agg["pp"], strict=True)) == [(1, 1), (1, 2), (2, 1)]
+    disagg = plan[plan["mode"] == "disagg"]
+    assert (disagg["gpus"] == disagg["workers"] * disagg["tp"] * disagg["pp"]
+            + disagg["prefill_workers"] * disagg["prefill_tp"] * disagg["prefill_pp"]).all()
+    assert (plan["gpus"] <= 2).all() and plan["deployment"].is_unique
+
+
+def test_the_top_experiment_reproduces_its_row(small_plan):
+    plan = pd.read_csv(small_plan / "plan.csv")
+    best = plan.iloc[0]
+    summary = run(load(str(small_plan / "top" / f"1-{best['mode']}.yaml"))).summary
+    assert summary["output_throughput"] / best["gpus"] == pytest.approx(best["tokens_per_s_per_gpu"], rel=1e-12)
+    assert summary["p90_ttft_ms"] <= 1000 and summary["p90_tpot_ms"] <= 40  # it meets the SLO it was chosen under
+    assert plan["tokens_per_s_per_gpu"].dropna().is_monotonic_decreasing  # best first
+
+
+def test_the_pareto_front_is_the_undominated_points(small_plan):
+    pareto = pd.read_csv(small_plan / "pareto.csv")
+    assert len(pareto) > 3
+    for row in pareto.itertuples():
+        dominated = ((pareto["tokens_per_s_per_gpu"] >= row.tokens_per_s_per_gpu)
+                     & (pareto["tokens_per_s_per_user"] >= row.tokens_per_s_per_user)
+                     & ((pareto["tokens_per_s_per_gpu"] > row.tokens_per_s_per_gpu)
+                        | (pareto["tokens_per_s_per_user"] > row.tokens_per_s_per_user))).any()
+        assert row.on_front == (not dominated)
+    assert (small_plan / "report.html").read_text().count("<svg") == 1
+
+
+def test_the_plan_is_the_same_serial_or_parallel(small_plan, tmp_path):
+    assert main([*SMALL, "--out", str(tmp_path), "--jobs", "2"]) == 0
+    for name in ("plan.csv", "pareto.csv"):
+        assert (tmp_path / name).read_bytes() == (small_plan / name).read_bytes()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["plan", "--model", "llama-3-8b"], "give a plan FILE, or --gpu, --ttft, --tpot, --max-gpus (or --gpus)"),
+    ([*SMALL[:15], "--workload", "azure-conv"], "--workload sets the lengths"),
+    ([*SMALL, "--modes", "agg,mixed"], "--modes 'agg,mixed'"),
+    (["plan", "experiments/sweeps/deployments.yaml", "--model", "x"], "--model is for a plan from flags"),
+])
+def test_a_bad_question_is_one_line_and_status_2(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
