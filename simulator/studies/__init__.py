@@ -1,2 +1,2 @@
-"""Studies built from many runs: parameter sweeps, GuideLLM-style rate sweeps, capacity search, deployment plans,
-policy comparisons and their regression suite."""
+"""Studies built from many runs: parameter sweeps, GuideLLM-style rate sweeps, capacity search, deployment plans
+and the engine commands that launch them, policy comparisons and their regression suite."""
