@@ -9,12 +9,13 @@ import sys
 import warnings
 from pathlib import Path
 
+from simulator.catalog import load_hardware
 from simulator.cli.outputs import check_output_file, output_folder
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import band_line
 from simulator.report.console import describe_setup
-from simulator.report.html import folder_page, text_page, write_page
+from simulator.report.html import folder_page, plan_page, text_page, write_page
 from simulator.results.progress import note
 from simulator.studies.capacity import capacity_over_seeds, find_capacity, parse_slo
 from simulator.studies.comparison import (
@@ -26,6 +27,8 @@ from simulator.studies.comparison import (
 )
 from simulator.studies.deployment_search import PlanQuestion, experiment_of, plan_experiment, plan_lengths, search
 from simulator.studies.plan import load_plan, pareto_figure, run_plan
+from simulator.studies.plan_report import pareto_figure as pareto_figure_of
+from simulator.studies.plan_report import pareto_table, plan_table, question_text, write_top
 from simulator.studies.rate_sweep import rate_sweep
 from simulator.studies.regression import (
     BASELINE_NAME,
@@ -236,14 +239,11 @@ def _plan_question(args: argparse.Namespace) -> PlanQuestion:
     return PlanQuestion(
         model=args.model, gpu=args.gpu, max_gpus=args.max_gpus or args.gpus, ttft_ms=args.ttft, tpot_ms=args.tpot,
         isl=args.isl, osl=args.osl, workload=args.workload, percentile=args.percentile, rate=args.rate,
-        users=args.users, engine=args.engine, price=args.price, modes=modes,  # type: ignore[arg-type]
+        users=args.users, engine=args.engine, price=args.price, gpus=args.gpus, modes=modes,  # type: ignore[arg-type]
         requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, jobs=args.jobs)
 
 
 def _plan_from_flags(args: argparse.Namespace) -> int:
-    from simulator.catalog import load_hardware
-    from simulator.studies.plan_report import pareto_table, plan_page, plan_table, question_text, write_top
-
     question = _plan_question(args)
     out = output_folder(Path(args.out)) if args.out else None
     price = question.price if question.price is not None else load_hardware(question.gpu).price_per_hour_usd
@@ -258,7 +258,8 @@ def _plan_from_flags(args: argparse.Namespace) -> int:
         print(f"no deployment of the {len(plan)} searched meets the SLO; see the status of each in plan.csv")
     else:
         shown = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
-                             "capacity_rps", "gpus_for_target", "usd_per_million_tokens") if c in meeting]
+                             "capacity_rps", "capacity_rps_in_gpus", "gpus_for_target", "usd_per_million_tokens")
+                 if c in meeting]
         print(meeting[shown].head(10).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     counts = plan["status"].str.split(":").str[0].value_counts()
     print("searched: " + ", ".join(f"{count} {status}" for status, count in counts.items()))
@@ -267,8 +268,12 @@ def _plan_from_flags(args: argparse.Namespace) -> int:
         plan.to_csv(out / "plan.csv", index=False)
         pareto.to_csv(out / "pareto.csv", index=False)
         write_page(plan_page(question, lengths, plan, pareto, band), out / "report.html")
+        if len(pareto):
+            from simulator.report.plots import save_figure  # matplotlib: only when a figure is written
+
+            save_figure(pareto_figure_of(pareto, question, f"{question.model} on {question.gpu}"), out / "pareto")
         (out / "top").mkdir(exist_ok=True)
         write_top(question, top, out / "top")
-        note(f"wrote {out}/plan.csv, pareto.csv, report.html and top/ ({len(top)} configurations: experiment YAML "
-             "and launch commands)")
+        note(f"wrote {out}/plan.csv, pareto.csv, pareto.png, pareto.svg, report.html and top/ ({len(top)} "
+             "configurations: experiment YAML and launch commands)")
     return 0

@@ -26,6 +26,8 @@ from simulator.config.slo import SLOConfig
 from simulator.errors import LLMSimError
 from simulator.report.console import describe_setup
 from simulator.results.metrics import add_latency_columns
+from simulator.studies.deployment_search import PlanQuestion
+from simulator.studies.plan_report import pareto_figure, question_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -269,3 +271,25 @@ def write_page(text: str, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def plan_page(question: PlanQuestion, lengths: tuple[int, int], plan: pd.DataFrame, pareto: pd.DataFrame,
+              band: str) -> str:
+    """The self-contained HTML report of a plan."""
+    page = Page(f"llmsim plan: {question.model} on {question.gpu}")
+    page.paragraph(question_text(question, lengths))
+    page.paragraph(band)
+    best = plan[plan["max_users"].notna()]
+    page.heading("Deployments that meet the SLO, best output tokens/s per GPU first")
+    columns = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
+                           f"{question.percentile}_ttft_ms", f"{question.percentile}_tpot_ms", "capacity_rps",
+                           "capacity_rps_per_gpu", "capacity_rps_in_gpus", "usd_per_million_tokens", "gpus_for_target",
+                           "usd_per_hour_for_target") if c in plan]
+    page.table(columns, best[columns].to_numpy().tolist())
+    if len(pareto):
+        page.figure(pareto_figure(pareto, question, f"{question.model} on {question.gpu}: throughput vs speed"),
+                    "Every simulated concurrency of every deployment searched (closed-loop users); the lines join "
+                    "each mode's Pareto front. Right of the dashed line: TPOT within the limit.")
+    page.heading("Every deployment searched")
+    page.table(["deployment", "gpus", "status"], plan[["deployment", "gpus", "status"]].to_numpy().tolist())
+    return page.html()

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from simulator.api import load, run
 from simulator.cluster.pool_setup import PoolSetup, setup_pool
 from simulator.config import ExperimentConfig
@@ -44,6 +46,7 @@ from simulator.studies.deployment_space import (
     prefill_rate,
     worker_shapes,
 )
+from simulator.workload import generate_requests
 
 STATS = ("mean", "median", "p90", "p95", "p99")
 
@@ -54,7 +57,7 @@ class PlanQuestion:
 
     model: str
     gpu: str
-    max_gpus: int
+    max_gpus: int  # the largest unit searched (--max-gpus, or --gpus)
     ttft_ms: float
     tpot_ms: float
     isl: int | None = None  # fixed lengths, else ``workload``
@@ -65,6 +68,7 @@ class PlanQuestion:
     users: int | None = None
     engine: str = "vllm"
     price: float | None = None  # USD per GPU-hour (else the GPU profile's)
+    gpus: int | None = None  # the GPUs one has (--gpus): how many units they hold, and what those serve
     modes: tuple[Mode, ...] = ("agg", "disagg")
     requests_per_user: int = 3
     keep: int = 12
@@ -119,10 +123,6 @@ def plan_lengths(question: PlanQuestion) -> tuple[int, int]:
 
 
 def _workload_means(workload: str) -> tuple[int, int]:
-    import numpy as np
-
-    from simulator.workload import generate_requests
-
     config = load(_experiment(PlanQuestion("", "", 1, 1, 1, workload=workload), Candidate("agg", Shape(1))))
     requests = generate_requests(config.workload, np.random.SeedSequence(config.seed))
     return round(float(np.mean(requests.input_tokens))), round(float(np.mean(requests.output_tokens)))
@@ -133,12 +133,12 @@ def _experiment(question: PlanQuestion, candidate: Candidate, users: int = 1, ra
     """The experiment of ``candidate`` under ``users`` closed-loop users (or Poisson arrivals at ``rate``)."""
     workload: dict[str, Any]
     scheduler: dict[str, Any] = {}
-    if question.workload is not None:
-        workload = {"preset": question.workload}
-    else:
+    if question.isl is not None and question.osl is not None:
         workload = {"input_tokens": {"kind": "fixed", "value": question.isl},
                     "output_tokens": {"kind": "fixed", "value": question.osl}}
         scheduler["max_model_len"] = question.isl + question.osl  # as a deployment serving them sets it
+    else:
+        workload = {"preset": question.workload}
     if rate is not None:
         workload.update(arrival={"kind": "poisson", "rate": rate},
                         num_requests=max(200, question.requests_per_user * users))

@@ -4,7 +4,7 @@ One :class:`LaunchCommand` per replica pool (colocated: ``serve``; disaggregated
 replica runs, then a ``router`` where the engine has one: ``vllm serve`` (disaggregated: Dynamo's ``dynamo.vllm``
 workers with a NIXL ``--kv-transfer-config`` behind ``dynamo.frontend``), ``sglang.launch_server``
 (``sglang_router.launch_router``), or ``trtllm-serve`` with its extra options YAML (``trtllm-serve disaggregated``).
-The values are the run's (:func:`simulator.cluster.simulation.pool_settings`) in each engine's unit: SGLang's
+The values are the run's (:func:`simulator.cluster.pool_setup.setup_pool`) in each engine's unit: SGLang's
 ``--tp-size`` counts every attention-DP rank's GPUs and it divides ``--max-running-requests`` and
 ``--chunked-prefill-size`` by ``--dp-size`` (so they are given × data_parallel); vLLM's and TensorRT-LLM's limits are
 per DP rank. A simulated setting the engine cannot express is never dropped: the command's ``notes`` say what was
@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from simulator.catalog import HardwareSpec, ModelSpec
-from simulator.cluster.simulation import PoolSettings, pool_settings
+from simulator.cluster.pool_setup import PoolSetup, setup_pool
 from simulator.config.cluster import PoolConfig
 from simulator.config.deployment import Deployment, resolve
 from simulator.config.experiment import ExperimentConfig
@@ -129,7 +129,7 @@ class _Command:
 class _Pool:
     role: Role
     pool: PoolConfig
-    settings: PoolSettings
+    settings: PoolSetup
     gpu: HardwareSpec
     name: str  # of its TensorRT-LLM options file
 
@@ -150,7 +150,7 @@ def launch_commands(config: ExperimentConfig, deployment: Deployment | None = No
     for i, pool in enumerate(listed):
         role = DISAGGREGATED[i] if cluster.kind == "disaggregated" else "serve"
         name = f"{role}{i if role == 'serve' and len(listed) > 1 else ''}-extra-llm-api-config.yaml"
-        settings = pool_settings(config, deployment, pool, "cluster" if role == "serve" else f"cluster.{role}")
+        settings = setup_pool(config, deployment, pool, "cluster" if role == "serve" else f"cluster.{role}")
         pools.append(_Pool(role, pool, settings, deployment.gpu(pool), name))
     commands = []
     for p in pools:
@@ -222,7 +222,7 @@ def _notes(p: _Pool, config: ExperimentConfig, family: Family) -> list[str]:
     return cmd.notes
 
 
-def _share(s: PoolSettings) -> tuple[str, float]:
+def _share(s: PoolSetup) -> tuple[str, float]:
     """Which share of GPU memory sized the simulated KV pool, and its value."""
     kv = s.config.kv_cache
     shares = {"mem_fraction_static": s.mem_fraction_static, "free_memory_fraction": kv.free_memory_fraction,

@@ -1,18 +1,19 @@
 """What ``llmsim plan`` (from flags) writes: ``plan.csv`` (every deployment searched), ``pareto.csv`` (every simulated
-level, the front marked), ``report.html`` and, per top configuration, an experiment YAML that ``llmsim run``
-reproduces and the engine's launch commands.
+level, the front marked), ``report.html`` (:func:`simulator.report.html.plan_page`) and, per top configuration, an
+experiment YAML that ``llmsim run`` reproduces and the engine's launch commands.
 
 Columns of ``plan.csv``: the deployment (``mode``, its label, the decode — or aggregated — workers' count and
 ``tp``/``pp``/``dp``/``ep``, the prefill workers' where disaggregated), ``gpus`` of one unit, ``status`` (``ok``,
 ``invalid: why``, ``infeasible: why``, ``pruned: bound``, ``misses: ...``), the analytic bound, and for simulated
 ones the most closed-loop users meeting the SLO with the output tokens/s per GPU and per user, TTFT and TPOT there;
-for the top ones the capacity (req/s, Poisson) and per GPU, the cost, and with ``--rate`` / ``--users`` the units
-and GPUs that meet it. A point is on the Pareto front when no other point has both more output tokens/s per GPU
-and more tokens/s per user.
+for the top ones the capacity (req/s, Poisson) and per GPU, the cost; with ``--gpus`` the copies of the unit they
+hold and the capacity those add up to; with ``--rate`` / ``--users`` the units and GPUs that meet it. A point is on
+the Pareto front when no other point has both more output tokens/s per GPU and more tokens/s per user.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pandas as pd
 from simulator.api import config_yaml
 from simulator.studies.deployment_search import PlanQuestion, Searched, experiment_of, tokens_per_gpu
 from simulator.studies.deployment_space import Shape
+from simulator.studies.launch import LaunchCommand, launch_commands
 
 
 def _shape_columns(prefix: str, shape: Shape | None, count: int) -> dict[str, Any]:
@@ -55,6 +57,10 @@ def plan_table(question: PlanQuestion, searched: list[Searched], price: float | 
             row["usd_per_hour"] = price * candidate.gpus
             throughput = level.summary["output_throughput"] if level else 0.0
             row["usd_per_million_tokens"] = price * candidate.gpus / (throughput * 3600 / 1e6) if throughput else None
+        if question.gpus is not None:  # copies of the unit the GPUs hold, and the capacity they add up to
+            held = question.gpus // candidate.gpus
+            row["units_in_gpus"] = held
+            row["capacity_rps_in_gpus"] = entry.capacity_rps * held if entry.capacity_rps is not None else None
         if question.rate is not None or question.users is not None:
             units = entry.units_for_target
             row["units_for_target"] = units
@@ -115,20 +121,36 @@ def pareto_figure(frame: pd.DataFrame, question: PlanQuestion, title: str):
     return figure
 
 
-def write_top(question: PlanQuestion, top: list[Searched], folder: Path) -> list[Path]:
-    """Per top configuration: ``N-<mode>.yaml`` (the experiment of its best level) and ``N-<mode>.launch.sh``."""
-    from simulator.studies.launch import launch_script
+def launch_script(commands: list[LaunchCommand]) -> str:
+    """A shell script of ``commands``: each with where it runs and the simulated settings it cannot carry as
+    comments."""
+    lines = ["#!/bin/sh", "# Launch commands of a deployment llmsim simulated (llmsim plan). Run each command on each",
+             "# of its replicas; side files (TensorRT-LLM's options) are written beside this script.", ""]
+    for command in commands:
+        lines += [command.comment, *(f"#   not expressible: {note}" for note in command.notes), command.shell, ""]
+    return "\n".join(lines)
 
+
+def write_top(question: PlanQuestion, top: list[Searched], folder: Path) -> list[Path]:
+    """Per top configuration: ``N-<mode>.yaml`` (the experiment of its best level), ``N-<mode>.launch.sh`` (the
+    engine's commands) and the side files they read, prefixed ``N-``."""
     written = []
     for rank, entry in enumerate(top, start=1):
         config = experiment_of(question, entry)
         stem = folder / f"{rank}-{entry.candidate.mode}"
-        header = (f"# llmsim plan, rank {rank}: {entry.candidate.label}, {entry.best.users if entry.best else 0} "
-                  "closed-loop users (its most within the SLO).\n"
-                  "# llmsim run on this file reproduces its plan.csv row.\n")
-        stem.with_suffix(".yaml").write_text(header + config_yaml(config), encoding="utf-8")
-        stem.with_suffix(".launch.sh").write_text(launch_script(config), encoding="utf-8")
-        written += [stem.with_suffix(".yaml"), stem.with_suffix(".launch.sh")]
+        users = entry.best.users if entry.best else 0
+        header = (f"# llmsim plan, rank {rank}: {entry.candidate.label}, {users} closed-loop users (its most within "
+                  "the SLO).\n# llmsim run on this file reproduces its plan.csv row.\n")
+        written.append(stem.with_suffix(".yaml"))
+        written[-1].write_text(header + config_yaml(config), encoding="utf-8")
+        commands = launch_commands(config)
+        for command in commands:
+            for name, text in command.files.items():
+                written.append(folder / f"{rank}-{name}")
+                written[-1].write_text(text, encoding="utf-8")
+        renamed = [replace(c, argv=tuple(f"{rank}-{a}" if a in c.files else a for a in c.argv)) for c in commands]
+        written.append(stem.with_suffix(".launch.sh"))
+        written[-1].write_text(launch_script(renamed), encoding="utf-8")
     return written
 
 
@@ -141,27 +163,3 @@ def question_text(question: PlanQuestion, lengths: tuple[int, int]) -> str:
     return (f"{question.model} on up to {question.max_gpus} × {question.gpu}, engine {question.engine}; {workload}; "
             f"SLO {question.percentile} TTFT ≤ {question.ttft_ms:g} ms and {question.percentile} TPOT ≤ "
             f"{question.tpot_ms:g} ms{target}")
-
-
-def plan_page(question: PlanQuestion, lengths: tuple[int, int], plan: pd.DataFrame, pareto: pd.DataFrame,
-              band: str) -> str:
-    """The self-contained HTML report of a plan."""
-    from simulator.report.html import Page
-
-    page = Page(f"llmsim plan: {question.model} on {question.gpu}")
-    page.paragraph(question_text(question, lengths))
-    page.paragraph(band)
-    best = plan[plan["max_users"].notna()]
-    page.heading("Deployments that meet the SLO, best output tokens/s per GPU first")
-    columns = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
-                           f"{question.percentile}_ttft_ms", f"{question.percentile}_tpot_ms", "capacity_rps",
-                           "capacity_rps_per_gpu", "usd_per_million_tokens", "gpus_for_target",
-                           "usd_per_hour_for_target") if c in plan]
-    page.table(columns, best[columns].to_numpy().tolist())
-    if len(pareto):
-        page.figure(pareto_figure(pareto, question, f"{question.model} on {question.gpu}: throughput vs speed"),
-                    "Every simulated concurrency of every deployment searched (closed-loop users); the lines join "
-                    "each mode's Pareto front. Right of the dashed line: TPOT within the limit.")
-    page.heading("Every deployment searched")
-    page.table(["deployment", "gpus", "status"], plan[["deployment", "gpus", "status"]].to_numpy().tolist())
-    return page.html()
