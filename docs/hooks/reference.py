@@ -357,9 +357,10 @@ def hardware_page() -> str:
     return _profile_page(
         "Hardware profile fields", HardwareSpec, "`HardwareSpec` in `simulator/catalog/hardware.py`",
         "A GPU is a YAML file in `hardware_profiles/` (its catalog name is the file's stem) or any YAML given by "
-        "path in `hardware:`. Spec-sheet numbers cite their datasheet in a comment; the fitted parameters a profile "
-        "leaves out come from its `generation` (`hardware_profiles/generations/GEN.yaml`). `hardware: NAME@GENERATION` "
-        "keeps the spec sheet and takes another generation's fitted parameters. See "
+        "path in `hardware:`. Spec-sheet numbers cite their datasheet in a comment; the fitted parameters sit under "
+        "`fit`, grouped by kind of kernel, and those a profile leaves out come from its `generation` "
+        "(`hardware_profiles/generations/GEN.yaml`), field by field. `hardware: NAME@GENERATION` keeps the spec sheet "
+        "and takes another generation's fitted parameters. See "
         "[Extending: a GPU](../extending.md#a-gpu-hardware-profile).",
     )
 

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simulator.catalog.generations import borrowed_generation, generation_names
-from simulator.catalog.hardware import HardwareSpec
+from simulator.catalog.hardware import HardwareSpec, with_fit
 from simulator.catalog.loading import catalog_path, read_mapping, validate
 from simulator.catalog.paths import PROJECT_ROOT
 from simulator.dtypes import WEIGHT_DTYPES, bytes_per_element
@@ -56,9 +56,10 @@ class CustomAllReduceFit(BaseModel):
 
 
 class AttentionFields(BaseModel):
-    """The attention parameters of :class:`HardwareSpec` (same names and meaning, :mod:`simulator.cost.attention`)
-    as one framework's kernels reach them on one GPU generation's kernel tables; a field left out keeps the
-    generation's pooled fit."""
+    """The attention parameters of :class:`HardwareSpec` (``fit.prefill_attention`` and ``fit.decode_attention``,
+    here by their flat names of before the groups: :data:`simulator.catalog.hardware_fit.FLAT_NAMES`; same meaning,
+    :mod:`simulator.cost.attention`) as one framework's kernels reach them on one GPU generation's kernel tables; a
+    field left out keeps the generation's pooled fit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     attention_efficiency: float | None = Field(
@@ -140,8 +141,9 @@ class AttentionKernels(AttentionFields):
 
 class GemmKernels(BaseModel):
     """A framework's own GEMM kernels on one GPU generation: the fraction of the tensor-core peak its dense GEMMs
-    reach per numeric format, fitted on its kernel tables (the :class:`HardwareSpec` fields of the same names and
-    meaning, :mod:`simulator.cost.gemm`; a format left out keeps the generation's pooled fit). The memory-bound side
+    reach per numeric format, fitted on its kernel tables (the :class:`HardwareSpec` fields
+    ``fit.gemm.flops_efficiency`` and ``fit.gemm.flops_efficiency_by_dtype``, :mod:`simulator.cost.gemm`; a format
+    left out keeps the generation's pooled fit). The memory-bound side
     (bandwidth, knee, row tile, fixed costs) stays the GPU's; fused-MoE layers take the framework's own MoE kernels
     (:class:`MoEKernels`), LoRA kernels the pooled fit."""
 
@@ -153,10 +155,11 @@ class GemmKernels(BaseModel):
 
 class MoEKernels(BaseModel):
     """A framework's own fused-MoE kernel for one expert weight format on one GPU generation: the
-    :class:`HardwareSpec` fields of the same names and meaning (:mod:`simulator.cost.moe`), fitted on its MoE
-    tables. A framework runs another kernel per format (vLLM: Triton for bf16 and block fp8, FlashInfer's CUTLASS
-    for ModelOpt's per-tensor fp8, an OpenAI Triton kernel for gpt-oss's MXFP4), so the rate is per format; the
-    tiles, knee and kernel count stay the generation's pooled fit."""
+    :class:`HardwareSpec` fields of ``fit.moe`` by their flat names (``moe_gemm_efficiency``:
+    ``fit.moe.gemm_efficiency``; :mod:`simulator.cost.moe`), fitted on its MoE tables. A framework runs another
+    kernel per format (vLLM: Triton for bf16 and block fp8, FlashInfer's CUTLASS for ModelOpt's per-tensor fp8, an
+    OpenAI Triton kernel for gpt-oss's MXFP4), so the rate is per format; the tiles, knee and kernel count stay the
+    generation's pooled fit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     moe_gemm_efficiency: float | None = Field(default=None, gt=0, le=1.5, description="FLOP rate vs the dense GEMMs'")
@@ -221,7 +224,7 @@ class EngineProfile(BaseModel):
         description="its W8A8 / W4A4 GEMMs take activations quantised by the kernel before them (fused RMSNorm + "
         "quant, SiLU-and-mul + quant), so they pay no quantisation pass of their own (simulator.cost.gemm); false: "
         "each pays one (reading 16-bit activations, writing them quantised, and the hardware's "
-        "quantize_overhead_us)",
+        "fit.gemm.quantize_overhead_us)",
     )
     pipeline_micro_batches: bool = Field(
         default=False,
@@ -232,7 +235,7 @@ class EngineProfile(BaseModel):
     kernel_overhead_us: float | None = Field(
         default=None, ge=0,
         description="fixed cost of every kernel under this engine (CUDA-graph replay: only the GPU-side floor); "
-        "default: the hardware profile's",
+        "default: the hardware profile's (fit.kernel_overhead_us)",
     )
     elementwise_kernels_per_layer: int = Field(
         default=5, ge=1, description="norm / activation / residual kernels per layer (fused engines run fewer)"
@@ -355,20 +358,21 @@ class EngineProfile(BaseModel):
         fit = generation_entry(self.gemm_by_generation, hardware.generation)
         if fit is None:
             return hardware
-        return hardware.model_copy(update={
-            "flops_efficiency": fit.flops_efficiency or hardware.flops_efficiency,
-            "flops_efficiency_by_dtype": {**hardware.flops_efficiency_by_dtype, **fit.flops_efficiency_by_dtype}})
+        gemm = hardware.fit.gemm
+        return with_fit(hardware, {
+            "gemm.flops_efficiency": fit.flops_efficiency or gemm.flops_efficiency,
+            "gemm.flops_efficiency_by_dtype": {**gemm.flops_efficiency_by_dtype, **fit.flops_efficiency_by_dtype}})
 
     def moe_hardware(self, hardware: HardwareSpec, dtype: str) -> HardwareSpec:
         """``hardware`` with this framework's own fused-MoE kernel's parameters for experts of weight format
         ``dtype`` on its generation (``moe_by_generation``, :func:`generation_entry`), unchanged without an entry."""
         fit = (generation_entry(self.moe_by_generation, hardware.generation) or {}).get(dtype)
-        return hardware if fit is None else hardware.model_copy(update=fit.model_dump(exclude_none=True))
+        return hardware if fit is None else with_fit(hardware, fit.model_dump(exclude_none=True))
 
     def on_host(self, speedup: float) -> EngineProfile:
         """This profile on servers whose host work runs ``speedup`` × as fast as on those its fixed costs were fitted
-        on (:attr:`simulator.catalog.HardwareSpec.host_speedup`): its per-iteration, per-layer, per-sequence and
-        per-prompt CPU time and its eager kernel dispatch divided by it."""
+        on (:class:`simulator.catalog.HardwareSpec`'s ``fit.host_speedup``): its per-iteration, per-layer,
+        per-sequence and per-prompt CPU time and its eager kernel dispatch divided by it."""
         if speedup == 1.0:
             return self
         fields = ("per_iteration_ms", "per_layer_us", "per_sequence_us", "per_prompt_ms", "eager_kernel_us")
@@ -393,7 +397,7 @@ def kernels_hardware(table: dict[str, AttentionKernels], hardware: HardwareSpec,
     update = fit.model_dump(exclude_none=True, exclude={"kv_8bit"})
     if fit.kv_8bit is not None and bytes_per_element(kv_dtype) == 1:
         update.update(fit.kv_8bit.model_dump(exclude_none=True))
-    return hardware.model_copy(update=update)
+    return with_fit(hardware, update)
 
 
 def generation_entry(table: dict[str, Any], generation: str) -> Any:

@@ -14,7 +14,7 @@ from simulator.cli.outputs import check_output_file
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, update_bands
 from simulator.fidelity.calibrate import calibrate
-from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, generation_fit_values
+from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, generation_file
 from simulator.fidelity.kernels import GPUS, left_out
 from simulator.fidelity.report import kernels_figure, validate_all, write_report
 from simulator.fidelity.silicon import RunSettings, runs_figure, runs_report, validate_runs
@@ -135,12 +135,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _write_generation_file(args: argparse.Namespace, kernels: Path, profile: HardwareSpec,
                            report: list[str]) -> int:
     """``calibrate --kernels DIR --gpu G --generation-file``: G's generation file, its ``fit`` the calibrated
-    profile's (:func:`generation_fit_values`)."""
+    profile's (:func:`generation_file`)."""
     command = f"llmsim calibrate --kernels {kernels} --gpu {args.gpu} --generation-file --output {args.output}"
     return _write_fit(args.output, f"{profile.generation}: the fitted kernel parameters every GPU of the generation "
                       "takes where its own profile does not set them (simulator/catalog/generations.py). Fitted on "
                       f"{args.gpu}'s tables by `{command}`:", report,
-                      {"name": profile.generation, "fit": generation_fit_values(profile)})
+                      generation_file(profile))
 
 
 def _write_framework_kernels(args: argparse.Namespace, kernels: Path) -> int:

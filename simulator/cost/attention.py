@@ -4,67 +4,68 @@ Per layer, with ``H`` query heads and ``G`` KV heads on the GPU, query-key width
 per head, ``e`` KV elements stored per token (``2·G·d`` for multi-head/grouped-query attention; the latent
 ``kv_lora_rank + qk_rope_head_dim`` for MLA's absorbed decode), ``v`` bytes per KV element, 16-bit queries and
 outputs, and a span ``w`` (a sliding window or a local-attention chunk; 0 = the whole context), every kernel costs
-its compute and memory times (combined as each phase says) plus a fixed cost, ``attention_overhead_us`` for a
-prefill kernel and ``decode_attention_overhead_us`` for a decode kernel (another kernel, which also launches the
-combine of its split-KV partials; unset, the prefill kernel's):
+its compute and memory times (combined as each phase says) plus a fixed cost, ``prefill_attention.overhead_us`` for a
+prefill kernel and ``decode_attention.overhead_us`` for a decode kernel (another kernel, which also launches the
+combine of its split-KV partials; unset, the prefill kernel's). The parameters named here are a hardware profile's
+``fit`` (``fit.prefill_attention``, ``fit.decode_attention``, ``fit.gemm``); an engine profile's own kernels name
+them flat (``decode_attention_ns_per_head``, :class:`~simulator.catalog.engines.AttentionFields`):
 
-- prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt
-  of s tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); per pair and head, its FLOPs 2·(d_qk + d_v)
-  at ``attention_efficiency`` × the 16-bit peak and its softmax's exponential at the special-function units' rate
-  (``sfu_exp_tera_per_s``), of which ``prefill_attention_exp_exposed`` is not hidden behind the tensor cores (one
-  exponential per pair whatever the width, so a narrow head pays more per FLOP: H100's 3.9 × 10^12/s take as long
-  as width 64's FLOPs at the full peak, half of width 128's; the frameworks' H100 tables run width 64 at 0.8 of
-  width 128's FLOP rate and width 256 at 1.1, and leave 0.5–0.65 of the exponentials' time exposed; Blackwell
-  Ultra doubles the rate) — but at least its longest thread block's (the last query tile of the
-  longest chunk, :func:`longest_block`) at 1 / (``sm_count`` × ``prefill_attention_blocks_per_sm``) of that rate,
-  where that is set (smooth maximum, p = the hardware's ``gemm_knee``): a kernel of fewer blocks than its SMs hold,
-  or of a few long ones, waits for its longest (vLLM's H100 prefill of one 16k-token prompt and one head, 128
-  blocks, reaches 309 TFLOP/s, of two 543); plus K/V bytes (q + c)·e·v (the chunk's and the cached ones read) at
-  ``attention_io_efficiency`` × HBM bandwidth — added, not overlapped: the frameworks' timings grow by a cost per
-  (token, KV head) at every prompt length, whatever the query heads (vLLM's H100 kernel ~0.5 ns per 128-wide bf16
-  K/V token and KV head at 16–1,024 tokens); ``prefill_attention_ns_per_row`` for every (query, head) row per
-  128 elements of its widths ((d_qk + d_v) / :data:`ROW_WIDTHS`) — loading the query, the online softmax's running
-  maximum and sum, rescaling and writing the output — and
-  ``prefill_attention_ns_per_tile`` for every thread block (whole-GPU nanoseconds: the blocks run on all SMs at
-  once), one per (tile of :data:`QUERY_TILE` query rows, head), or, where ``prefill_attention_packs_gqa``, per
-  (tile of query rows of all of a KV head's H / G query heads, KV head): ceil(q·H/G / tile) per KV head (a chunk
-  of one token over 8 KV heads with 64 query heads is 8 blocks instead of 64; which kernels pack is read off their
-  tables, :mod:`simulator.fidelity.attention_fit`). These make a short prompt
+- prefill of a chunk of ``q`` new tokens over ``c`` cached ones: causal query-key pairs q·c + q(q+1)/2 (a prompt of s
+  tokens under a window, nothing cached: w(w+1)/2 + (s − w)·w); per pair and head, its FLOPs 2·(d_qk + d_v) at
+  ``prefill_attention.efficiency`` × the 16-bit peak and its softmax's exponential at the special-function units' rate
+  (``sfu_exp_tera_per_s``), of which ``prefill_attention.exp_exposed`` is not hidden behind the tensor cores (one
+  exponential per pair whatever the width, so a narrow head pays more per FLOP: H100's 3.9 × 10^12/s take as long as
+  width 64's FLOPs at the full peak, half of width 128's; the frameworks' H100 tables run width 64 at 0.8 of width
+  128's FLOP rate and width 256 at 1.1, and leave 0.5–0.65 of the exponentials' time exposed; Blackwell Ultra doubles
+  the rate) — but at least its longest thread block's (the last query tile of the longest chunk,
+  :func:`longest_block`) at 1 / (``sm_count`` × ``prefill_attention.blocks_per_sm``) of that rate, where that is set
+  (smooth maximum, p = the hardware's ``gemm.knee``): a kernel of fewer blocks than its SMs hold, or of a few long
+  ones, waits for its longest (vLLM's H100 prefill of one 16k-token prompt and one head, 128 blocks, reaches 309
+  TFLOP/s, of two 543); plus K/V bytes (q + c)·e·v (the chunk's and the cached ones read) at
+  ``prefill_attention.io_efficiency`` × HBM bandwidth — added, not overlapped: the frameworks' timings grow by a cost
+  per (token, KV head) at every prompt length, whatever the query heads (vLLM's H100 kernel ~0.5 ns per 128-wide bf16
+  K/V token and KV head at 16–1,024 tokens); ``prefill_attention.ns_per_row`` for every (query, head) row per 128
+  elements of its widths ((d_qk + d_v) / :data:`ROW_WIDTHS`) — loading the query, the online softmax's running maximum
+  and sum, rescaling and writing the output — and ``prefill_attention.ns_per_tile`` for every thread block (whole-GPU
+  nanoseconds: the blocks run on all SMs at once), one per (tile of :data:`QUERY_TILE` query rows, head), or, where
+  ``prefill_attention.packs_gqa``, per (tile of query rows of all of a KV head's H / G query heads, KV head):
+  ceil(q·H/G / tile) per KV head (a chunk of one token over 8 KV heads with 64 query heads is 8 blocks instead of 64;
+  which kernels pack is read off their tables, :mod:`simulator.fidelity.attention_fit`). These make a short prompt
   cost more per pair than a long one, as measured: TensorRT-LLM's H100 prefill kernel reaches ~100 TFLOP/s at 256
   tokens and ~500 at 16k;
-- decode of one token over ``S`` cached (S ← min(S, w), then, where ``decode_attention_kv_tile`` is set, whole
+- decode of one token over ``S`` cached (S ← min(S, w), then, where ``decode_attention.kv_tile`` is set, whole
   tiles of it: S ← ceil(S / tile) · tile — the kernel's loop over the cache loads a tile at a step, a partial one as
   a whole; vLLM's H100 decode of 64 sequences × 8 KV heads takes 23.8–26.1 µs at 16–128 cached tokens, 46.1 at 256):
-  the smooth maximum (p = ``gemm_knee``) of FLOPs 2·H·(d_qk + d_v)·S at
-  ``decode_attention_efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
-  ``decode_attention_bandwidth_efficiency`` × HBM bandwidth (unset: the GEMMs' streaming ``bandwidth_efficiency``)
-  and, where ``decode_attention_block_gb_per_s`` is set, at most at that rate per (sequence, KV head) block of the
+  the smooth maximum (p = ``gemm.knee``) of FLOPs 2·H·(d_qk + d_v)·S at
+  ``decode_attention.efficiency`` × the 16-bit peak (no tensor-core-sized tiles at one query row), bytes e·v·S at
+  ``decode_attention.bandwidth_efficiency`` × HBM bandwidth (unset: the GEMMs' streaming ``bandwidth_efficiency``)
+  and, where ``decode_attention.block_gb_per_s`` is set, at most at that rate per (sequence, KV head) block of the
   step (smooth maximum of the two: a step of few blocks does not reach the GPU's bandwidth; TensorRT-LLM's A100
   MLA decode, without split-KV, streams one sequence's latent cache at ~10 GB/s),
-  plus ``decode_attention_ns_per_head`` for every (sequence, KV head) block the kernel schedules and
-  ``decode_attention_ns_per_query_head`` for every (sequence, query head) within them (a block's work on each of its
+  plus ``decode_attention.ns_per_head`` for every (sequence, KV head) block the kernel schedules and
+  ``decode_attention.ns_per_query_head`` for every (sequence, query head) within them (a block's work on each of its
   group's query heads; 0 for the pooled fit) — where the kernel computes a group's query heads as the rows of
-  matrix-multiply tiles of ``decode_attention_query_tile`` rows, a block's first tile is in its own cost and every
+  matrix-multiply tiles of ``decode_attention.query_tile`` rows, a block's first tile is in its own cost and every
   row of its further tiles pays, (ceil(H / G / tile) − 1) · tile per KV head (TensorRT-LLM's XQA: one tile of 16
   rows costs the same for groups of 2 to 16; on H100 a block of a group of 2–12 costs 37–39 ns in its tables at
-  short contexts, 16 costs 41, 24–32 cost 53–57). A kernel that serves at most ``decode_attention_max_group`` query
+  short contexts, 16 costs 41, 24–32 cost 53–57). A kernel that serves at most ``decode_attention.max_group`` query
   heads per KV head from one read of it (0: any) runs a fallback kernel for larger groups, priced per cached token
-  at ``decode_attention_ns_per_query_token`` for every query head and 128 elements of its width instead of the
+  at ``decode_attention.ns_per_query_token`` for every query head and 128 elements of its width instead of the
   streaming above: TensorRT-LLM's XQA kernels serve groups of up to 32 query heads at the cost of one KV head's
   read, while its timings of groups of 48–128 (multi-query attention with many heads) grow with the query heads, the
   same over an fp8 cache as over bf16 and for head widths 64 and 128 (~0.08 ns per (query head, token) on H100), as
   a kernel bound by its work per query head and not by the bytes it reads. Where
-  ``decode_attention_mha_ns_per_head`` is set, one query head per block — multi-head attention, and that fallback
+  ``decode_attention.mha_ns_per_head`` is set, one query head per block — multi-head attention, and that fallback
   — runs another kernel (TensorRT-LLM's masked multi-head attention), which pays it per (sequence, query head)
   instead of the grouped kernel's block costs (~10 ns on H100 against ~38 for an XQA block). The blocks (one per KV
-  head, or per query head where that kernel runs) run ``decode_attention_blocks_per_sm`` at once on each of the
+  head, or per query head where that kernel runs) run ``decode_attention.blocks_per_sm`` at once on each of the
   GPU's ``sm_count`` SMs: a step of fewer blocks than that wave still takes one wave, so it pays the block costs of
   max(B, wave / blocks per sequence) sequences rather than of its B (the frameworks' tables are flat in the batch
   until the blocks approach the SMs: vLLM's H100 decode of 8 KV heads takes 11.8–12.7 µs at 1–16 sequences of
   short contexts, 16.6 at 32, then ~0.2 µs more per sequence; its fit: half a block per SM); a step of fewer
-  blocks than ``sm_count`` × ``decode_attention_split_blocks_per_sm`` (by default the wave; FlashAttention's
-  heuristic splits below 0.8 of the SMs) splits each context of ``decode_attention_split_tokens`` or more over the
-  idle SMs, whose partial results another pass combines (``decode_attention_split_us``: TensorRT-LLM's H100 step
+  blocks than ``sm_count`` × ``decode_attention.split_blocks_per_sm`` (by default the wave; FlashAttention's
+  heuristic splits below 0.8 of the SMs) splits each context of ``decode_attention.split_tokens`` or more over the
+  idle SMs, whose partial results another pass combines (``decode_attention.split_us``: TensorRT-LLM's H100 step
   of 1–4 sequences costs ~2 µs more from 64 cached tokens, one of 8 or more does not; under CUDA graphs at most the
   engine's kernel floor). A decode step of a batch is therefore affine in the context sum, as
   :mod:`simulator.cost.base` needs (a serving step takes its contexts as long enough to split, a window's as its
@@ -86,10 +87,10 @@ attention; and the same for its MLA kernels on its MLA tables (``mla_by_generati
 :meth:`~simulator.catalog.engines.EngineProfile.mla_hardware`). ``llmsim validate`` reports the error for each
 framework.
 
-The costs per work item — ``prefill_attention_ns_per_row`` and ``_ns_per_tile``, ``decode_attention_ns_per_head``,
-``_ns_per_query_head``, ``_mha_ns_per_head`` and ``_ns_per_query_token`` — are whole-GPU nanoseconds of work that
-runs on all SMs at once, as fitted on a GPU of ``fitted_sm_count`` SMs (the generation's: H100 SXM 132, A100 108):
-a GPU of ``sm_count`` SMs pays them × fitted_sm_count / sm_count (:func:`spread_over_sms`; priced with the other
+The costs per work item — ``prefill_attention.ns_per_row`` and ``.ns_per_tile``, ``decode_attention.ns_per_head``,
+``.ns_per_query_head``, ``.mha_ns_per_head`` and ``.ns_per_query_token`` — are whole-GPU nanoseconds of work that
+runs on all SMs at once, as fitted on a GPU of ``fit.sm_count`` SMs (the generation's: H100 SXM 132, A100 108):
+a GPU of ``sm_count`` SMs pays them × fit.sm_count / sm_count (:func:`spread_over_sms`; priced with the other
 generation's fit, the A100 and H100 tables' medians come 0.4–11 points closer with it).
 """
 
@@ -116,10 +117,10 @@ def query_tiles(new_tokens, rows_per_query=1):
 
 def spread_over_sms(hardware: HardwareSpec) -> float:
     """How much of a work item's whole-GPU cost, as fitted, this GPU pays: the items run on all its SMs at once, so
-    ``fitted_sm_count`` / ``sm_count`` (1 where either is not stated)."""
-    if not (hardware.fitted_sm_count and hardware.sm_count):
+    ``fit.sm_count`` / ``sm_count`` (1 where either is not stated)."""
+    if not (hardware.fit.sm_count and hardware.sm_count):
         return 1.0
-    return hardware.fitted_sm_count / hardware.sm_count
+    return hardware.fit.sm_count / hardware.sm_count
 
 
 def decode_context(seq_len, window):
@@ -149,46 +150,46 @@ class AttentionModel:
         """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones;
         ``overhead_us``: the engine's per-kernel floor (CUDA-graph replay) instead of the eager ones (prefill and
         decode alike, and at most that for a split's combine)."""
-        peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency  # the 16-bit peak
+        prefill, decode = hardware.fit.prefill_attention, hardware.fit.decode_attention
+        peak = hardware.achievable_flops("bf16") / hardware.fit.gemm.flops_efficiency  # the 16-bit peak
         bandwidth = hardware.memory_bandwidth_gb_per_s * 1e9 * memory_scale
-        self.prefill_flops = peak * hardware.attention_efficiency * compute_scale
-        self.fallback_flops = peak * hardware.prefill_fallback_efficiency * compute_scale
-        falls_back = hardware.prefill_fallback_efficiency > 0  # a fallback without its rate is none
-        self.fallback_head_dim = hardware.prefill_fallback_head_dim if falls_back else 0
-        self.fallback_window_head_dim = hardware.prefill_fallback_window_head_dim if falls_back else 0
-        self.decode_flops = peak * hardware.decode_attention_efficiency * compute_scale
-        self.io_bandwidth = bandwidth * hardware.attention_io_efficiency
-        self.decode_bandwidth = bandwidth * (hardware.decode_attention_bandwidth_efficiency
-                                             or hardware.bandwidth_efficiency)
-        self.block_bandwidth = hardware.decode_attention_block_gb_per_s * 1e9 * memory_scale
+        self.prefill_flops = peak * prefill.efficiency * compute_scale
+        self.fallback_flops = peak * prefill.fallback_efficiency * compute_scale
+        falls_back = prefill.fallback_efficiency > 0  # a fallback without its rate is none
+        self.fallback_head_dim = prefill.fallback_head_dim if falls_back else 0
+        self.fallback_window_head_dim = prefill.fallback_window_head_dim if falls_back else 0
+        self.decode_flops = peak * decode.efficiency * compute_scale
+        self.io_bandwidth = bandwidth * prefill.io_efficiency
+        self.decode_bandwidth = bandwidth * (decode.bandwidth_efficiency or hardware.fit.bandwidth_efficiency)
+        self.block_bandwidth = decode.block_gb_per_s * 1e9 * memory_scale
         item_ns = 1e-9 * spread_over_sms(hardware)  # whole-GPU ns per work item, on this GPU's SMs
-        self.per_head = hardware.decode_attention_ns_per_head * item_ns
-        self.per_query_head = hardware.decode_attention_ns_per_query_head * item_ns
-        self.max_group = hardware.decode_attention_max_group
-        self.query_tile = hardware.decode_attention_query_tile
-        mha = hardware.decode_attention_mha_ns_per_head
+        self.per_head = decode.ns_per_head * item_ns
+        self.per_query_head = decode.ns_per_query_head * item_ns
+        self.max_group = decode.max_group
+        self.query_tile = decode.query_tile
+        mha = decode.mha_ns_per_head
         self.mha_per_head = None if mha is None else mha * item_ns
-        self.per_query_token = hardware.decode_attention_ns_per_query_token * item_ns
-        self.wave = hardware.sm_count * hardware.decode_attention_blocks_per_sm  # blocks at once (0: no waves)
-        split = hardware.decode_attention_split_us  # the combine, a kernel: under CUDA graphs at most their floor
+        self.per_query_token = decode.ns_per_query_token * item_ns
+        self.wave = hardware.sm_count * decode.blocks_per_sm  # blocks at once (0: no waves)
+        split = decode.split_us  # the combine, a kernel: under CUDA graphs at most their floor
         self.split = (split if overhead_us is None else min(split, overhead_us)) * 1e-6
-        self.split_tokens = hardware.decode_attention_split_tokens
-        split_blocks = hardware.decode_attention_split_blocks_per_sm
-        self.split_wave = hardware.sm_count * (hardware.decode_attention_blocks_per_sm if split_blocks is None
+        self.split_tokens = decode.split_tokens
+        split_blocks = decode.split_blocks_per_sm
+        self.split_wave = hardware.sm_count * (decode.blocks_per_sm if split_blocks is None
                                                else split_blocks)  # a step of fewer blocks splits
-        self.kv_tile = hardware.decode_attention_kv_tile
+        self.kv_tile = decode.kv_tile
         # the tokens a context pads its last tile with, on average over contexts spread evenly over a tile's residues
         self.tile_padding = (self.kv_tile - 1) / 2 if self.kv_tile else 0.0
-        self.per_row = hardware.prefill_attention_ns_per_row * item_ns
-        self.per_tile = hardware.prefill_attention_ns_per_tile * item_ns
-        self.prefill_wave = hardware.sm_count * hardware.prefill_attention_blocks_per_sm  # blocks at once (0: no bound)
-        self.packs_gqa = hardware.prefill_attention_packs_gqa
+        self.per_row = prefill.ns_per_row * item_ns
+        self.per_tile = prefill.ns_per_tile * item_ns
+        self.prefill_wave = hardware.sm_count * prefill.blocks_per_sm  # blocks at once (0: no bound)
+        self.packs_gqa = prefill.packs_gqa
         exps = hardware.sfu_exp_tera_per_s * 1e12  # the softmax's exponentials: one per query-key pair and head
-        self.exp_time = hardware.prefill_attention_exp_exposed / exps if exps else 0.0
-        self.overhead = (hardware.attention_overhead_us if overhead_us is None else overhead_us) * 1e-6
-        decode = hardware.decode_attention_overhead_us
-        self.decode_overhead = self.overhead if overhead_us is not None or decode is None else decode * 1e-6
-        self.p = hardware.gemm_knee
+        self.exp_time = prefill.exp_exposed / exps if exps else 0.0
+        self.overhead = (prefill.overhead_us if overhead_us is None else overhead_us) * 1e-6
+        own = decode.overhead_us
+        self.decode_overhead = self.overhead if overhead_us is not None or own is None else own * 1e-6
+        self.p = hardware.fit.gemm.knee  # the GEMMs' knee
         self.v = bytes_per_element(kv_dtype)
 
     def combine(self, compute_s: float, memory_s: float) -> float:
@@ -212,7 +213,7 @@ class AttentionModel:
 
     def query_rows(self, heads, kv_heads):
         """Query rows per token of a prefill kernel's blocks: the H / G query heads of a KV head where it packs
-        them (``prefill_attention_packs_gqa``), else 1 (scalars or arrays)."""
+        them (``prefill_attention.packs_gqa``), else 1 (scalars or arrays)."""
         return np.asarray(heads) / np.maximum(kv_heads, 1) if self.packs_gqa else np.ones_like(np.asarray(heads))
 
     def prefill_blocks_of(self, new_tokens, heads, kv_heads):
@@ -223,8 +224,8 @@ class AttentionModel:
 
     def prefill_falls_back(self, head_dim, windowed):
         """Whether a prefill of head width ``head_dim`` (``windowed``: under a window or local chunk) runs the
-        fallback kernel: from ``prefill_fallback_head_dim``, or windowed from ``prefill_fallback_window_head_dim``
-        (0: never); scalars or arrays."""
+        fallback kernel: from ``prefill_attention.fallback_head_dim``, or windowed from
+        ``prefill_attention.fallback_window_head_dim`` (0: never); scalars or arrays."""
         wide = np.asarray(head_dim) >= (self.fallback_head_dim or np.inf)
         if not self.fallback_window_head_dim:
             return wide
@@ -237,7 +238,7 @@ class AttentionModel:
     def decode_per_token(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0,
                          blocks: float = 0):
         """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum), its memory side
-        at most ``blocks`` (sequence, KV head) blocks' streaming rate (``decode_attention_block_gb_per_s``; 0 blocks:
+        at most ``blocks`` (sequence, KV head) blocks' streaming rate (``decode_attention.block_gb_per_s``; 0 blocks:
         not limited); with more than ``max_group`` query heads per KV head (of ``kv_heads``; 0: not grouped
         attention), the fallback kernel's cost per (query head, token, 128 elements of the head's width d =
         widths / 2). Scalars or arrays."""
@@ -283,9 +284,9 @@ class AttentionModel:
         """(the sequences whose block costs (:meth:`decode_block_cost`) a decode step of ``sequences`` sequences of
         ``blocks`` thread blocks each (:meth:`decode_blocks`) pays, the seconds it pays to combine split-KV
         partials): max(sequences, wave / blocks) with one wave of ``wave`` (``sm_count`` ×
-        ``decode_attention_blocks_per_sm``) blocks, and, with fewer blocks than ``split_wave`` (``sm_count`` ×
-        ``decode_attention_split_blocks_per_sm``, by default the wave) where ``context`` reaches
-        ``decode_attention_split_tokens``, the split's combine ``decode_attention_split_us``; (sequences, 0) without
+        ``decode_attention.blocks_per_sm``) blocks, and, with fewer blocks than ``split_wave`` (``sm_count`` ×
+        ``decode_attention.split_blocks_per_sm``, by default the wave) where ``context`` reaches
+        ``decode_attention.split_tokens``, the split's combine ``decode_attention.split_us``; (sequences, 0) without
         waves. Scalars or arrays."""
         if not self.wave:
             return sequences, 0.0
@@ -294,7 +295,7 @@ class AttentionModel:
 
     def tiled(self, context):
         """The cached tokens a decode kernel reads for a context of ``context``: whole tiles of
-        ``decode_attention_kv_tile`` tokens, ceil(context / tile) · tile (the context itself without a tile); scalars
+        ``decode_attention.kv_tile`` tokens, ceil(context / tile) · tile (the context itself without a tile); scalars
         or arrays."""
         if not self.kv_tile:
             return context

@@ -6,20 +6,22 @@ across nodes, the per-GPU NICs of the GPUs in each node (``inter_node_gb_per_s``
 each GPU holds: the whole vector for all-reduce, the gathered output for all-gather, the input for reduce-scatter
 and all-to-all (as nccl-tests and the frameworks' kernel tables count it).
 
-    all_reduce:                    2(n−1)/n · bytes / (B · link_efficiency) + collective_latency + 2(n−1) · step
+    all_reduce:                    2(n−1)/n · bytes / (B · link_efficiency) + latency + 2(n−1) · step_latency
     all_gather, reduce_scatter,    (n−1)/n · bytes / (B · efficiency) + latency + (n−1) · step_latency
-    all_to_all:                    (per-op ``collectives`` fit)
+    all_to_all:                    (per-op ``comm.collectives`` fit)
     send_recv:                     bytes / (B · p2p_efficiency) + p2p_latency
+
+(the parameters of the hardware profile's ``fit.comm``).
 
 NCCL has two kinds of protocol, and picks per message the faster: a bandwidth protocol (Simple: the formulas above)
 and a low-latency one (LL / LL128: flags stored with the data, so far less fixed cost per call but a fraction of the
-link's bandwidth). Where a generation has the low-latency protocol fitted (``all_reduce_low_latency``,
+link's bandwidth). Where a generation has the low-latency protocol fitted (``comm.all_reduce_low_latency``,
 ``collectives.<op>.low_latency``: the same three parameters), a collective costs the minimum of the two; without it,
 the one formula. A third algorithm reduces in the switch (NVLink SHARP, NCCL's NVLS, on third-generation NVSwitch:
 Hopper and later): each GPU sends its buffer into the switch once and reads the sum back once, so an all-reduce of
 16- or 32-bit floats within one NVSwitch node also costs at most
 
-    all_reduce (NVLS):             bytes / (B · nvls efficiency) + nvls latency          (``all_reduce_nvls``)
+    all_reduce (NVLS):             bytes / (B · nvls efficiency) + nvls latency          (``comm.all_reduce_nvls``)
 
 which beats the ring's 2(n−1)/n bus bytes at large messages on many GPUs. It does not reduce int8 (nor int64:
 NVIDIA/nccl#1898), which takes the ring: in the H100 tables an 8-GPU all-reduce of 134 MB takes 0.58 ms in 16-bit
@@ -44,7 +46,7 @@ from __future__ import annotations
 from typing import Literal
 
 from simulator.catalog import HardwareSpec, resolve_hardware
-from simulator.catalog.hardware import ProtocolFit
+from simulator.catalog.hardware_fit import ProtocolFit
 
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"]
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
@@ -73,20 +75,20 @@ def collective_time(hardware: str | HardwareSpec, op: Collective, num_gpus: int,
     hw = resolve_hardware(hardware)
     if num_gpus <= 1 or nbytes <= 0:
         return 0.0
-    bandwidth = ring_bandwidth(hw, num_gpus)
+    bandwidth, comm = ring_bandwidth(hw, num_gpus), hw.fit.comm
     if op == "send_recv":
-        return nbytes / (bandwidth * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
+        return nbytes / (bandwidth * comm.p2p_efficiency) + comm.p2p_latency_us * 1e-6
     if op == "all_reduce":
         steps = 2 * (num_gpus - 1)
-        protocols = [ProtocolFit(latency_us=hw.collective_latency_us, step_latency_us=hw.collective_step_latency_us,
-                                 efficiency=hw.link_efficiency), hw.all_reduce_low_latency]
+        protocols = [ProtocolFit(latency_us=comm.latency_us, step_latency_us=comm.step_latency_us,
+                                 efficiency=comm.link_efficiency), comm.all_reduce_low_latency]
     else:
         steps = num_gpus - 1
-        protocols = [hw.collectives[op], hw.collectives[op].low_latency]
+        protocols = [comm.collectives[op], comm.collectives[op].low_latency]
     bus_bytes = steps / num_gpus * nbytes
     ring = min(bus_bytes / (bandwidth * p.efficiency) + (p.latency_us + steps * p.step_latency_us) * 1e-6
                for p in protocols if p is not None)
-    nvls = hw.all_reduce_nvls
+    nvls = comm.all_reduce_nvls
     if (op == "all_reduce" and nvls is not None and dtype in NVLS_DTYPES and hw.node.fabric == "nvswitch"
             and num_gpus <= hw.node.gpus_per_node):
         return min(ring, nbytes / (bandwidth * nvls.efficiency) + nvls.latency_us * 1e-6)

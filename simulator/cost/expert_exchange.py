@@ -5,7 +5,7 @@ combine among the replica's ``n`` = dp × tp GPUs, each GPU sending its ``T`` to
 - ``nccl``: two NCCL all-to-alls of ``T·k·D·w`` bytes per GPU (:func:`simulator.cost.collectives.collective_time`).
 - ``deepep``: DeepEP's kernels, picked as SGLang's ``auto`` mode does — low-latency in decode-only iterations,
   normal with prefill. Each kernel costs ``latency + off-GPU bytes / (link × efficiency)``
-  (:class:`simulator.catalog.hardware.ExchangeFit`):
+  (:class:`simulator.catalog.hardware_fit.ExchangeFit`):
 
   - low-latency: every token-expert pair travels, ``(n − 1)/n`` of them to other GPUs;
   - normal: a token travels once to each other GPU holding one of its experts: ``R = (n − 1)·(1 − (1 − 1/n)^k)``
@@ -43,7 +43,7 @@ def deepep_time(hardware: HardwareSpec, kernel: str, gpus: int, tokens: float, t
     ``tokens`` tokens per GPU among ``gpus`` GPUs."""
     if gpus <= 1 or tokens <= 0:
         return 0.0
-    fit = hardware.deepep[kernel]  # type: ignore[index]  # one of its four kernels; deepep checked by the cost model
+    fit = hardware.fit.comm.deepep[kernel]  # type: ignore[index]  # one of its four kernels; deepep checked by the cost model
     mode, direction = kernel.split("_")
     element = FP8_WITH_SCALES if direction == "dispatch" else 2
     nbytes = tokens * off_gpu_pairs(mode, gpus, topk) * hidden * element

@@ -4,24 +4,26 @@ A GEMM (m × k)·(k × n) of activations (``a`` bytes per element) and weights (
 
     t_c = 2 · ceil(m / tile)·tile · n · k / (peak FLOP/s × flops_efficiency)      (rows are computed in whole tiles)
     t_m = ((m·k + m·n) · a + k·n · w) / (HBM bytes/s × bandwidth_efficiency)
-    t_k = gemm_k_latency_ns · min(k, gemm_split_k)                                (one output tile's main loop)
-    t   = (t_c^p + t_m^p + t_k^p)^(1/p) + kernel_overhead + t_f + t_q             (p = gemm_knee)
+    t_k = k_latency_ns · min(k, split_k)                                          (one output tile's main loop)
+    t   = (t_c^p + t_m^p + t_k^p)^(1/p) + kernel_overhead + t_f + t_q             (p = knee)
+
+(the hardware profile's ``fit.gemm``, with ``fit.bandwidth_efficiency`` and ``fit.kernel_overhead_us``).
 
 The smooth maximum models the knee around the ridge point: a GEMM near it is neither purely compute- nor purely
 memory-bound and takes longer than either bound alone. ``t_k`` is the serial latency of one thread block walking k
 (load a k-slice, feed the tensor cores, next): a small GEMM has too few output tiles to hide it, so its time grows
 with k whatever n is (H100, m ≤ 16, n ≤ 1,024: 3.0 µs at k = 256, 4.0 at 1,024, 6.0 at 2,560); a large GEMM hides it
-behind its compute or memory time. The 16-bit library splits a long k over more thread blocks (``gemm_split_k``:
+behind its compute or memory time. The 16-bit library splits a long k over more thread blocks (``gemm.split_k``:
 a block walks at most that much of it; H100, one row through 256 columns: ~6 µs from k = 3,072 to 12,288), while
 the frameworks' kernels for quantised weights do not (their fp8 time grows with k to 65,536: fp8_block ~1.1 ns per
 element), so the cap holds for 16-bit weights only (pooled over formats, a cap anywhere up to k = 32,768 had fitted
 no better than none). The peak is the one of the weight format's
-compute (:func:`simulator.dtypes.compute_dtype`) at that format's fitted fraction (``flops_efficiency_by_dtype``):
+compute (:func:`simulator.dtypes.compute_dtype`) at that format's fitted fraction (``gemm.flops_efficiency_by_dtype``):
 fp8, fp8_block and int8 weights run W8A8 at their tensor-core peak, and their activations are quantised first, one
 pass over them: t_q = m·k·(a + q) / (HBM bytes/s × bandwidth_efficiency) + quantize_overhead (q bytes per quantised
 element); int4 weights (and fp4 on GPUs without FP4 tensor cores) are dequantised to 16-bit math.
 
-A format whose GEMMs run kernels of their own (``gemm_kernel_by_dtype``: SmoothQuant's W8A8 int8 with its per-token
+A format whose GEMMs run kernels of their own (``gemm.kernel_by_dtype``: SmoothQuant's W8A8 int8 with its per-token
 scales, a weight-only int4 kernel dequantising in its main loop) computes its rows in its own tiles and walks k at
 its own latency (neither splits k), and pays ``t_f``, its fixed work beyond the kernel floor (prologue, scales); the
 others have t_f = 0. On the A100, TensorRT-LLM's int4 kernel computes 8 rows where the 16-bit library pads to 64 —
@@ -72,19 +74,20 @@ class GemmModel:
         self.bandwidth = hardware.achievable_bandwidth * memory_scale
         self.w = bytes_per_element(dtype)
         self.a = bytes_per_element(activation_dtype(dtype))
-        self.p = hardware.gemm_knee
-        self.overhead = hardware.kernel_overhead_us * 1e-6  # the kernel floor (also the memory-bound kernels')
+        gemm = hardware.fit.gemm
+        self.p = gemm.knee
+        self.overhead = hardware.fit.kernel_overhead_us * 1e-6  # the kernel floor (also the memory-bound kernels')
         # a quantised format's own kernels where fitted: their row tile, main-loop latency and fixed work
-        kernel = hardware.gemm_kernel_by_dtype.get(dtype)  # type: ignore[call-overload]  # any name: None if unfitted
-        self.tile = kernel.tile_m if kernel and kernel.tile_m else hardware.gemm_tile_m
-        k_latency = kernel.k_latency_ns if kernel and kernel.k_latency_ns is not None else hardware.gemm_k_latency_ns
+        kernel = gemm.kernel_by_dtype.get(dtype)  # type: ignore[call-overload]  # any name: None if unfitted
+        self.tile = kernel.tile_m if kernel and kernel.tile_m else gemm.tile_m
+        k_latency = kernel.k_latency_ns if kernel and kernel.k_latency_ns is not None else gemm.k_latency_ns
         self.k_latency = k_latency * 1e-9
         self.format_overhead = kernel.overhead_us * 1e-6 if kernel else 0.0
         # 16-bit weights run the 16-bit library's GEMMs, which split a long k; quantised weights run kernels that do not
-        self.k_split = hardware.gemm_split_k if self.w == 2 and hardware.gemm_split_k else math.inf
+        self.k_split = gemm.split_k if self.w == 2 and gemm.split_k else math.inf
         quantised = math_dtype not in ("bf16", "fp16") and hardware.has_peak(math_dtype) and not fused_quantization
         self.quantize_bytes = self.a + bytes_per_element(dtype) if quantised else 0.0
-        self.quantize_overhead = hardware.quantize_overhead_us * 1e-6 if quantised else 0.0
+        self.quantize_overhead = gemm.quantize_overhead_us * 1e-6 if quantised else 0.0
 
     def time(self, m: float, n: float, k: float) -> float:
         if m <= 0 or n <= 0 or k <= 0:

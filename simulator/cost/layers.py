@@ -156,7 +156,7 @@ class GroupCost:
         :meth:`AttentionModel.decode_wave`, whose costs are spread over the sequences: every context taken as long
         enough to split but a bounded span's, a state layer's none); a bounded span makes the context's cost a
         constant per sequence, and a sparse-attention indexer scores every cached token. A kernel that reads the
-        cache in whole tiles (``decode_attention_kv_tile``) reads a bounded span's tiles, and any other context its
+        cache in whole tiles (``decode_attention.kv_tile``) reads a bounded span's tiles, and any other context its
         tiles' mean padding more, (tile − 1) / 2 tokens per sequence: the step stays affine in the context sum."""
         attention = self.attention
         per_token = float(attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,

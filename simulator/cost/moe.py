@@ -12,27 +12,27 @@ and MoE tensor parallelism ``tp`` (each expert's width ``I/tp`` here):
   with equal popularity); under ``balanced`` routing (the kernel tables' collectors: assignments dealt
   round-robin, as evenly as possible) ``U = min(E/ep, A)``; rows per touched expert ``r = A/U``;
 - the up (gate and up fused: ``g·I/tp`` wide, g = 2 when gated) and down (``I/tp`` -> ``D``) projections of the
-  touched experts run as one fused op: compute ``2·U·ceil(r/moe_tile_m)·moe_tile_m·D·(g + 1)·ceil(I/tp)`` FLOPs
-  (rows in whole tiles per expert; the split width ``I/tp`` in whole ``moe_tile_n`` columns) at
-  ``moe_gemm_efficiency`` × the dense GEMM rate of the weight format (at most the format's tensor-core peak);
+  touched experts run as one fused op: compute ``2·U·ceil(r/moe.tile_m)·moe.tile_m·D·(g + 1)·ceil(I/tp)`` FLOPs
+  (rows in whole tiles per expert; the split width ``I/tp`` in whole ``moe.tile_n`` columns) at
+  ``moe.gemm_efficiency`` × the dense GEMM rate of the weight format (at most the format's tensor-core peak);
   memory: the touched experts' weights ``U·(g + 1)·D·(I/tp)·w`` plus activations in and out of both projections
   ``A·(2·D + (g + 1)·I/tp)·a``, at
-  ``moe_bandwidth_efficiency`` × the dense streaming bandwidth; the two, and the serial latency of the two GEMMs'
-  main loops (``gemm_k_latency_ns`` × (D + I/tp), :mod:`simulator.cost.gemm`), combine by a smooth maximum of
-  exponent ``moe_knee`` (memory-bound grouped kernels hide their padded compute almost entirely), plus
-  ``moe_expert_overhead_us`` per touched expert (its tiles' prologue and epilogue, scale loads, scheduling: a cost
+  ``moe.bandwidth_efficiency`` × the dense streaming bandwidth; the two, and the serial latency of the two GEMMs'
+  main loops (``gemm.k_latency_ns`` × (D + I/tp), :mod:`simulator.cost.gemm`), combine by a smooth maximum of
+  exponent ``moe.knee`` (memory-bound grouped kernels hide their padded compute almost entirely), plus
+  ``moe.expert_overhead_us`` per touched expert (its tiles' prologue and epilogue, scale loads, scheduling: a cost
   that does not shrink with the expert's width, so narrow tensor-parallel slices of an expert cost more than their
-  bytes say), plus the fixed cost of the ``moe_kernels`` kernels a fused-MoE layer launches (routing,
+  bytes say), plus the fixed cost of the ``moe.kernels`` kernels a fused-MoE layer launches (routing,
   sorting/alignment, activation quantisation, the two GEMMs, the combine) at the GPU's — or under CUDA graphs the
   engine's — ``kernel_overhead_us`` each;
-- plus the passes over every token the kernel is handed, whatever its experts: ``moe_token_pass_bytes`` per (token,
+- plus the passes over every token the kernel is handed, whatever its experts: ``moe.token_pass_bytes`` per (token,
   hidden element) at the layer's streaming bandwidth (reading, permuting and scattering the tokens, writing the
   combined output: TensorRT-LLM's kernel, handed all T tokens on each of ``ep`` GPUs, does this for all of them, so
   its expert-parallel time does not fall with ``ep`` as its experts' work does: 4–9.5 bytes per element on H100,
-  6.5 on A100), and with expert parallelism ``moe_ep_overhead_us`` (its local-expert selection). A GPU is handed all
+  6.5 on A100), and with expert parallelism ``moe.ep_overhead_us`` (its local-expert selection). A GPU is handed all
   ``T`` tokens when they are replicated over the expert-parallel GPUs (tensor parallelism, or the kernel tables'
   collectors); under attention data parallelism the all-to-all hands it the assignments it serves, ``T·k/ep``;
-- plus the passes over the token copies its experts receive, ``moe_assignment_pass_bytes`` per (assignment, hidden
+- plus the passes over the token copies its experts receive, ``moe.assignment_pass_bytes`` per (assignment, hidden
   element) of the busiest rank's at the same bandwidth (each copy permuted to its expert and its output combined
   back; beside the experts' GEMMs, not hidden under them): TensorRT-LLM's balanced expert-parallel rows at 8–16k
   tokens run ~22 bytes per (token, element) beyond the experts' work at EP 2, ~10 at EP 8 and ~5 at EP 64 — a part
@@ -62,12 +62,12 @@ law is heavier still at EP 64–256 (with α = 1.5 its expected busiest rank exc
 token, which real routing cannot). Against sampled routing the law holds within 10% for lognormal popularities;
 lighter-tailed ones (gamma of the same spread) load the hottest of two experts a rank about 25% less.
 
-``moe_tile_m``, ``moe_tile_n``, ``moe_knee``, ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency`` and
-``moe_expert_overhead_us`` are fitted per GPU generation on the frameworks' MoE tables
+``moe.tile_m``, ``moe.tile_n``, ``moe.knee``, ``moe.gemm_efficiency``, ``moe.bandwidth_efficiency`` and
+``moe.expert_overhead_us`` are fitted per GPU generation on the frameworks' MoE tables
 (``../shared/data/kernels/<gpu>/moe``, :mod:`simulator.fidelity.kernel_fit`), pooled; a serving engine's profile
 replaces the last three with its framework's own kernel for the experts' weight format where it has one
 (``moe_by_generation``, :meth:`simulator.catalog.engines.EngineProfile.moe_hardware`: vLLM's FlashInfer kernel for
-per-tensor fp8 streams its experts at a quarter of the rate of its Triton kernel for block fp8); ``moe_kernels`` is
+per-tensor fp8 streams its experts at a quarter of the rate of its Triton kernel for block fp8); ``moe.kernels`` is
 counted, not fitted:
 6 (top-k routing, alignment, the two grouped GEMMs, the activation, the combine). Fitting it too gives 12 on H100:
 the eager tables' launch gaps, which a CUDA-graph engine does not pay. The per-expert cost (0.3 µs on Hopper, 0.2
@@ -97,17 +97,18 @@ class ExpertsModel:
     def __init__(self, hardware: HardwareSpec, dtype: str = "bf16", compute_scale: float = 1.0,
                  memory_scale: float = 1.0) -> None:
         """``compute_scale``/``memory_scale``: a serving engine's kernels relative to the fitted ones."""
-        rate = hardware.achievable_flops(compute_dtype(dtype)) * hardware.moe_gemm_efficiency
+        moe = hardware.fit.moe
+        rate = hardware.achievable_flops(compute_dtype(dtype)) * moe.gemm_efficiency
         self.flops = min(rate, hardware.peak_flops(compute_dtype(dtype))) * compute_scale  # never past the peak
-        self.bandwidth = hardware.achievable_bandwidth * memory_scale * hardware.moe_bandwidth_efficiency
+        self.bandwidth = hardware.achievable_bandwidth * memory_scale * moe.bandwidth_efficiency
         self.w, self.a = bytes_per_element(dtype), bytes_per_element(activation_dtype(dtype))
-        self.tile_m, self.tile_n, self.p = hardware.moe_tile_m, hardware.moe_tile_n, hardware.moe_knee
-        self.overhead = hardware.moe_kernels * hardware.kernel_overhead_us * 1e-6
-        self.expert_overhead = hardware.moe_expert_overhead_us * 1e-6
-        self.k_latency = hardware.gemm_k_latency_ns * 1e-9
-        self.token_pass = hardware.moe_token_pass_bytes
-        self.assignment_pass = hardware.moe_assignment_pass_bytes
-        self.ep_overhead = hardware.moe_ep_overhead_us * 1e-6
+        self.tile_m, self.tile_n, self.p = moe.tile_m, moe.tile_n, moe.knee
+        self.overhead = moe.kernels * hardware.fit.kernel_overhead_us * 1e-6
+        self.expert_overhead = moe.expert_overhead_us * 1e-6
+        self.k_latency = hardware.fit.gemm.k_latency_ns * 1e-9
+        self.token_pass = moe.token_pass_bytes
+        self.assignment_pass = moe.assignment_pass_bytes
+        self.ep_overhead = moe.ep_overhead_us * 1e-6
 
     def time(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
              expert_parallel: int = 1, distribution: str = "uniform", load_cv: float = 0.0, slots: int = 0,

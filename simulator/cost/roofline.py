@@ -45,6 +45,7 @@ from pydantic import Field
 
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.catalog.engines import CustomAllReduceFit, EngineProfile
+from simulator.catalog.hardware import with_fit
 from simulator.config.engine import CostModelBase
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost.attention import AttentionModel
@@ -66,17 +67,18 @@ def engine_network(hardware: HardwareSpec, engine: EngineProfile) -> HardwareSpe
     NVLS) times the engine's ``communication_efficiency`` (the other collectives as the hardware's); an engine that
     states its own stack's all-reduce fixed cost (``collective_latency_us``) states the whole small-message regime,
     so the hardware's low-latency protocol does not apply to it."""
-    scale = engine.communication_efficiency
-    low, nvls = hardware.all_reduce_low_latency, hardware.all_reduce_nvls
-    update: dict = {"link_efficiency": hardware.link_efficiency * scale,
+    scale, comm = engine.communication_efficiency, hardware.fit.comm
+    low, nvls = comm.all_reduce_low_latency, comm.all_reduce_nvls
+    update: dict = {"link_efficiency": comm.link_efficiency * scale,
                     "all_reduce_low_latency": low.model_copy(update={"efficiency": low.efficiency * scale})
                     if low is not None and engine.collective_latency_us is None else None,
                     "all_reduce_nvls": nvls.model_copy(update={"efficiency": nvls.efficiency * scale})
                     if nvls is not None else None}
-    for name in ("collective_latency_us", "collective_step_latency_us"):
-        if getattr(engine, name) is not None:
-            update[name] = getattr(engine, name)
-    return hardware.model_copy(update=update)
+    if engine.collective_latency_us is not None:
+        update["latency_us"] = engine.collective_latency_us
+    if engine.collective_step_latency_us is not None:
+        update["step_latency_us"] = engine.collective_step_latency_us
+    return with_fit(hardware, {"comm": comm.model_copy(update=update)})
 
 
 def framework_all_reduce_time(network: HardwareSpec, kernels: CustomAllReduceFit | None, tp: int,
@@ -96,7 +98,7 @@ def framework_all_reduce_time(network: HardwareSpec, kernels: CustomAllReduceFit
     connected = tp <= node.gpus_per_node and (node.fabric == "nvswitch" or tp == 2)
     if kernels is None or tp <= 1 or nbytes > kernels.max_mib * 2**20 or not connected:
         return nccl
-    link = ring_bandwidth(network, tp) * network.link_efficiency
+    link = ring_bandwidth(network, tp) * network.fit.comm.link_efficiency
     custom = kernels.latency_us * 1e-6 + (tp - 1) * nbytes / link
     if kernels.two_shot_latency_us is not None:
         custom = min(custom, kernels.two_shot_latency_us * 1e-6 + 2 * (tp - 1) / tp * nbytes / link)
@@ -167,10 +169,10 @@ class RooflineCostModel(CostModel):
         self.model = model
         self.tp = tensor_parallel
         self.pp = pipeline_parallel
-        self.engine = (engine or EngineProfile(name="none")).on_host(hardware.host_speedup)
+        self.engine = (engine or EngineProfile(name="none")).on_host(hardware.fit.host_speedup)
         self.micro_batching = pipeline_parallel > 1 and self.engine.pipeline_micro_batches
         if self.engine.kernel_overhead_us is not None:
-            hardware = hardware.model_copy(update={"kernel_overhead_us": self.engine.kernel_overhead_us})
+            hardware = with_fit(hardware, {"kernel_overhead_us": self.engine.kernel_overhead_us})
         self.elementwise_kernels = self.engine.elementwise_kernels_per_layer
         gemm_hardware = self.engine.gemm_hardware(hardware)  # the framework's own dense GEMM rates
         self.gemm = GemmModel(gemm_hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency,
@@ -198,9 +200,9 @@ class RooflineCostModel(CostModel):
         if any(group.attention.indexer for group in model.layers):
             fp8 = hardware.peak_tflops.fp8  # None: no FP8 tensor cores (HardwareSpec.has_peak)
             fp8_rate = fp8 / hardware.peak_tflops.bf16 if fp8 is not None else 1.0
-            streaming = {"attention_io_efficiency": hardware.bandwidth_efficiency,
-                         "decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency}
-            indexer_attention = AttentionModel(self.engine.mla_hardware(hardware).model_copy(update=streaming),
+            streaming = {"prefill_attention.io_efficiency": hardware.fit.bandwidth_efficiency,
+                         "decode_attention.bandwidth_efficiency": hardware.fit.bandwidth_efficiency}
+            indexer_attention = AttentionModel(with_fit(self.engine.mla_hardware(hardware), streaming),
                                                "fp8", scales[0] * fp8_rate, *scales[1:])
         attention = {"framework": framework_attention, "latent": latent_attention, "pooled": pooled_attention}
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
@@ -210,7 +212,7 @@ class RooflineCostModel(CostModel):
         experts = ExpertsModel(self.engine.moe_hardware(hardware, expert_dtype), expert_dtype,  # its own MoE kernel
                                self.engine.compute_efficiency, self.engine.memory_efficiency)
         self.dp = data_parallel
-        if all_to_all == "deepep" and hardware.deepep is None:
+        if all_to_all == "deepep" and hardware.fit.comm.deepep is None:
             raise ConfigError(f"cost_model.all_to_all: deepep needs a GPU DeepEP runs on (Hopper or later); "
                               f"{hardware.name} is {hardware.generation}")
         self.all_to_all = all_to_all
@@ -283,7 +285,8 @@ class RooflineCostModel(CostModel):
         hw = self.network
         if self.tp * self.pp <= hw.node.gpus_per_node:
             return collective_time(hw, "send_recv", 2, nbytes)
-        return nbytes / (self.tp * hw.node.inter_node_gb_per_s * 1e9 * hw.p2p_efficiency) + hw.p2p_latency_us * 1e-6
+        comm = hw.fit.comm
+        return nbytes / (self.tp * hw.node.inter_node_gb_per_s * 1e9 * comm.p2p_efficiency) + comm.p2p_latency_us * 1e-6
 
     def body_parts(self, num_tokens: int, decode_only: bool = False) -> dict[str, float]:
         """Seconds per operator group of every per-token kernel except attention's FLOPs/KV reads (``decode_only``:

@@ -10,6 +10,11 @@
   fused-MoE fits use too), the fallback kernels its profile states it dispatches to, and its kernels over fp8 caches
   apart from those over 16-bit ones (:func:`fit_kernels_over_caches`);
 - what every kernel fit shares: a grid's steps, the sample of each table, the score per group and the report line.
+
+The grids name the attention parameters by the engine profiles' fields
+(:class:`simulator.catalog.engines.AttentionFields`: the flat names of a hardware profile's ``fit.prefill_attention``
+and ``fit.decode_attention``, :data:`simulator.catalog.hardware_fit.FLAT_NAMES`), where a framework's fit goes; the
+pooled fit sets them in a hardware profile by the same names (:func:`simulator.catalog.hardware.with_fit`).
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.engines import load_engine
+from simulator.catalog.hardware import with_fit
 from simulator.cost.attention import FALLBACK_WIDTH, AttentionModel, decode_context, spread_over_sms
-from simulator.fidelity.calibrate import DescentOptions, coordinate_descent, score, set_parameter
+from simulator.fidelity.calibrate import DescentOptions, coordinate_descent, get_parameter, score, set_parameter
 from simulator.fidelity.kernels import (
     GPUS,
     attention_kernel_errors,
@@ -136,10 +142,10 @@ def fit_framework_attention(kernels_dir: Path, framework: str, gpu: str = "h100_
     table = table[(table["gpu"] == gpu) & (table["framework"] == framework)].reset_index(drop=True)
     hardware = load_hardware(GPUS[gpu])
     stated = load_engine(framework).attention_hardware(hardware)
-    dispatch = {name: getattr(stated, name) for name in DISPATCH_FIELDS if getattr(stated, name)}
+    dispatch = {name: get_parameter(stated, name) for name in DISPATCH_FIELDS if get_parameter(stated, name)}
     costs = {"decode_attention_ns_per_query_token": fallback_rate(table, stated),
              "prefill_fallback_efficiency": fallback_efficiency(table, stated)}
-    costs.update({name: getattr(stated, name) for name in MHA_KERNEL_COSTS})
+    costs.update({name: get_parameter(stated, name) for name in MHA_KERNEL_COSTS})
     start = {**dispatch, **{name: value for name, value in costs.items() if value is not None}}
     grid = without_unidentifiable({name: values for name, values in FRAMEWORK_MHA_GRID.items()
                                    if name not in FALLBACK_COSTS + MHA_KERNEL_COSTS or name in start}, table, hardware)
@@ -166,7 +172,7 @@ def fallback_rate(table: pd.DataFrame, hardware: HardwareSpec) -> float | None:
     timings whose groups exceed ``hardware``'s ``decode_attention_max_group`` query heads per KV head (None without a
     limit or such timings), as the profile states such a cost (over :func:`spread_over_sms`): where the decode fit of
     their fallback kernel starts."""
-    max_group = hardware.decode_attention_max_group
+    max_group = hardware.fit.decode_attention.max_group
     rows = table[(table["phase"] == "decode") & (table["kv_dtype"] != "fp8")
                  & (table["heads"] > max_group * table["kv_heads"])]
     if not max_group or rows.empty:
@@ -185,7 +191,7 @@ def fallback_efficiency(table: pd.DataFrame, hardware: HardwareSpec) -> float | 
     if rows.empty:
         return None
     flops = 4 * rows["heads"] * rows["head_dim"] * rows["batch"] * rows["seq_len"] * (rows["seq_len"] + 1) / 2
-    peak = hardware.achievable_flops("bf16") / hardware.flops_efficiency
+    peak = hardware.achievable_flops("bf16") / hardware.fit.gemm.flops_efficiency
     achieved = float(np.median(flops / rows["measured_s"]) / peak)
     return min(FRAMEWORK_MHA_GRID["prefill_fallback_efficiency"], key=lambda value: abs(value - achieved))
 
@@ -223,8 +229,8 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
     timing's errors."""
     sixteen, eight = table[table["kv_dtype"] != "fp8"], table[table["kv_dtype"] == "fp8"]
     hardware = load_hardware(GPUS[gpu])
-    profile = hardware.model_copy(update={"decode_attention_bandwidth_efficiency": hardware.bandwidth_efficiency,
-                                          **(start or {})})
+    profile = with_fit(hardware, {"decode_attention_bandwidth_efficiency": hardware.fit.bandwidth_efficiency,
+                                  **(start or {})})
 
     def descend(start: HardwareSpec, rows: pd.DataFrame, grid: dict[str, list[float]]) -> HardwareSpec:
         sample = _sample(rows.reset_index(drop=True), ["phase"], per_group)
@@ -240,7 +246,7 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
         """``fitted`` with each phase's parameters descended from each value of each of its :data:`SCANS` in turn
         (the best kept), the split's shortest context from the middle of its grid (unset, every context splits)."""
         split = SCANS["decode"][1]
-        if split in parameters and not getattr(fitted, split):
+        if split in parameters and not get_parameter(fitted, split):
             fitted = set_parameter(fitted, split, parameters[split][len(parameters[split]) // 2])
         for phase, names in SCANS.items():
             timings = rows[rows["phase"] == phase]
@@ -255,14 +261,14 @@ def fit_kernels_over_caches(table: pd.DataFrame, gpu: str, per_group: int,
         return fitted
 
     profile = scan(descend(profile, sixteen, parameters), sixteen) if len(sixteen) else profile
-    fitted: dict = {name: getattr(profile, name) for name in parameters}
+    fitted: dict = {name: get_parameter(profile, name) for name in parameters}
     parts = [errors({gpu: profile}, sixteen)]
     if len(eight):
         phases = [phase for phase in PHASE_PARAMETERS if spans_the_shapes(eight, sixteen, phase)]
         grid = {name: OVER_8_BIT_RANGES.get(name, values) for name, values in parameters.items()
                 if any(name in PHASE_PARAMETERS[phase] for phase in phases) and name not in KEPT_OVER_8_BIT}
         over_8bit = descend(profile, eight[eight["phase"].isin(phases)], grid) if grid else profile
-        fitted["kv_8bit"] = {name: getattr(over_8bit, name) for name in parameters}
+        fitted["kv_8bit"] = {name: get_parameter(over_8bit, name) for name in parameters}
         parts.append(errors({gpu: over_8bit}, eight))
     return fitted, pd.concat(parts)
 
@@ -290,15 +296,14 @@ def solve_linear_costs(profile: HardwareSpec, measured: np.ndarray, price: Calla
     if not names:
         return profile
     off = {name: np.inf if name in RECIPROCAL_COSTS else 0.0 for name in names}
-    base = price(profile.model_copy(update=off))
-    features = np.stack([price(profile.model_copy(update={**off, name: 1.0})) - base for name in names], axis=1)
+    base = price(with_fit(profile, off))
+    features = np.stack([price(with_fit(profile, {**off, name: 1.0})) - base for name in names], axis=1)
     solved = dict(zip(names, nonnegative_least_squares(features / measured[:, None], 1 - base / measured),
                       strict=True))
     for name in RECIPROCAL_COSTS:
         if name in solved:
             solved[name] = 1 / solved[name] if solved[name] > 0 else np.inf
-    return profile.model_copy(update={name: min(grid[name], key=lambda value: abs(value - solved[name]))
-                                      for name in names})
+    return with_fit(profile, {name: min(grid[name], key=lambda value: abs(value - solved[name])) for name in names})
 
 
 def nonnegative_least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:

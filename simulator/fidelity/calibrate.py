@@ -1,10 +1,10 @@
 """``llmsim calibrate``: fit a hardware profile's physical parameters to measurements.
 
-GEMM parameters (``flops_efficiency``, ``bandwidth_efficiency``, ``kernel_overhead_us``, ``gemm_knee``,
-``gemm_tile_m``) are fitted to per-layer operator timings (the format of ``../shared/data/calibration/a100_ops``);
-network parameters (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
-``p2p_efficiency``, ``p2p_latency_us``, ``node.inter_node_gb_per_s``) to NCCL timings (the format of
-``../shared/data/network``). Spec-sheet numbers are never changed.
+GEMM parameters (``fit.gemm.flops_efficiency``, ``fit.bandwidth_efficiency``, ``fit.kernel_overhead_us``,
+``fit.gemm.knee``, ``fit.gemm.tile_m``) are fitted to per-layer operator timings (the format of
+``../shared/data/calibration/a100_ops``); network parameters (``fit.comm``'s ``link_efficiency``, ``latency_us``,
+``step_latency_us``, ``p2p_efficiency``, ``p2p_latency_us``, and ``node.inter_node_gb_per_s``) to NCCL timings (the
+format of ``../shared/data/network``). Spec-sheet numbers are never changed.
 
 The fit minimises the mean |log(predicted / measured)| (smooth, and zero only at a perfect fit), evaluated by the
 same code as ``llmsim validate``: every combination of the discrete parameters (GEMM knee × row tile), each with
@@ -23,6 +23,8 @@ import pandas as pd
 from pydantic import BaseModel
 
 from simulator.catalog import HardwareSpec
+from simulator.catalog.hardware import fit_value, with_fit
+from simulator.catalog.hardware_fit import replaced, value_at
 from simulator.fidelity.network import network_errors, network_measurements
 from simulator.fidelity.operators import gemm_errors, gemm_measurements
 
@@ -36,37 +38,32 @@ class DescentOptions(TypedDict, total=False):
     diagonal: bool
 
 GEMM_GRID: dict[str, list] = {
-    "flops_efficiency": [round(x, 2) for x in np.arange(0.40, 0.96, 0.01)],
+    "gemm.flops_efficiency": [round(x, 2) for x in np.arange(0.40, 0.96, 0.01)],
     "bandwidth_efficiency": [round(x, 2) for x in np.arange(0.50, 0.98, 0.02)],
     "kernel_overhead_us": [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15],
 }
-GEMM_SHAPES: dict[str, list] = {"gemm_knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm_tile_m": [16, 32, 64, 128]}
+GEMM_SHAPES: dict[str, list] = {"gemm.knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm.tile_m": [16, 32, 64, 128]}
 NETWORK_GRID: dict[str, list] = {
-    "link_efficiency": [round(x, 2) for x in np.arange(0.4, 0.96, 0.05)],
-    "collective_latency_us": [0, 5, 10, 15, 20, 25, 30, 40],
-    "collective_step_latency_us": [0, 1, 2, 3, 4, 6, 8],
-    "p2p_efficiency": [round(x, 2) for x in np.arange(0.5, 0.96, 0.05)],
-    "p2p_latency_us": [2, 4, 6, 8, 10, 15, 20],
+    "comm.link_efficiency": [round(x, 2) for x in np.arange(0.4, 0.96, 0.05)],
+    "comm.latency_us": [0, 5, 10, 15, 20, 25, 30, 40],
+    "comm.step_latency_us": [0, 1, 2, 3, 4, 6, 8],
+    "comm.p2p_efficiency": [round(x, 2) for x in np.arange(0.5, 0.96, 0.05)],
+    "comm.p2p_latency_us": [2, 4, 6, 8, 10, 15, 20],
     "inter_node_gb_per_s": [2, 4, 6, 8, 10, 12.5, 20, 25, 50],
 }
 
 
 def set_parameter(profile: Profile, name: str, value) -> Profile:
-    """``profile`` with one fitted parameter replaced; ``inter_node_gb_per_s`` lives in ``node``, and a dotted name
-    walks the tables and sub-models (``flops_efficiency_by_dtype.fp8``, ``collectives.all_gather.latency_us``,
-    ``all_reduce_low_latency.efficiency``, ``collectives.all_to_all.low_latency.latency_us``)."""
-    if name == "inter_node_gb_per_s":
-        return profile.model_copy(update={"node": profile.node.model_copy(  # type: ignore[attr-defined]  # hardware's
-            update={name: value})})
-    return _replaced(profile, name.split("."), value)
-
-
-def _replaced(holder, path: list[str], value):
-    """A copy of ``holder`` (a pydantic model or a dict) with the entry at ``path`` replaced."""
-    key, rest = path[0], path[1:]
-    if isinstance(holder, dict):
-        return {**holder, key: _replaced(holder[key], rest, value) if rest else value}
-    return holder.model_copy(update={key: _replaced(getattr(holder, key), rest, value) if rest else value})
+    """``profile`` with one fitted parameter replaced. A hardware profile's are named by their place within its
+    ``fit`` or their flat names (:func:`simulator.catalog.hardware.with_fit`: ``gemm.tile_m``,
+    ``gemm.flops_efficiency_by_dtype.fp8``, ``comm.collectives.all_to_all.low_latency.latency_us``,
+    ``attention_efficiency``), but for ``inter_node_gb_per_s``, in its ``node``; an engine profile's by its field
+    names, dotted through its tables."""
+    if isinstance(profile, HardwareSpec):
+        if name == "inter_node_gb_per_s":
+            return profile.model_copy(update={"node": profile.node.model_copy(update={name: value})})
+        return with_fit(profile, {name: value})  # type: ignore[return-value]  # a hardware profile: its Profile
+    return replaced(profile, name.split("."), value)
 
 
 def score(frame: pd.DataFrame) -> float:
@@ -81,12 +78,9 @@ def score_per_collective(frame: pd.DataFrame) -> float:
 
 def get_parameter(profile: Profile, name: str):
     """The value :func:`set_parameter` would replace."""
-    if name == "inter_node_gb_per_s":
-        return profile.node.inter_node_gb_per_s  # type: ignore[attr-defined]  # a hardware profile's
-    holder = profile
-    for key in name.split("."):
-        holder = holder[key] if isinstance(holder, dict) else getattr(holder, key)
-    return holder
+    if isinstance(profile, HardwareSpec):
+        return profile.node.inter_node_gb_per_s if name == "inter_node_gb_per_s" else fit_value(profile, name)
+    return value_at(profile, name.split("."))
 
 
 def coordinate_descent(profile: Profile, grid: dict[str, list], evaluate: Callable[[Profile], float],
@@ -164,14 +158,14 @@ def calibrate(
             return fitted, score(gemm_errors(ops_dir, fitted, rows))
 
         candidates = [
-            fit_on(sample, profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}))
-            for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]
+            fit_on(sample, with_fit(profile, {"gemm.knee": knee, "gemm.tile_m": tile}))
+            for knee in GEMM_SHAPES["gemm.knee"] for tile in GEMM_SHAPES["gemm.tile_m"]
         ]
         profile, _ = fit_on(frame, min(candidates, key=lambda c: c[1])[0])
         errors = gemm_errors(ops_dir, profile, frame)["error"]
         report.append(
             f"GEMM ({len(frame):,} timings): "
-            + ", ".join(f"{n}={getattr(profile, n)}" for n in (*GEMM_GRID, *GEMM_SHAPES))
+            + ", ".join(f"{n}={get_parameter(profile, n)}" for n in (*GEMM_GRID, *GEMM_SHAPES))
             + f"; median error {errors.median():.1%}, p90 {errors.quantile(0.9):.1%}"
         )
     if data_dir is not None and network_system is not None:
@@ -182,8 +176,7 @@ def calibrate(
 
         profile = coordinate_descent(profile, NETWORK_GRID, lambda p: score_per_collective(evaluate(p)))
         errors = evaluate(profile)
-        values = [f"{n}={profile.node.inter_node_gb_per_s if n == 'inter_node_gb_per_s' else getattr(profile, n)}"
-                  for n in NETWORK_GRID]
+        values = [f"{n}={get_parameter(profile, n)}" for n in NETWORK_GRID]
         by_op = ", ".join(f"{op} median {e.median():.1%}" for op, e in errors.groupby("op")["error"])
         report.append(f"network ({len(frame):,} timings of {network_system}): {', '.join(values)}; {by_op}")
     return profile, report

@@ -5,39 +5,39 @@ framework's kernels — with an equal sample of every (framework, dtype) or (fra
 outweighs the others. Three groups are fitted one after another, each by the coordinate descent of
 :mod:`simulator.fidelity.calibrate` (minimising the mean |log(predicted / measured)|, deterministic):
 
-- GEMMs: ``flops_efficiency`` (16-bit), the fp8 and fp8_block fractions of the fp8 peak, ``bandwidth_efficiency``,
-  ``kernel_overhead_us``, ``quantize_overhead_us``, the main loop's ``gemm_k_latency_ns`` and the longest k a
-  16-bit GEMM's block walks, ``gemm_split_k`` (knee and row tile: the
+- GEMMs (``fit.gemm``, and what every kernel shares): ``flops_efficiency`` (16-bit), the fp8 and fp8_block
+  fractions of the fp8 peak, ``fit.bandwidth_efficiency``, ``fit.kernel_overhead_us``, ``quantize_overhead_us``, the
+  main loop's ``k_latency_ns`` and the longest k a 16-bit GEMM's block walks, ``split_k`` (knee and row tile: the
   same grid as the operator fit); then, apart, the kernels of formats whose GEMMs are their own (W8A8 int8 and
-  weight-only int4: ``gemm_kernel_by_dtype``, :func:`fit_format_kernels`), which the pooled fit leaves out;
-- NCCL collectives on the node, each as two protocols (bandwidth and low-latency, :mod:`simulator.cost.collectives`):
-  all-reduce (``link_efficiency``, ``collective_latency_us``, ``collective_step_latency_us``,
+  weight-only int4: ``kernel_by_dtype``, :func:`fit_format_kernels`), which the pooled fit leaves out;
+- NCCL collectives on the node (``fit.comm``), each as two protocols (bandwidth and low-latency,
+  :mod:`simulator.cost.collectives`): all-reduce (``link_efficiency``, ``latency_us``, ``step_latency_us``,
   ``all_reduce_low_latency``, and ``all_reduce_nvls`` — NVLink SHARP for 16-bit data — where the generation's switch
   reduces in the network: Hopper's, not Ampere's) and each of all-gather, reduce-scatter and all-to-all
   (``collectives``);
-- attention: ``attention_efficiency``, ``attention_io_efficiency``, ``prefill_attention_ns_per_row``,
-  ``prefill_attention_ns_per_tile``, ``prefill_attention_blocks_per_sm``, ``prefill_attention_exp_exposed`` (where
-  the tables hold several head widths, :func:`~simulator.fidelity.attention_fit.without_unidentifiable`),
-  ``decode_attention_efficiency``, ``decode_attention_ns_per_head``, ``attention_overhead_us``
-  (:mod:`simulator.fidelity.attention_fit`);
-- fused-MoE layers (balanced routing, no expert parallelism): ``moe_tile_m``, ``moe_tile_n``, ``moe_knee``,
-  ``moe_gemm_efficiency``, ``moe_bandwidth_efficiency``, ``moe_expert_overhead_us`` (``moe_kernels`` is a count, see
+- attention (``fit.prefill_attention``: ``efficiency``, ``io_efficiency``, ``ns_per_row``, ``ns_per_tile``,
+  ``blocks_per_sm``, ``exp_exposed`` where the tables hold several head widths,
+  :func:`~simulator.fidelity.attention_fit.without_unidentifiable`, ``overhead_us``; ``fit.decode_attention``:
+  ``efficiency``, ``ns_per_head``; :mod:`simulator.fidelity.attention_fit`, whose grids name them by their flat names,
+  the engine profiles' fields);
+- fused-MoE layers (``fit.moe``; balanced routing, no expert parallelism): ``tile_m``, ``tile_n``, ``knee``,
+  ``gemm_efficiency``, ``bandwidth_efficiency``, ``expert_overhead_us`` (``kernels`` is a count, see
   :mod:`simulator.cost.moe`);
-- DeepEP's dispatch and combine kernels (``deepep``: latency and link efficiency of each, by least squares,
+- DeepEP's dispatch and combine kernels (``fit.comm.deepep``: latency and link efficiency of each, by least squares,
   :func:`simulator.fidelity.kernels.fit_deepep`), where the GPU has DeepEP tables.
 
-The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation. Five fits per framework
-complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR --gpu G --framework F``,
-:func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`), its dense GEMMs' rates per
-format (:func:`fit_framework_gemm`), its own attention and MLA kernels (:mod:`simulator.fidelity.attention_fit`:
-:func:`~simulator.fidelity.attention_fit.fit_framework_attention`,
+The result is what :mod:`simulator.catalog.generations` holds for the GPU's generation (:func:`generation_file`).
+Five fits per framework complete it, each into that framework's engine profile (``llmsim calibrate --kernels DIR
+--gpu G --framework F``, :func:`fit_framework_kernels`): its own all-reduce kernels (:func:`fit_custom_allreduce`),
+its dense GEMMs' rates per format (:func:`fit_framework_gemm`), its own attention and MLA kernels
+(:mod:`simulator.fidelity.attention_fit`: :func:`~simulator.fidelity.attention_fit.fit_framework_attention`,
 :func:`~simulator.fidelity.attention_fit.fit_framework_mla`), and its fused-MoE kernel per expert format
 (:func:`fit_framework_moe`, its linear costs solved before each descent as the attention fits' are,
 :func:`~simulator.fidelity.attention_fit.solve_linear_costs`).
 
 The frameworks' fused-MoE kernels differ among themselves by up to 3× for the same format (Triton, CUTLASS and
-Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel; vLLM's FlashInfer CUTLASS
-kernel for per-tensor fp8 streams its experts at a quarter of the rate of its Triton one for block fp8). A
+Marlin kernels, tuned or not: SGLang's MXFP4 layer takes 2–3× vLLM's gpt-oss Triton kernel; vLLM's FlashInfer
+CUTLASS kernel for per-tensor fp8 streams its experts at a quarter of the rate of its Triton one for block fp8). A
 per-framework scale does not help (it moves each framework's median by under 4 points): the spread is per
 (framework, format), so each framework's kernel is fitted per format — its FLOP rate, its weight streaming rate and
 its cost per touched expert, the tiles and knee staying the GPU's — on half of the model shapes of its table.
@@ -54,7 +54,8 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.engines import load_engine
-from simulator.catalog.hardware import FITTED_FIELDS, ExchangeFit, GemmKernelFit
+from simulator.catalog.hardware import OWN_SYSTEM_FIT, with_fit
+from simulator.catalog.hardware_fit import GROUPS, ExchangeFit, GemmKernelFit, fit_path
 from simulator.dtypes import compute_dtype
 from simulator.errors import LLMSimError
 from simulator.fidelity.attention_fit import (
@@ -71,7 +72,7 @@ from simulator.fidelity.attention_fit import (
     solve_linear_costs,
     without_unidentifiable,
 )
-from simulator.fidelity.calibrate import DescentOptions, coordinate_descent, score
+from simulator.fidelity.calibrate import DescentOptions, coordinate_descent, get_parameter, score
 from simulator.fidelity.kernels import (
     GEMM_DTYPES,
     GPUS,
@@ -90,41 +91,45 @@ from simulator.fidelity.kernels import (
     nccl_kernel_table,
 )
 
+# the pooled fit's grids name the parameters by their place within a profile's fit (calibrate.set_parameter); the
+# frameworks' fits (attention, MoE), whose values go in the engine profiles, by those profiles' (flat) field names
 GEMM_GRID: dict[str, list[float]] = {
-    "flops_efficiency": _steps(0.60, 0.95, 0.01),
-    "flops_efficiency_by_dtype.fp8": _steps(0.40, 0.90, 0.01),
-    "flops_efficiency_by_dtype.fp8_block": _steps(0.40, 0.90, 0.01),
-    "flops_efficiency_by_dtype.fp4": _steps(0.30, 0.90, 0.01),  # nvfp4 and mxfp4 (Blackwell's FP4 tensor cores)
+    "gemm.flops_efficiency": _steps(0.60, 0.95, 0.01),
+    "gemm.flops_efficiency_by_dtype.fp8": _steps(0.40, 0.90, 0.01),
+    "gemm.flops_efficiency_by_dtype.fp8_block": _steps(0.40, 0.90, 0.01),
+    "gemm.flops_efficiency_by_dtype.fp4": _steps(0.30, 0.90, 0.01),  # nvfp4 and mxfp4 (Blackwell's FP4 tensor cores)
     "bandwidth_efficiency": _steps(0.70, 0.98, 0.01),
     "kernel_overhead_us": _steps(1.0, 8.0, 0.2),
-    "quantize_overhead_us": _steps(0.0, 8.0, 0.5),
-    "gemm_k_latency_ns": _steps(0.0, 4.0, 0.1),
-    "gemm_split_k": [0, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768],
+    "gemm.quantize_overhead_us": _steps(0.0, 8.0, 0.5),
+    "gemm.k_latency_ns": _steps(0.0, 4.0, 0.1),
+    "gemm.split_k": [0, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768],
 }
-GEMM_SHAPES: dict[str, list[float]] = {"gemm_knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm_tile_m": [32, 64, 128]}
+GEMM_SHAPES: dict[str, list[float]] = {"gemm.knee": [1.5, 2.0, 2.5, 3.0, 4.0], "gemm.tile_m": [32, 64, 128]}
+BY_DTYPE = "gemm.flops_efficiency_by_dtype."  # a grid name's prefix: the fraction of its peak one format reaches
 _LOW_LATENCY_GRID = (("efficiency", _steps(0.02, 0.60, 0.01)), ("latency_us", _steps(0.0, 20.0, 0.25)),
                      ("step_latency_us", _steps(0.0, 4.0, 0.05)))
 COLLECTIVE_GRID: dict[str, list[float]] = {
-    "link_efficiency": _steps(0.40, 0.95, 0.01),
-    "collective_latency_us": _steps(0.0, 60.0, 0.25),
-    "collective_step_latency_us": _steps(0.0, 6.0, 0.05),
-    **{f"all_reduce_low_latency.{field}": values for field, values in _LOW_LATENCY_GRID},
-    "all_reduce_nvls.efficiency": _steps(0.30, 0.95, 0.01), "all_reduce_nvls.latency_us": _steps(0.0, 120.0, 0.25),
-    **{f"collectives.{op}.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
+    "comm.link_efficiency": _steps(0.40, 0.95, 0.01),
+    "comm.latency_us": _steps(0.0, 60.0, 0.25),
+    "comm.step_latency_us": _steps(0.0, 6.0, 0.05),
+    **{f"comm.all_reduce_low_latency.{field}": values for field, values in _LOW_LATENCY_GRID},
+    "comm.all_reduce_nvls.efficiency": _steps(0.30, 0.95, 0.01),
+    "comm.all_reduce_nvls.latency_us": _steps(0.0, 120.0, 0.25),
+    **{f"comm.collectives.{op}.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
        for field, values in (("efficiency", _steps(0.30, 0.95, 0.01)), ("latency_us", _steps(0.0, 60.0, 0.25)),
                              ("step_latency_us", _steps(0.0, 6.0, 0.05)))},
-    **{f"collectives.{op}.low_latency.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
+    **{f"comm.collectives.{op}.low_latency.{field}": values for op in ("all_gather", "reduce_scatter", "all_to_all")
        for field, values in _LOW_LATENCY_GRID},
 }
 
 
 MOE_GRID: dict[str, list[float]] = {
-    "moe_tile_m": [8, 16, 32, 64, 128],
-    "moe_tile_n": [1, 32, 64, 128],
-    "moe_knee": [1.5, 2.0, 3.0, 4.0, 6.0, 8.0],
-    "moe_gemm_efficiency": _steps(0.20, 1.50, 0.02),
-    "moe_bandwidth_efficiency": _steps(0.40, 1.20, 0.02),
-    "moe_expert_overhead_us": _steps(0.0, 3.0, 0.1),
+    "moe.tile_m": [8, 16, 32, 64, 128],
+    "moe.tile_n": [1, 32, 64, 128],
+    "moe.knee": [1.5, 2.0, 3.0, 4.0, 6.0, 8.0],
+    "moe.gemm_efficiency": _steps(0.20, 1.50, 0.02),
+    "moe.bandwidth_efficiency": _steps(0.40, 1.20, 0.02),
+    "moe.expert_overhead_us": _steps(0.0, 3.0, 0.1),
 }
 
 
@@ -169,8 +174,7 @@ LINEAR_MOE = ("moe_expert_overhead_us", "moe_token_pass_bytes", "moe_assignment_
 
 
 FRAMEWORK_GEMM_GRID: dict[str, list[float]] = {name: GEMM_GRID[name] for name in (
-    "flops_efficiency", "flops_efficiency_by_dtype.fp8", "flops_efficiency_by_dtype.fp8_block",
-    "flops_efficiency_by_dtype.fp4")}
+    "gemm.flops_efficiency", f"{BY_DTYPE}fp8", f"{BY_DTYPE}fp8_block", f"{BY_DTYPE}fp4")}
 
 
 def measured_formats(grid: dict[str, list[float]], dtypes) -> dict[str, list[float]]:
@@ -179,7 +183,7 @@ def measured_formats(grid: dict[str, list[float]], dtypes) -> dict[str, list[flo
     (:data:`simulator.catalog.hardware.UNFITTED_FORMAT_FRACTIONS`)."""
     measured = {compute_dtype(GEMM_DTYPES[dtype]) for dtype in dtypes}
     return {name: values for name, values in grid.items()
-            if not name.startswith("flops_efficiency_by_dtype.") or name.split(".")[1] in measured}
+            if not name.startswith(BY_DTYPE) or name.removeprefix(BY_DTYPE) in measured}
 
 
 def fit_framework_gemm(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
@@ -198,10 +202,8 @@ def fit_framework_gemm(kernels_dir: Path, framework: str, gpu: str = "h100_sxm",
         return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, sample, engines={}), ["dtype"])
 
     profile = coordinate_descent(load_hardware(GPUS[gpu]), grid, pooled_score)
-    fitted = {"flops_efficiency": profile.flops_efficiency, "flops_efficiency_by_dtype": {
-        name.split(".")[1]: profile.flops_efficiency_by_dtype[name.split(".")[1]]  # type: ignore[index]  # its keys
-        for name in grid
-        if name != "flops_efficiency"}}
+    fitted = {"flops_efficiency": profile.fit.gemm.flops_efficiency, "flops_efficiency_by_dtype": {
+        name.removeprefix(BY_DTYPE): get_parameter(profile, name) for name in grid if name.startswith(BY_DTYPE)}}
     errors = gemm_kernel_errors(kernels_dir, {gpu: profile}, table, engines={})
     return fitted, _summary(f"{framework} GEMM on {gpu}", errors, ["dtype"])
 
@@ -269,7 +271,7 @@ def fit_framework_moe(kernels_dir: Path, framework: str, gpu: str = "h100_sxm") 
             fit_rows = parallel[~parallel_held_out]
             tables.append(fit_rows.sample(n=min(len(fit_rows), MOE_EP_SAMPLE), random_state=0).reset_index(drop=True))
         profile = _fit_moe_format(kernels_dir, gpu, hardware, tables, grid)
-        fitted[dtype] = {name: getattr(profile, name) for name in grid}
+        fitted[dtype] = {name: get_parameter(profile, name) for name in grid}
         if held_out is not None:
             parts.append(_pooled_moe_errors(kernels_dir, {gpu: profile}, rows).assign(
                 shapes=np.where(held_out, "held out", "fitted")))
@@ -409,22 +411,23 @@ def fit_format_kernels(profile: HardwareSpec, kernels_dir: Path, gpu: str,
             continue
         held_out = format_held_out(rows)
         fit_rows = rows[~held_out].reset_index(drop=True)
-        grid = {f"gemm_kernel_by_dtype.{fmt}.{name}": values for name, values in FORMAT_KERNEL_GRID.items()}
-        start: dict[str, Any] = {}  # profile fields
+        grid = {f"gemm.kernel_by_dtype.{fmt}.{name}": values for name, values in FORMAT_KERNEL_GRID.items()}
+        start: dict[str, Any] = {}  # fitted parameters (with_fit)
         math_dtype = compute_dtype(fmt)
         if math_dtype == fmt and profile.has_peak(fmt):  # W8A8: its own tensor-core peak, at a fraction of it
-            grid[f"flops_efficiency_by_dtype.{fmt}"] = FORMAT_FRACTIONS
-            start["flops_efficiency_by_dtype"] = {
-                **profile.flops_efficiency_by_dtype, fmt: profile.achievable_flops(fmt) / profile.peak_flops(fmt)}
+            grid[f"{BY_DTYPE}{fmt}"] = FORMAT_FRACTIONS
+            fractions = profile.fit.gemm.flops_efficiency_by_dtype
+            start["gemm.flops_efficiency_by_dtype"] = {
+                **fractions, fmt: profile.achievable_flops(fmt) / profile.peak_flops(fmt)}
 
         def evaluate(candidate: HardwareSpec, fit_rows: pd.DataFrame = fit_rows) -> float:
             return _score_by(gemm_kernel_errors(kernels_dir, {gpu: candidate}, fit_rows, engines={}), ["framework"])
 
         candidates = []
         for tile in FORMAT_TILES:
-            kernel = GemmKernelFit(tile_m=tile, k_latency_ns=profile.gemm_k_latency_ns, overhead_us=0.0)
-            begin = profile.model_copy(update={
-                **start, "gemm_kernel_by_dtype": {**profile.gemm_kernel_by_dtype, fmt: kernel}})
+            kernel = GemmKernelFit(tile_m=tile, k_latency_ns=profile.fit.gemm.k_latency_ns, overhead_us=0.0)
+            begin = with_fit(profile, {
+                **start, "gemm.kernel_by_dtype": {**profile.fit.gemm.kernel_by_dtype, fmt: kernel}})
             candidates.append(coordinate_descent(begin, grid, evaluate))
         profile = min(candidates, key=evaluate)
         errors = gemm_kernel_errors(kernels_dir, {gpu: profile}, rows, engines={})
@@ -448,9 +451,9 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
         def gemm_score(p: HardwareSpec) -> float:
             return _score_by(gemm_kernel_errors(kernels_dir, {gpu: p}, gemm, engines={}), ["framework", "dtype"])
 
-        shapes = [coordinate_descent(profile.model_copy(update={"gemm_knee": knee, "gemm_tile_m": tile}), gemm_grid,
+        shapes = [coordinate_descent(with_fit(profile, {"gemm.knee": knee, "gemm.tile_m": tile}), gemm_grid,
                                      gemm_score, rounds=1)
-                  for knee in GEMM_SHAPES["gemm_knee"] for tile in GEMM_SHAPES["gemm_tile_m"]]
+                  for knee in GEMM_SHAPES["gemm.knee"] for tile in GEMM_SHAPES["gemm.tile_m"]]
         profile = coordinate_descent(min(shapes, key=gemm_score), gemm_grid, gemm_score)
         report.append(_summary("GEMM", gemm_kernel_errors(kernels_dir, {gpu: profile}, gemm, engines={}),
                                ["framework", "dtype"]))
@@ -460,7 +463,7 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
     nccl = nccl[nccl["gpu"] == gpu].reset_index(drop=True)
     # NVLS where the generation has in-switch reduction (a fit to start from); Ampere's NVSwitch has none
     grid = {name: values for name, values in COLLECTIVE_GRID.items()
-            if not name.startswith("all_reduce_nvls.") or profile.all_reduce_nvls is not None}
+            if not name.startswith("comm.all_reduce_nvls.") or profile.fit.comm.all_reduce_nvls is not None}
     profile = _fit_group(profile, "NCCL", nccl, ["op"], grid, nccl_kernel_errors, kernels_dir, gpu, report)
     attention = attention_kernel_table(kernels_dir)
     attention = _sample(attention[attention["gpu"] == gpu], ["framework", "phase"], per_group)
@@ -474,27 +477,35 @@ def fit_kernels(base: HardwareSpec, kernels_dir: Path, gpu: str, per_group: int 
                          report)
     deepep = fit_deepep(kernels_dir, gpu)
     if deepep:
-        profile = profile.model_copy(update={"deepep": {**(profile.deepep or {}), **{
+        profile = with_fit(profile, {"comm.deepep": {**(profile.fit.comm.deepep or {}), **{
             kernel: ExchangeFit(**fit) for kernel, fit in deepep.items()}}})
         report.append(_summary("DeepEP", deepep_kernel_errors(kernels_dir, {gpu: profile}), ["kernel"]))
-    fitted = [*GEMM_SHAPES, *(n.split(".")[0] for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID, *MOE_GRID)),
-              "gemm_kernel_by_dtype"]
-    values = {name: getattr(profile, name) for name in dict.fromkeys(fitted)}
+    fitted = [*GEMM_SHAPES, *(fitted_entry(n) for n in (*GEMM_GRID, *COLLECTIVE_GRID, *ATTENTION_GRID, *MOE_GRID)),
+              "gemm.kernel_by_dtype"]
+    values = {name: get_parameter(profile, name) for name in dict.fromkeys(fitted)}
     if deepep:
-        values["deepep"] = deepep
+        values["comm.deepep"] = deepep
     report.insert(0, "fitted: " + ", ".join(f"{k}={v}" for k, v in values.items()))
     return profile, report
 
 
-def generation_fit_values(profile: HardwareSpec) -> dict[str, Any]:
-    """A generation file's ``fit`` (``hardware_profiles/generations/NAME.yaml``) from a GPU's profile calibrated by
-    :func:`fit_kernels`: its fitted fields (:data:`simulator.catalog.hardware.FITTED_FIELDS`; those its tables do
-    not identify as the profile it started from holds them), the SMs its attention timings ran on
-    (``fitted_sm_count``: its ``sm_count``) and its balance of exponentials to 16-bit tensor FLOPs
-    (``sfu_exp_per_bf16_flop``: its spec sheet's ``sfu_exp_tera_per_s`` / bf16 peak), which a GPU of the generation
-    whose spec sheet is silent about its exponentials keeps."""
-    dumped = profile.model_dump(mode="json", exclude_none=True)
-    fit = {name: dumped[name] for name in FITTED_FIELDS if name in dumped}
-    fit["fitted_sm_count"] = profile.sm_count
-    fit["sfu_exp_per_bf16_flop"] = profile.sfu_exp_tera_per_s / profile.peak_tflops.bf16
-    return fit
+def fitted_entry(name: str) -> str:
+    """A fitted parameter's entry in a profile's fit, as the report of :func:`fit_kernels` names it: its dotted place
+    (:func:`simulator.catalog.hardware_fit.fit_path`), a table's or sub-model's entry as the whole table
+    (``comm.collectives.all_gather.latency_us``: ``comm.collectives``)."""
+    path = fit_path(name)
+    return ".".join(path[:2] if path[0] in GROUPS else path[:1])
+
+
+def generation_file(profile: HardwareSpec) -> dict[str, Any]:
+    """A generation file (``hardware_profiles/generations/NAME.yaml``) from a GPU's profile calibrated by
+    :func:`fit_kernels`: its balance of exponentials to 16-bit tensor FLOPs (``sfu_exp_per_bf16_flop``: its spec
+    sheet's ``sfu_exp_tera_per_s`` / bf16 peak), which a GPU of the generation whose spec sheet is silent about its
+    exponentials keeps, and its ``fit`` (those parameters its tables do not identify as the profile it started from
+    holds them; not its send/recv, :data:`simulator.catalog.hardware.OWN_SYSTEM_FIT`, the system's own), with the
+    SMs its attention timings ran on (``fit.sm_count``: its ``sm_count``)."""
+    fit = with_fit(profile, {"sm_count": profile.sm_count}).fit
+    exclude = {"comm": {name.split(".")[1] for name in OWN_SYSTEM_FIT}}
+    return {"name": profile.generation,
+            "sfu_exp_per_bf16_flop": profile.sfu_exp_tera_per_s / profile.peak_tflops.bf16,
+            "fit": fit.model_dump(mode="json", exclude_none=True, exclude=exclude)}

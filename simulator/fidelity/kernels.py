@@ -55,7 +55,8 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec, load_hardware
 from simulator.catalog.engines import EngineProfile, load_engine
-from simulator.catalog.hardware import ExchangeFit
+from simulator.catalog.hardware import with_fit
+from simulator.catalog.hardware_fit import ExchangeFit
 from simulator.catalog.layers import LatentAttention
 from simulator.cost.attention import AttentionModel, decode_context, longest_block, query_tiles
 from simulator.cost.collectives import collective_time
@@ -457,7 +458,7 @@ def deepep_kernel_errors(kernels_dir: Path, hardware: Mapping[str, HardwareSpec]
     """:func:`deepep_kernel_table` predicted by :func:`simulator.cost.expert_exchange.deepep_time`; a GPU whose
     profile has no DeepEP fit (a generation DeepEP does not run on) is left out."""
     table = deepep_kernel_table(kernels_dir)
-    fitted = [gpu for gpu in table["gpu"].unique() if _hardware(gpu, hardware).deepep is not None]
+    fitted = [gpu for gpu in table["gpu"].unique() if _hardware(gpu, hardware).fit.comm.deepep is not None]
     table = table[table["gpu"].isin(fitted)].reset_index(drop=True)
     predicted = np.zeros(len(table))
     for gpu, rows in table.groupby("gpu"):
@@ -476,7 +477,7 @@ def fit_deepep(kernels_dir: Path, gpu: str) -> dict[str, dict[str, float]]:
     hw = _hardware(gpu, None)
     fits = {}
     for kernel, rows in table.groupby("kernel"):
-        unit = hw.model_copy(update={"deepep": {kernel: ExchangeFit(latency_us=0.0, efficiency=1.0)}})
+        unit = with_fit(hw, {"comm.deepep": {kernel: ExchangeFit(latency_us=0.0, efficiency=1.0)}})
         seconds_at_link = np.array([deepep_time(unit, kernel, n, t, k, d) for n, t, k, d in zip(
             rows["gpus"], rows["tokens"], rows["topk"], rows["hidden"], strict=True)])
         measured = rows["measured_s"].to_numpy()

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.catalog import load_hardware, load_model
+from simulator.catalog.hardware import with_fit
 from simulator.catalog.layers import FullAttention
 from simulator.cost.layers import causal_pairs, span_totals
 from simulator.cost.roofline import RooflineCostModel
@@ -273,7 +274,7 @@ def test_fine_grained_experts_cost_at_least_reading_their_weights(name, dtype, t
             touched = ffn.num_experts * (1 - (1 - ffn.experts_per_token / ffn.num_experts) ** batch)
             weight_bytes = touched * ffn.expert_params(model.hidden_size) / tp * bytes_per_element(dtype)
             bound += group.count * weight_bytes / (hw.memory_bandwidth_gb_per_s * 1e9)
-            overheads += group.count * hw.moe_kernels * hw.kernel_overhead_us * 1e-6
+            overheads += group.count * hw.fit.moe.kernels * hw.fit.kernel_overhead_us * 1e-6
             moe_time += priced.experts_time(batch)
         assert moe_time >= bound
         if batch <= 8:
@@ -333,9 +334,9 @@ def test_a_fused_moe_kernels_passes_over_the_tokens_it_is_handed():
     from simulator.cost.moe import ExpertsModel
 
     hw = load_hardware("h100-sxm")
-    passes = hw.model_copy(update={"moe_token_pass_bytes": 12.0, "moe_ep_overhead_us": 5.0})
+    passes = with_fit(hw, {"moe.token_pass_bytes": 12.0, "moe.ep_overhead_us": 5.0})
     plain, with_passes = ExpertsModel(hw, "bf16"), ExpertsModel(passes, "bf16")
-    pass_s = 12 * 1000 * 4096 / (3350e9 * 0.85 * hw.moe_bandwidth_efficiency)
+    pass_s = 12 * 1000 * 4096 / (3350e9 * 0.85 * hw.fit.moe.bandwidth_efficiency)
     shape = (4096, 1536, 2, 8, 128)
     assert with_passes.time(1000, *shape, 1) - plain.time(1000, *shape, 1) == pytest.approx(pass_s)
     assert with_passes.time(1000, *shape, 4) - plain.time(1000, *shape, 4) == pytest.approx(pass_s + 5e-6)
@@ -343,10 +344,10 @@ def test_a_fused_moe_kernels_passes_over_the_tokens_it_is_handed():
     assert handed == pytest.approx(pass_s / 4 + 5e-6)
     # and 6 bytes per (assignment, hidden element) over the token copies its experts receive: 1,000 tokens × 8 of
     # them over EP 4, balanced (no rank busier than the mean), 2,000 copies on each GPU
-    copies = hw.model_copy(update={"moe_assignment_pass_bytes": 6.0})
+    copies = with_fit(hw, {"moe.assignment_pass_bytes": 6.0})
     balanced = (*shape, 4, "balanced")
     added = ExpertsModel(copies, "bf16").time(1000, *balanced) - plain.time(1000, *balanced)
-    assert added == pytest.approx(6 * 2000 * 4096 / (3350e9 * 0.85 * hw.moe_bandwidth_efficiency))
+    assert added == pytest.approx(6 * 2000 * 4096 / (3350e9 * 0.85 * hw.fit.moe.bandwidth_efficiency))
     model = load_model("qwen3-235b-a22b")
     (tp_group,) = RooflineCostModel(model, passes, 4, expert_parallel=4).groups
     (dp_group,) = RooflineCostModel(model, passes, 1, expert_parallel=4, data_parallel=4).groups
@@ -562,7 +563,7 @@ def test_deepep_exchanges_attention_dp_tokens_by_iteration_kind():
     nccl = RooflineCostModel(model, hw, 1, expert_parallel=4, data_parallel=4)
     layers, D = model.num_layers, model.hidden_size
     ll = sum(deepep_time(hw, f"ll_{d}", 4, 64, 8, D) for d in ("dispatch", "combine"))
-    fit = hw.deepep["ll_dispatch"]  # 4 tokens × 8 pairs, 3 of 4 to other GPUs
+    fit = hw.fit.comm.deepep["ll_dispatch"]  # 4 tokens × 8 pairs, 3 of 4 to other GPUs
     link = hw.interconnect_gb_per_s * 1e9 * fit.efficiency
     by_hand = fit.latency_us * 1e-6 + 4 * 8 * 3 / 4 * D * (1 + 4 / 128) / link
     assert deepep_time(hw, "ll_dispatch", 4, 4, 8, D) == pytest.approx(by_hand)

@@ -170,22 +170,21 @@ def test_generation_rule_gives_every_gpu_of_a_generation_its_fit(tmp_path):
     keeps the balance of the GPU its generation's fit comes from — B200: 5.0 × 10^12 exponentials/s per 2,250 ×
     10^12 16-bit FLOP/s, so 1 TFLOP/s of a Blackwell part of its own gets 5 / 2,250 × 10^12/s — since that fit
     prices its exponentials apart from its FLOP rate."""
-    from simulator.catalog.hardware import FITTED_FIELDS
+    from simulator.catalog.generations import generation_fit
 
     h100, b200, gb200 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("gb200")
     a100, l40s = load_hardware("a100-80gb-sxm"), load_hardware("l40s")
-    for field in FITTED_FIELDS:
-        assert getattr(b200, field) == getattr(gb200, field), field
-        if field != "fitted_sm_count" and field not in l40s.model_fields_set:
-            assert getattr(l40s, field) == getattr(a100, field), field
-    assert b200.fitted_sm_count == b200.sm_count == 148  # its attention timings are its own SMs'
+    assert b200.fit == gb200.fit == generation_fit("blackwell")
+    assert l40s.fit == generation_fit("ampere")  # the A100's fit (its profile's but for the send/recv it measured)
+    assert l40s.fit.gemm == a100.fit.gemm and l40s.fit.sm_count == a100.fit.sm_count
+    assert b200.fit.sm_count == b200.sm_count == 148  # its attention timings are its own SMs'
     assert (b200.memory_bandwidth_gb_per_s, b200.peak_tflops.fp4) == (8000, 9000)
-    assert b200.flops_efficiency != h100.flops_efficiency != a100.flops_efficiency
+    assert b200.fit.gemm.flops_efficiency != h100.fit.gemm.flops_efficiency != a100.fit.gemm.flops_efficiency
     own = tmp_path / "mine.yaml"
     own.write_text("name: mine\ngeneration: blackwell\nmemory_gib: 1\nmemory_bandwidth_gb_per_s: 1\n"
-                   "peak_tflops: {bf16: 1, fp16: 1}\nkernel_overhead_us: 9\n")
+                   "peak_tflops: {bf16: 1, fp16: 1}\nfit: {kernel_overhead_us: 9}\n")
     mine = load_hardware(str(own))
-    assert (mine.kernel_overhead_us, mine.flops_efficiency) == (9, b200.flops_efficiency)
+    assert (mine.fit.kernel_overhead_us, mine.fit.gemm.flops_efficiency) == (9, b200.fit.gemm.flops_efficiency)
     assert mine.sfu_exp_tera_per_s == pytest.approx(5.0 / 2250) and b200.sfu_exp_tera_per_s == 5.0  # stated: kept
     own.write_text(own.read_text() + "sfu_exp_tera_per_s: 0\n")  # stated as none: none
     assert load_hardware(str(own)).sfu_exp_tera_per_s == 0
@@ -199,16 +198,20 @@ def test_a_gpu_priced_as_another_generation_keeps_its_spec_sheet_and_takes_that_
     """``with_generation``: the A100 priced as if it were an unmeasured Hopper part keeps its spec sheet (memory,
     bandwidth, peaks, node) and takes every fitted parameter Hopper's H100 has — as B200 priced as Hopper does; an
     unknown generation is refused."""
-    from simulator.catalog.hardware import FITTED_FIELDS, with_generation
+    from simulator.catalog.hardware import with_generation
 
     a100, h100 = load_hardware("a100-80gb-sxm"), load_hardware("h100-sxm")
     as_hopper = with_generation(a100, "hopper")
     assert as_hopper.generation == "hopper"
-    for field in FITTED_FIELDS:
-        assert getattr(as_hopper, field) == getattr(with_generation(load_hardware("b200"), "hopper"), field), field
+    b200_as_hopper = with_generation(load_hardware("b200"), "hopper")
+    assert as_hopper.fit.model_dump(exclude={"comm"}) == b200_as_hopper.fit.model_dump(exclude={"comm"})
+    # all but the send/recv each measured on its own system's network (the A100 DGX's; B200: none, the default)
+    assert as_hopper.fit.comm.model_copy(update={"p2p_efficiency": 0.9, "p2p_latency_us": 8.0}) == \
+        b200_as_hopper.fit.comm
+    assert (as_hopper.fit.comm.p2p_efficiency, as_hopper.fit.comm.p2p_latency_us) == (0.95, 10.0)
     sheet = ("memory_gib", "memory_bandwidth_gb_per_s", "peak_tflops", "interconnect_gb_per_s", "node", "name")
     assert all(getattr(as_hopper, field) == getattr(a100, field) for field in sheet)
-    assert as_hopper.flops_efficiency == h100.flops_efficiency != a100.flops_efficiency
+    assert as_hopper.fit.gemm.flops_efficiency == h100.fit.gemm.flops_efficiency != a100.fit.gemm.flops_efficiency
     assert with_generation(as_hopper, "ampere") == a100  # and back: the A100 profile sets no fitted parameter
     with pytest.raises(ValueError, match="generation: unknown 'volta'"):
         with_generation(a100, "volta")

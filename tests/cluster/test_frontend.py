@@ -9,6 +9,7 @@ import simpy
 from simulator.api import run
 from simulator.catalog import load_hardware, load_model
 from simulator.catalog.engines import EngineProfile
+from simulator.catalog.hardware import with_fit
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.wakeup import run_all
 from simulator.cost import collective_time
@@ -106,7 +107,7 @@ def test_custom_all_reduce_kernels_follow_the_gpu_generation():
     for hardware, latency in (("a100-80gb-sxm", 5.5e-6), ("h100-sxm", 3.0e-6)):
         hw = load_hardware(hardware)
         cost = RooflineCostModel(model, hw, 2, engine=engine)
-        link = hw.interconnect_gb_per_s * 1e9 * hw.link_efficiency
+        link = hw.interconnect_gb_per_s * 1e9 * hw.fit.comm.link_efficiency
         assert cost.all_reduce_time(2**14) == pytest.approx(latency + 2**14 / link)
     # above Ampere's 1 MiB limit the A100 runs NCCL's ring
     a100 = load_hardware("a100-80gb-sxm")
@@ -124,27 +125,27 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     fit = {"decode_attention_efficiency": 0.3, "decode_attention_ns_per_head": 5.0}
     engine = EngineProfile(name="e", attention_by_generation={"hopper": fit})
     h100, b200, a100 = load_hardware("h100-sxm"), load_hardware("b200"), load_hardware("a100-80gb-sxm")
-    assert engine.attention_hardware(h100).decode_attention_efficiency == 0.3
-    assert engine.attention_hardware(h100).attention_efficiency == h100.attention_efficiency
+    assert engine.attention_hardware(h100).fit.decode_attention.efficiency == 0.3
+    assert engine.attention_hardware(h100).fit.prefill_attention.efficiency == h100.fit.prefill_attention.efficiency
     assert engine.attention_hardware(b200) == b200 and engine.attention_hardware(a100) == a100
     ampere = EngineProfile(name="e", attention_by_generation={"ampere": fit})
-    assert ampere.attention_hardware(load_hardware("l40s")).decode_attention_ns_per_head == 5.0
+    assert ampere.attention_hardware(load_hardware("l40s")).fit.decode_attention.ns_per_head == 5.0
     # its kernels over an 8-bit cache, where other kernels: those fields over an fp8 or int8 KV cache only
     eight_bit = EngineProfile(name="e", attention_by_generation={"hopper": {
         **fit, "kv_8bit": {"decode_attention_ns_per_head": 2.0, "decode_attention_bandwidth_efficiency": 0.7}}})
     for kv, per_head, streaming in (("bf16", 5.0, None), ("fp8", 2.0, 0.7), ("int8", 2.0, 0.7)):
         kernels = eight_bit.attention_hardware(h100, kv)
-        assert (kernels.decode_attention_ns_per_head, kernels.decode_attention_bandwidth_efficiency) == (
+        assert (kernels.fit.decode_attention.ns_per_head, kernels.fit.decode_attention.bandwidth_efficiency) == (
             per_head, streaming)
-        assert kernels.decode_attention_efficiency == 0.3
-    own = AttentionModel(h100.model_copy(update=fit))
+        assert kernels.fit.decode_attention.efficiency == 0.3
+    own = AttentionModel(with_fit(h100, fit))
     pooled = AttentionModel(h100)
     dense = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
     group = dense.groups[0]
     assert group.decode_terms(1)[1] == pytest.approx(group.count * own.decode_per_token(32, 256, 2 * 8 * 128))
     assert own.decode_per_token(32, 256, 2048) != pooled.decode_per_token(32, 256, 2048)
     fp8_cache = RooflineCostModel(load_model("llama-3-8b"), h100, 1, kv_dtype="fp8", engine=eight_bit).groups[0]
-    slower = AttentionModel(h100.model_copy(update={**fit, "decode_attention_bandwidth_efficiency": 0.7}), "fp8")
+    slower = AttentionModel(with_fit(h100, {**fit, "decode_attention_bandwidth_efficiency": 0.7}), "fp8")
     assert fp8_cache.decode_terms(1)[1] == pytest.approx(fp8_cache.count * slower.decode_per_token(32, 256, 2048))
     latent = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=engine)
     plain = RooflineCostModel(load_model("deepseek-v3"), h100, 8, engine=EngineProfile(name="none"))
@@ -164,8 +165,8 @@ def test_a_frameworks_attention_kernels_follow_the_gpu_generation():
     # a prefill over an 8-bit cache on 8-bit tensor cores (twice the 16-bit peak) may pass the 16-bit peak; over a
     # 16-bit cache it may not
     fast = EngineProfile(name="e", attention_by_generation={"hopper": {"kv_8bit": {"attention_efficiency": 1.3}}})
-    assert fast.attention_hardware(h100, "fp8").attention_efficiency == 1.3
-    assert fast.attention_hardware(h100, "bf16").attention_efficiency == h100.attention_efficiency
+    assert fast.attention_hardware(h100, "fp8").fit.prefill_attention.efficiency == 1.3
+    assert fast.attention_hardware(h100, "bf16").fit.prefill_attention == h100.fit.prefill_attention
     with pytest.raises(ValueError, match="at most the 16-bit peak"):
         EngineProfile(name="e", attention_by_generation={"hopper": {"attention_efficiency": 1.3}})
 
@@ -181,16 +182,16 @@ def test_a_frameworks_gemm_rates_price_its_dense_gemms_only():
                                                                     "flops_efficiency_by_dtype": {"fp8": 0.3}}})
     h100 = load_hardware("h100-sxm")
     own = engine.gemm_hardware(h100)
-    assert (own.flops_efficiency, own.flops_efficiency_by_dtype["fp8"]) == (0.5, 0.3)
-    assert own.flops_efficiency_by_dtype["fp8_block"] == h100.flops_efficiency_by_dtype["fp8_block"]
+    assert (own.fit.gemm.flops_efficiency, own.fit.gemm.flops_efficiency_by_dtype["fp8"]) == (0.5, 0.3)
+    assert own.fit.gemm.flops_efficiency_by_dtype["fp8_block"] == h100.fit.gemm.flops_efficiency_by_dtype["fp8_block"]
     assert engine.gemm_hardware(load_hardware("a100-80gb-sxm")) == load_hardware("a100-80gb-sxm")
     ampere = EngineProfile(name="e", gemm_by_generation={"ampere": {"flops_efficiency": 0.5}})
-    assert ampere.gemm_hardware(load_hardware("l40s")).flops_efficiency == 0.5
+    assert ampere.gemm_hardware(load_hardware("l40s")).fit.gemm.flops_efficiency == 0.5
     cost = RooflineCostModel(load_model("llama-3-8b"), h100, 1, engine=engine)
     assert cost.gemm.flops == pytest.approx(GemmModel(own).flops)
     assert cost.gemm.flops == pytest.approx(h100.peak_tflops.bf16 * 1e12 * 0.5)
     slow, fast = GemmModel(own).time(4096, 6144, 4096), GemmModel(h100).time(4096, 6144, 4096)
-    assert 1.4 < slow / fast <= h100.flops_efficiency / 0.5
+    assert 1.4 < slow / fast <= h100.fit.gemm.flops_efficiency / 0.5
     moe = RooflineCostModel(load_model("qwen3-30b-a3b"), h100, 1, engine=engine)
     plain = RooflineCostModel(load_model("qwen3-30b-a3b"), h100, 1, engine=EngineProfile(name="none"))
     assert moe.experts_time(64) == plain.experts_time(64)
@@ -206,15 +207,16 @@ def test_a_frameworks_moe_kernel_prices_its_experts_of_that_format_only():
     from simulator.cost.moe import ExpertsModel
 
     h100 = load_hardware("h100-sxm")
-    entry = {"moe_bandwidth_efficiency": h100.moe_bandwidth_efficiency / 2, "moe_expert_overhead_us": 0.0}
+    entry = {"moe_bandwidth_efficiency": h100.fit.moe.bandwidth_efficiency / 2, "moe_expert_overhead_us": 0.0}
     engine = EngineProfile(name="e", moe_by_generation={"hopper": {"fp8_block": entry}})
     own = engine.moe_hardware(h100, "fp8_block")
-    assert (own.moe_bandwidth_efficiency, own.moe_expert_overhead_us) == (entry["moe_bandwidth_efficiency"], 0.0)
-    assert own.moe_gemm_efficiency == h100.moe_gemm_efficiency
+    assert (own.fit.moe.bandwidth_efficiency, own.fit.moe.expert_overhead_us) == (
+        entry["moe_bandwidth_efficiency"], 0.0)
+    assert own.fit.moe.gemm_efficiency == h100.fit.moe.gemm_efficiency
     assert engine.moe_hardware(h100, "bf16") == h100
     assert engine.moe_hardware(load_hardware("a100-80gb-sxm"), "fp8_block") == load_hardware("a100-80gb-sxm")
     ampere = EngineProfile(name="e", moe_by_generation={"ampere": {"fp8_block": entry}})
-    assert ampere.moe_hardware(load_hardware("l40s"), "fp8_block").moe_expert_overhead_us == 0.0
+    assert ampere.moe_hardware(load_hardware("l40s"), "fp8_block").fit.moe.expert_overhead_us == 0.0
     model, plain = load_model("deepseek-v3"), EngineProfile(name="none")
     cost = RooflineCostModel(model, h100, 8, dtype="fp8_block", engine=engine)
     pooled = RooflineCostModel(model, h100, 8, dtype="fp8_block", engine=plain)

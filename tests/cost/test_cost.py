@@ -9,6 +9,7 @@ import yaml
 
 import simulator
 from simulator.catalog import EngineProfile, load_engine, load_hardware, load_model
+from simulator.catalog.hardware import with_fit
 from simulator.cost import (
     IterationShape,
     LinearCostModel,
@@ -29,10 +30,11 @@ TOY_MODEL = {
 }
 TOY_GPU = {
     "name": "toy-gpu", "memory_gib": 1, "memory_bandwidth_gb_per_s": 10, "peak_tflops": {"bf16": 0.1, "fp16": 0.1},
-    "flops_efficiency": 1.0, "bandwidth_efficiency": 1.0, "gemm_knee": 2, "gemm_tile_m": 1, "kernel_overhead_us": 0,
-    "attention_efficiency": 1.0, "attention_io_efficiency": 1.0, "decode_attention_efficiency": 1.0,
-    "decode_attention_ns_per_head": 1000, "attention_overhead_us": 0, "prefill_attention_ns_per_row": 100,
-    "prefill_attention_ns_per_tile": 1000,
+    "fit": {"bandwidth_efficiency": 1.0, "kernel_overhead_us": 0,
+            "gemm": {"flops_efficiency": 1.0, "knee": 2, "tile_m": 1},
+            "prefill_attention": {"efficiency": 1.0, "io_efficiency": 1.0, "overhead_us": 0, "ns_per_row": 100,
+                                  "ns_per_tile": 1000},
+            "decode_attention": {"efficiency": 1.0, "ns_per_head": 1000}},
 }
 F, BW = 1e11, 1e10  # FLOP/s and bytes/s: ridge point 10 FLOP/byte
 
@@ -123,7 +125,7 @@ def test_llama2_7b_decode_is_weight_streaming_plus_kernel_overheads():
     """
     hardware = load_hardware("a100-80gb-sxm")
     cost = RooflineCostModel(load_model("llama-2-7b"), hardware, dtype="fp16")
-    bandwidth = 2039e9 * hardware.bandwidth_efficiency
+    bandwidth = 2039e9 * hardware.fit.bandwidth_efficiency
     for context in (1, 1000, 4000):
         streaming = ((6.74e9 - 32000 * 4096) * 2 + 524_288 * context) / bandwidth + 356 * 6e-6
         actual = cost.iteration_time(IterationShape(num_decodes=1, decode_context_sum=context))
@@ -146,12 +148,12 @@ def test_llama3_8b_long_prefill_is_compute_bound():
     layer_weights = 4096 * (32 + 16) * 128 + 32 * 128 * 4096 + 3 * 4096 * 14336
     attention = 32 * 4 * 32 * 128 * tokens * (tokens + 1) / 2
     elementwise_bytes = 32 * tokens * (10 * 4096 + 3 * 14336) * 2
-    exponentials = 32 * 32 * tokens * (tokens + 1) / 2 * hardware.prefill_attention_exp_exposed / 3.9e12
-    compute = 32 * 2 * tokens * layer_weights / (989.4e12 * hardware.flops_efficiency) + attention / (
-        989.4e12 * hardware.attention_efficiency) + exponentials
-    rows_and_tiles = 32 * 32 * (tokens * hardware.prefill_attention_ns_per_row
-                                + tokens / 128 * hardware.prefill_attention_ns_per_tile) * 1e-9
-    expected = compute + rows_and_tiles + elementwise_bytes / (3350e9 * hardware.bandwidth_efficiency)
+    exponentials = 32 * 32 * tokens * (tokens + 1) / 2 * hardware.fit.prefill_attention.exp_exposed / 3.9e12
+    compute = 32 * 2 * tokens * layer_weights / (989.4e12 * hardware.fit.gemm.flops_efficiency) + attention / (
+        989.4e12 * hardware.fit.prefill_attention.efficiency) + exponentials
+    rows_and_tiles = 32 * 32 * (tokens * hardware.fit.prefill_attention.ns_per_row
+                                + tokens / 128 * hardware.fit.prefill_attention.ns_per_tile) * 1e-9
+    expected = compute + rows_and_tiles + elementwise_bytes / (3350e9 * hardware.fit.bandwidth_efficiency)
     actual = cost.iteration_time(IterationShape(prefill_chunks=((tokens, 0),)))
     # the knee, kernel overheads, LM head, embedding and the attention's K/V bytes add a few percent
     assert expected < actual < 1.05 * expected
@@ -192,7 +194,7 @@ def test_a_small_gemm_pays_its_main_loop_along_k():
     expected = (tc**2 + tm**2 + (serial * k) ** 2) ** 0.5 + 2.8e-6 + quantise
     assert gemm_time("h100-sxm", 1, 512, k, "fp8") == pytest.approx(expected)
     assert gemm_time("h100-sxm", 1, 512, 4096) > gemm_time("h100-sxm", 1, 4096, 512) + 1e-6  # same bytes
-    without = load_hardware("h100-sxm").model_copy(update={"gemm_k_latency_ns": 0.0})
+    without = with_fit(load_hardware("h100-sxm"), {"gemm.k_latency_ns": 0.0})
     assert gemm_time(without, 1, 512, 4096) < gemm_time("h100-sxm", 1, 512, 4096) - 1e-6
     # 3.7 µs of serial latency against 171 µs of compute: hidden (under 0.03%)
     assert gemm_time("h100-sxm", 4096, 4096, 4096) == pytest.approx(gemm_time(without, 4096, 4096, 4096), rel=3e-4)
@@ -208,8 +210,8 @@ def test_collective_time_by_hand():
     h100 = load_hardware("h100-sxm")  # NVSwitch, 450 GB/s per direction, 8 GPUs per node, 50 GB/s per GPU NIC
     e, lat, step = 0.70, 19.5e-6, 0.5e-6
     e_ll, lat_ll, step_ll = 0.28, 5.0e-6, 0.8e-6
-    assert (h100.link_efficiency, h100.collective_latency_us, h100.collective_step_latency_us) == (0.70, 19.5, 0.5)
-    low = h100.all_reduce_low_latency
+    assert (h100.fit.comm.link_efficiency, h100.fit.comm.latency_us, h100.fit.comm.step_latency_us) == (0.70, 19.5, 0.5)
+    low = h100.fit.comm.all_reduce_low_latency
     assert (low.efficiency, low.latency_us, low.step_latency_us) == (0.28, 5.0, 0.8)
 
     def simple(n, b, bandwidth=450e9):
@@ -228,7 +230,7 @@ def test_collective_time_by_hand():
     assert collective_time(h100, "send_recv", 2, nbytes) == pytest.approx(nbytes / (450e9 * 0.9) + 8e-6)
     # 16 GPUs span two nodes: the ring runs at 8 NICs × 50 GB/s
     assert collective_time(h100, "all_reduce", 16, nbytes) == pytest.approx(simple(16, nbytes, 400e9))
-    ag = h100.collectives["all_gather"]
+    ag = h100.fit.comm.collectives["all_gather"]
     assert collective_time(h100, "all_gather", 8, nbytes) == pytest.approx(
         7 / 8 * nbytes / (450e9 * ag.efficiency) + (ag.latency_us + 7 * ag.step_latency_us) * 1e-6)
     agl = ag.low_latency
@@ -240,7 +242,7 @@ def test_collective_time_by_hand():
     assert collective_time(h100_pcie, "all_reduce", 4, nbytes) == pytest.approx(simple(4, nbytes, 64e9))
     # a profile without the low-latency protocol (A100 PCIe, fitted with one formula) is the one formula
     a100_pcie = load_hardware("a100-80gb-pcie")
-    assert a100_pcie.all_reduce_low_latency is None
+    assert a100_pcie.fit.comm.all_reduce_low_latency is None
     assert collective_time(a100_pcie, "all_reduce", 2, 1024) == pytest.approx(
         1024 / (300e9 * 0.7) + (30 + 2 * 4) * 1e-6)
     assert collective_time(h100, "all_reduce", 1, nbytes) == 0.0
@@ -256,7 +258,7 @@ def test_nvls_all_reduce_by_hand():
     takes the ring), within one NVSwitch node only (16 GPUs: the NICs' ring), and not on Ampere's NVSwitch, which
     has no in-switch reduction (no fit: 16-bit and int8 alike)."""
     h100 = load_hardware("h100-sxm")
-    nvls = h100.all_reduce_nvls
+    nvls = h100.fit.comm.all_reduce_nvls
     assert (nvls.efficiency, nvls.latency_us) == (0.55, 59.5)
 
     def ring(n, b):
@@ -280,11 +282,12 @@ def test_nvls_all_reduce_by_hand():
     assert collective_time(h100, "all_gather", 8, big) == collective_time(h100, "all_gather", 8, big, "int8")
     assert collective_time(h100, "all_reduce", 16, big) == collective_time(h100, "all_reduce", 16, big, "int8")
     a100 = load_hardware("a100-80gb-sxm")
-    assert a100.all_reduce_nvls is None
+    assert a100.fit.comm.all_reduce_nvls is None
     assert collective_time(a100, "all_reduce", 8, big) == collective_time(a100, "all_reduce", 8, big, "int8")
     # a Blackwell NVL72 rack takes Blackwell's fit (B200's tables) within its one NVLink domain of 72 GPUs
     gb200 = load_hardware("gb200")
-    assert gb200.all_reduce_nvls == load_hardware("b200").all_reduce_nvls and gb200.node.gpus_per_node == 72
+    assert gb200.fit.comm.all_reduce_nvls == load_hardware("b200").fit.comm.all_reduce_nvls
+    assert gb200.node.gpus_per_node == 72
     assert collective_time(gb200, "all_reduce", 72, big) < collective_time(gb200, "all_reduce", 72, big, "int8")
 
 
@@ -321,9 +324,9 @@ def test_engine_profiles():
     one = IterationShape(((500, 0),))
     assert splitwise.iteration_time(IterationShape(((500, 0),) * 3)) == pytest.approx(3 * splitwise.iteration_time(one))
     assert default.iteration_time(IterationShape(((500, 0),) * 3)) < 3 * default.iteration_time(one)
-    slower = hardware.model_copy(update={"link_efficiency": hardware.link_efficiency * 0.447,
-                                         "collective_latency_us": 40.0, "collective_step_latency_us": 4.0,
-                                         "all_reduce_low_latency": None})
+    slower = with_fit(hardware, {"comm.link_efficiency": hardware.fit.comm.link_efficiency * 0.447,
+                                         "comm.latency_us": 40.0, "comm.step_latency_us": 4.0,
+                                         "comm.all_reduce_low_latency": None})
     assert splitwise.breakdown(one)["communication_s"] == pytest.approx(
         80 * 2 * collective_time(slower, "all_reduce", 4, 500 * 8192 * 2))
     assert collective_time(splitwise.network, "all_reduce", 4, 2) == pytest.approx(64e-6, rel=1e-3)
@@ -435,7 +438,7 @@ def test_a_quantised_formats_own_gemm_kernels_price_its_gemms():
     int8 = ((2 * m * n * k / (624e12 * 0.78)) ** 2 + (((m * k + m * n) * 2 + k * n) / bandwidth) ** 2
             + (1.6e-9 * k) ** 2) ** 0.5 + 6e-6 + 5e-6 + m * k * 3 / bandwidth
     assert gemm_time(a100, m, n, k, "int8") == pytest.approx(int8)
-    without = a100.model_copy(update={"gemm_kernel_by_dtype": {}})
+    without = with_fit(a100, {"gemm.kernel_by_dtype": {}})
     assert gemm_time(a100, 1, n, k, "bf16") == gemm_time(without, 1, n, k, "bf16")
     assert GemmModel(a100, "int4").memory_kernel(1e6) == GemmModel(without, "int4").memory_kernel(1e6)
     # the 16-bit library's 64-row tile priced that row's math above its weight read
@@ -454,19 +457,19 @@ def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touche
     hw = load_hardware("h100-sxm")
     cost = RooflineCostModel(model, hw, 2)
     (group,) = cost.groups
-    flops = hw.achievable_flops("bf16") * hw.moe_gemm_efficiency
-    bandwidth = hw.achievable_bandwidth * hw.moe_bandwidth_efficiency
-    width, tile, p = 14336 / 2, hw.moe_tile_m, hw.moe_knee
-    padded = math.ceil(width / hw.moe_tile_n) * hw.moe_tile_n
+    flops = hw.achievable_flops("bf16") * hw.fit.moe.gemm_efficiency
+    bandwidth = hw.achievable_bandwidth * hw.fit.moe.bandwidth_efficiency
+    width, tile, p = 14336 / 2, hw.fit.moe.tile_m, hw.fit.moe.knee
+    padded = math.ceil(width / hw.fit.moe.tile_n) * hw.fit.moe.tile_n
 
     def experts(tokens):
         touched = 8 * (1 - 0.75**tokens)
         rows = math.ceil(tokens * 2 / touched / tile) * tile
         compute = 2 * touched * rows * 4096 * 3 * padded / flops
         memory = (touched * 3 * 4096 * width * 2 + tokens * 2 * (2 * 4096 + 3 * width) * 2) / bandwidth
-        serial = hw.gemm_k_latency_ns * 1e-9 * (4096 + width)  # the up GEMM's main loop over k = 4096, the down's
-        return ((compute**p + memory**p + serial**p) ** (1 / p) + touched * hw.moe_expert_overhead_us * 1e-6
-                + hw.moe_kernels * hw.kernel_overhead_us * 1e-6)
+        serial = hw.fit.gemm.k_latency_ns * 1e-9 * (4096 + width)  # the up GEMM's main loop over k = 4096, the down's
+        return ((compute**p + memory**p + serial**p) ** (1 / p) + touched * hw.fit.moe.expert_overhead_us * 1e-6
+                + hw.fit.moe.kernels * hw.fit.kernel_overhead_us * 1e-6)
 
     def attention_gemms(tokens):
         return cost.gemm.time(tokens, (16 + 2 * 4) * 128, 4096) + cost.gemm.time(tokens, 4096, 16 * 128)
@@ -475,7 +478,7 @@ def test_mixture_of_experts_runs_grouped_gemms_over_the_experts_the_batch_touche
         expected = 32 * (attention_gemms(tokens) + experts(tokens) + cost.head_gemm.time(tokens, 8, 4096))
         assert group.gemm_time(tokens) == pytest.approx(expected, rel=1e-9)
     # one token reads exactly its two experts' weights: twice the weight bytes of a dense MLP of the same shape
-    one = experts(1) - hw.moe_kernels * hw.kernel_overhead_us * 1e-6
+    one = experts(1) - hw.fit.moe.kernels * hw.fit.kernel_overhead_us * 1e-6
     assert one >= 2 * 3 * 4096 * width * 2 / bandwidth
 
 
@@ -530,7 +533,7 @@ def test_the_engines_host_work_runs_at_the_generations_host_speedup():
     a decode step of 16 sequences saves (2 ms + 16 × 40 µs) / 2."""
     engine = EngineProfile(name="e", per_iteration_ms=2.0, per_sequence_us=40.0, eager_kernel_us=90.0)
     h100 = load_hardware("h100-sxm")
-    fast = h100.model_copy(update={"host_speedup": 2.0})
+    fast = with_fit(h100, {"host_speedup": 2.0})
     model = load_model("llama-3.1-8b")
     slow_cost, fast_cost = RooflineCostModel(model, h100, 1, engine=engine), RooflineCostModel(model, fast, 1,
                                                                                                engine=engine)
@@ -538,7 +541,7 @@ def test_the_engines_host_work_runs_at_the_generations_host_speedup():
     saved = slow_cost.iteration_time(decode) - fast_cost.iteration_time(decode)
     assert saved == pytest.approx((2e-3 + 16 * 40e-6) / 2, rel=1e-9)
     assert fast_cost.eager_floor == pytest.approx(slow_cost.eager_floor / 2, rel=1e-12)
-    assert (load_hardware("b200").host_speedup, h100.host_speedup) == (2.0, 1.0)
+    assert (load_hardware("b200").fit.host_speedup, h100.fit.host_speedup) == (2.0, 1.0)
 
 
 def test_an_engine_that_fuses_activation_quantisation_pays_no_quantisation_pass():
@@ -550,9 +553,9 @@ def test_an_engine_that_fuses_activation_quantisation_pays_no_quantisation_pass(
     h100 = load_hardware("h100-sxm")
     m, n, k = 64, 8192, 8192
     separate, fused = GemmModel(h100, "fp8"), GemmModel(h100, "fp8", fused_quantization=True)
-    bandwidth = 3350e9 * h100.bandwidth_efficiency
+    bandwidth = 3350e9 * h100.fit.bandwidth_efficiency
     assert separate.time(m, n, k) - fused.time(m, n, k) == pytest.approx(
-        m * k * (2 + 1) / bandwidth + h100.quantize_overhead_us * 1e-6, rel=1e-9)
+        m * k * (2 + 1) / bandwidth + h100.fit.gemm.quantize_overhead_us * 1e-6, rel=1e-9)
     assert GemmModel(h100, "bf16", fused_quantization=True).time(m, n, k) == GemmModel(h100, "bf16").time(m, n, k)
     engine = EngineProfile(name="e", fuses_activation_quantization=True)
     assert RooflineCostModel(load_model("llama-3.1-8b"), h100, 1, "fp8", engine=engine).gemm.quantize_overhead == 0
@@ -591,14 +594,14 @@ def test_attention_time_by_hand():
     from simulator.catalog import load_hardware
     from simulator.cost.attention import AttentionModel
 
-    own = load_hardware("h100-sxm").model_copy(update={"decode_attention_overhead_us": 5.0})
+    own = with_fit(load_hardware("h100-sxm"), {"decode_attention.overhead_us": 5.0})
     assert attention_time(own, "decode", 16, 4096, h, g, d, kv_dtype="fp8", window=1024) == pytest.approx(
         decode_kernel(1024, 5.0e-6))
     assert attention_time(own, "prefill", 4, 2048, h, g, d, window=512) == pytest.approx(expected)
     graph = AttentionModel(own, "fp8", overhead_us=2.0)
     assert graph.kernel_times("decode", 16, 4096, h, g, d, 1024) == pytest.approx(decode_kernel(1024, 2.0e-6))
     # a decode kernel that streams the cache at its own fraction of the bandwidth (a framework's fit) reads at that
-    streaming = load_hardware("h100-sxm").model_copy(update={"decode_attention_bandwidth_efficiency": 0.7})
+    streaming = with_fit(load_hardware("h100-sxm"), {"decode_attention.bandwidth_efficiency": 0.7})
     assert attention_time(streaming, "decode", 16, 4096, h, g, d, kv_dtype="fp8") == pytest.approx(
         decode_kernel(4096, 12.0e-6, 0.7))
     with pytest.raises(ValueError, match="phase"):
@@ -626,19 +629,19 @@ def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
     math. NVIDIA quotes cuBLAS 12.9's FP4 at "up to 2.3x" FP8 on Blackwell and 4.6x FP8 on Hopper; the fitted
     fractions give 9,000 · f4 / (4,500 · f8) and 9,000 · f4 / (1,978.9 · Hopper's f8), within 20% of those."""
     b200, h100 = load_hardware("b200"), load_hardware("h100-sxm")
-    f4, f8 = b200.flops_efficiency_by_dtype["fp4"], b200.flops_efficiency_by_dtype["fp8"]
-    h8 = h100.flops_efficiency_by_dtype["fp8"]
+    f4, f8 = b200.fit.gemm.flops_efficiency_by_dtype["fp4"], b200.fit.gemm.flops_efficiency_by_dtype["fp8"]
+    h8 = h100.fit.gemm.flops_efficiency_by_dtype["fp8"]
     assert b200.achievable_flops("fp4") / b200.achievable_flops("fp8") == pytest.approx(9000 * f4 / (4500 * f8))
     assert b200.achievable_flops("fp4") / h100.achievable_flops("fp8") == pytest.approx(9000 * f4 / (1978.9 * h8))
     assert 9000 * f4 / (4500 * f8) == pytest.approx(2.3, rel=0.2)
     assert 9000 * f4 / (1978.9 * h8) == pytest.approx(4.6, rel=0.2)
     m = n = k = 8192
-    q, serial = 0.5 + 1 / 32, b200.gemm_k_latency_ns * 1e-9 * k  # quantised weights: the main loop walks all of k
-    bandwidth, p = 8000e9 * b200.bandwidth_efficiency, b200.gemm_knee
+    q, serial = 0.5 + 1 / 32, b200.fit.gemm.k_latency_ns * 1e-9 * k  # quantised weights: the main loop walks all of k
+    bandwidth, p = 8000e9 * b200.fit.bandwidth_efficiency, b200.fit.gemm.knee
     tc = 2 * m * n * k / (9000e12 * f4)
     tm = ((m * k + m * n) * 2 + k * n * q) / bandwidth
-    expected = ((tc**p + tm**p + serial**p) ** (1 / p) + b200.kernel_overhead_us * 1e-6 + m * k * (2 + q) / bandwidth
-                + b200.quantize_overhead_us * 1e-6)
+    expected = ((tc**p + tm**p + serial**p) ** (1 / p) + b200.fit.kernel_overhead_us * 1e-6
+                + m * k * (2 + q) / bandwidth + b200.fit.gemm.quantize_overhead_us * 1e-6)
     assert gemm_time(b200, m, n, k, "mxfp4") == pytest.approx(expected)
     assert gemm_time(h100, m, n, k, "mxfp4") == pytest.approx(gemm_time(h100, m, n, k, "bf16"), rel=0.03)
     # one row on H100: the weight read (0.53125 or 0.5625 bytes each), the 16-bit math of one 32-row tile and the
@@ -659,7 +662,7 @@ def test_a_decode_cost_per_query_head_within_each_kv_head_block():
     from simulator.cost.roofline import RooflineCostModel
 
     hw = load_hardware("h100-sxm")
-    with_cost = hw.model_copy(update={"decode_attention_ns_per_query_head": 3.0})
+    with_cost = with_fit(hw, {"decode_attention.ns_per_query_head": 3.0})
     batch, heads = 16, 32
     difference = (AttentionModel(with_cost).kernel_times("decode", batch, 1000, heads, 8, 128, 0)
                   - AttentionModel(hw).kernel_times("decode", batch, 1000, heads, 8, 128, 0))
@@ -683,7 +686,7 @@ def test_a_decode_group_beyond_the_kernels_largest_runs_its_fallback_per_query_h
     from simulator.cost.roofline import RooflineCostModel
 
     hw = load_hardware("h100-sxm")
-    fallback = hw.model_copy(update={"decode_attention_max_group": 32, "decode_attention_ns_per_query_token": 0.08})
+    fallback = with_fit(hw, {"decode_attention.max_group": 32, "decode_attention.ns_per_query_token": 0.08})
     model = AttentionModel(fallback)
     for head_dim, widths in ((64, 1), (128, 1), (256, 2)):
         longer = (model.kernel_times("decode", 4, 1000, 64, 1, head_dim, 0)
@@ -710,10 +713,10 @@ def test_a_decode_kernels_query_tiles_and_its_multi_head_kernel():
     from simulator.cost.attention import AttentionModel
     from simulator.cost.roofline import RooflineCostModel
 
-    costs = {"decode_attention_ns_per_head": 31.0, "decode_attention_ns_per_query_head": 1.1}
-    pooled = load_hardware("h100-sxm").model_copy(update=costs)
-    trt = pooled.model_copy(update={"decode_attention_query_tile": 16, "decode_attention_mha_ns_per_head": 8.5,
-                                    "decode_attention_max_group": 32})
+    costs = {"decode_attention.ns_per_head": 31.0, "decode_attention.ns_per_query_head": 1.1}
+    pooled = with_fit(load_hardware("h100-sxm"), costs)
+    trt = with_fit(pooled, {"decode_attention.query_tile": 16, "decode_attention.mha_ns_per_head": 8.5,
+                                    "decode_attention.max_group": 32})
     for heads, kv_heads, by_hand in ((16, 8, 8 * 31), (32, 2, 2 * 31), (34, 2, 2 * (31 + 16 * 1.1)),
                                      (32, 1, 31 + 16 * 1.1), (32, 32, 32 * 8.5), (64, 1, 64 * 8.5)):
         assert AttentionModel(trt).decode_block_cost(heads, kv_heads) == pytest.approx(by_hand * 1e-9)
@@ -741,9 +744,9 @@ def test_a_prefill_fallback_kernel_computes_every_causal_pair_at_its_own_rate(tm
     from simulator.cost.roofline import RooflineCostModel
 
     hw = load_hardware("h100-sxm")
-    dispatch = {"prefill_fallback_head_dim": 512, "prefill_fallback_window_head_dim": 256,
-                "prefill_fallback_efficiency": 0.1}
-    fallback, slow = hw.model_copy(update=dispatch), hw.model_copy(update={"attention_efficiency": 0.1})
+    dispatch = {"prefill_attention.fallback_head_dim": 512, "prefill_attention.fallback_window_head_dim": 256,
+                "prefill_attention.fallback_efficiency": 0.1}
+    fallback, slow = with_fit(hw, dispatch), with_fit(hw, {"prefill_attention.efficiency": 0.1})
 
     def prefill(profile, head_dim, window):
         return AttentionModel(profile).kernel_times("prefill", 2, 4096, 16, 8, head_dim, window)
@@ -777,9 +780,9 @@ def test_a_decode_step_of_few_blocks_streams_at_their_rate():
     from simulator.cost.roofline import RooflineCostModel
 
     hw = load_hardware("h100-sxm")
-    limited = hw.model_copy(update={"decode_attention_block_gb_per_s": 40.0})
-    p, bandwidth = hw.gemm_knee, hw.memory_bandwidth_gb_per_s * 1e9 * hw.bandwidth_efficiency
-    flops = hw.achievable_flops("bf16") / hw.flops_efficiency * hw.decode_attention_efficiency
+    limited = with_fit(hw, {"decode_attention.block_gb_per_s": 40.0})
+    p, bandwidth = hw.fit.gemm.knee, hw.memory_bandwidth_gb_per_s * 1e9 * hw.fit.bandwidth_efficiency
+    flops = hw.achievable_flops("bf16") / hw.fit.gemm.flops_efficiency * hw.fit.decode_attention.efficiency
     for batch, kv_heads in ((1, 1), (4, 8)):
         per_token_bytes = 2 * kv_heads * 128 * 2
         memory = ((per_token_bytes / bandwidth) ** p + (per_token_bytes / (batch * kv_heads * 40e9)) ** p) ** (1 / p)
@@ -811,10 +814,10 @@ def test_a_decode_step_of_less_than_one_wave_of_blocks_pays_one_wave_and_its_spl
     from simulator.cost.base import IterationShape
     from simulator.cost.roofline import RooflineCostModel
 
-    hw = load_hardware("h100-sxm").model_copy(update={"decode_attention_ns_per_head": 20.0,
-                                                       "decode_attention_ns_per_query_head": 0.0})
-    waves = hw.model_copy(update={"decode_attention_blocks_per_sm": 0.5, "decode_attention_split_us": 2.0,
-                                  "decode_attention_split_tokens": 128})
+    hw = with_fit(load_hardware("h100-sxm"), {"decode_attention.ns_per_head": 20.0,
+                                                       "decode_attention.ns_per_query_head": 0.0})
+    waves = with_fit(hw, {"decode_attention.blocks_per_sm": 0.5, "decode_attention.split_us": 2.0,
+                                  "decode_attention.split_tokens": 128})
     assert hw.sm_count == 132
 
     def extra(batch, context):
@@ -853,8 +856,8 @@ def test_a_decode_kernel_reads_the_cache_in_whole_tiles():
     from simulator.cost.roofline import RooflineCostModel
 
     hw = load_hardware("h100-sxm")
-    assert hw.decode_attention_blocks_per_sm == 0  # the pooled fit: no waves, no splits
-    tiled = hw.model_copy(update={"decode_attention_kv_tile": 64})
+    assert hw.fit.decode_attention.blocks_per_sm == 0  # the pooled fit: no waves, no splits
+    tiled = with_fit(hw, {"decode_attention.kv_tile": 64})
 
     def kernel(profile, context, window=0):
         return float(AttentionModel(profile).kernel_times("decode", 8, context, 32, 8, 128, window))
@@ -883,12 +886,12 @@ def test_a_prefill_kernel_waits_for_its_longest_block():
     scales with the rate as the FLOPs do (a fallback kernel's too)."""
     from simulator.cost.attention import AttentionModel
 
-    hw = load_hardware("h100-sxm").model_copy(update={
-        "attention_io_efficiency": float("inf"), "prefill_attention_ns_per_row": 0.0,
-        "prefill_attention_ns_per_tile": 0.0, "attention_overhead_us": 0.0, "gemm_knee": 2.0,
-        "prefill_attention_blocks_per_sm": 0.0, "prefill_attention_exp_exposed": 0.0})
-    bound = hw.model_copy(update={"prefill_attention_blocks_per_sm": 1.0})
-    rate = 989.4e12 * hw.attention_efficiency
+    hw = with_fit(load_hardware("h100-sxm"), {
+        "prefill_attention.io_efficiency": float("inf"), "prefill_attention.ns_per_row": 0.0,
+        "prefill_attention.ns_per_tile": 0.0, "prefill_attention.overhead_us": 0.0, "gemm.knee": 2.0,
+        "prefill_attention.blocks_per_sm": 0.0, "prefill_attention.exp_exposed": 0.0})
+    bound = with_fit(hw, {"prefill_attention.blocks_per_sm": 1.0})
+    rate = 989.4e12 * hw.fit.prefill_attention.efficiency
     s = 16_384
     flops, longest = 4 * 128 * s * (s + 1) / 2, 2 * 256 * 128 * s * 132
 
@@ -918,10 +921,11 @@ def test_a_prefill_kernel_adds_its_bytes_and_may_pack_a_groups_heads():
     from simulator.cost.attention import AttentionModel
     from simulator.cost.layers import span_totals
 
-    hw = load_hardware("h100-sxm").model_copy(update={
-        "attention_efficiency": 1.0, "prefill_attention_ns_per_row": 0.0, "prefill_attention_ns_per_tile": 1000.0,
-        "attention_overhead_us": 0.0, "prefill_attention_blocks_per_sm": 0.0, "prefill_attention_exp_exposed": 0.0})
-    packed = hw.model_copy(update={"prefill_attention_packs_gqa": True})
+    hw = with_fit(load_hardware("h100-sxm"), {
+        "prefill_attention.efficiency": 1.0, "prefill_attention.ns_per_row": 0.0,
+        "prefill_attention.ns_per_tile": 1000.0, "prefill_attention.overhead_us": 0.0,
+        "prefill_attention.blocks_per_sm": 0.0, "prefill_attention.exp_exposed": 0.0})
+    packed = with_fit(hw, {"prefill_attention.packs_gqa": True})
 
     def blocks(profile, seq, heads, kv_heads):  # the kernel's time with its FLOPs and bytes taken out, in µs
         model = AttentionModel(profile)
@@ -956,10 +960,11 @@ def test_a_prefill_kernel_pays_its_softmaxs_exponentials_and_its_rows_by_their_w
     head's width (the query read, the output written): 4,096 rows at 1 ns cost 2.05 µs at width 64, 8.19 at 256."""
     from simulator.cost.attention import AttentionModel
 
-    off = {"attention_efficiency": 1.0, "attention_io_efficiency": float("inf"), "prefill_attention_ns_per_row": 0.0,
-           "prefill_attention_ns_per_tile": 0.0, "attention_overhead_us": 0.0, "prefill_attention_blocks_per_sm": 0.0}
-    hw = load_hardware("h100-sxm").model_copy(update={**off, "prefill_attention_exp_exposed": 0.0})
-    exposed = hw.model_copy(update={"prefill_attention_exp_exposed": 1.0})
+    off = {"prefill_attention.efficiency": 1.0, "prefill_attention.io_efficiency": float("inf"),
+           "prefill_attention.ns_per_row": 0.0, "prefill_attention.ns_per_tile": 0.0,
+           "prefill_attention.overhead_us": 0.0, "prefill_attention.blocks_per_sm": 0.0}
+    hw = with_fit(load_hardware("h100-sxm"), {**off, "prefill_attention.exp_exposed": 0.0})
+    exposed = with_fit(hw, {"prefill_attention.exp_exposed": 1.0})
     s = 4096
     pairs = s * (s + 1) / 2
 
@@ -974,13 +979,13 @@ def test_a_prefill_kernel_pays_its_softmaxs_exponentials_and_its_rows_by_their_w
     assert kernel(exposed, 128) / kernel(hw, 128) == pytest.approx(1 + 989.4 / (3.9 * 512))
 
     def exponentials(gpu):
-        profile = load_hardware(gpu).model_copy(update={**off, "prefill_attention_exp_exposed": 1.0})
+        profile = with_fit(load_hardware(gpu), {**off, "prefill_attention.exp_exposed": 1.0})
         model = AttentionModel(profile)
         return float(model.kernel_times("prefill", 1, s, 1, 1, 128, 0)) - 4 * 128 * pairs / model.prefill_flops
 
     assert exponentials("b300") == pytest.approx(pairs / 10.7e12)
     assert exponentials("b300") / exponentials("b200") == pytest.approx(5.0 / 10.7)
-    rows = hw.model_copy(update={"prefill_attention_ns_per_row": 1.0})
+    rows = with_fit(hw, {"prefill_attention.ns_per_row": 1.0})
     for head_dim, micros in ((64, 2.048), (128, 4.096), (256, 8.192)):
         assert (kernel(rows, head_dim) - kernel(hw, head_dim)) * 1e6 == pytest.approx(micros)
 
@@ -995,11 +1000,11 @@ def test_an_attention_kernels_work_items_are_spread_over_the_gpus_sms():
     profiles, whose timings fitted their generations, pay them as fitted."""
     from simulator.cost.attention import AttentionModel
 
-    h100 = load_hardware("h100-sxm").model_copy(update={
-        "prefill_attention_blocks_per_sm": 0.0, "prefill_attention_ns_per_row": 1.0,
-        "prefill_attention_ns_per_tile": 10.0})
-    assert (h100.fitted_sm_count, h100.decode_attention_ns_per_head) == (132, 21.0)
-    assert load_hardware("a100-80gb-sxm").fitted_sm_count == load_hardware("a100-80gb-sxm").sm_count == 108
+    h100 = with_fit(load_hardware("h100-sxm"), {
+        "prefill_attention.blocks_per_sm": 0.0, "prefill_attention.ns_per_row": 1.0,
+        "prefill_attention.ns_per_tile": 10.0})
+    assert (h100.fit.sm_count, h100.fit.decode_attention.ns_per_head) == (132, 21.0)
+    assert load_hardware("a100-80gb-sxm").fit.sm_count == load_hardware("a100-80gb-sxm").sm_count == 108
 
     def kernel(sm_count, phase, batch, seq_len, heads):
         profile = h100.model_copy(update={"sm_count": sm_count})
@@ -1021,11 +1026,11 @@ def test_a_decode_kernel_may_split_below_another_occupancy_than_its_wave():
     and still the split, 16 (128 blocks) neither; unstated, the split follows the wave (12 sequences: no split)."""
     from simulator.cost.attention import AttentionModel
 
-    hw = load_hardware("h100-sxm").model_copy(update={"decode_attention_ns_per_head": 20.0,
-                                                       "decode_attention_ns_per_query_head": 0.0})
-    waves = hw.model_copy(update={"decode_attention_blocks_per_sm": 0.5, "decode_attention_split_us": 2.0,
-                                  "decode_attention_split_tokens": 128})
-    split_wider = waves.model_copy(update={"decode_attention_split_blocks_per_sm": 0.8})
+    hw = with_fit(load_hardware("h100-sxm"), {"decode_attention.ns_per_head": 20.0,
+                                                       "decode_attention.ns_per_query_head": 0.0})
+    waves = with_fit(hw, {"decode_attention.blocks_per_sm": 0.5, "decode_attention.split_us": 2.0,
+                                  "decode_attention.split_tokens": 128})
+    split_wider = with_fit(waves, {"decode_attention.split_blocks_per_sm": 0.8})
 
     def extra(profile, batch):
         return (AttentionModel(profile).kernel_times("decode", batch, 1024, 32, 8, 128, 0)

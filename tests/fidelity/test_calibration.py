@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from simulator.catalog import load_hardware
+from simulator.catalog.hardware import with_fit
 from simulator.cost.gemm import GemmModel
 from simulator.fidelity.calibrate import calibrate
 from simulator.fidelity.operators import GEMM_OPS
@@ -31,32 +32,39 @@ def _write_ops(folder, truth):
 
 @pytest.mark.slow
 def test_calibrate_recovers_gemm_parameters(tmp_path):
-    truth = load_hardware("h100-sxm").model_copy(update={
-        "flops_efficiency": 0.6, "bandwidth_efficiency": 0.7, "kernel_overhead_us": 4, "gemm_knee": 3.0,
-        "gemm_tile_m": 32,
+    truth = with_fit(load_hardware("h100-sxm"), {
+        "gemm.flops_efficiency": 0.6, "bandwidth_efficiency": 0.7, "kernel_overhead_us": 4, "gemm.knee": 3.0,
+        "gemm.tile_m": 32,
     })
     _write_ops(tmp_path / "ops", truth)
     fitted, report = calibrate(load_hardware("h100-sxm"), tmp_path / "ops")
-    assert fitted.flops_efficiency == pytest.approx(0.6)
-    assert fitted.bandwidth_efficiency == pytest.approx(0.7)
-    assert fitted.kernel_overhead_us == 4 and fitted.gemm_knee == 3.0 and fitted.gemm_tile_m == 32
+    assert fitted.fit.gemm.flops_efficiency == pytest.approx(0.6)
+    assert fitted.fit.bandwidth_efficiency == pytest.approx(0.7)
+    assert fitted.fit.kernel_overhead_us == 4 and fitted.fit.gemm.knee == 3.0 and fitted.fit.gemm.tile_m == 32
     assert fitted.peak_tflops == truth.peak_tflops  # spec-sheet numbers untouched
     assert "median error 0.0%" in report[0]
 
 
 def test_set_parameter_walks_tables_and_sub_models():
-    """A dotted name reaches a collective's low-latency protocol and the all-reduce's, leaving the rest as it was."""
-    from simulator.fidelity.calibrate import set_parameter
+    """A dotted name reaches a collective's low-latency protocol and the all-reduce's, leaving the rest as it was;
+    a flat name of before the groups (an engine profile's kernel field) reaches its place in the fit."""
+    from simulator.fidelity.calibrate import get_parameter, set_parameter
 
     h100 = load_hardware("h100-sxm")
-    changed = set_parameter(h100, "collectives.all_to_all.low_latency.latency_us", 7.5)
-    assert changed.collectives["all_to_all"].low_latency.latency_us == 7.5
-    assert changed.collectives["all_to_all"].latency_us == h100.collectives["all_to_all"].latency_us
-    assert changed.collectives["all_gather"] == h100.collectives["all_gather"]
-    assert h100.collectives["all_to_all"].low_latency.latency_us != 7.5  # the original is not modified
-    changed = set_parameter(h100, "all_reduce_low_latency.efficiency", 0.3)
-    assert changed.all_reduce_low_latency.efficiency == 0.3
-    assert changed.all_reduce_low_latency.latency_us == h100.all_reduce_low_latency.latency_us
+    changed = set_parameter(h100, "comm.collectives.all_to_all.low_latency.latency_us", 7.5)
+    assert changed.fit.comm.collectives["all_to_all"].low_latency.latency_us == 7.5
+    assert changed.fit.comm.collectives["all_to_all"].latency_us == h100.fit.comm.collectives["all_to_all"].latency_us
+    assert changed.fit.comm.collectives["all_gather"] == h100.fit.comm.collectives["all_gather"]
+    assert h100.fit.comm.collectives["all_to_all"].low_latency.latency_us != 7.5  # the original is not modified
+    changed = set_parameter(h100, "comm.all_reduce_low_latency.efficiency", 0.3)
+    assert changed.fit.comm.all_reduce_low_latency.efficiency == 0.3
+    assert changed.fit.comm.all_reduce_low_latency.latency_us == h100.fit.comm.all_reduce_low_latency.latency_us
+    assert set_parameter(h100, "all_reduce_low_latency.efficiency", 0.3) == changed  # the flat name's place
+    changed = set_parameter(h100, "decode_attention_kv_tile", 64)
+    assert changed.fit.decode_attention.kv_tile == get_parameter(changed, "decode_attention.kv_tile") == 64
+    assert changed.fit.prefill_attention == h100.fit.prefill_attention
+    with pytest.raises(ValueError, match="no field 'kv_tiles'"):
+        set_parameter(h100, "decode_attention.kv_tiles", 64)
 
 
 def test_diagonal_moves_leave_a_valley_that_single_moves_cannot():
@@ -67,16 +75,16 @@ def test_diagonal_moves_leave_a_valley_that_single_moves_cannot():
 
     grid = {name: [round(0.1 * i, 1) for i in range(1, 10)]
             for name in ("attention_efficiency", "attention_io_efficiency")}
-    start = load_hardware("h100-sxm").model_copy(update={"attention_efficiency": 0.2, "attention_io_efficiency": 0.2})
+    start = with_fit(load_hardware("h100-sxm"), {"attention_efficiency": 0.2, "attention_io_efficiency": 0.2})
 
     def valley(p) -> float:
-        a, b = p.attention_efficiency, p.attention_io_efficiency
+        a, b = p.fit.prefill_attention.efficiency, p.fit.prefill_attention.io_efficiency
         return 100 * abs(a - b) + abs(a + b - 1)
 
     single = coordinate_descent(start, grid, valley)
-    assert (single.attention_efficiency, single.attention_io_efficiency) == (0.2, 0.2)
+    assert (single.fit.prefill_attention.efficiency, single.fit.prefill_attention.io_efficiency) == (0.2, 0.2)
     both = coordinate_descent(start, grid, valley, diagonal=True)
-    assert (both.attention_efficiency, both.attention_io_efficiency) == (0.5, 0.5)
+    assert (both.fit.prefill_attention.efficiency, both.fit.prefill_attention.io_efficiency) == (0.5, 0.5)
 
 
 def test_the_attention_fits_fast_score_is_the_frames_score(shared_data):
@@ -99,13 +107,13 @@ def test_the_attention_fits_fast_score_is_the_frames_score(shared_data):
         fast = pooled_attention_score(sample, by)
         for update in ({}, {"attention_efficiency": 0.4, "prefill_attention_ns_per_row": 1.0,
                             "decode_attention_overhead_us": 3.0}):
-            profile = load_hardware(name).model_copy(update=update)
+            profile = with_fit(load_hardware(name), update)
             assert fast(profile) == _score_by(_pooled_attention_errors(kernels, {gpu: profile}, sample), by)
     # and the MLA fits' (pooled_mla_score) the MLA tables' frame's
     mla = mla_kernel_table(kernels)
     for gpu, name in (("h100_sxm", "h100-sxm"), ("a100_sxm", "a100-80gb-sxm")):
         sample = _sample(mla[mla["gpu"] == gpu], by, 300)
-        profile = load_hardware(name).model_copy(update={"decode_attention_overhead_us": 3.0})
+        profile = with_fit(load_hardware(name), {"decode_attention_overhead_us": 3.0})
         assert pooled_mla_score(sample, by)(profile) == _score_by(
             mla_kernel_errors(kernels, {gpu: profile}, sample, engines={}), by)
 
@@ -231,14 +239,14 @@ def test_an_8_bit_table_of_too_few_shapes_leaves_its_phase_to_the_16_bit_fit(tmp
     from simulator.fidelity.attention_fit import fit_framework_attention, spans_the_shapes
 
     other_kernel = {"attention_efficiency": 0.155}
-    h100 = load_hardware("h100-sxm").model_copy(update=ATTENTION_TRUTH)
+    h100 = with_fit(load_hardware("h100-sxm"), ATTENTION_TRUTH)
     folder = tmp_path / "h100_sxm" / "attention" / "sglang" / "0.5"
     folder.mkdir(parents=True)
     for stem, phase in (("context", "prefill"), ("generation", "decode")):
         table = []
         for kv in ("bfloat16", "fp8"):
             fields = {"decode": ATTENTION_8_BIT_DECODE, "prefill": other_kernel}[phase] if kv == "fp8" else {}
-            model = AttentionModel(h100.model_copy(update=fields), {"bfloat16": "bf16", "fp8": "fp8"}[kv])
+            model = AttentionModel(with_fit(h100, fields), {"bfloat16": "bf16", "fp8": "fp8"}[kv])
             shapes = ATTENTION_SHAPES[:1] if (kv, phase) == ("fp8", "prefill") else phase_shapes(phase)
             table += [{**row, "kv_cache_dtype": kv} for row in attention_rows(model, phase, shapes)]
         pd.DataFrame(table).to_parquet(folder / f"{stem}_attention_perf.parquet")
@@ -316,7 +324,7 @@ def test_framework_gemm_fit_recovers_a_frameworks_rates(tmp_path):
     pooled ones, with no error left."""
     from simulator.fidelity.kernel_fit import fit_framework_gemm
 
-    truth = load_hardware("h100-sxm").model_copy(update={
+    truth = with_fit(load_hardware("h100-sxm"), {
         "flops_efficiency": 0.7, "flops_efficiency_by_dtype": {"fp8": 0.5, "fp8_block": 0.65}})
     folder = tmp_path / "h100_sxm" / "gemm" / "sglang" / "1.0"
     folder.mkdir(parents=True)
@@ -335,7 +343,7 @@ def test_framework_gemm_fit_recovers_the_fp4_rate_where_a_table_measures_it(tmp_
     no fp8 fraction is fitted (nothing measures it: the profile keeps the generation's)."""
     from simulator.fidelity.kernel_fit import fit_framework_gemm
 
-    truth = load_hardware("b200").model_copy(update={
+    truth = with_fit(load_hardware("b200"), {
         "flops_efficiency": 0.7, "flops_efficiency_by_dtype": {"fp8": 0.5, "fp8_block": 0.65, "fp4": 0.45}})
     folder = tmp_path / "b200_sxm" / "gemm" / "trtllm" / "1.2"
     folder.mkdir(parents=True)
@@ -350,23 +358,25 @@ def test_framework_gemm_fit_recovers_the_fp4_rate_where_a_table_measures_it(tmp_
 
 
 def test_a_generation_file_holds_the_fit_the_spec_sheet_balance_and_the_sms(tmp_path, capsys):
-    """``generation_fit_values``: every fitted field of a calibrated profile, the SMs its attention timings ran on
+    """``generation_file``: the fit of a calibrated profile in its groups, with the SMs its attention timings ran on
     (its own) and its exponentials per 16-bit FLOP (spec sheet: 5 × 10^12/s over 2,250 TFLOP/s for B200), which
-    loads back as a generation file; ``--generation-file`` refuses an output not named after the generation, and
-    needs --kernels without --framework."""
+    loads back as a generation file holding that very fit; not the system's own send/recv (A100's, fitted on its
+    network's timings); ``--generation-file`` refuses an output not named after the generation, and needs --kernels
+    without --framework."""
     import yaml
 
     from simulator.catalog.generations import GenerationFile
-    from simulator.catalog.hardware import FITTED_FIELDS
     from simulator.cli import main
-    from simulator.fidelity.kernel_fit import generation_fit_values
+    from simulator.fidelity.kernel_fit import generation_file
 
     b200 = load_hardware("b200")
-    fit = generation_fit_values(b200)
-    assert fit["fitted_sm_count"] == 148 and fit["sfu_exp_per_bf16_flop"] == pytest.approx(5.0 / 2250)
-    assert set(fit) - {"sfu_exp_per_bf16_flop"} <= set(FITTED_FIELDS)
-    assert fit["flops_efficiency"] == b200.flops_efficiency
-    GenerationFile.model_validate(yaml.safe_load(yaml.safe_dump({"name": "blackwell", "fit": fit})))
+    document = generation_file(b200)
+    assert document["name"] == "blackwell" and document["sfu_exp_per_bf16_flop"] == pytest.approx(5.0 / 2250)
+    assert document["fit"]["sm_count"] == 148
+    assert document["fit"]["gemm"]["flops_efficiency"] == b200.fit.gemm.flops_efficiency
+    assert GenerationFile.model_validate(yaml.safe_load(yaml.safe_dump(document))).fit == b200.fit
+    a100 = load_hardware("a100-80gb-sxm")
+    assert a100.fit.comm.p2p_efficiency == 0.95 and "p2p_efficiency" not in generation_file(a100)["fit"]["comm"]
     kernels = tmp_path / "kernels"
     kernels.mkdir()
     assert main(["calibrate", "--kernels", str(kernels), "--gpu", "b200_sxm", "--generation-file",
@@ -388,12 +398,12 @@ def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
     explains, and the bf16 ones stop growing past 4,096 while the fp8 ones go on; the generation fit finds all three
     again (from the shipped split, 6,144), with no error left — its weight-only int4 table, timed with int4 kernels
     of their own, left out of that fit and fitted apart."""
-    from simulator.catalog.hardware import GemmKernelFit
+    from simulator.catalog.hardware_fit import GemmKernelFit
     from simulator.fidelity.kernel_fit import fit_kernels
 
-    truth = load_hardware("h100-sxm").model_copy(update={
-        "gemm_k_latency_ns": 1.5, "kernel_overhead_us": 2.0, "gemm_split_k": 4096,
-        "gemm_kernel_by_dtype": {"int4": GemmKernelFit(tile_m=8, k_latency_ns=3.0, overhead_us=9.0)}})
+    truth = with_fit(load_hardware("h100-sxm"), {
+        "gemm.k_latency_ns": 1.5, "kernel_overhead_us": 2.0, "gemm.split_k": 4096,
+        "gemm.kernel_by_dtype": {"int4": GemmKernelFit(tile_m=8, k_latency_ns=3.0, overhead_us=9.0)}})
     folder = tmp_path / "h100_sxm" / "gemm" / "sglang" / "1.0"
     folder.mkdir(parents=True)
     rows = [{"gemm_dtype": name, "m": m, "n": n, "k": k, "latency": GemmModel(truth, dtype).time(m, n, k) * 1e3}
@@ -401,12 +411,13 @@ def test_kernel_fit_recovers_the_gemm_main_loop_latency(tmp_path):
             for m in (1, 8, 96, 512, 2000, 4000) for n in (256, 1024, 4096, 14336)
             for k in (256, 1024, 4096, 8192, 14336)]
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
-    assert load_hardware("h100-sxm").gemm_split_k != 4096
+    assert load_hardware("h100-sxm").fit.gemm.split_k != 4096
     fitted, report = fit_kernels(load_hardware("h100-sxm"), tmp_path, "h100_sxm")
-    assert (fitted.gemm_k_latency_ns, fitted.gemm_split_k, fitted.kernel_overhead_us) == (1.5, 4096, 2.0)
+    assert (fitted.fit.gemm.k_latency_ns, fitted.fit.gemm.split_k, fitted.fit.kernel_overhead_us) == (1.5, 4096, 2.0)
     assert "sglang/bfloat16 0.0%/0.0%" in report[1] and "sglang/fp8 0.0%/0.0%" in report[1]
     # the int4 table, its kernels its own, is fitted apart after the pooled GEMMs (which it would have pulled)
-    assert fitted.gemm_kernel_by_dtype == truth.gemm_kernel_by_dtype and report[2].startswith("int4 GEMM kernels")
+    assert fitted.fit.gemm.kernel_by_dtype == truth.fit.gemm.kernel_by_dtype
+    assert report[2].startswith("int4 GEMM kernels")
 
 
 @pytest.mark.slow
@@ -415,14 +426,13 @@ def test_format_kernel_fit_recovers_the_int8_and_int4_kernels(tmp_path):
     timed with known kernels of their own — 16- and 8-row tiles, 1.2 and 2.4 ns per element of k, 4 and 7 µs of
     fixed work, int8 at 0.7 of its peak: each format's kernels are fitted back from the 16-bit ones on every other
     weight shape, with no error left on the held-out shapes either."""
-    from simulator.catalog.hardware import GemmKernelFit
+    from simulator.catalog.hardware_fit import GemmKernelFit
     from simulator.fidelity.kernel_fit import fit_format_kernels
 
-    base = load_hardware("a100-80gb-sxm").model_copy(
-        update={"gemm_kernel_by_dtype": {}, "flops_efficiency_by_dtype": {}})
+    base = with_fit(load_hardware("a100-80gb-sxm"), {"gemm.kernel_by_dtype": {}, "gemm.flops_efficiency_by_dtype": {}})
     kernels = {"int8": GemmKernelFit(tile_m=16, k_latency_ns=1.2, overhead_us=4.0),
                "int4": GemmKernelFit(tile_m=8, k_latency_ns=2.4, overhead_us=7.0)}
-    truth = base.model_copy(update={"gemm_kernel_by_dtype": kernels, "flops_efficiency_by_dtype": {"int8": 0.7}})
+    truth = with_fit(base, {"gemm.kernel_by_dtype": kernels, "gemm.flops_efficiency_by_dtype": {"int8": 0.7}})
     folder = tmp_path / "a100_sxm" / "gemm" / "trtllm" / "1.0"
     folder.mkdir(parents=True)
     rows = [{"gemm_dtype": name, "m": m, "n": n, "k": k, "latency": GemmModel(truth, dtype).time(m, n, k) * 1e3}
@@ -431,7 +441,7 @@ def test_format_kernel_fit_recovers_the_int8_and_int4_kernels(tmp_path):
             for k in (256, 1024, 4096, 14336)]
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
     fitted, report = fit_format_kernels(base, tmp_path, "a100_sxm")
-    assert fitted.gemm_kernel_by_dtype == kernels and fitted.flops_efficiency_by_dtype == {"int8": 0.7}
+    assert fitted.fit.gemm.kernel_by_dtype == kernels and fitted.fit.gemm.flops_efficiency_by_dtype == {"int8": 0.7}
     assert report == [f"{fmt} GEMM kernels median/p90: trtllm/fitted 0.0%/0.0%, trtllm/held out 0.0%/0.0%"
                       for fmt in ("int8", "int4")]
 
@@ -445,8 +455,8 @@ def test_the_shipped_int8_and_int4_kernels_are_the_fit_on_the_a100_tables(shared
 
     shipped = load_hardware("a100-80gb-sxm")
     fitted, report = fit_format_kernels(shipped, shared_data / "kernels", "a100_sxm")
-    assert fitted.gemm_kernel_by_dtype == shipped.gemm_kernel_by_dtype
-    assert fitted.flops_efficiency_by_dtype == shipped.flops_efficiency_by_dtype
+    assert fitted.fit.gemm.kernel_by_dtype == shipped.fit.gemm.kernel_by_dtype
+    assert fitted.fit.gemm.flops_efficiency_by_dtype == shipped.fit.gemm.flops_efficiency_by_dtype
     held_out = [float(line.split("trtllm/held out ")[1].split("%")[0]) for line in report]
     assert held_out[0] <= 10.0 and held_out[1] <= 11.5
 
@@ -468,7 +478,7 @@ def test_framework_moe_fit_recovers_a_frameworks_kernel_per_format(tmp_path):
     tables = {"bfloat16": ("bf16", shapes), "fp8_block": ("fp8_block", shapes), "w4a16_mxfp4": ("mxfp4", shapes[:2])}
     rows = [{"moe_dtype": table, "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter, "topk": topk,
              "num_experts": experts, "moe_tp_size": tp, "moe_ep_size": 1, "distribution": "balanced",
-             "latency": moe_time(h100.model_copy(update=truth[dtype]), tokens, hidden, inter, topk, experts, tp,
+             "latency": moe_time(with_fit(h100, truth[dtype]), tokens, hidden, inter, topk, experts, tp,
                                  dtype=dtype) * 1e3}
             for table, (dtype, measured) in tables.items() for hidden, inter, topk, experts in measured
             for tokens in (1, 16, 128, 1024, 8192, 32768) for tp in (1, 4)]
@@ -502,7 +512,7 @@ def test_framework_moe_fit_recovers_its_token_passes_from_expert_parallel_tables
     tables = {"bfloat16": ("bf16", (1, 2, 4, 16)), "fp8_block": ("fp8_block", (2, 4, 16))}
     rows = [{"moe_dtype": table, "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter,
              "topk": topk, "num_experts": experts, "moe_tp_size": 1, "moe_ep_size": ep, "distribution": "balanced",
-             "latency": moe_time(h100.model_copy(update=truth[dtype]), tokens, hidden, inter, topk, experts, 1, ep,
+             "latency": moe_time(with_fit(h100, truth[dtype]), tokens, hidden, inter, topk, experts, 1, ep,
                                  dtype=dtype) * 1e3}
             for table, (dtype, eps) in tables.items() for hidden, inter, topk, experts in shapes
             for tokens in (1, 16, 128, 1024, 8192) for ep in eps]
@@ -526,7 +536,7 @@ def test_a_gpu_whose_moe_tables_time_only_expert_parallelism_gets_its_moe_fit(tm
 
     truth = {"moe_gemm_efficiency": 0.5, "moe_bandwidth_efficiency": 1.0, "moe_expert_overhead_us": 0.8,
              "moe_token_pass_bytes": 20.0, "moe_assignment_pass_bytes": 9.0, "moe_ep_overhead_us": 3.0}
-    a100 = load_hardware("a100-80gb-sxm").model_copy(update=truth)
+    a100 = with_fit(load_hardware("a100-80gb-sxm"), truth)
     shapes = [(2048, 256, 8, 128), (4096, 1536, 8, 128), (7168, 2048, 8, 256), (2880, 2880, 4, 128)]
     rows = [{"moe_dtype": "bfloat16", "num_tokens": tokens, "hidden_size": hidden, "inter_size": inter,
              "topk": topk, "num_experts": experts, "moe_tp_size": 1, "moe_ep_size": ep, "distribution": "balanced",
@@ -581,12 +591,12 @@ def write_timed_tables(folder, kind: str, fields: dict, eight_bit: dict, rows) -
     ``rows(model, phase)`` yields the rows of one cache format (latency in ms)."""
     from simulator.cost.attention import AttentionModel
 
-    truth = load_hardware("h100-sxm").model_copy(update=fields)
+    truth = with_fit(load_hardware("h100-sxm"), fields)
     folder.mkdir(parents=True)
     for stem, phase in (("context", "prefill"), ("generation", "decode")):
         table = []
         for kv in ("bfloat16", "fp8"):
-            kernels = truth.model_copy(update=eight_bit) if kv == "fp8" else truth
+            kernels = with_fit(truth, eight_bit) if kv == "fp8" else truth
             table += [{**row, "kv_cache_dtype": kv}
                       for row in rows(AttentionModel(kernels, {"bfloat16": "bf16", "fp8": "fp8"}[kv]), phase)]
         pd.DataFrame(table).to_parquet(folder / f"{stem}_{kind}_perf.parquet")
@@ -603,7 +613,7 @@ def test_kernel_fit_recovers_nvls_from_the_16_bit_all_reduces(tmp_path):
     from simulator.fidelity.kernel_fit import fit_kernels
 
     shipped = load_hardware("h100-sxm")
-    truth = shipped.model_copy(update={"all_reduce_nvls": shipped.all_reduce_nvls.model_copy(
+    truth = with_fit(shipped, {"comm.all_reduce_nvls": shipped.fit.comm.all_reduce_nvls.model_copy(
         update={"efficiency": 0.62, "latency_us": 40.0})})
     folder = tmp_path / "h100_sxm" / "comm" / "nccl" / "2.0"
     folder.mkdir(parents=True)
@@ -613,11 +623,11 @@ def test_kernel_fit_recovers_nvls_from_the_16_bit_all_reduces(tmp_path):
             for name in types for n in (2, 4, 8) for nbytes in (2**k for k in range(12, 30))]
     pd.DataFrame(rows).to_parquet(folder / "nccl_perf.parquet")
     fitted, report = fit_kernels(shipped, tmp_path, "h100_sxm")
-    assert (fitted.all_reduce_nvls.efficiency, fitted.all_reduce_nvls.latency_us) == (0.62, 40.0)
-    assert (fitted.link_efficiency, fitted.collective_latency_us) == (shipped.link_efficiency,
-                                                                      shipped.collective_latency_us)
+    assert (fitted.fit.comm.all_reduce_nvls.efficiency, fitted.fit.comm.all_reduce_nvls.latency_us) == (0.62, 40.0)
+    assert (fitted.fit.comm.link_efficiency, fitted.fit.comm.latency_us) == (shipped.fit.comm.link_efficiency,
+                                                                              shipped.fit.comm.latency_us)
     assert "all_reduce 0.0%/0.0%" in report[1]
     a100 = load_hardware("a100-80gb-sxm")
     (tmp_path / "h100_sxm").rename(tmp_path / "a100_sxm")
     fitted, _ = fit_kernels(a100, tmp_path, "a100_sxm")
-    assert fitted.all_reduce_nvls is None
+    assert fitted.fit.comm.all_reduce_nvls is None

@@ -13,6 +13,7 @@ import pytest
 
 from simulator.catalog import load_hardware
 from simulator.catalog.generations import borrowed_generation
+from simulator.catalog.hardware import with_fit
 from simulator.fidelity.errors import overall
 from simulator.fidelity.kernels import GPUS
 from simulator.fidelity.network import network_errors
@@ -216,7 +217,7 @@ def test_another_machines_kernel_tables_are_validated_not_skipped(tmp_path):
             for row in rows]
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
     big = gemm_kernel_errors(tmp_path, engines={}).query("dtype == 'bfloat16' and m == 32768").iloc[0]
-    ratio = 2250 * b200.flops_efficiency / (989.4 * h100.flops_efficiency)
+    ratio = 2250 * b200.fit.gemm.flops_efficiency / (989.4 * h100.fit.gemm.flops_efficiency)
     assert big["measured_s"] / big["predicted_s"] == pytest.approx(ratio, rel=0.01)
 
 
@@ -426,13 +427,13 @@ def test_deepep_tables_are_read_at_the_default_sms_and_fitted_back(tmp_path):
     stated parameters."""
     import pandas as pd
 
-    from simulator.catalog.hardware import ExchangeFit
+    from simulator.catalog.hardware_fit import ExchangeFit
     from simulator.cost.expert_exchange import deepep_time
     from simulator.fidelity.kernels import deepep_kernel_table, fit_deepep
 
     stated = {"ll_dispatch": (12.0, 0.5), "ll_combine": (10.0, 0.45), "normal_dispatch": (25.0, 0.55),
               "normal_combine": (40.0, 0.6)}
-    hw = load_hardware("h100-sxm").model_copy(update={"deepep": {
+    hw = with_fit(load_hardware("h100-sxm"), {"deepep": {
         kernel: ExchangeFit(latency_us=latency, efficiency=efficiency) for kernel, (latency, efficiency) in
         stated.items()}})
     shapes = [(t, k, d) for t in (1, 16, 256, 4096) for k in (4, 8) for d in (4096, 7168)]
