@@ -22,6 +22,7 @@ Every simulation uses the question's seed, so the plan is deterministic, serial 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,6 +123,7 @@ def plan_lengths(question: PlanQuestion) -> tuple[int, int]:
     return _workload_means(question.workload or "")
 
 
+@functools.cache
 def _workload_means(workload: str) -> tuple[int, int]:
     config = load(_experiment(PlanQuestion("", "", 1, 1, 1, workload=workload), Candidate("agg", Shape(1))))
     requests = generate_requests(config.workload, np.random.SeedSequence(config.seed))
@@ -283,7 +285,8 @@ def _answer(question: PlanQuestion, entry: Searched) -> tuple[float, int | None,
     if question.rate is not None and capacity > 0:
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.rate / capacity))
     elif question.users is not None:
-        units, summary = _fewest_units(question, entry.candidate, math.ceil(question.users / level.users))
+        ramp = next(ramp for users, ramp in _levels(entry) if users == level.users)
+        units, summary = _fewest_units(question, entry.candidate, math.ceil(question.users / level.users), ramp)
     return capacity, units, summary
 
 
@@ -303,17 +306,17 @@ def _run_for(config: ExperimentConfig, seconds: float) -> dict[str, Any]:
     return run(config.model_copy(update={"workload": workload})).summary
 
 
-def _fewest_units(question: PlanQuestion, candidate: Candidate, start: int) -> tuple[int | None, dict[str, Any]]:
+def _fewest_units(question: PlanQuestion, candidate: Candidate, start: int,
+                  ramp_s: float = 0.0) -> tuple[int | None, dict[str, Any]]:
     """The fewest copies of ``candidate`` from ``start`` (at most 3 more) whose cluster meets the SLO at the
-    question's rate or users (None if none does), and the last run's summary."""
+    question's rate or users (their starts spread over ``ramp_s``; None if none does), and the last run's
+    summary."""
     summary: dict[str, Any] = {}
     for units in range(max(1, start), max(1, start) + 4):
         if candidate.gpus * units > 100_000:
             break
         scaled = candidate.scaled(units)
-        users = question.users or 1
-        ramp = 0.0 if question.users is None else 1.0
-        config = load(_experiment(question, scaled, users, ramp, rate=question.rate))
+        config = load(_experiment(question, scaled, question.users or 1, ramp_s, rate=question.rate))
         summary = _run_for(config, horizon_s(question)) if question.rate is not None else run(config).summary
         if _meets(summary, question.slo):
             return units, summary

@@ -67,3 +67,15 @@ def test_a_bad_question_is_one_line_and_status_2(args, message, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_rate_to_serve_gets_the_fewest_units_confirmed_by_simulation(tmp_path):
+    assert main([*SMALL, "--modes", "agg", "--rate", "120", "--price", "2", "--out", str(tmp_path)]) == 0
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    top = plan[plan["capacity_rps"].notna()]
+    assert len(top) == 1
+    row = top.iloc[0]
+    # the search starts at the units whose summed capacity covers the rate, and adds one at a time
+    assert row["units_for_target"] >= -(-120 // row["capacity_rps"])
+    assert row["gpus_for_target"] == row["units_for_target"] * row["gpus"]
+    assert row["usd_per_hour_for_target"] == pytest.approx(2 * row["gpus_for_target"])
