@@ -1,12 +1,20 @@
-"""Fixtures: ``shared_data`` skips a test when ../shared/data is absent."""
+"""Fixtures: ``shared_data`` skips a test when ../shared/data is absent. Under CI (``CI`` set) hypothesis draws the
+same examples every run (``derandomize``), so a landing is not decided by the examples of the day; run locally, it
+explores new ones and keeps those that fail in ``.hypothesis/``."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.helpers import SHARED_DATA
+
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture

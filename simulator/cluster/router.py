@@ -10,6 +10,7 @@ A user's router is a subclass named by dotted path or ``file.py:Class`` in ``clu
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Protocol
@@ -75,8 +76,16 @@ class Router(ABC):
             return None
 
     def least_outstanding(self) -> int:
-        counts = [replica.outstanding for replica in self.replicas]
-        return counts.index(min(counts))
+        """The first replica with the fewest outstanding requests; the scan stops at the first idle one (nothing
+        beats 0), so a large mostly idle cluster costs what its busy replicas do."""
+        best, fewest = 0, -1
+        for index, replica in enumerate(self.replicas):
+            count = replica.outstanding
+            if count == 0:
+                return index
+            if fewest < 0 or count < fewest:
+                best, fewest = index, count
+        return best
 
 
 @ROUTERS.register("round_robin", config=RouterConfig)
@@ -114,8 +123,19 @@ class LeastKVLoadRouter(Router):
     """The replica whose KV pool is least used (ties: fewest outstanding)."""
 
     def route(self, request: Request) -> int:
-        keys = [(replica.kv_load, replica.outstanding) for replica in self.replicas]
-        return keys.index(min(keys))
+        """The first replica of the least (KV load, outstanding); the scan stops at the first with neither (nothing
+        beats it)."""
+        best, least = 0, (math.inf, 0)
+        for index, replica in enumerate(self.replicas):
+            load = replica.kv_load
+            if load > least[0]:
+                continue
+            key = (load, replica.outstanding)
+            if key == (0.0, 0):
+                return index
+            if key < least:
+                best, least = index, key
+        return best
 
 
 @ROUTERS.register("power_of_two", config=RouterConfig)

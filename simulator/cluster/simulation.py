@@ -140,11 +140,15 @@ def _build_pool(
         raise ConfigError(f"scheduler.capacity_policy: guaranteed_no_evict needs kv_cache.kind: paged (a contiguous "
                           f"cache reserves its slabs by kv_cache.reserve), got {kv_cfg.kind!r}")
 
+    def seed_of(index: int) -> int:
+        """Replica ``index``'s scheduler seed (its speculative acceptance draws; none without speculation)."""
+        return int(np.random.SeedSequence([config.seed, 4, index]).generate_state(1)[0])
+
     def new_scheduler(index: int) -> Scheduler:
         """An empty scheduler and KV pool for replica ``index`` (also what a crashed replica restarts with)."""
         scheduler = scheduler_cls(
             _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched, max_model_len, batched_tokens,
-            swap_capacity, seed=int(np.random.SeedSequence([config.seed, 4, index]).generate_state(1)[0]),
+            swap_capacity, seed=seed_of(index) if getattr(sched, "speculative", None) is not None else 0,
         )
         if lora_cost is not None and config.lora is not None:  # (set together)
             scheduler.lora = AdapterSlots(config.lora, lora_cost.bytes_per_gpu, pool.tensor_parallel

@@ -29,6 +29,7 @@ so through these methods.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from abc import ABC, abstractmethod
 from collections import deque
@@ -87,7 +88,7 @@ class Scheduler(ABC):
     ):
         self.kv = kv
         self.speculative: SpeculativeConfig | None = getattr(config, "speculative", None)
-        self._rng = np.random.default_rng(seed)  # speculative acceptance draws
+        self._seed = seed
         self.config = config
         delay_ms = getattr(config, "max_queue_delay_ms", None)
         self.queue_delay_s = None if delay_ms is None else delay_ms / 1000  # reject requests waiting longer
@@ -431,6 +432,11 @@ class Scheduler(ABC):
         """Tokens of the iteration's budget that the decodes take (k + 1 each when speculating)."""
         positions = self.speculative.num_speculative_tokens + 1 if self.speculative else 1
         return len(self.decoding) * positions
+
+    @functools.cached_property
+    def _rng(self) -> np.random.Generator:
+        """Speculative acceptance draws, seeded when first needed (a cluster of many replicas need not seed each)."""
+        return np.random.default_rng(self._seed)
 
     def _accepted(self, count: int) -> np.ndarray:
         """Accepted drafted tokens for ``count`` sequences: leading successes of k Bernoulli(a) trials (a truncated

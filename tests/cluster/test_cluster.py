@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import simulator
 from simulator.cluster.router import ROUTERS
@@ -31,6 +33,15 @@ def test_least_outstanding_and_least_kv_load_pick_the_emptiest_replica_lowest_in
     assert router.route(_request()) == 1
     router, _ = _router("least_kv_load", [(3, 0.5), (1, 0.9), (0, 0.5)])
     assert router.route(_request()) == 2  # equal KV load: fewer outstanding
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0.0, 0.25, 0.5, 1.0])), min_size=1, max_size=12))
+def test_the_early_exit_scans_pick_the_first_least_key(loads):
+    """The routers stop at the first idle replica; the pick is still the first minimum over every replica."""
+    outstanding = [o for o, _ in loads]
+    keys = [(k, o) for o, k in loads]
+    assert _router("least_outstanding", loads)[0].route(_request()) == outstanding.index(min(outstanding))
+    assert _router("least_kv_load", loads)[0].route(_request()) == keys.index(min(keys))
 
 
 def test_power_of_two_never_picks_the_busier_of_its_two_samples():

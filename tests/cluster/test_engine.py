@@ -119,6 +119,8 @@ def test_closed_form_runs_equal_one_iteration_at_a_time(p):
             # the memory breakdown is integrated by the trapezoid rule per run; paged last-block fill is a
             # sawtooth within a run, so longer runs sample it differently
             assert fast.summary[key] == pytest.approx(value, abs=0.02), key
+        elif key == "mean_kv_usage":  # integrated the same way (hypothesis found 0.07049 against 0.07051)
+            assert fast.summary[key] == pytest.approx(value, abs=1e-3), key
         elif key.startswith("std_"):  # a spread of equal times is rounding noise: compare it at the mean's scale
             scale = abs(slow.summary[key.replace("std_", "mean_", 1)])
             assert fast.summary[key] == pytest.approx(value, rel=1e-6, abs=1e-9 * scale, nan_ok=True), key
