@@ -98,6 +98,12 @@ class Page:
                                         for cell in row) + "</tr>" for row in rows)
         self.parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
+    def details(self, summary: str, header: list[str], rows: list[list[Any]]) -> None:
+        """A table folded away under ``summary`` (open it in the browser)."""
+        self.parts.append(f"<details><summary>{html.escape(summary)}</summary>")
+        self.table(header, rows)
+        self.parts.append("</details>")
+
     def preformatted(self, text: str) -> None:
         self.parts.append(f"<pre>{html.escape(text)}</pre>")
 
@@ -211,10 +217,23 @@ def sweep_page(index: pd.DataFrame, name: str, slo: dict[str, float]) -> str:
     page.heading("Curves")
     page.figure(sweep_curves(index, slo=slo, name=name), "throughput and latency against the swept parameters")
     page.heading("Points")
-    columns = [c for c in index.columns if c != "error" or failed]
-    page.table(columns, [[Markup(number(v)) if not isinstance(v, str) else Markup(html.escape(v)) for v in row]
-                         for row in index[columns].itertuples(index=False)])
+    swept = list(index.columns[:list(index.columns).index("error")]) if "error" in index else ["point"]
+    lead = [*swept, *(["error"] if failed else []), *(c for c in SWEEP_HEADLINE if c in index)]
+    page.table(lead, _cells(index[lead]))
+    rest = [c for c in index.columns if c not in lead and c != "error"]
+    page.details(f"every other column ({len(rest)}, alphabetical)", ["point", *rest], _cells(index[["point", *rest]]))
     return page.html()
+
+
+# The metrics a planner reads first, in the order they are read; a sweep report's first table shows these.
+SWEEP_HEADLINE = ("completed", "num_rejected", "request_throughput", "output_throughput", "slo_attainment",
+                  "request_goodput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "p99_itl_ms",
+                  "p99_e2el_ms", "peak_kv_usage")
+
+
+def _cells(frame: pd.DataFrame) -> list[list[Any]]:
+    return [[Markup(number(v)) if not isinstance(v, str) else Markup(html.escape(v)) for v in row]
+            for row in frame.itertuples(index=False)]
 
 
 def text_page(title: str, text: str, figure: Figure | None = None, caption: str = "") -> str:

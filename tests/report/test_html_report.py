@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 
+import pandas as pd
 import pytest
 
 from simulator.cli import main
@@ -104,6 +105,12 @@ def test_a_sweeps_report_has_a_row_per_point(tmp_path, capsys):
     assert len(points) == 1 + 2 and page.tags.get("svg") == 1 and not page.urls
     rates = [value_of(row[points[0].index("workload.arrival.rate")]) for row in points[1:]]
     assert rates == [4, 8]
+    # what a planner reads leads: the swept values, then throughput and tail latency, not 80 alphabetical columns
+    assert points[0][:5] == ["point", "workload.arrival.rate", "workload.num_requests", "seed", "completed"]
+    assert {"output_throughput", "p99_ttft_ms", "p99_tpot_ms"} <= set(points[0]) and len(points[0]) <= 20
+    index = pd.read_parquet(out / "index.parquet")
+    folded = page.tables[1][0]
+    assert set(points[0]) | set(folded) == set(index.columns) - {"error"} and folded[0] == "point"
 
 
 def test_a_capacity_report_keeps_the_search(tmp_path, capsys):
