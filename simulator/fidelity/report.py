@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from simulator.catalog import load_hardware
@@ -67,13 +66,19 @@ def kernels_figure(results: dict[str, pd.DataFrame]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4.5))
-    for axis, (name, frame) in zip(np.atleast_1d(axes), results.items(), strict=True):
-        axis.loglog(frame["measured_s"] * 1e3, frame["predicted_s"] * 1e3, ".", markersize=2, alpha=0.4)
-        low, high = (frame[["measured_s", "predicted_s"]].to_numpy() * 1e3).min(), frame["measured_s"].max() * 1e3
+    columns = min(4, len(results))
+    rows = -(-len(results) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.4 * rows), squeeze=False)
+    for axis, (name, frame) in zip(axes.flat, results.items(), strict=False):  # (a last row may have spares)
+        times = frame[["measured_s", "predicted_s"]].to_numpy() * 1e3
+        axis.loglog(times[:, 0], times[:, 1], ".", markersize=2, alpha=0.4)
+        low, high = times.min(), times.max()
         axis.plot([low, high], [low, high], "k--", linewidth=0.8)
         median, p90 = overall(frame)
-        axis.set(title=f"{name}: median {median:.1%}, p90 {p90:.1%}", xlabel="measured (ms)", ylabel="predicted (ms)")
+        axis.set_title(f"{name}\nmedian {median:.1%}, p90 {p90:.1%}", fontsize="medium")
+        axis.set(xlabel="measured (ms)", ylabel="predicted (ms)")
+    for axis in list(axes.flat)[len(results):]:
+        axis.set_visible(False)
     figure.tight_layout()
     return figure
 

@@ -108,15 +108,19 @@ def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.D
     return figure
 
 
+# One colour per iteration kind in every figure, whichever kinds a run has: prefill-only, mixed, decode-only, idle.
+PHASE_COLOURS = {"prefill": "tab:orange", "mixed": "tab:purple", "decode": "tab:blue", "idle": "lightgrey"}
+
+
 def phase_shares(iterations: pd.DataFrame, name: str = "") -> Figure:
     """Per replica, the share of the run spent in prefill, decode and mixed iterations — and idle."""
     busy = iterations.assign(seconds=iterations["end_s"] - iterations["start_s"])
     seconds = busy.pivot_table(index="replica", columns="phase", values="seconds", aggfunc="sum").fillna(0)
     span = iterations["end_s"].max() - iterations["start_s"].min()
     seconds["idle"] = (span - seconds.sum(axis=1)).clip(lower=0)
-    shares = seconds.div(seconds.sum(axis=1), axis=0)
+    shares = seconds.div(seconds.sum(axis=1), axis=0).reindex(columns=list(PHASE_COLOURS), fill_value=0.0)
     figure, ax = plt.subplots(figsize=(8, 3.8))
-    shares.plot.bar(stacked=True, ax=ax, rot=0)
+    shares.plot.bar(stacked=True, ax=ax, rot=0, color=list(PHASE_COLOURS.values()))
     ax.set(ylabel="share of the run", xlabel="replica",
            title=(f"{name}: " if name else "") + "prefill (compute-bound), decode (memory-bound), idle")
     ax.legend(title="iterations", fontsize="small")
@@ -170,7 +174,8 @@ def sweep_curves(index: pd.DataFrame, rate: str = RATE, slo: dict[str, float] | 
         axes[3].legend(fontsize="small")
     title = f"{name}: " if name else ""
     runs = f"{len(ok):,} runs" + (f", {len(failed):,} failed (x)" if len(failed) else "")
-    figure.suptitle(f"{title}{runs}; bars: ±1 std over replicates")
+    replicated = bool(len(ok)) and int(grouped.size().max()) > 1
+    figure.suptitle(f"{title}{runs}" + ("; bars: ±1 std over replicates" if replicated else ""))
     figure.tight_layout()
     return figure
 

@@ -117,6 +117,9 @@ def test_sweep_curves_title_the_policies_drop_constants_bar_replicates_and_mark_
     failed = [line for line in figure.axes[3].get_lines() if line.get_label() == "failed point"]
     assert failed and list(failed[0].get_xdata()) == [16] and "1 failed" in figure._suptitle.get_text()
     assert figure.axes[0].get_xscale() == "log" and figure.axes[2].get_yscale() == "log"
+    assert "±1 std over replicates" in figure._suptitle.get_text()
+    one_seed = pd.DataFrame([row for row in rows if row["seed"] == 1])  # no replicates: no bars promised
+    assert "std" not in sweep_curves(one_seed)._suptitle.get_text()
 
 
 def test_the_phases_chart_shows_idle_time():
@@ -131,3 +134,33 @@ def test_the_phases_chart_shows_idle_time():
     bars = {container.get_label(): [patch.get_height() for patch in container]
             for container in figure.axes[0].containers}
     assert bars["idle"] == pytest.approx([0.4, 0.0]) and bars["decode"] == pytest.approx([0.4, 0.0])
+
+
+def test_a_phase_keeps_its_colour_whichever_phases_a_run_has():
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from simulator.report.plots import phase_shares
+
+    def colours(phases):
+        iterations = pd.DataFrame({"replica": [0] * len(phases), "start_s": range(len(phases)),
+                                   "end_s": [t + 1 for t in range(len(phases))], "phase": phases})
+        axes = phase_shares(iterations).axes[0]
+        return {c.get_label(): to_hex(c.patches[0].get_facecolor()) for c in axes.containers}
+
+    decode_only, all_kinds = colours(["decode"]), colours(["prefill", "mixed", "decode"])
+    assert decode_only["decode"] == all_kinds["decode"] and decode_only["idle"] == all_kinds["idle"]
+    assert len(set(all_kinds.values())) == 4  # prefill, mixed, decode, idle: four colours
+
+
+def test_the_kernel_validation_figure_wraps_its_panels():
+    """13 datasets in rows of at most 4 panels, not 13 in one 65-inch row."""
+    import pandas as pd
+
+    from simulator.fidelity.report import kernels_figure
+
+    frame = pd.DataFrame({"measured_s": [1e-4, 2e-4], "predicted_s": [1.1e-4, 1.9e-4], "error": [0.1, 0.05]})
+    figure = kernels_figure({f"set{i}": frame for i in range(13)})
+    visible = [axis for axis in figure.axes if axis.get_visible()]
+    assert len(visible) == 13 and figure.get_size_inches()[0] <= 15
+    assert {round(axis.get_position().x0, 3) for axis in visible}.__len__() == 4
