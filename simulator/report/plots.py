@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from simulator.config.slo import SLOConfig
 from simulator.errors import LLMSimError
@@ -37,6 +37,12 @@ def _log_axis(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def milliseconds(value: float) -> str:
+    """A latency for a legend: whole milliseconds with thousands separators from 100 ms (``2,400 ms``, never
+    ``2.4e+03 ms``), three significant digits below."""
+    return f"{value:,.0f} ms" if abs(value) >= 100 else f"{value:.3g} ms"
+
+
 def latency_cdfs(requests: pd.DataFrame, slo: dict[str, float] | None = None, name: str = "") -> Figure:
     """CDFs of TTFT, TPOT, each request's longest inter-token gap and E2E latency (those the table has) on log axes
     (the tail spreads out), with p50 and p99 marked and the SLO bound drawn where the experiment sets one (``slo``:
@@ -51,12 +57,12 @@ def latency_cdfs(requests: pd.DataFrame, slo: dict[str, float] | None = None, na
             ax.plot(values, np.arange(1, values.size + 1) / values.size, label="CDF")
             for q, style in ((50, "--"), (99, ":")):
                 x = np.percentile(values, q)
-                ax.axvline(x, color="grey", linestyle=style, label=f"p{q} {x:,.3g} ms")
+                ax.axvline(x, color="grey", linestyle=style, label=f"p{q} {milliseconds(x)}")
             ax.set_xscale("log")
             _log_axis(ax.xaxis)
         bound = (slo or {}).get(column)
         if bound:
-            ax.axvline(bound, color="tab:red", label=f"SLO {bound:,.3g} ms")
+            ax.axvline(bound, color="tab:red", label=f"SLO {milliseconds(bound)}")
         ax.set(xlabel=f"{label} (ms, log)", ylabel="fraction of requests", title=f"{label} CDF")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize="small", loc="lower right")
@@ -97,9 +103,12 @@ def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.D
     for replica, rows in timeline.groupby("replica"):
         for ax, (column, _) in zip(axes, panels, strict=True):
             ax.step(rows["time_s"], rows[column], where="post", label=f"replica {replica}", linewidth=0.8)
-    for ax, (_, label) in zip(axes, panels, strict=True):
+    for ax, (column, label) in zip(axes, panels, strict=True):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
+        # counts: from zero, whole numbers, at least 0-1 (an idle queue is a flat line at 0, not a band of ±0.04)
+        ax.set_ylim(0, max(1.0, float(timeline[column].max()) * 1.05))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[-1].set_xlabel("simulated time (s)")
     if timeline["replica"].nunique() <= 8:
         axes[0].legend(loc="upper right", fontsize="small", title="replica")

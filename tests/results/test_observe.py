@@ -164,3 +164,20 @@ def test_the_kernel_validation_figure_wraps_its_panels():
     visible = [axis for axis in figure.axes if axis.get_visible()]
     assert len(visible) == 13 and figure.get_size_inches()[0] <= 15
     assert {round(axis.get_position().x0, 3) for axis in visible}.__len__() == 4
+
+
+def test_legends_print_latencies_as_people_write_them():
+    from simulator.report.plots import milliseconds
+
+    assert milliseconds(2400.0) == "2,400 ms" and milliseconds(123.6) == "124 ms" and milliseconds(12.34) == "12.3 ms"
+
+
+def test_an_idle_queue_is_a_flat_line_on_a_count_axis():
+    import pandas as pd
+
+    from simulator.report.plots import timeline_figure
+
+    timeline = pd.DataFrame({"replica": [0, 0], "time_s": [0.0, 1.0], "waiting": [0, 0], "running": [0, 3]})
+    queue, running = timeline_figure(timeline).axes[:2]
+    assert queue.get_ylim() == (0.0, 1.0) and running.get_ylim()[0] == 0.0 and running.get_ylim()[1] >= 3
+    assert all(float(tick).is_integer() for tick in running.get_yticks())
