@@ -186,7 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="benchmarks in all, the two anchors included (GuideLLM's --rate for a sweep)")
     bench.add_argument("--rate-type", default="constant", help="arrivals between the anchors: constant | poisson")
     bench.add_argument("--jobs", type=_positive_int, default=1, help="benchmarks in parallel processes")
-    bench.add_argument("--out", help="folder for benchmark.csv")
+    bench.add_argument("--out", help="folder for benchmark.csv, a sweep's index.parquet and a folder per benchmark "
+                       "(llmsim plot / report read it)")
+    bench.add_argument("--report", metavar="FILE", help="also write the table and curves as a self-contained HTML "
+                       "report")
     bench.add_argument("--json", action="store_true", help="the rows as JSON")
     bench.set_defaults(handler=("studies", "cmd_benchmark"))
 

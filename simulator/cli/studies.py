@@ -15,7 +15,7 @@ from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import band_line
 from simulator.report.console import describe_setup
-from simulator.report.html import folder_page, plan_page, text_page, write_page
+from simulator.report.html import folder_page, plan_page, sweep_page, text_page, write_page
 from simulator.results.progress import note
 from simulator.studies.capacity import capacity_over_seeds, find_capacity, parse_slo
 from simulator.studies.comparison import (
@@ -29,7 +29,7 @@ from simulator.studies.deployment_search import PlanQuestion, experiment_of, pla
 from simulator.studies.plan import load_plan, pareto_figure, run_plan
 from simulator.studies.plan_report import pareto_figure as pareto_figure_of
 from simulator.studies.plan_report import pareto_table, plan_table, question_text, write_top
-from simulator.studies.rate_sweep import rate_sweep
+from simulator.studies.rate_sweep import benchmark_table, run_benchmark
 from simulator.studies.regression import (
     BASELINE_NAME,
     compare_with_baseline,
@@ -101,16 +101,23 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     """GuideLLM's sweep: synchronous, throughput, and rates between (simulator.studies.rate_sweep)."""
 
     config = load_experiment(args.file, args.set)
-    frame = rate_sweep(config, args.rates, args.rate_type, args.jobs)
-    if args.out:
-        out = output_folder(Path(args.out))
+    out = output_folder(Path(args.out)) if args.out else None
+    if args.report:
+        check_output_file(Path(args.report), "--report")
+    index = run_benchmark(config, args.rates, args.rate_type, args.jobs, out)
+    frame = benchmark_table(index)
+    if out is not None:
         frame.to_csv(out / "benchmark.csv", index=False)
     if args.json:
         print(frame.to_json(orient="records", indent=2))
     else:
         print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    if args.out:
-        note(f"wrote {Path(args.out) / 'benchmark.csv'}")
+    if out is not None:
+        note(f"wrote {out / 'benchmark.csv'}, {out / 'index.parquet'} and a folder per benchmark (llmsim plot {out} "
+             "draws the curves)")
+    if args.report:
+        page = sweep_page(index, config.name, config.slo.bounds(), what="benchmark")
+        note(f"wrote {write_page(page, args.report)}")
     return 0
 
 
