@@ -193,14 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="the rows as JSON")
     bench.set_defaults(handler=("studies", "cmd_benchmark"))
 
-    cap = sub.add_parser("capacity", help="the highest request rate that meets an SLO (bisection)")
-    cap.add_argument("file", help="experiment YAML (its arrival rate is where the search starts)")
+    cap = sub.add_parser("capacity", help="the most load that meets an SLO: the highest request rate, the most "
+                         "closed-loop users or a trace's fastest replay (bisection)")
+    cap.add_argument("file", help="experiment YAML (its arrival rate, closed-loop users or trace speed-up is where the "
+                     "search starts)")
     cap.add_argument("--slo", action="append", default=[], metavar="METRIC=MS",
                      help="e.g. p99_ttft_ms=500 or ttft_p99_ms=500 (repeatable)")
     cap.add_argument("--attainment", type=_share,
                      help="require this share of requests within the limits instead (0 < share <= 1)")
     cap.add_argument("--tolerance", type=_open_fraction, default=0.02,
-                     help="relative width of the final bracket (0 < tolerance < 1)")
+                     help="relative width of the final bracket (0 < tolerance < 1); users: exact below "
+                     "1/tolerance")
     cap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a field")
     cap.add_argument("--seeds", type=_positive_int, default=1,
                      help="search with this many independent seeds; report the mean, its 95%% interval and the range")
