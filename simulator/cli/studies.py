@@ -159,6 +159,11 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     say(f"== capacity of {config.name} ==")
     say(deployment)
     say(f"{workload}; the search varies {SEARCHED[knob.name]}")
+    arrival = config.workload.arrival
+    if knob.integer and getattr(arrival, "ramp_s", None) == 0:
+        note("capacity: the users start together (ramp_s 0): their first requests arrive as one burst, and the SLO "
+             "holds that burst too; to measure a pool that has been running, spread them with "
+             "workload.arrival.ramp_s (about one request's duration) or leave them out with metrics.warmup_fraction")
     if args.seeds > 1:
         spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
                                               tolerance=args.tolerance)

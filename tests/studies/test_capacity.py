@@ -142,8 +142,8 @@ def test_users_stop_at_one_per_request_with_a_one_line_error(tmp_path, capsys):
     path = tmp_path / "e.yaml"
     path.write_text(yaml.safe_dump(closed_loop(3, 12)))
     assert main(["capacity", str(path), "--slo", "p99_e2el_ms=1e9"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "give a larger workload.num_requests" in err
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("llmsim: error:")]
+    assert len(errors) == 1 and errors[0].endswith("give a larger workload.num_requests")
 
 
 def test_a_rate_search_stops_where_every_request_arrives_within_a_millisecond():
@@ -242,7 +242,9 @@ def test_the_command_names_users_in_its_lines_json_and_report(tmp_path, capsys):
     path, report = tmp_path / "e.yaml", tmp_path / "c.html"
     path.write_text(yaml.safe_dump(lockstep()))
     assert main(["capacity", str(path), "--slo", "p99_tpot_ms=8.1", "--report", str(report)]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert "the users start together (ramp_s 0)" in captured.err  # lock-step is what this file asks for
     assert out[2].endswith("; the search varies the number of users")
     assert "capacity: 15 users meets p99_tpot_ms <= 8.1 (16 users miss it)" in out
     page = report.read_text()
