@@ -97,7 +97,6 @@ class Probe:
 
 IDLE_FACTOR = 1024  # searching down this far below the starting rate, requests no longer wait for one another
 ALL_AT_ONCE_S = 1e-3  # every request arriving within this (less than one GPU iteration) is all of them at once
-UNITS = {"users": "users", "speedup": "x trace speed"}
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ def _trace_knob(config: ExperimentConfig) -> Knob:
         raise ConfigError(f"capacity: the trace's {n:,} requests all arrive at the same time: its speed-up changes "
                           "nothing to search")
     bound = span_s / ALL_AT_ONCE_S
-    return Knob("speedup", UNITS["speedup"], min(trace_config.speedup, bound), bound, n, (n - 1) / span_s)
+    return Knob("speedup", "x trace speed", min(trace_config.speedup, bound), bound, n, (n - 1) / span_s)
 
 
 @dataclass
