@@ -186,18 +186,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help="benchmarks in all, the two anchors included (GuideLLM's --rate for a sweep)")
     bench.add_argument("--rate-type", default="constant", help="arrivals between the anchors: constant | poisson")
     bench.add_argument("--jobs", type=_positive_int, default=1, help="benchmarks in parallel processes")
-    bench.add_argument("--out", help="folder for benchmark.csv")
+    bench.add_argument("--out", help="folder for benchmark.csv, a sweep's index.parquet and a folder per benchmark "
+                       "(llmsim plot / report read it)")
+    bench.add_argument("--report", metavar="FILE", help="also write the table and curves as a self-contained HTML "
+                       "report")
     bench.add_argument("--json", action="store_true", help="the rows as JSON")
     bench.set_defaults(handler=("studies", "cmd_benchmark"))
 
-    cap = sub.add_parser("capacity", help="the highest request rate that meets an SLO (bisection)")
-    cap.add_argument("file", help="experiment YAML (its arrival rate is where the search starts)")
+    cap = sub.add_parser("capacity", help="the most load that meets an SLO: the highest request rate, the most "
+                         "closed-loop users or a trace's fastest replay (bisection)")
+    cap.add_argument("file", help="experiment YAML (its arrival rate, closed-loop users or trace speed-up is where the "
+                     "search starts)")
     cap.add_argument("--slo", action="append", default=[], metavar="METRIC=MS",
                      help="e.g. p99_ttft_ms=500 or ttft_p99_ms=500 (repeatable)")
     cap.add_argument("--attainment", type=_share,
                      help="require this share of requests within the limits instead (0 < share <= 1)")
     cap.add_argument("--tolerance", type=_open_fraction, default=0.02,
-                     help="relative width of the final bracket (0 < tolerance < 1)")
+                     help="relative width of the final bracket (0 < tolerance < 1); users: exact below "
+                     "1/tolerance")
     cap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a field")
     cap.add_argument("--seeds", type=_positive_int, default=1,
                      help="search with this many independent seeds; report the mean, its 95%% interval and the range")

@@ -8,6 +8,7 @@ import math
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 from simulator.catalog import load_hardware
 from simulator.cli.outputs import check_output_file, output_folder
@@ -15,9 +16,9 @@ from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import band_line
 from simulator.report.console import describe_setup
-from simulator.report.html import folder_page, plan_page, text_page, write_page
+from simulator.report.html import folder_page, plan_page, sweep_page, text_page, write_page
 from simulator.results.progress import note
-from simulator.studies.capacity import capacity_over_seeds, find_capacity, parse_slo
+from simulator.studies.capacity import Knob, capacity_over_seeds, find_capacity, parse_slo, search_knob
 from simulator.studies.comparison import (
     check_findings,
     format_findings,
@@ -29,7 +30,7 @@ from simulator.studies.deployment_search import PlanQuestion, experiment_of, pla
 from simulator.studies.plan import load_plan, pareto_figure, run_plan
 from simulator.studies.plan_report import pareto_figure as pareto_figure_of
 from simulator.studies.plan_report import pareto_table, plan_table, question_text, write_top
-from simulator.studies.rate_sweep import rate_sweep
+from simulator.studies.rate_sweep import benchmark_table, run_benchmark
 from simulator.studies.regression import (
     BASELINE_NAME,
     compare_with_baseline,
@@ -101,17 +102,34 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     """GuideLLM's sweep: synchronous, throughput, and rates between (simulator.studies.rate_sweep)."""
 
     config = load_experiment(args.file, args.set)
-    frame = rate_sweep(config, args.rates, args.rate_type, args.jobs)
-    if args.out:
-        out = output_folder(Path(args.out))
+    out = output_folder(Path(args.out)) if args.out else None
+    if args.report:
+        check_output_file(Path(args.report), "--report")
+    index = run_benchmark(config, args.rates, args.rate_type, args.jobs, out)
+    frame = benchmark_table(index)
+    if out is not None:
         frame.to_csv(out / "benchmark.csv", index=False)
     if args.json:
         print(frame.to_json(orient="records", indent=2))
     else:
         print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    if args.out:
-        note(f"wrote {Path(args.out) / 'benchmark.csv'}")
+    if out is not None:
+        note(f"wrote {out / 'benchmark.csv'}, {out / 'index.parquet'} and a folder per benchmark (llmsim plot {out} "
+             "draws the curves)")
+    if args.report:
+        page = sweep_page(index, config.name, config.slo.bounds(), what="benchmark")
+        note(f"wrote {write_page(page, args.report)}")
     return 0
+
+
+SEARCHED = {"rate": "their rate", "users": "the number of users", "speedup": "the trace's speed-up"}
+
+
+def _amount(value: float, knob: Knob) -> str:
+    """A probed value with its unit: ``37 users``, ``2.5 x trace speed``, ``12.5 req/s``."""
+    if knob.integer:
+        return f"{value:,.0f} user" + ("s" if value != 1 else "")
+    return f"{value:.4g} {knob.unit}"
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
@@ -119,7 +137,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     config = load_experiment(args.file, args.set)
     if args.report:
         check_output_file(Path(args.report), "--report")
-    unit = "sessions/s" if config.workload.sessions is not None else "req/s"  # the arrival process's rate
+    knob = search_knob(config)  # a workload with nothing to search is refused before anything runs
     stated = config.slo.bounds()
     if stated and args.attainment is None:
         bounds = ", ".join(f"{key} <= {value:g}" for key, value in stated.items())
@@ -140,58 +158,82 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     deployment, workload = describe_setup(config, with_rate=False).split("\n")
     say(f"== capacity of {config.name} ==")
     say(deployment)
-    say(f"{workload}; the search varies their rate")
+    say(f"{workload}; the search varies {SEARCHED[knob.name]}")
+    arrival = config.workload.arrival
+    if knob.integer and getattr(arrival, "ramp_s", None) == 0:
+        note("capacity: the users start together (ramp_s 0): their first requests arrive as one burst, and the SLO "
+             "holds that burst too; to measure a pool that has been running, spread them with "
+             "workload.arrival.ramp_s (about one request's duration) or leave them out with metrics.warmup_fraction")
     if args.seeds > 1:
         spread, results = capacity_over_seeds(config, slo, args.seeds, attainment=args.attainment,
                                               tolerance=args.tolerance)
-        for seed, rate in zip(spread.seeds, spread.rates, strict=True):
-            say(f"  seed {seed}: {rate:.4g} {unit}", progress=True)
-        say(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} {unit} (95% confidence "
-            f"interval of the mean), range {min(spread.rates):.4g}–{max(spread.rates):.4g}")
+        for seed, value in zip(spread.seeds, spread.values, strict=True):
+            say(f"  seed {seed}: {_amount(value, knob)}", progress=True)
+        say(f"capacity over {args.seeds} seeds: {spread.mean:.4g} ± {spread.half_width:.2g} {knob.unit} (95% "
+            f"confidence interval of the mean), range {min(spread.values):.4g}–{max(spread.values):.4g}")
         probes = [probe for result in results for probe in result.probes]
         code = 0 if all(result.summary is not None for result in results) else 1
     else:
         result = find_capacity(config, slo, attainment=args.attainment, tolerance=args.tolerance)
         probes = result.probes
-        code = _say_capacity(result, slo, args, unit, say, config)
+        code = _say_capacity(result, knob, slo, args, say, config)
     if args.json:
-        found = ({"rate": spread.mean, "half_width_95": spread.half_width, "seeds": spread.seeds,
-                  "rates": spread.rates} if args.seeds > 1 else {"rate": result.rate})
+        found: dict[str, Any] = ({knob.name: spread.mean, "half_width_95": spread.half_width, "seeds": spread.seeds,
+                                  "per_seed": spread.values} if args.seeds > 1 else {knob.name: result.value})
+        if args.seeds > 1 and knob.name == "rate":
+            found["rates"] = spread.values  # as before the search took users and speed-ups
+
         def finite(value):
             return value if not isinstance(value, float) or math.isfinite(value) else None  # strict JSON: null
 
-        print(json.dumps({"unit": unit, "slo": slo, "attainment": args.attainment, **found,
-                          "probes": [{"rate": p.rate, "meets": p.holds, **{k: finite(p.summary.get(k)) for k in slo}}
-                                     for p in probes]}, indent=2, allow_nan=False))
+        print(json.dumps({"searched": knob.name, "unit": knob.unit, "slo": slo, "attainment": args.attainment,
+                          **found, "probes": [{knob.name: p.value, "meets": p.holds,
+                                               **{k: finite(p.summary.get(k)) for k in slo}} for p in probes]},
+                         indent=2, allow_nan=False))
     if args.report:
         from simulator.report.plots import capacity_probes
 
-        page = text_page(f"llmsim capacity: {config.name}", "\n".join(said), capacity_probes(probes, slo, unit),
+        axis = {"rate": f"offered rate ({knob.unit})", "users": "closed-loop users",
+                "speedup": "trace speed-up (x)"}[knob.name]
+        page = text_page(f"llmsim capacity: {config.name}", "\n".join(said), capacity_probes(probes, slo, axis=axis),
                          "every probe's figures against the SLO limits")
         note(f"wrote {write_page(page, args.report)}")
     return code
 
 
-def _say_capacity(result, slo: dict[str, float], args: argparse.Namespace, unit: str, say,
+def _say_capacity(result, knob: Knob, slo: dict[str, float], args: argparse.Namespace, say,
                   config: ExperimentConfig) -> int:
     for probe in result.probes:
-        say(f"  rate {probe.rate:10.4g} {unit}  {'meets' if probe.holds else 'misses'} the SLO", progress=True)
+        number = f"{probe.value:,.0f}" if knob.integer else f"{probe.value:.4g}"
+        say(f"  {knob.name} {number:>10} {knob.unit}  {'meets' if probe.holds else 'misses'} the SLO", progress=True)
     condition = (f"slo_attainment >= {args.attainment:g} with per-request limits " if args.attainment is not None
                  else "") + ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
+    nothing = {"rate": "no rate", "users": "no number of users", "speedup": "no speed-up"}[knob.name]
     if result.summary is None:
         last = result.probes[-1]
         if result.idle_misses:
             seen = ", ".join(f"{k} {last.summary[k]:.4g}" for k in slo)
-            say(f"no rate meets {condition}: even at {last.rate:.4g} {unit}, where requests no longer wait for "
-                f"one another, the run has {seen}; loosen the SLO or change the deployment")
+            where = ("with one user, one request at a time" if knob.integer else
+                     f"at {_amount(last.value, knob)}, where requests no longer wait for one another")
+            say(f"{nothing} meets {condition}: even {where}, the run has {seen}; loosen the SLO or change the "
+                "deployment")
         else:
-            say(f"no rate meets {condition} (down to {last.rate:.4g} {unit})")
+            say(f"{nothing} meets {condition} (down to {_amount(last.value, knob)})")
         return 1
     s = result.summary
-    say(f"capacity: {result.rate:.4g} {unit} meets {condition} (bisection tolerance {args.tolerance:.0%})")
+    precision = f"bisection tolerance {100 * args.tolerance:g}%"
+    if knob.integer and result.missed is not None:
+        precision = f"{_amount(result.missed, knob)} miss it" + (
+            f", bisection tolerance {100 * args.tolerance:g}%" if result.missed - result.value > 1 else "")
+    say(f"capacity: {_amount(result.value, knob)} meets {condition} ({precision})")
     good = result.goodput
     goodput = f"goodput {good:.4g} req/s, " if good is not None and math.isfinite(good) else ""  # none: no slo
-    say(f"there: {goodput}{s['output_throughput']:.4g} output tok/s, "
+    offered = ""  # what a rate search states up front, for the other knobs: the load in requests/s
+    if knob.trace_rate is not None:
+        offered = f"the trace's mean arrival rate {result.value * knob.trace_rate:.4g} req/s, "
+    elif knob.integer:
+        offered = f"the users' request throughput {s['request_throughput']:.4g} req/s, "
+    say(f"there: {offered}{goodput}{s['output_throughput']:.4g} output tok/s, "
         f"{result.tokens_per_s_per_gpu:.4g} output tok/s per GPU on {s['num_gpus']} GPUs")
     say("       " + ", ".join(f"{k} {s[k]:.4g}" for k in slo))
     say(band_line(config))

@@ -53,8 +53,13 @@ def describe_setup(config: ExperimentConfig, with_rate: bool = True) -> str:
         source = (f"{arrival.kind} arrivals" + (f" at {rate:g} req/s" if rate and with_rate else "")
                   if arrival else "arrivals")
     unit = "session" if workload.sessions else "request"
-    count = (f"{workload.num_requests:,} {unit}{'s' if workload.num_requests != 1 else ''}"
-             if workload.num_requests is not None else f"{workload.duration_s:g} s")
+    if workload.num_requests is not None:
+        count = f"{workload.num_requests:,} {unit}{'s' if workload.num_requests != 1 else ''}"
+    elif workload.duration_s is not None:
+        count = f"{workload.duration_s:g} s"
+    else:
+        count = "every request"  # a trace replayed whole
+
     lengths = ""
     if workload.input_tokens is not None and workload.output_tokens is not None:
         lengths = f", prompts {_length(workload.input_tokens)}, outputs {_length(workload.output_tokens)} tokens"

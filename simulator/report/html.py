@@ -207,13 +207,13 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
     return page.html()
 
 
-def sweep_page(index: pd.DataFrame, name: str, slo: dict[str, float]) -> str:
-    """A sweep's report: every point's row and the curves."""
+def sweep_page(index: pd.DataFrame, name: str, slo: dict[str, float], what: str = "sweep") -> str:
+    """A sweep's report (or a benchmark's, ``what``): every point's row and the curves."""
     from simulator.report.plots import sweep_curves
 
-    page = Page(f"llmsim sweep: {name}")
+    page = Page(f"llmsim {what}: {name}")
     failed = int((index["error"] != "").sum()) if "error" in index else 0
-    page.paragraph(f"{len(index)} points, {failed} failed.")
+    page.paragraph(f"{len(index)} {'benchmarks' if what == 'benchmark' else 'points'}, {failed} failed.")
     page.heading("Curves")
     page.figure(sweep_curves(index, slo=slo, name=name), "throughput and latency against the swept parameters")
     page.heading("Points")
@@ -262,7 +262,9 @@ def folder_page(folder: str | Path) -> str:
         from simulator.report.plots import experiment_of
 
         name, slo = experiment_of(folder)
-        return sweep_page(read("index.parquet"), name or folder.name, slo)
+        index = read("index.parquet")
+        what = "benchmark" if "strategy" in index else "sweep"  # llmsim benchmark's index: a sweep over strategies
+        return sweep_page(index, name or folder.name, slo, what)
     if not (folder / "summary.json").is_file():
         raise LLMSimError(f"{folder}: nothing to report (no summary.json of a run, no index.parquet of a sweep)")
     try:

@@ -189,18 +189,19 @@ def sweep_curves(index: pd.DataFrame, rate: str = RATE, slo: dict[str, float] | 
     return figure
 
 
-def capacity_probes(probes, slo: dict[str, float], unit: str = "req/s") -> Figure:
-    """A capacity search's probes: each SLO metric against the probed rate (meets: filled, misses: open), the
-    limit as a dashed line; log axes."""
+def capacity_probes(probes, slo: dict[str, float], unit: str = "req/s", axis: str | None = None) -> Figure:
+    """A capacity search's probes: each SLO metric against the probed value — a rate in ``unit``, or what ``axis``
+    names (closed-loop users, a trace's speed-up) — (meets: filled, misses: open), the limit as a dashed line; log
+    axes."""
     figure, axes = plt.subplots(1, len(slo), figsize=(5.5 * len(slo), 4), squeeze=False)
     for ax, (metric, limit) in zip(axes[0], slo.items(), strict=True):
         for holds, style, label in ((True, "o", "meets"), (False, "x", "misses")):
-            points = [(p.rate, p.summary.get(metric)) for p in probes if p.holds == holds and p.summary]
+            points = [(p.value, p.summary.get(metric)) for p in probes if p.holds == holds and p.summary]
             points = [(rate, value) for rate, value in points if value is not None and value > 0]
             if points:
                 ax.plot(*zip(*points, strict=True), style, label=label)
         ax.axhline(limit, color="k", linestyle="--", linewidth=0.8, label=f"limit {limit:g}")
-        ax.set(xscale="log", yscale="log", xlabel=f"offered rate ({unit})", ylabel=metric, title=metric)
+        ax.set(xscale="log", yscale="log", xlabel=axis or f"offered rate ({unit})", ylabel=metric, title=metric)
         _log_axis(ax.xaxis)
         _log_axis(ax.yaxis)
         ax.legend(fontsize="small")

@@ -280,7 +280,8 @@ def _answer(question: PlanQuestion, entry: Searched) -> tuple[float, int | None,
     level = entry.best
     assert level is not None  # (ranked: every one meets the SLO somewhere)
     config = load(_experiment(question, entry.candidate, rate=level.summary["request_throughput"]))
-    capacity = find_capacity(config, question.slo, tolerance=0.05, run=lambda c: _run_for(c, horizon_s(question))).rate
+    capacity = find_capacity(config, question.slo, tolerance=0.05, run=lambda c: _run_for(c, horizon_s(question)),
+                             over="rate").rate
     units, summary = None, None
     if question.rate is not None and capacity > 0:
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.rate / capacity))

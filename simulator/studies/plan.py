@@ -54,7 +54,8 @@ def _price(point: Point, prices: dict[str, float]) -> float | None:
 
 def _plan_row(point: Point, spec: PlanConfig) -> dict[str, Any]:
     row: dict[str, Any] = {"point": point.index, **point.values}
-    result = find_capacity(point.config, spec.slo, attainment=spec.attainment, tolerance=spec.tolerance)
+    result = find_capacity(point.config, spec.slo, attainment=spec.attainment, tolerance=spec.tolerance,
+                           over="rate")
     summary = result.summary or {}
     gpus = summary.get("num_gpus") or 0
     price = _price(point, spec.prices)

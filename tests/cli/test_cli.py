@@ -431,3 +431,12 @@ def test_capacity_says_when_the_experiments_own_slo_is_not_what_it_holds(capsys)
         warnings.simplefilter("error")  # with --attainment the search holds per-request limits: no warning
         main([*args, "--attainment", "0.9"])
     capsys.readouterr()
+
+
+def test_a_trace_without_a_request_count_is_described_whole(tmp_path, capsys):
+    """A trace replayed whole has neither num_requests nor duration_s: the workload line says so (it had raised a
+    TypeError formatting the missing duration)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n0.5,20,5\n")
+    code, out, _ = run_cli(capsys, "run", "--set", f"workload={{trace: {{path: {trace}}}}}")
+    assert code == 0 and out.splitlines()[2] == "workload:   trace t.csv, every request"
