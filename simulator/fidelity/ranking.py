@@ -58,7 +58,7 @@ RATES = ["gpus", "clients"] + [f"{side}_tok_s_{per}" for side, _ in SIDES for pe
 def read_validated(path: str | Path) -> pd.DataFrame:
     """An earlier ``validate --runs --output`` file (a missing column or an unreadable file: LLMSimError)."""
     try:
-        frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
+        frame = pd.read_csv(path, low_memory=False)
     except (OSError, ValueError) as exc:
         raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     missing = [column for column in VALIDATED if column not in frame.columns]
@@ -76,11 +76,10 @@ def row_rates(frame: pd.DataFrame) -> pd.DataFrame:
              for record in frame.to_dict("records")]
     frame["gpus"] = [gpus for gpus, _ in sizes]
     frame["clients"] = [clients for _, clients in sizes]
-    osl = pd.to_numeric(frame["osl"], errors="coerce")
+    osl, ok = pd.to_numeric(frame["osl"], errors="coerce"), frame["status"] == "ok"
     for side, prefix in SIDES:
         ttft = pd.to_numeric(frame[f"{prefix}_ttft_ms"], errors="coerce")
         tpot = pd.to_numeric(frame[f"{prefix}_tpot_ms"], errors="coerce")
-        ok = frame["status"] == "ok"
         frame[f"{side}_tok_s_user"] = (1000 / tpot).where(ok)
         frame[f"{side}_tok_s_gpu"] = (frame["clients"] * osl * 1000 / (ttft + (osl - 1) * tpot)
                                       / frame["gpus"]).where(ok)
@@ -187,23 +186,22 @@ def rank(frame: pd.DataFrame) -> pd.DataFrame:
 def summary_table(decisions: pd.DataFrame) -> pd.DataFrame:
     """Per scope, overall, per backend and per group modes: groups, decisions, hit rate, the misses by kind, the
     median and p90 throughput lost on the misses (fast enough, below 90%), and the random baselines' hit rates."""
-    rows = {}
+    stats = {}
     for scope, part in decisions.groupby("scope", sort=False):
-        slices = [("all", part)] + [(f"backend {name}", rows_) for name, rows_ in part.groupby("backend")]
-        slices += [(f"modes {name}", rows_) for name, rows_ in part.groupby("modes")]
-        for name, rows_ in slices:
-            losses = rows_["loss"].dropna()
-            outcome = rows_["outcome"]
-            rows[(scope, name)] = {
-                "groups": len(rows_.drop_duplicates(GROUP)), "decisions": len(rows_),
+        slices = [("all", part)] + [(f"backend {name}", some) for name, some in part.groupby("backend")]
+        slices += [(f"modes {name}", some) for name, some in part.groupby("modes")]
+        for name, some in slices:
+            losses, outcome = some["loss"].dropna(), some["outcome"]
+            stats[(scope, name)] = {
+                "groups": len(some.drop_duplicates(GROUP)), "decisions": len(some),
                 "hit_pct": 100 * (outcome == "hit").mean(), "miss": int((outcome == "miss").sum()),
                 "too_slow": int((outcome == "too_slow").sum()), "none": int((outcome == "none").sum()),
                 "loss_median_pct": 100 * losses.median() if len(losses) else math.nan,
                 "loss_p90_pct": 100 * losses.quantile(0.9) if len(losses) else math.nan,
-                "random_pct": 100 * rows_["random"].mean(),
-                "random_predicted_pct": 100 * rows_["random_predicted"].mean(),
+                "random_pct": 100 * some["random"].mean(),
+                "random_predicted_pct": 100 * some["random_predicted"].mean(),
             }
-    table = pd.DataFrame.from_dict(rows, orient="index")
+    table = pd.DataFrame.from_dict(stats, orient="index")
     table.index.names = ["scope", "slice"]
     return table.round(1)
 
