@@ -16,6 +16,7 @@ from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, updat
 from simulator.fidelity.calibrate import calibrate
 from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, generation_file
 from simulator.fidelity.kernels import GPUS, left_out
+from simulator.fidelity.ranking import rank, ranking_report, read_validated, row_rates
 from simulator.fidelity.report import kernels_figure, validate_all, write_report
 from simulator.fidelity.silicon import RunSettings, runs_figure, runs_report, validate_runs
 from simulator.fidelity.steptime import predict_steps, read_steps
@@ -37,8 +38,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.generation is not None and args.generation not in generation_names():
         raise LLMSimError(f"validate: --generation: unknown {args.generation!r} "
                           f"(allowed: {', '.join(generation_names())})")
+    if args.ranking_from is not None:
+        if args.runs is not None:
+            raise LLMSimError("validate: --ranking-from ranks an earlier output: not with --runs")
+        return _ranking(args, row_rates(read_validated(args.ranking_from)))
     if args.runs is not None:
         return _validate_runs(args)
+    if args.ranking is not None:
+        raise LLMSimError("validate: --ranking ranks benchmark runs: it needs --runs FILE (or --ranking-from CSV)")
     if args.bands:
         raise LLMSimError("validate: --bands writes the errors of benchmark runs: it needs --runs FILE")
 
@@ -74,9 +81,13 @@ def _validate_runs(args: argparse.Namespace) -> int:
                               "not with --generation")
         check_output_file(Path(args.bands), "--bands")
         read_bands(Path(args.bands))  # a malformed file fails now, not after the runs
+    if args.ranking:
+        check_output_file(Path(args.ranking), "--ranking")
     frame = validate_runs(args.runs, model_dir, args.jobs,
                           RunSettings(length_range=args.length_range, generation=args.generation,
                                       client_connections=args.client_connections))
+    if args.ranking is not None:
+        frame = row_rates(frame)
     if args.output:
         frame.to_csv(args.output, index=False)
     text = runs_report(frame, Path(args.plot) if args.plot else None)
@@ -89,6 +100,18 @@ def _validate_runs(args: argparse.Namespace) -> int:
         note(f"wrote {len(bands)} accuracy bands (slices of at least {MIN_RUNS} held-out rows) into {args.bands}")
     if args.report:
         _validation_report(args.report, f"llmsim validate --runs {args.runs}", text, runs_figure(frame))
+    return _ranking(args, frame) if args.ranking is not None else 0
+
+
+def _ranking(args: argparse.Namespace, frame) -> int:
+    """``--ranking [CSV]``: the ranking's summary printed, every decision written to CSV where given."""
+    if args.ranking:
+        check_output_file(Path(args.ranking), "--ranking")
+    decisions = rank(frame)
+    print(ranking_report(decisions))
+    if args.ranking:
+        decisions.to_csv(args.ranking, index=False)
+        print(f"decisions: {args.ranking}")
     return 0
 
 

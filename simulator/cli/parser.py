@@ -266,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "generation, engine, model family, mode) into this accuracy-bands file, replacing its rows of "
                      "the same slices (the shipped one, engine_profiles/accuracy.csv, is what run, plan and capacity "
                      "print)")
+    val.add_argument("--ranking", nargs="?", const="", metavar="CSV", help="with --runs: per model, GPU, engine "
+                     "and request shape, is the deployment predicted best at a per-user speed within 10%% of the "
+                     "measured best? Prints the hit rates; with CSV also writes every decision; --output's rows "
+                     "then carry tokens/s per GPU and per user, measured and predicted")
+    val.add_argument("--ranking-from", metavar="CSV", help="rank the rows of an earlier `validate --runs --output` "
+                     "file instead of simulating (as --ranking)")
     val.set_defaults(handler=("fidelity", "cmd_validate"))
 
     cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters to measurements")

@@ -246,6 +246,23 @@ def disaggregated_cluster(row: dict[str, str], backend: str, spec, hardware: str
     return ({"kind": "disaggregated", **pools, "transfer": {"bandwidth_gb_per_s": link}}, users, per_rank)
 
 
+def row_gpus(row: dict[str, str], where: str) -> tuple[int, int]:
+    """(GPUs, clients) of a row, read as :func:`row_experiment` reads it: an aggregated row's one worker of dp × tp
+    × pp GPUs (:func:`data_parallelism`: attention-DP ranks of ``tp_size`` GPUs, or TensorRT-LLM's worker of
+    ``tp_size`` GPUs split into ranks), a disaggregated row's ``<role>_num_workers`` × dp × tp × pp of both roles;
+    the clients as :func:`concurrency` reads them (raises :class:`Unsupported` where the row cannot be read)."""
+    if (row.get("mode") or "").strip() == "disagg":
+        gpus = sum(_number(row, f"{role}_num_workers", where) * _number(row, f"{role}_tp_size", where)
+                   * _degree(row, f"{role}_attention_dp_size", where) * _degree(row, f"{role}_pp_size", where)
+                   for role in ("prefill", "decode"))
+        return gpus, concurrency(row, _number(row, "decode_batch_size", where))
+    per_rank = _number(row, "batch_size", where)
+    users = concurrency(row, per_rank)
+    dp, tp = data_parallelism(row, (row.get("backend") or "").strip(), users, per_rank,
+                              _number(row, "tp_size", where), where)
+    return dp * tp * _degree(row, "pp_size", where), users
+
+
 def recipe_token_budget(backend: str, isl: int, concurrency: int) -> int:
     """The per-iteration token budget the benchmark recipe gives the server (ai-dynamo/aiconfigurator,
     ``generator/rule_plugin/benchmark/*.rule``, aggregated workers): ``max_batch_size + isl + 1500`` as vLLM's
