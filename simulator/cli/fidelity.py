@@ -18,7 +18,8 @@ from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, ge
 from simulator.fidelity.kernels import GPUS, left_out
 from simulator.fidelity.ranking import rank, ranking_report, read_validated, row_rates
 from simulator.fidelity.report import kernels_figure, validate_all, write_report
-from simulator.fidelity.silicon import RunSettings, runs_figure, runs_report, validate_runs
+from simulator.fidelity.runs_report import runs_figure, runs_report
+from simulator.fidelity.silicon import RunSettings, validate_runs
 from simulator.fidelity.steptime import predict_steps, read_steps
 from simulator.report.html import text_page, write_page
 from simulator.results.progress import note

@@ -334,7 +334,7 @@ def test_the_slice_table_gives_the_bias_beside_the_errors():
     signed error) +5%; a row that did not run counts in ``rows`` only. Their latencies (11 outputs): 100 + 10 · 10
     = 200 ms measured against 120 + 10 · 8 = 200 predicted (0%), 300 against 180 + 10 · 10 = 280 (−6.7%): the
     latency's bias −3.3%, while TTFT's is +5% and TPOT's −10%."""
-    from simulator.fidelity.silicon import slice_table
+    from simulator.fidelity.runs_report import slice_table
 
     frame = pd.DataFrame({"system": "h100_sxm", "backend": "vllm", "engine": "vllm", "model_path": "m", "mode": "agg",
                           "subset": "fit", "status": ["ok", "ok", "unsupported: x"], "osl": ["11", "11", "11"],
