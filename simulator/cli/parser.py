@@ -170,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--keep", type=_positive_int, default=12, help="candidates simulated after the analytic prune")
     plan.add_argument("--requests-per-user", type=_positive_int, default=3, help="requests each simulated user sends")
     plan.add_argument("--seed", type=int, default=0, help="seed of every simulation")
+    plan.add_argument("--seeds", type=_positive_int, default=1,
+                      help="independent seeds of each top capacity search: their mean and 95%% confidence interval")
     plan.add_argument("--jobs", type=_positive_int, default=1, help="deployments searched in parallel")
     plan.add_argument("--out", help="folder for plan.csv, pareto.csv/.png, report.html and top/ (flags) or plan.csv "
                       "and the Pareto plot (FILE)")

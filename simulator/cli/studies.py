@@ -282,7 +282,8 @@ def _plan_question(args: argparse.Namespace) -> PlanQuestion:
         model=args.model, gpu=args.gpu, max_gpus=args.max_gpus or args.gpus, ttft_ms=args.ttft, tpot_ms=args.tpot,
         isl=args.isl, osl=args.osl, workload=args.workload, percentile=args.percentile, rate=args.rate,
         users=args.users, engine=args.engine, price=args.price, gpus=args.gpus, modes=modes,  # type: ignore[arg-type]
-        requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, jobs=args.jobs)
+        requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, seeds=args.seeds,
+        jobs=args.jobs)
 
 
 def _plan_from_flags(args: argparse.Namespace) -> int:
@@ -300,8 +301,8 @@ def _plan_from_flags(args: argparse.Namespace) -> int:
         print(f"no deployment of the {len(plan)} searched meets the SLO; see the status of each in plan.csv")
     else:
         shown = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
-                             "capacity_rps", "capacity_rps_in_gpus", "gpus_for_target", "usd_per_million_tokens")
-                 if c in meeting]
+                             "capacity_rps", "capacity_rps_ci95", "capacity_rps_in_gpus", "gpus_for_target",
+                             "usd_per_million_tokens") if c in meeting]
         print(meeting[shown].head(10).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     counts = plan["status"].str.split(":").str[0].value_counts()
     print("searched: " + ", ".join(f"{count} {status}" for status, count in counts.items()))

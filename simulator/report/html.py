@@ -304,8 +304,8 @@ def plan_page(question: PlanQuestion, lengths: tuple[int, int], plan: pd.DataFra
     page.heading("Deployments that meet the SLO, best output tokens/s per GPU first")
     columns = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
                            f"{question.percentile}_ttft_ms", f"{question.percentile}_tpot_ms", "capacity_rps",
-                           "capacity_rps_per_gpu", "capacity_rps_in_gpus", "usd_per_million_tokens", "gpus_for_target",
-                           "usd_per_hour_for_target") if c in plan]
+                           "capacity_rps_ci95", "capacity_rps_per_gpu", "capacity_rps_in_gpus",
+                           "usd_per_million_tokens", "gpus_for_target", "usd_per_hour_for_target") if c in plan]
     page.table(columns, best[columns].to_numpy().tolist())
     if len(pareto):
         page.figure(pareto_figure(pareto, question, f"{question.model} on {question.gpu}: throughput vs speed"),

@@ -13,7 +13,8 @@
    TPOT in ms): the Pareto front, aggregated and disaggregated together. A level meets the SLO when its
    ``percentile`` TTFT and TPOT are within the limits; a candidate's answer is its most users that meet it.
 4. **Capacity** of the :attr:`PlanQuestion.top` best: the highest Poisson rate meeting the SLO
-   (:func:`simulator.studies.capacity.find_capacity`, starting from the best level's request rate); with ``rate``
+   (:func:`simulator.studies.capacity.find_capacity`, starting from the best level's request rate; with ``seeds``
+   the mean over independent seeds and its 95% confidence interval); with ``rate``
    the fewest copies of the unit that meet the SLO at that rate, each count confirmed by simulating the whole
    cluster; with ``users`` the same for that many closed-loop users.
 
@@ -35,7 +36,7 @@ from simulator.cluster.pool_setup import PoolSetup, setup_pool
 from simulator.config import ExperimentConfig
 from simulator.config.deployment import Deployment, resolve
 from simulator.errors import LLMSimError
-from simulator.studies.capacity import find_capacity
+from simulator.studies.capacity import capacity_over_seeds
 from simulator.studies.deployment_space import (
     Candidate,
     Mode,
@@ -75,6 +76,7 @@ class PlanQuestion:
     keep: int = 12
     top: int = 3
     seed: int = 0
+    seeds: int = 1  # independent seeds of each top capacity search (a 95% confidence interval from 2)
     jobs: int = 1
 
     @property
@@ -99,7 +101,8 @@ class Searched:
     status: str = "ok"  # ok, invalid: <why>, pruned: <why>, infeasible: <why>
     steady: list[SteadyPoint] = field(default_factory=list)
     levels: list[Level] = field(default_factory=list)
-    capacity_rps: float | None = None
+    capacity_rps: float | None = None  # mean over the question's seeds
+    capacity_ci_rps: float | None = None  # half the 95% confidence interval of that mean (0 for one seed)
     units_for_target: int | None = None  # copies of the unit that meet --rate / --users
     target_summary: dict[str, Any] | None = None
 
@@ -271,24 +274,28 @@ def confirm_top(question: PlanQuestion, searched: list[Searched]) -> list[Search
     """Step 4 for the :attr:`PlanQuestion.top` best; returns them, best first."""
     top = ranked(searched, tokens_per_gpu)[:question.top]
     answers = _map(question, _answer, [(question, entry) for entry in top])
-    for entry, (capacity, units, summary) in zip(top, answers, strict=True):
-        entry.capacity_rps, entry.units_for_target, entry.target_summary = capacity, units, summary
+    for entry, ((capacity, half_width), units, summary) in zip(top, answers, strict=True):
+        entry.capacity_rps, entry.capacity_ci_rps = capacity, half_width
+        entry.units_for_target, entry.target_summary = units, summary
     return top
 
 
-def _answer(question: PlanQuestion, entry: Searched) -> tuple[float, int | None, dict[str, Any] | None]:
+def _answer(question: PlanQuestion, entry: Searched) -> tuple[tuple[float, float], int | None, dict[str, Any] | None]:
+    """((capacity mean over the seeds, half its 95% confidence interval), units for the target, their run)."""
     level = entry.best
     assert level is not None  # (ranked: every one meets the SLO somewhere)
     config = load(_experiment(question, entry.candidate, rate=level.summary["request_throughput"]))
-    capacity = find_capacity(config, question.slo, tolerance=0.05, run=lambda c: _run_for(c, horizon_s(question)),
-                             over="rate").rate
+    spread, _ = capacity_over_seeds(config, question.slo, question.seeds, tolerance=0.05, over="rate",
+                                    run=lambda c: _run_for(c, horizon_s(question)))
+    capacity = spread.mean
+    half_width = spread.half_width if spread.half_width > 1e-9 * capacity else 0.0  # equal rates: rounding noise
     units, summary = None, None
     if question.rate is not None and capacity > 0:
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.rate / capacity))
     elif question.users is not None:
         ramp = next(ramp for users, ramp in _levels(entry) if users == level.users)
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.users / level.users), ramp)
-    return capacity, units, summary
+    return (capacity, half_width), units, summary
 
 
 def horizon_s(question: PlanQuestion) -> float:

@@ -6,7 +6,8 @@ Columns of ``plan.csv``: the deployment (``mode``, its label, the decode — or 
 ``tp``/``pp``/``dp``/``ep``, the prefill workers' where disaggregated), ``gpus`` of one unit, ``status`` (``ok``,
 ``invalid: why``, ``infeasible: why``, ``pruned: bound``, ``misses: ...``), the analytic bound, and for simulated
 ones the most closed-loop users meeting the SLO with the output tokens/s per GPU and per user, TTFT and TPOT there;
-for the top ones the capacity (req/s, Poisson) and per GPU, the cost; with ``--gpus`` the copies of the unit they
+for the top ones the capacity (req/s, Poisson; with ``--seeds`` the mean and ``capacity_rps_ci95``, half its 95%
+confidence interval) and per GPU, the cost; with ``--gpus`` the copies of the unit they
 hold and the capacity those add up to; with ``--rate`` / ``--users`` the units and GPUs that meet it. A point is on
 the Pareto front when no other point has both more output tokens/s per GPU and more tokens/s per user.
 """
@@ -51,6 +52,7 @@ def plan_table(question: PlanQuestion, searched: list[Searched], price: float | 
             f"{question.percentile}_ttft_ms": level.summary[f"{question.percentile}_ttft_ms"] if level else None,
             f"{question.percentile}_tpot_ms": level.summary[f"{question.percentile}_tpot_ms"] if level else None,
             "capacity_rps": entry.capacity_rps,
+            **({"capacity_rps_ci95": entry.capacity_ci_rps} if question.seeds > 1 else {}),
             "capacity_rps_per_gpu": entry.capacity_rps / candidate.gpus if entry.capacity_rps is not None else None,
         }
         if price is not None:

@@ -28,6 +28,7 @@ def test_every_deployment_within_the_budget_is_listed_once(small_plan):
     assert (disagg["gpus"] == disagg["workers"] * disagg["tp"] * disagg["pp"]
             + disagg["prefill_workers"] * disagg["prefill_tp"] * disagg["prefill_pp"]).all()
     assert (plan["gpus"] <= 2).all() and plan["deployment"].is_unique
+    assert "capacity_rps_ci95" not in plan  # one seed: no interval claimed
 
 
 def test_the_top_experiment_reproduces_its_row(small_plan):
@@ -70,7 +71,8 @@ def test_a_bad_question_is_one_line_and_status_2(args, message, capsys):
 
 
 def test_a_rate_to_serve_gets_the_fewest_units_confirmed_by_simulation(tmp_path):
-    assert main([*SMALL, "--modes", "agg", "--rate", "120", "--price", "2", "--out", str(tmp_path)]) == 0
+    assert main([*SMALL, "--modes", "agg", "--rate", "120", "--price", "2", "--seeds", "2", "--out",
+                 str(tmp_path)]) == 0
     plan = pd.read_csv(tmp_path / "plan.csv")
     top = plan[plan["capacity_rps"].notna()]
     assert len(top) == 1
@@ -79,3 +81,4 @@ def test_a_rate_to_serve_gets_the_fewest_units_confirmed_by_simulation(tmp_path)
     assert row["units_for_target"] >= -(-120 // row["capacity_rps"])
     assert row["gpus_for_target"] == row["units_for_target"] * row["gpus"]
     assert row["usd_per_hour_for_target"] == pytest.approx(2 * row["gpus_for_target"])
+    assert row["capacity_rps_ci95"] >= 0  # two seeds: the mean and half its 95% interval
