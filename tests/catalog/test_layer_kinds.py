@@ -90,3 +90,27 @@ def test_its_tensor_parallel_rule_and_errors(tmp_path):
         assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="attention kind 'toy' registered twice"):
         ATTENTION_KINDS.register("toy", config=ToyAttention)(ToyAttention)
+
+
+
+def test_a_new_kind_is_one_module_in_the_layers_package(tmp_path):
+    """A module dropped into simulator/catalog/layers/ registers its kind with no other file touched (in a copy of
+    the package, in a fresh interpreter)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import simulator
+
+    package = Path(simulator.__file__).parent
+    shutil.copytree(package, tmp_path / "simulator", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "simulator" / "catalog" / "layers" / "probe.py").write_text(
+        "from typing import Literal\n\n"
+        "from simulator.catalog.layers.base import attention_kind\n"
+        "from simulator.catalog.layers.softmax import SoftmaxAttention\n\n\n"
+        "@attention_kind\nclass ProbeAttention(SoftmaxAttention):\n    kind: Literal['probe'] = 'probe'\n")
+    code = "import simulator.catalog.layers as l; print('probe' in l.ATTENTION_KINDS.kinds())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                            env={"PYTHONPATH": str(tmp_path), "PATH": ""}, check=False)
+    assert result.stdout.strip() == "True", result.stderr[-2000:]
