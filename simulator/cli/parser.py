@@ -163,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     target = plan.add_mutually_exclusive_group()
     target.add_argument("--rate", type=_positive_float, help="requests/s to serve: the fewest GPUs that do")
     target.add_argument("--users", type=_positive_int, help="concurrent users to serve: the fewest GPUs that do")
-    plan.add_argument("--engine", default="vllm", help="engine profile (default vllm)")
+    plan.add_argument("--engine", default="vllm",
+                      help="engine profile, or several separated by commas to compare them (default vllm)")
     plan.add_argument("--price", type=_positive_float, help="USD per GPU-hour (default: the GPU profile's, if any)")
     plan.add_argument("--modes", default="agg,disagg", help="agg, disagg or both (default agg,disagg)")
     plan.add_argument("--top", type=_positive_int, default=3, help="configurations confirmed, written and launched")

@@ -276,12 +276,15 @@ def _plan_question(args: argparse.Namespace) -> PlanQuestion:
     if args.workload is not None and lengths != (None, None):
         raise LLMSimError("plan: --workload sets the lengths; give it or --isl/--osl, not both")
     modes = tuple(dict.fromkeys(mode.strip() for mode in args.modes.split(",")))
+    engines = tuple(dict.fromkeys(engine.strip() for engine in args.engine.split(",") if engine.strip()))
+    if not engines:
+        raise LLMSimError(f"plan: --engine {args.engine!r}: give an engine profile, or several separated by commas")
     if not modes or not set(modes) <= {"agg", "disagg"}:
         raise LLMSimError(f"plan: --modes {args.modes!r}: expected agg, disagg or agg,disagg")
     return PlanQuestion(
         model=args.model, gpu=args.gpu, max_gpus=args.max_gpus or args.gpus, ttft_ms=args.ttft, tpot_ms=args.tpot,
         isl=args.isl, osl=args.osl, workload=args.workload, percentile=args.percentile, rate=args.rate,
-        users=args.users, engine=args.engine, price=args.price, gpus=args.gpus, modes=modes,  # type: ignore[arg-type]
+        users=args.users, engines=engines, price=args.price, gpus=args.gpus, modes=modes,  # type: ignore[arg-type]
         requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, seeds=args.seeds,
         jobs=args.jobs)
 

@@ -68,7 +68,7 @@ class PlanQuestion:
     percentile: str = "p90"
     rate: float | None = None
     users: int | None = None
-    engine: str = "vllm"
+    engines: tuple[str, ...] = ("vllm",)  # engine profiles searched (each deployment on each)
     price: float | None = None  # USD per GPU-hour (else the GPU profile's)
     gpus: int | None = None  # the GPUs one has (--gpus): how many units they hold, and what those serve
     modes: tuple[Mode, ...] = ("agg", "disagg")
@@ -152,7 +152,7 @@ def _experiment(question: PlanQuestion, candidate: Candidate, users: int = 1, ra
                         num_requests=question.requests_per_user * users)
     slo = {"ttft_ms": question.ttft_ms, "tpot_ms": question.tpot_ms}
     return {"name": f"plan {candidate.label}", "seed": question.seed, "model": question.model,
-            "hardware": question.gpu, "engine": question.engine, "cluster": candidate.cluster(),
+            "hardware": question.gpu, "engine": candidate.engine or question.engines[0], "cluster": candidate.cluster(),
             "scheduler": scheduler, "workload": workload, "slo": slo}
 
 
@@ -164,28 +164,31 @@ def _setup(question: PlanQuestion, deployment: Deployment, candidate: Candidate)
 
 
 def enumerate_candidates(question: PlanQuestion) -> list[Searched]:
-    """Every candidate with its analytic steady state, invalid shapes listed with their reason (steps 1-2)."""
+    """Every candidate on every engine with its analytic steady state, invalid shapes listed with their reason
+    (steps 1-2); a candidate names its engine when the question has several."""
     isl, osl = plan_lengths(question)
-    deployment = resolve(plan_experiment(question))
-    shapes = worker_shapes(deployment.model, deployment.gpu(), question.max_gpus)
-    searched, setups = [], {}
-    for shape in shapes:
-        entry = Searched(Candidate("agg", shape))
-        try:
-            setups[shape] = _setup(question, deployment, entry.candidate)[0]
-        except LLMSimError as exc:
-            entry.status = f"invalid: {exc}"
-        else:
-            entry.steady = agg_steady_state(setups[shape], shape, isl, osl)
-        if "agg" in question.modes or entry.status != "ok":
-            searched.append(entry)
-    if "disagg" in question.modes and setups:
-        searched += _disagg_candidates(question, setups, isl, osl)
+    searched = []
+    for engine in question.engines:
+        named = engine if len(question.engines) > 1 else ""
+        deployment = resolve(plan_experiment(question, engine))
+        setups = {}
+        for shape in worker_shapes(deployment.model, deployment.gpu(), question.max_gpus):
+            entry = Searched(Candidate("agg", shape, engine=named))
+            try:
+                setups[shape] = _setup(question, deployment, entry.candidate)[0]
+            except LLMSimError as exc:
+                entry.status = f"invalid: {exc}"
+            else:
+                entry.steady = agg_steady_state(setups[shape], shape, isl, osl)
+            if "agg" in question.modes or entry.status != "ok":
+                searched.append(entry)
+        if "disagg" in question.modes and setups:
+            searched += _disagg_candidates(question, setups, isl, osl, named)
     return searched
 
 
-def _disagg_candidates(question: PlanQuestion, setups: dict[Shape, PoolSetup], isl: int,
-                       osl: int) -> list[Searched]:
+def _disagg_candidates(question: PlanQuestion, setups: dict[Shape, PoolSetup], isl: int, osl: int,
+                       engine: str) -> list[Searched]:
     """xPyD pairs of the 3 shapes with the best prefill rate per GPU and the 3 with the best decode rate per GPU
     within the TPOT limit, in the ratios that balance them."""
     def decode_rate(shape: Shape) -> float:
@@ -201,7 +204,7 @@ def _disagg_candidates(question: PlanQuestion, setups: dict[Shape, PoolSetup], i
     for p in prefills:
         for d in decodes:
             for x, y in balanced_ratios(prefill_rates[p], decode_rates[d], p.gpus, d.gpus, question.max_gpus):
-                candidate = Candidate("disagg", d, y, p, x)
+                candidate = Candidate("disagg", d, y, p, x, engine)
                 found.append(Searched(candidate, steady=disagg_steady_state(setups[p], setups[d], candidate, isl,
                                                                             osl)))
     return found
@@ -331,9 +334,10 @@ def _fewest_units(question: PlanQuestion, candidate: Candidate, start: int,
     return None, summary
 
 
-def plan_experiment(question: PlanQuestion) -> ExperimentConfig:
-    """The question's experiment on one GPU (what its catalog names resolve to)."""
-    return load(_experiment(question, Candidate("agg", Shape(1))))
+def plan_experiment(question: PlanQuestion, engine: str = "") -> ExperimentConfig:
+    """The question's experiment on one GPU served by ``engine`` (default: its first; what its catalog names
+    resolve to)."""
+    return load(_experiment(question, Candidate("agg", Shape(1), engine=engine)))
 
 
 def experiment_of(question: PlanQuestion, entry: Searched) -> ExperimentConfig:

@@ -67,13 +67,14 @@ class Shape:
 @dataclass(frozen=True)
 class Candidate:
     """A deployment unit: ``agg`` — ``replicas`` replicas of ``shape``; ``disagg`` — ``prefill_replicas`` workers of
-    ``prefill`` and ``replicas`` decode workers of ``shape``."""
+    ``prefill`` and ``replicas`` decode workers of ``shape``; served by ``engine``."""
 
     mode: Mode
     shape: Shape
     replicas: int = 1
     prefill: Shape | None = None
     prefill_replicas: int = 0
+    engine: str = ""  # the engine profile serving it ("": the question's only one)
 
     @property
     def gpus(self) -> int:
@@ -81,13 +82,16 @@ class Candidate:
 
     @property
     def label(self) -> str:
+        engine = f"{self.engine} " if self.engine else ""
         if self.prefill is None:
-            return f"agg {self.replicas} × ({self.shape.label})"
-        return f"disagg {self.prefill_replicas}P ({self.prefill.label}) + {self.replicas}D ({self.shape.label})"
+            return f"{engine}agg {self.replicas} × ({self.shape.label})"
+        return (f"{engine}disagg {self.prefill_replicas}P ({self.prefill.label}) + {self.replicas}D "
+                f"({self.shape.label})")
 
     def scaled(self, units: int) -> Candidate:
         """``units`` copies of this unit as one deployment."""
-        return Candidate(self.mode, self.shape, self.replicas * units, self.prefill, self.prefill_replicas * units)
+        return Candidate(self.mode, self.shape, self.replicas * units, self.prefill, self.prefill_replicas * units,
+                         self.engine)
 
     def cluster(self) -> dict[str, Any]:
         """The experiment's ``cluster`` section for this deployment."""

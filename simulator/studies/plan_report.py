@@ -41,7 +41,7 @@ def plan_table(question: PlanQuestion, searched: list[Searched], price: float | 
     for entry in searched:
         candidate, level = entry.candidate, entry.best
         row: dict[str, Any] = {
-            "deployment": candidate.label, "mode": candidate.mode,
+            "deployment": candidate.label, "engine": candidate.engine or question.engines[0], "mode": candidate.mode,
             **_shape_columns("", candidate.shape, candidate.replicas),
             **_shape_columns("prefill_", candidate.prefill, candidate.prefill_replicas),
             "gpus": candidate.gpus, "status": entry.status,
@@ -162,6 +162,7 @@ def question_text(question: PlanQuestion, lengths: tuple[int, int]) -> str:
                 else f"prompts {lengths[0]:,}, outputs {lengths[1]:,} tokens")
     target = (f", {question.rate:g} req/s to serve" if question.rate is not None else
               f", {question.users:,} users to serve" if question.users is not None else "")
-    return (f"{question.model} on up to {question.max_gpus} × {question.gpu}, engine {question.engine}; {workload}; "
+    engines = "engine" + ("s " if len(question.engines) > 1 else " ") + ", ".join(question.engines)
+    return (f"{question.model} on up to {question.max_gpus} × {question.gpu}, {engines}; {workload}; "
             f"SLO {question.percentile} TTFT ≤ {question.ttft_ms:g} ms and {question.percentile} TPOT ≤ "
             f"{question.tpot_ms:g} ms{target}")

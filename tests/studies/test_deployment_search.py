@@ -82,3 +82,16 @@ def test_a_rate_to_serve_gets_the_fewest_units_confirmed_by_simulation(tmp_path)
     assert row["gpus_for_target"] == row["units_for_target"] * row["gpus"]
     assert row["usd_per_hour_for_target"] == pytest.approx(2 * row["gpus_for_target"])
     assert row["capacity_rps_ci95"] >= 0  # two seeds: the mean and half its 95% interval
+
+
+def test_several_engines_are_searched_side_by_side(tmp_path):
+    args = [*SMALL, "--modes", "agg", "--engine", "vllm,sglang", "--out", str(tmp_path)]
+    assert main(args) == 0
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    # the same three shapes on each engine, each labelled with its engine
+    assert sorted(plan["engine"]) == ["sglang"] * 3 + ["vllm"] * 3
+    assert all(label.startswith(f"{engine} agg") for label, engine in zip(plan["deployment"], plan["engine"],
+                                                                           strict=True))
+    best = plan.iloc[0]
+    config = load(str(tmp_path / "top" / "1-agg.yaml"))
+    assert config.engine == best["engine"]  # the experiment (and its launch commands) are on the winning engine
