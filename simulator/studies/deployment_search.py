@@ -50,8 +50,6 @@ from simulator.studies.deployment_space import (
 )
 from simulator.workload import generate_requests
 
-STATS = ("mean", "median", "p90", "p95", "p99")
-
 
 @dataclass(frozen=True)
 class PlanQuestion:
@@ -104,7 +102,7 @@ class Searched:
     capacity_rps: float | None = None  # mean over the question's seeds
     capacity_ci_rps: float | None = None  # half the 95% confidence interval of that mean (0 for one seed)
     units_for_target: int | None = None  # copies of the unit that meet --rate / --users
-    target_summary: dict[str, Any] | None = None
+    target_summary: dict[str, Any] | None = None  # the run of those units at the target (the last tried if none met)
 
     def bound(self, question: PlanQuestion) -> float:
         """Analytic output tokens/s per GPU at the best batch within the TPOT and TTFT limits (0: none)."""

@@ -2,14 +2,15 @@
 level, the front marked), ``report.html`` (:func:`simulator.report.html.plan_page`) and, per top configuration, an
 experiment YAML that ``llmsim run`` reproduces and the engine's launch commands.
 
-Columns of ``plan.csv``: the deployment (``mode``, its label, the decode — or aggregated — workers' count and
-``tp``/``pp``/``dp``/``ep``, the prefill workers' where disaggregated), ``gpus`` of one unit, ``status`` (``ok``,
-``invalid: why``, ``infeasible: why``, ``pruned: bound``, ``misses: ...``), the analytic bound, and for simulated
-ones the most closed-loop users meeting the SLO with the output tokens/s per GPU and per user, TTFT and TPOT there;
-for the top ones the capacity (req/s, Poisson; with ``--seeds`` the mean and ``capacity_rps_ci95``, half its 95%
-confidence interval) and per GPU, the cost; with ``--gpus`` the copies of the unit they
-hold and the capacity those add up to; with ``--rate`` / ``--users`` the units and GPUs that meet it. A point is on
-the Pareto front when no other point has both more output tokens/s per GPU and more tokens/s per user.
+Columns of ``plan.csv``: the deployment (its label, ``engine``, ``mode``, the decode — or aggregated — workers'
+count and ``tp``/``pp``/``dp``/``ep``, the prefill workers' where disaggregated), ``gpus`` of one unit, ``status``
+(``ok``, ``invalid: why``, ``infeasible: why``, ``pruned: bound``, ``misses: ...``), the analytic bound, and for
+simulated ones the most closed-loop users meeting the SLO with the output tokens/s per GPU and per user, TTFT and
+TPOT there; for the top ones the capacity (req/s, Poisson; with ``--seeds`` the mean and ``capacity_rps_ci95``, half
+its 95% confidence interval) and per GPU, and the cost; with ``--gpus`` the copies of the unit they hold and the
+capacity those add up to; with ``--rate`` / ``--users`` the units and GPUs that meet it and the TTFT and TPOT their
+confirming run measured (``target_*``). A point is on the Pareto front when no other point has both more output
+tokens/s per GPU and more tokens/s per user.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def plan_table(question: PlanQuestion, searched: list[Searched], price: float | 
             units = entry.units_for_target
             row["units_for_target"] = units
             row["gpus_for_target"] = units * candidate.gpus if units else None
+            for metric in ("ttft", "tpot"):  # what the confirming run of that cluster measured
+                key = f"{question.percentile}_{metric}_ms"
+                row[f"target_{key}"] = entry.target_summary[key] if entry.target_summary else None
             if price is not None:
                 row["usd_per_hour_for_target"] = price * candidate.gpus * units if units else None
         rows.append(row)
