@@ -44,6 +44,7 @@ from simulator.studies.deployment_space import (
     SteadyPoint,
     agg_steady_state,
     balanced_ratios,
+    decode_rate,
     disagg_steady_state,
     prefill_rate,
     worker_shapes,
@@ -189,13 +190,8 @@ def _disagg_candidates(question: PlanQuestion, setups: dict[Shape, PoolSetup], i
                        engine: str) -> list[Searched]:
     """xPyD pairs of the 3 shapes with the best prefill rate per GPU and the 3 with the best decode rate per GPU
     within the TPOT limit, in the ratios that balance them."""
-    def decode_rate(shape: Shape) -> float:
-        points = disagg_steady_state(setups[shape], setups[shape], Candidate("disagg", shape, 1, shape, 10**6),
-                                     isl, osl)
-        return max((p.rate for p in points if p.tpot_s * 1000 <= question.tpot_ms), default=0.0)
-
     prefill_rates = {s: prefill_rate(setup, isl) * s.data_parallel for s, setup in setups.items()}
-    decode_rates = {s: decode_rate(s) for s in setups}
+    decode_rates = {s: decode_rate(setup, s, isl, osl, question.tpot_ms / 1000) for s, setup in setups.items()}
     prefills = sorted(setups, key=lambda s: -prefill_rates[s] / s.gpus)[:3]
     decodes = [s for s in sorted(setups, key=lambda s: -decode_rates[s] / s.gpus) if decode_rates[s] > 0][:3]
     found = []
@@ -220,8 +216,9 @@ def prune(question: PlanQuestion, searched: list[Searched]) -> None:
     ranked = sorted((s for s in valid if s.status == "ok"), key=lambda s: -s.bound(question))
     kept = ranked[:question.keep] + [next(s for s in ranked if s.candidate.mode == mode)
                                      for mode in question.modes if any(s.candidate.mode == mode for s in ranked)]
+    kept_ids = {id(entry) for entry in kept}
     for entry in ranked:
-        if entry not in kept:
+        if id(entry) not in kept_ids:
             entry.status = f"pruned: analytic bound {entry.bound(question):.4g} tok/s/GPU"
 
 
@@ -261,9 +258,9 @@ def simulate_levels(question: PlanQuestion, searched: list[Searched]) -> None:
             entry.status = "misses: no simulated concurrency meets the SLO"
 
 
-def ranked(searched: list[Searched], osl_gpus: Callable[[Searched], float]) -> list[Searched]:
-    """Candidates that meet the SLO, best first by ``osl_gpus`` (output tokens/s per GPU at their best level)."""
-    return sorted((s for s in searched if s.best is not None), key=lambda s: -osl_gpus(s))
+def ranked(searched: list[Searched]) -> list[Searched]:
+    """Candidates that meet the SLO, best first by output tokens/s per GPU at their best level."""
+    return sorted((s for s in searched if s.best is not None), key=lambda s: -tokens_per_gpu(s))
 
 
 def tokens_per_gpu(entry: Searched) -> float:
@@ -273,7 +270,7 @@ def tokens_per_gpu(entry: Searched) -> float:
 
 def confirm_top(question: PlanQuestion, searched: list[Searched]) -> list[Searched]:
     """Step 4 for the :attr:`PlanQuestion.top` best; returns them, best first."""
-    top = ranked(searched, tokens_per_gpu)[:question.top]
+    top = ranked(searched)[:question.top]
     answers = _map(question, _answer, [(question, entry) for entry in top])
     for entry, ((capacity, half_width), units, summary) in zip(top, answers, strict=True):
         entry.capacity_rps, entry.capacity_ci_rps = capacity, half_width

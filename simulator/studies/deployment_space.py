@@ -179,6 +179,14 @@ def prefill_rate(setup: PoolSetup, isl: int) -> float:
     return prompts / setup.cost.iteration_time(IterationShape(((isl, 0),) * prompts))
 
 
+def decode_rate(setup: PoolSetup, shape: Shape, isl: int, osl: int, tpot_s: float) -> float:
+    """Requests/s one decode worker of ``shape`` finishes at its largest batch decoding within ``tpot_s`` per
+    token: ``d · b / (osl · s(b))`` (0 when no batch does)."""
+    rates = [shape.data_parallel * batch / (osl * step) for batch in _batches(max_batch(setup, isl, osl))
+             if (step := decode_step_seconds(setup, batch, isl + osl / 2)) <= tpot_s]
+    return max(rates, default=0.0)
+
+
 def disagg_steady_state(prefill: PoolSetup, decode: PoolSetup, candidate: Candidate, isl: int,
                         osl: int) -> list[SteadyPoint]:
     """The xPyD pair's rate and TPOT for decode batches of powers of two up to :func:`max_batch`."""

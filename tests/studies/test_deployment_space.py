@@ -17,6 +17,7 @@ from simulator.studies.deployment_space import (
     Shape,
     agg_steady_state,
     balanced_ratios,
+    decode_rate,
     disagg_steady_state,
     prefill_rate,
     prefill_seconds,
@@ -115,3 +116,10 @@ def test_the_analytic_steady_state_bounds_what_the_simulation_sustains():
         summary = run(closed).summary
         assert summary["output_throughput"] <= point.rate * 200, users
         assert summary["output_throughput"] >= point.rate * 200 * 0.5, users  # and a bound worth pruning with
+
+
+def test_a_decode_worker_runs_its_largest_batch_within_the_tpot_limit():
+    # s(b) = 10 ms + 1 ms·b within 30 ms: b = 16 (26 ms; 32 takes 42 ms): 16 / (100 × 0.026) per rank
+    assert decode_rate(_setup(), Shape(1), 900, 100, 0.030) == pytest.approx(16 / 2.6)
+    assert decode_rate(_setup(), Shape(1, 1, 2, 2), 900, 100, 0.030) == pytest.approx(2 * 16 / 2.6)
+    assert decode_rate(_setup(), Shape(1), 900, 100, 0.010) == 0.0  # not even one sequence decodes that fast
