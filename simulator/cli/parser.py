@@ -168,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--price", type=_positive_float, help="USD per GPU-hour (default: the GPU profile's, if any)")
     plan.add_argument("--modes", default="agg,disagg", help="agg, disagg or both (default agg,disagg)")
     plan.add_argument("--top", type=_positive_int, default=3, help="configurations confirmed, written and launched")
-    plan.add_argument("--keep", type=_positive_int, default=12, help="candidates simulated after the analytic prune")
+    plan.add_argument("--keep", type=_positive_int, default=24,
+                      help="most candidates simulated (after those the analytic bound prunes; default 24)")
     plan.add_argument("--requests-per-user", type=_positive_int, default=3, help="requests each simulated user sends")
     plan.add_argument("--seed", type=int, default=0, help="seed of every simulation")
     plan.add_argument("--seeds", type=_positive_int, default=1,

@@ -5,9 +5,9 @@
    not fit in memory, is listed with the reason.
 2. **Bound** each valid candidate — one aggregated replica, or x prefill + y decode workers (pairs of the shapes
    with the best analytic prefill and decode rates per GPU, in the ratios that balance them) — by its roofline steady
-   state, and keep the :attr:`PlanQuestion.keep` best by analytic output tokens/s per GPU within the SLO (the rest
-   are listed as pruned, with their bound).
-3. **Simulate** the survivors, with queueing: closed-loop users at powers of two per decode rank up to the batch the
+   state: an upper bound on the output tokens/s per GPU it sustains within the SLO.
+3. **Simulate** in descending bound, pruning a candidate whose bound is below the best already simulated
+   (:func:`bound_and_simulate`), with queueing: closed-loop users at powers of two per decode rank up to the batch the
    KV pool holds, ``requests_per_user`` requests each, the users' first requests spread over one request's
    analytic duration. Each level gives a point of output tokens/s per GPU against tokens/s per user (1000 / mean
    TPOT in ms): the Pareto front, aggregated and disaggregated together. A level meets the SLO when its
@@ -72,7 +72,7 @@ class PlanQuestion:
     gpus: int | None = None  # the GPUs one has (--gpus): how many units they hold, and what those serve
     modes: tuple[Mode, ...] = ("agg", "disagg")
     requests_per_user: int = 3
-    keep: int = 12
+    keep: int = 24  # most candidates simulated
     top: int = 3
     seed: int = 0
     seeds: int = 1  # independent seeds of each top capacity search (a 95% confidence interval from 2)
@@ -106,10 +106,13 @@ class Searched:
     target_summary: dict[str, Any] | None = None  # the run of those units at the target (the last tried if none met)
 
     def bound(self, question: PlanQuestion) -> float:
-        """Analytic output tokens/s per GPU at the best batch within the TPOT and TTFT limits (0: none)."""
+        """An upper bound on the output tokens/s per GPU the candidate sustains within the SLO: the analytic rate at
+        its largest batch whose decode step alone, s(b), is within the TPOT limit, where a prompt alone prefills
+        within the TTFT limit (0: none). s(b), not TPOT(b): a simulated closed loop of b users decodes fewer than b
+        at once, so its TPOT can undercut TPOT(b) but not the step of the batch it runs."""
         osl = plan_lengths(question)[1]
         feasible = [p.tokens_per_gpu(osl, self.candidate.gpus) for p in self.steady
-                    if p.tpot_s * 1000 <= question.tpot_ms and p.ttft_s * 1000 <= question.ttft_ms]
+                    if p.step_s * 1000 <= question.tpot_ms and p.ttft_s * 1000 <= question.ttft_ms]
         return max(feasible, default=0.0)
 
     @property
@@ -204,22 +207,46 @@ def _disagg_candidates(question: PlanQuestion, setups: dict[Shape, PoolSetup], i
     return found
 
 
-def prune(question: PlanQuestion, searched: list[Searched]) -> None:
-    """Mark all but the :attr:`PlanQuestion.keep` best valid candidates by analytic bound (and the best of each mode)
-    as pruned, and those with no batch within the limits as infeasible."""
-    valid = [s for s in searched if s.status == "ok"]
+ROUND = 4  # candidates simulated per round of the bound-and-prune search, whatever --jobs is (same answer)
+
+
+def _mark_infeasible(question: PlanQuestion, valid: list[Searched]) -> None:
+    """Candidates with no batch within the limits: why (the prompt alone too slow, or no batch fast enough)."""
     for entry in valid:
         if entry.bound(question) == 0:
             floor = min((p.ttft_s for p in entry.steady), default=math.inf) * 1000
             entry.status = (f"infeasible: a prompt alone takes {floor:.4g} ms to prefill" if floor > question.ttft_ms
                             else f"infeasible: no batch decodes within {question.tpot_ms:g} ms per token")
-    ranked = sorted((s for s in valid if s.status == "ok"), key=lambda s: -s.bound(question))
-    kept = ranked[:question.keep] + [next(s for s in ranked if s.candidate.mode == mode)
-                                     for mode in question.modes if any(s.candidate.mode == mode for s in ranked)]
-    kept_ids = {id(entry) for entry in kept}
-    for entry in ranked:
-        if id(entry) not in kept_ids:
-            entry.status = f"pruned: analytic bound {entry.bound(question):.4g} tok/s/GPU"
+
+
+def bound_and_simulate(question: PlanQuestion, searched: list[Searched]) -> None:
+    """Step 3 as branch and bound: candidates in descending analytic bound, :data:`ROUND` at a time, each simulated
+    over its levels; before each round, a candidate whose bound (an upper bound on what it can sustain) is below the
+    best output tokens/s per GPU already simulated within the SLO cannot win and is pruned, naming that best. The
+    best candidate of each mode is simulated regardless (the plot compares them), and at most
+    :attr:`PlanQuestion.keep` in all (the rest are listed as beyond that budget)."""
+    valid = [s for s in searched if s.status == "ok"]
+    _mark_infeasible(question, valid)
+    queue = sorted((s for s in valid if s.status == "ok"), key=lambda s: -s.bound(question))
+    first_of_mode = {id(next(s for s in queue if s.candidate.mode == mode))
+                     for mode in question.modes if any(s.candidate.mode == mode for s in queue)}
+    best, best_label, simulated = 0.0, "", 0
+    while queue:
+        batch: list[Searched] = []
+        while queue and len(batch) < ROUND:
+            entry = queue.pop(0)
+            bound = entry.bound(question)
+            if bound < best and id(entry) not in first_of_mode:
+                entry.status = f"pruned: analytic bound {bound:.4g} tok/s/GPU < {best:.4g} simulated by {best_label}"
+            elif simulated >= question.keep and id(entry) not in first_of_mode:
+                entry.status = f"pruned: beyond --keep {question.keep} simulated (analytic bound {bound:.4g} tok/s/GPU)"
+            else:
+                batch.append(entry)
+                simulated += 1
+        simulate_levels(question, batch)
+        for entry in batch:
+            if entry.best is not None and tokens_per_gpu(entry) > best:
+                best, best_label = tokens_per_gpu(entry), entry.candidate.label
 
 
 def _levels(entry: Searched) -> list[tuple[int, float]]:
@@ -247,9 +274,8 @@ def _map(question: PlanQuestion, function: Callable[..., Any], tasks: list[tuple
     return [function(*task) for task in tasks]
 
 
-def simulate_levels(question: PlanQuestion, searched: list[Searched]) -> None:
-    """Step 3 for every surviving candidate."""
-    alive = [s for s in searched if s.status == "ok"]
+def simulate_levels(question: PlanQuestion, alive: list[Searched]) -> None:
+    """Every level of each of ``alive`` simulated (in parallel on ``question.jobs`` processes)."""
     tasks = [(question, s.candidate, users, ramp) for s in alive for users, ramp in _levels(s)]
     results = iter(_map(question, _simulate, tasks))
     for entry in alive:
@@ -346,6 +372,5 @@ def experiment_of(question: PlanQuestion, entry: Searched) -> ExperimentConfig:
 def search(question: PlanQuestion) -> tuple[list[Searched], list[Searched]]:
     """Steps 1-4: every candidate searched, and the top ones, best first."""
     searched = enumerate_candidates(question)
-    prune(question, searched)
-    simulate_levels(question, searched)
+    bound_and_simulate(question, searched)
     return searched, confirm_top(question, searched)

@@ -125,6 +125,7 @@ class SteadyPoint:
     rate: float  # requests/s the whole candidate serves
     tpot_s: float
     ttft_s: float  # a prompt's prefill alone (the floor of TTFT)
+    step_s: float  # a decode step of ``batch`` sequences alone, s(b): the floor of TPOT at that batch
 
     def tokens_per_gpu(self, osl: int, gpus: int) -> float:
         return self.rate * osl / gpus
@@ -167,7 +168,7 @@ def agg_steady_state(setup: PoolSetup, shape: Shape, isl: int, osl: int) -> list
     for batch in _batches(max_batch(setup, isl, osl)):
         step, prefill = decode_step_seconds(setup, batch, context), prefill_seconds(setup, isl, batch, context)
         rate = 1 / (prefill + osl * step / batch)
-        points.append(SteadyPoint(batch, rate * shape.data_parallel, step / (1 - rate * prefill), alone))
+        points.append(SteadyPoint(batch, rate * shape.data_parallel, step / (1 - rate * prefill), alone, step))
     return points
 
 
@@ -197,7 +198,7 @@ def disagg_steady_state(prefill: PoolSetup, decode: PoolSetup, candidate: Candid
     points = []
     for batch in _batches(max_batch(decode, isl, osl)):
         step = decode_step_seconds(decode, batch, isl + osl / 2)
-        points.append(SteadyPoint(batch, min(prompts, ranks * batch / (osl * step)), step, first))
+        points.append(SteadyPoint(batch, min(prompts, ranks * batch / (osl * step)), step, first, step))
     return points
 
 

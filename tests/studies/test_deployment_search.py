@@ -95,3 +95,16 @@ def test_several_engines_are_searched_side_by_side(tmp_path):
     best = plan.iloc[0]
     config = load(str(tmp_path / "top" / "1-agg.yaml"))
     assert config.engine == best["engine"]  # the experiment (and its launch commands) are on the winning engine
+
+
+def test_only_deployments_whose_bound_cannot_win_are_pruned(tmp_path):
+    """Branch and bound: the analytic bound is an upper bound on what a simulated deployment sustains, and a
+    deployment is pruned only when its bound is below the best one simulated."""
+    args = [*SMALL, "--max-gpus", "8", "--modes", "agg", "--out", str(tmp_path)]
+    assert main(args) == 0
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    simulated = plan[plan["tokens_per_s_per_gpu"].notna()]
+    pruned = plan[plan["status"].str.startswith("pruned: analytic bound")]
+    assert len(pruned) and len(simulated) >= 4  # the first round runs whatever the bounds say
+    assert (simulated["tokens_per_s_per_gpu"] <= simulated["bound_tokens_per_s_per_gpu"]).all()
+    assert (pruned["bound_tokens_per_s_per_gpu"] < simulated["tokens_per_s_per_gpu"].max()).all()
