@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.fidelity.ranking import row_rates
+
 SLICE = ["system", "backend", "engine", "model_path", "mode", "subset"]
 
 
@@ -35,6 +37,17 @@ def slice_table(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFram
         table[f"{metric}_bias_pct"] = grouped[f"{metric}_signed"].median() * 100
     table["e2e_bias_pct"] = grouped["e2e_signed"].median() * 100
     return table.fillna({"ok": 0}).astype({"ok": int}).round(1)
+
+
+def load_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`slice_table` of the rows that ran, per GPU and subset, the rows with the most clients — the top quartile
+    of clients per model and GPU, the largest batches the engines ran — apart from the rest: whether the large
+    batches are priced as well as the small ones."""
+    rated = row_rates(frame)
+    ok = rated[rated["status"] == "ok"].copy()
+    top = ok.groupby(["model_path", "system"])["clients"].transform(lambda clients: clients >= clients.quantile(0.75))
+    ok["load"] = top.map({True: "top quartile of clients", False: "rest"})
+    return slice_table(ok, by=["system", "subset", "load"])
 
 
 def reason_counts(frame: pd.DataFrame) -> pd.Series:
@@ -65,6 +78,9 @@ def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
             f"{errors['ttft_median']:.1%} p90 {errors['ttft_p90']:.1%}; TPOT median {errors['tpot_median']:.1%} "
             f"p90 {errors['tpot_p90']:.1%}"
         )
+    if (frame["status"] == "ok").any():
+        lines += ["", "== by load: the top quartile of clients per model and GPU against the rest ==",
+                  load_table(frame).to_string()]
     reasons = reason_counts(frame)
     if not reasons.empty:
         lines += ["", "unsupported rows by reason:"] + [f"  {count:4d}  {reason}" for reason, count in reasons.items()]

@@ -139,3 +139,18 @@ def test_cli_ranking_needs_runs_and_a_validated_file(tmp_path, capsys):
     pd.DataFrame([{"id": "a"}]).to_csv(bare, index=False)
     assert main(["validate", "--ranking-from", str(bare)]) == 2
     assert "missing column(s)" in capsys.readouterr().err
+
+
+def test_the_largest_batches_are_reported_apart_from_the_rest():
+    """Clients 1-4 of one model on one GPU: the top quartile (clients >= the 0.75 quantile, 3.25) is the row of 4
+    clients; its TPOT error 40% stands alone, the rest's median is that of 10, 20, 30%."""
+    from simulator.fidelity.runs_report import load_table
+
+    rows = [_row(id=f"r{c}", batch_size=c, predicted_tpot_ms=10.0 * (1 + error), tpot_error=error, ttft_error=0.0)
+            for c, error in ((1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4))]
+    table = load_table(pd.DataFrame(rows))
+    top = table.loc[("h100_sxm", "fit", "top quartile of clients")]
+    rest = table.loc[("h100_sxm", "fit", "rest")]
+    assert (top["ok"], rest["ok"]) == (1, 3)
+    assert top["tpot_median_pct"] == pytest.approx(40.0) and rest["tpot_median_pct"] == pytest.approx(20.0)
+    assert top["tpot_bias_pct"] == pytest.approx(40.0)  # predicted 14 ms against 10 measured
