@@ -226,6 +226,9 @@ class EngineProfile(BaseModel):
         "each pays one (reading 16-bit activations, writing them quantised, and the hardware's "
         "fit.gemm.quantize_overhead_us)",
     )
+    fuses_activation_quantization_by_generation: dict[str, bool] = Field(
+        default_factory=dict, description="fuses_activation_quantization on a GPU of that generation (or of one "
+        "borrowing its fit), where its kernels there differ; fitted on that generation's benchmark rows")
     pipeline_micro_batches: bool = Field(
         default=False,
         description="with pipeline parallelism, one micro-batch per stage in flight (vLLM v1's max_concurrent_batches "
@@ -327,6 +330,16 @@ class EngineProfile(BaseModel):
             if rule is not None and getattr(rule, section):
                 sections[section] = {**sections.get(section, {}), **copy.deepcopy(getattr(rule, section))}
         return sections
+
+    def fuses_quantization(self, generation: str) -> bool:
+        """Whether its quantised GEMMs take fused-quantised activations on a GPU of ``generation``: that
+        generation's entry in ``fuses_activation_quantization_by_generation`` (or the one it borrows from), else
+        ``fuses_activation_quantization``."""
+        table = self.fuses_activation_quantization_by_generation
+        for name in (generation, borrowed_generation(generation)):
+            if name in table:
+                return table[name]
+        return self.fuses_activation_quantization
 
     def custom_allreduce(self, generation: str) -> CustomAllReduceFit | None:
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in

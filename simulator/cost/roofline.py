@@ -176,7 +176,7 @@ class RooflineCostModel(CostModel):
         self.elementwise_kernels = self.engine.elementwise_kernels_per_layer
         gemm_hardware = self.engine.gemm_hardware(hardware)  # the framework's own dense GEMM rates
         self.gemm = GemmModel(gemm_hardware, dtype, self.engine.compute_efficiency, self.engine.memory_efficiency,
-                              self.engine.fuses_activation_quantization)
+                              self.engine.fuses_quantization(hardware.generation))
         # the LM head (like the embedding) stays in the activation precision in quantised checkpoints
         self.head_gemm = GemmModel(
             gemm_hardware, activation_dtype(dtype), self.engine.compute_efficiency, self.engine.memory_efficiency
