@@ -7,8 +7,9 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 
-from simulator.catalog.workloads import fit_preset, load_preset, preset_names
+from simulator.catalog.workloads import PROBABILITIES, fit_preset, load_preset, preset_names
 from simulator.cli import main
 from simulator.config import load_experiment
 from simulator.config.workload import QuantileLength
@@ -60,6 +61,55 @@ def test_a_preset_fits_lengths_under_their_other_names(tmp_path):
     (tmp_path / "bad.csv").write_text("input_length,tokens\n1,2\n")
     with pytest.raises(LLMSimError, match=r"bad.csv: missing column\(s\) \['num_decode_tokens'\]"):
         fit_preset(tmp_path / "bad.csv", "bad")
+
+
+def test_a_preset_fits_a_pmf(tmp_path):
+    """A ``field,value,probability`` PMF (ServeGen's): input 1…4 tokens with probabilities .1/.2/.3/.4 (cumulative
+    .1/.3/.6/1): mean 3.0, median 3 (the first value whose cumulative probability reaches .5), p90 and p99 4; its
+    quantile at 0 is 1, at .1 still 1, at .11 already 2; the other field's mean and median are documentation."""
+    path = tmp_path / "pmf.csv"
+    path.write_text("field,value,probability\n" + "".join(f"input_tokens,{v},{v / 10}\n" for v in (1, 2, 3, 4))
+                    + "output_tokens,7,0.5\noutput_tokens,9,0.5\noutput_tokens,20,0\n"
+                    + "reason_ratio,0.25,0.5\nreason_ratio,0.75,0.5\n")
+    preset = fit_preset(path, "pmf")
+    stats, lengths = preset["statistics"], preset["workload"]["input_tokens"]
+    assert stats["input_tokens"] == {"p50": 3.0, "mean": 3.0, "p90": 4.0, "p99": 4.0}
+    assert stats["output_tokens"]["mean"] == 8.0 and stats["output_tokens"]["p99"] == 9.0  # 20 has probability 0
+    assert stats["reason_ratio"] == {"mean": 0.5, "p50": 0.25} and "requests" not in stats
+    at = dict(zip(lengths["probabilities"], lengths["values"], strict=True))
+    assert (at[0.0], at[0.1], at[0.11], at[0.3], at[0.31], at[1.0]) == (1, 1, 2, 2, 3, 4)
+    (tmp_path / "half.csv").write_text("field,value,probability\ninput_tokens,3,1\n")
+    with pytest.raises(LLMSimError, match=r"half.csv: a PMF without field\(s\) \['output_tokens'\]"):
+        fit_preset(tmp_path / "half.csv", "half")
+
+
+def test_a_cap_holding_more_than_the_top_percent_keeps_its_share(tmp_path):
+    """200 outputs: 1…195 and five at a cap of 1000 (2.5%): the quantiles get a point at 0.975 where the cap begins,
+    so 2.5% of draws sit at the cap (without it the percent from 0.97 to 0.98 would ramp up to it)."""
+    path = tmp_path / "capped.csv"
+    path.write_text("input_length,output_length\n" + "".join(f"{i},{i if i <= 195 else 1000}\n" for i in range(1, 201)))
+    output = fit_preset(path, "capped")["workload"]["output_tokens"]
+    assert 0.975 in output["probabilities"] and output["values"][output["probabilities"].index(0.975)] == 1000
+    drawn = sample_lengths(QuantileLength(**output), 100_000, np.random.default_rng(1))
+    assert np.mean(drawn == 1000) == pytest.approx(0.025, abs=0.002)
+    assert len(fit_preset(path, "capped")["workload"]["input_tokens"]["values"]) == len(PROBABILITIES)  # no atom
+
+
+def test_a_lengths_only_source_takes_a_poisson_arrival(tmp_path, capsys):
+    """``--poisson RATE`` (MLPerf's Server scenario): the arrival, and the command in ``fitted_by``; refused for a
+    source with arrival times and without --fit."""
+    path = tmp_path / "lengths.csv"
+    path.write_text("input_length,output_length\n" + "".join(f"{i},{i}\n" for i in range(1, 11)))
+    assert main(["workloads", "--fit", str(path), "--name", "x", "--poisson", "2.5"]) == 0
+    preset = yaml.safe_load(capsys.readouterr().out)
+    assert preset["workload"]["arrival"] == {"kind": "poisson", "rate": 2.5}
+    assert preset["fitted_by"] == f"llmsim workloads --fit {path} --name x --poisson 2.5 (statistics and workload)"
+    timed = tmp_path / "timed.csv"
+    timed.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,1\n1,2,2\n3,3,3\n")
+    with pytest.raises(LLMSimError, match="has arrival times"):
+        fit_preset(timed, "timed", poisson_rate=1.0)
+    assert main(["workloads", "--poisson", "1"]) == 2
+    assert "--poisson gives a fitted preset its arrival: it needs --fit" in capsys.readouterr().err
 
 
 def test_the_sections_own_keys_override_the_preset():
