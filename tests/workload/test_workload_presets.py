@@ -4,21 +4,30 @@ is used as workload: {preset: NAME, ...} with the section's own keys over it."""
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
-from simulator.catalog.workloads import PROBABILITIES, fit_preset, load_preset, preset_names
+from simulator.catalog.paths import PROJECT_ROOT
+from simulator.catalog.workloads import PRESETS_DIR, PROBABILITIES, fit_preset, load_preset, preset_names, preset_yaml
 from simulator.cli import main
 from simulator.config import load_experiment
-from simulator.config.workload import QuantileLength
+from simulator.config.workload import QuantileLength, WorkloadConfig
 from simulator.errors import LLMSimError
+from simulator.workload import generate_requests
 from simulator.workload.lengths import sample_lengths
-from tests.helpers import experiment
+from tests.helpers import SHARED_DATA, experiment
 
 SOURCES = {"azure-conv": "azure_conv_2023.csv", "azure-code": "azure_code_2023.csv",
-           "arxiv-summarization": "arxiv_summarization_lengths.csv"}
+           "arxiv-summarization": "arxiv_summarization_lengths.csv",
+           "mlperf-llama2-70b": "mlperf_llama2_70b_openorca.csv", "mlperf-deepseek-r1": "mlperf_deepseek_r1.csv",
+           "mlperf-llama3.1-405b": "mlperf_llama3_1_405b.csv", "mlperf-mixtral-8x7b": "mlperf_mixtral_8x7b.csv",
+           "reasoning-servegen-r1": "servegen_deepseek_r1_length_pmf.csv"}
+MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
+POISSON = {name for name in SOURCES if name.startswith(("mlperf-", "reasoning-"))}  # lengths only: Poisson arrivals
 
 
 def test_the_library_has_the_sourced_presets():
@@ -41,11 +50,77 @@ def test_a_presets_lengths_reproduce_its_sources_statistics(name):
         assert drawn.mean() == pytest.approx(stats["mean"], rel=0.03), part
 
 
+def _source_statistics(path) -> dict[str, dict[str, float]]:
+    """Mean, p50, p90 and p99 of a source's input and output lengths, read from the file here: numpy's percentiles
+    of a request table's columns, or of a PMF the first value whose cumulative probability reaches each level."""
+    frame = pd.read_csv(path)
+    stats = {}
+    for part, columns in (("input_tokens", ("num_prefill_tokens", "input_length")),
+                          ("output_tokens", ("num_decode_tokens", "output_length"))):
+        if "field" in frame.columns:
+            pmf = frame[(frame["field"] == part) & (frame["probability"] > 0)].sort_values("value")
+            values, cdf = pmf["value"].to_numpy(), pmf["probability"].cumsum().to_numpy() / pmf["probability"].sum()
+            stats[part] = {"mean": float((values * pmf["probability"]).sum() / pmf["probability"].sum())}
+            stats[part].update({f"p{q}": float(values[cdf >= q / 100 - 1e-9][0]) for q in (50, 90, 99)})
+        else:
+            values = frame[next(c for c in columns if c in frame.columns)].to_numpy(dtype=float)
+            stats[part] = {"mean": values.mean(), **{f"p{q}": np.percentile(values, q) for q in (50, 90, 99)}}
+    return stats
+
+
 @pytest.mark.parametrize("name", sorted(SOURCES))
-def test_a_preset_refits_from_its_source_exactly(name, shared_data):
-    fitted = fit_preset(shared_data / "traces" / SOURCES[name], name)
-    preset = load_preset(name)
-    assert fitted["statistics"] == preset["statistics"] and fitted["workload"] == preset["workload"]
+def test_requests_from_a_preset_match_its_source_file(name, shared_data):
+    """Issue 54's "done when": 200,000 requests generated from ``workload: {preset: NAME}`` have the mean, p50,
+    p90 and p99 input and output lengths of the source file (computed from the file) within 2%. (200,000 rather
+    than 20,000: at 20,000 a draw's median of Mixtral's prompts, which sit on a steep stretch of the quantile
+    function, is off by up to 3% by chance alone.)"""
+    source = _source_statistics(shared_data / "traces" / SOURCES[name])
+    workload = generate_requests(WorkloadConfig(preset=name, num_requests=200_000,
+                                                arrival={"kind": "poisson", "rate": 1.0}),
+                                 np.random.SeedSequence(54))
+    for part in ("input_tokens", "output_tokens"):
+        drawn = getattr(workload, part)
+        assert drawn.mean() == pytest.approx(source[part]["mean"], rel=0.02), (part, "mean")
+        for q in (50, 90, 99):
+            assert np.percentile(drawn, q) == pytest.approx(source[part][f"p{q}"], rel=0.02), (part, q)
+
+
+def test_the_reasoning_preset_keeps_the_bimodal_output(shared_data):
+    """ServeGen's DeepSeek-R1 outputs have two modes, near 400 and near 1,200 tokens, with a dip between (less
+    probability per log-width in 655…878 than in 364…488 and in 1,178…1,581): 200,000 draws put the same share in
+    each band (within 0.005) and keep the dip. The reasoning share is recorded (0.70), not drawn."""
+    frame = pd.read_csv(shared_data / "traces" / SOURCES["reasoning-servegen-r1"])
+    pmf = frame[frame["field"] == "output_tokens"]
+    bands = [(364, 488), (655, 878), (1178, 1581)]
+    width = [np.log(high / low) for low, high in bands]
+    source = [pmf["probability"][(pmf["value"] >= low) & (pmf["value"] < high)].sum() for low, high in bands]
+    preset = load_preset("reasoning-servegen-r1")
+    drawn = sample_lengths(QuantileLength(**preset["workload"]["output_tokens"]), 200_000, np.random.default_rng(9))
+    shares = [np.mean((drawn >= low) & (drawn < high)) for low, high in bands]
+    assert shares == pytest.approx(source, abs=0.005)
+    density = [share / w for share, w in zip(shares, width, strict=True)]
+    assert density[1] < 0.8 * min(density[0], density[2])
+    assert preset["statistics"]["reason_ratio"]["mean"] == pytest.approx(0.70, abs=0.005)
+    assert preset["workload"]["arrival"] == {"kind": "poisson", "rate": 1.0}
+
+
+@pytest.mark.parametrize("name", sorted(set(SOURCES) | set(MAX_ENTROPY)))
+def test_a_preset_file_is_what_its_command_prints(name, capsys, monkeypatch):
+    """``fitted_by``'s command, run from the project root, prints the preset file byte for byte but for the two
+    fields a person writes (``description`` and ``source``); a fitted preset's source file is read from
+    ../shared/data (skipped without it)."""
+    text = (PRESETS_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    preset = yaml.safe_load(text)
+    command = shlex.split(preset["fitted_by"].rsplit(" (", 1)[0])
+    assert command[:2] == ["llmsim", "workloads"] and command[command.index("--name") + 1] == name
+    if "--fit" in command and not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    monkeypatch.chdir(PROJECT_ROOT)
+    assert main(command[1:]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert preset_yaml({**printed, "description": preset["description"], "source": preset["source"]}) == text
+    if name in POISSON:
+        assert preset["workload"]["arrival"]["kind"] == "poisson"
 
 
 def test_a_preset_fits_lengths_under_their_other_names(tmp_path):
@@ -152,9 +227,6 @@ def test_llmsim_workloads_lists_them(capsys):
     assert set(SOURCES) <= set(listed) and "rate_per_s" in listed["azure-conv"]["statistics"]
     assert main(["workloads"]) == 0
     assert "azure-conv" in capsys.readouterr().out
-
-
-MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
 
 
 @pytest.mark.parametrize("name", MAX_ENTROPY)
