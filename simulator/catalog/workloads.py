@@ -7,7 +7,14 @@ A preset file holds ``name``, ``description``, ``source``, ``fitted_by`` (the co
 fitted as their percentiles 0…99, 99.1…99.9 and 100 (:class:`simulator.config.workload.QuantileLength`, drawn
 independently for input and output: the statistics give the source's rank correlation between them); arrivals,
 where the source has timestamps, as vLLM bench's gamma process with the source's mean rate and ``burstiness`` =
-1 / CV² of its gaps.
+1 / CV² of its gaps. A source without timestamps whose arrivals are Poisson by definition (MLPerf's Server scenario,
+at the rate under test) gets ``--poisson RATE``: a Poisson arrival at that rate, a starting point that ``llmsim
+capacity`` searches from.
+
+A source that publishes distributions rather than requests (ServeGen: a ``field,value,probability`` probability mass
+function per length field) is fitted the same way from the PMF: its inverse CDF at the same percentiles, its mean and
+percentiles as the statistics (no request count, no rank correlation: the fields are independent marginals), and
+every other field's mean and median recorded as documentation (DeepSeek-R1's ``reason_ratio``).
 
 A source that publishes only a mean and the bounds of its lengths (a paper's or a blog's "average 202 tokens") gets
 the maximum-entropy law for those facts (:func:`max_entropy_preset`): on ``[low, high]`` with mean ``m``, the
@@ -37,6 +44,9 @@ PROBABILITIES = tuple(round(float(p) / 100, 4) for p in PERCENTILES)  # as a qua
 COLUMNS = {"arrival": "arrived_at", "input": "num_prefill_tokens", "output": "num_decode_tokens"}
 # other names sources give the same columns (mooncake traces and MLPerf dataset summaries: input_length, ...)
 ALIASES = {"input_length": COLUMNS["input"], "output_length": COLUMNS["output"]}
+# a distribution file (ServeGen's *_length_pmf.csv): one row per field and value, the value's probability
+PMF_COLUMNS = ("field", "value", "probability")
+PMF_FIELDS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens"}  # preset part: the PMF's field
 
 
 def preset_names() -> list[str]:
@@ -79,23 +89,67 @@ def _column(frame: pd.DataFrame, column: str, path: str | Path, minimum: float =
     return values
 
 
-def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
-    """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` (or ``input_length``,
-    ``output_length``) and optionally ``arrived_at`` (seconds; the processed-trace format of
-    ``../shared/data/traces``); ``description`` is left for a person to write and ``source`` names the file."""
+def _read_csv(path: str | Path) -> pd.DataFrame:
     import pandas as pd
 
     try:
-        frame = pd.read_csv(path)
+        return pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise LLMSimError(f"{path}: empty file (a preset is fitted to a CSV with a header and rows)") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None) -> dict[str, Any]:
+    """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` (or ``input_length``,
+    ``output_length``) and optionally ``arrived_at`` (seconds; the processed-trace format of
+    ``../shared/data/traces``), or to a ``field,value,probability`` PMF (:func:`_fit_pmf`); ``description`` is left
+    for a person to write and ``source`` names the file. ``poisson_rate``: a Poisson arrival at that rate, for a
+    source without arrival times."""
+    frame = _read_csv(path)
+    if set(PMF_COLUMNS) <= set(frame.columns):
+        statistics, workload = _fit_pmf(frame, path)
+    else:
+        statistics, workload = _fit_requests(frame, path)
+    if poisson_rate is not None:
+        if "arrival" in workload:
+            raise LLMSimError(f"{path}: has arrival times ({COLUMNS['arrival']}): its arrival is fitted to them; "
+                              "--poisson is for a source without them")
+        if not 0 < poisson_rate < math.inf:
+            raise LLMSimError(f"--poisson: the rate must be a positive number of requests/s, got {poisson_rate}")
+        workload["arrival"] = {"kind": "poisson", "rate": poisson_rate}
+    poisson = f" --poisson {poisson_rate:g}" if poisson_rate is not None else ""
+    return {"name": name, "description": "", "source": str(path),
+            "fitted_by": f"llmsim workloads --fit {path} --name {name}{poisson} (statistics and workload)",
+            "statistics": statistics, "workload": workload}
+
+
+def _lengths(values: np.ndarray, cap_share: float) -> dict[str, Any]:
+    """The quantile length section of ``values`` (a length's percentiles, or its inverse CDF, at
+    :data:`PERCENTILES`). ``cap_share``: the share of requests at the largest value; a cap holding more than the
+    top percent (DeepSeek-R1's outputs at 32,768 tokens) gets one more point where it begins, at 1 − that share, so
+    that the draws reach the cap as often as the source does instead of spreading them over the percent below."""
+    lengths = [int(v) for v in np.rint(values)]
+    probabilities = list(PROBABILITIES)
+    start = round(1 - cap_share, 6)
+    if cap_share > 0.01 and start not in probabilities:
+        at = int(np.searchsorted(probabilities, start))
+        if lengths[at] == lengths[-1]:  # the percentiles above the cap's start are the cap (they are, but for 1/n)
+            lengths.insert(at, lengths[-1])
+            probabilities.insert(at, start)
+    return {"kind": "quantiles", "values": lengths, "probabilities": probabilities}
+
+
+def _fit_requests(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Statistics and workload of one row per request (module docstring)."""
+    import pandas as pd
+
     frame = frame.rename(columns={k: v for k, v in ALIASES.items() if v not in frame.columns})
     missing = [c for c in (COLUMNS["input"], COLUMNS["output"]) if c not in frame.columns]
     if missing:
         raise LLMSimError(f"{path}: missing column(s) {missing} (a preset is fitted to {list(COLUMNS.values())}; "
-                          f"{', '.join(ALIASES)} are taken for the lengths too)")
+                          f"{', '.join(ALIASES)} are taken for the lengths too; or to a PMF: "
+                          f"{', '.join(PMF_COLUMNS)})")
     if len(frame) < 2:
         raise LLMSimError(f"{path}: {len(frame)} rows; a preset is fitted to at least 2")
     inputs, outputs = (_column(frame, COLUMNS[k], path, minimum=0) for k in ("input", "output"))
@@ -104,8 +158,7 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
                                   "output_tokens": _stats(outputs),
                                   "input_output_rank_correlation": round(float(ranks), 3)}
     workload: dict[str, Any] = {
-        part: {"kind": "quantiles", "values": [int(v) for v in np.rint(np.percentile(values, PERCENTILES))],
-               "probabilities": list(PROBABILITIES)}
+        part: _lengths(np.percentile(values, PERCENTILES), float(np.mean(values == values.max())))
         for part, values in (("input_tokens", inputs), ("output_tokens", outputs))}
     if COLUMNS["arrival"] in frame.columns:
         times = np.sort(_column(frame, COLUMNS["arrival"], path))
@@ -117,9 +170,44 @@ def fit_preset(path: str | Path, name: str) -> dict[str, Any]:
         statistics.update({"rate_per_s": round(float(rate), 3), "gap_cv": round(float(cv), 3)})
         workload["arrival"] = {"kind": "gamma", "rate": round(float(rate), 3),
                                "burstiness": round(float(1 / cv**2), 4)}
-    return {"name": name, "description": "", "source": str(path),
-            "fitted_by": f"llmsim workloads --fit {path} --name {name} (statistics and workload)",
-            "statistics": statistics, "workload": workload}
+    return statistics, workload
+
+
+def pmf_quantiles(values: np.ndarray, probabilities: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The inverse CDF of a PMF (``values`` increasing) at cumulative probabilities ``at``: the smallest value whose
+    cumulative probability reaches each (the probabilities normalised to sum 1; 0 gives the smallest value with
+    any probability, 1 the largest)."""
+    cdf = np.cumsum(probabilities) / probabilities.sum()
+    return values[np.minimum(np.searchsorted(cdf, np.asarray(at) - 1e-9), len(values) - 1)]
+
+
+def _fit_pmf(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Statistics and workload of a ``field,value,probability`` PMF: each length part from its field's inverse
+    CDF, each other field's mean and median as documentation."""
+    values, probabilities = _column(frame, "value", path, minimum=0), _column(frame, "probability", path, minimum=0)
+    fields = frame["field"].astype(str).to_numpy()
+    missing = [field for field in PMF_FIELDS.values() if field not in set(fields)]
+    if missing:
+        raise LLMSimError(f"{path}: a PMF without field(s) {missing} (its fields: {sorted(set(fields))})")
+    statistics: dict[str, Any] = {}
+    workload: dict[str, Any] = {}
+    for field in dict.fromkeys(fields):  # the file's order
+        mask = (fields == field) & (probabilities > 0)
+        order = np.argsort(values[mask], kind="stable")
+        v, p = values[mask][order], probabilities[mask][order]
+        if len(v) == 0 or len(np.unique(v)) != len(v):
+            raise LLMSimError(f"{path}: field {field!r}: " + ("no value with a positive probability" if len(v) == 0
+                                                              else "a value is listed twice"))
+        mean = float((v * p).sum() / p.sum())
+        if field in PMF_FIELDS.values():
+            p50, p90, p99 = pmf_quantiles(v, p, np.array([0.5, 0.9, 0.99]))
+            statistics[field] = {"p50": round(float(p50), 1), "mean": round(mean, 1), "p90": round(float(p90), 1),
+                                 "p99": round(float(p99), 1)}
+            workload[field] = _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum()))
+        else:
+            median = pmf_quantiles(v, p, np.array([0.5]))[0]
+            statistics[field] = {"mean": round(mean, 3), "p50": round(float(median), 3)}
+    return statistics, {part: workload[field] for part, field in PMF_FIELDS.items()}
 
 
 def _truncated_exponential_rate(mean: float, low: float, high: float) -> float:

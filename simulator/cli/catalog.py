@@ -74,8 +74,10 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 def cmd_workloads(args: argparse.Namespace) -> int:
     """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML."""
     if args.fit:
-        print(preset_yaml(fit_preset(args.fit, args.name)), end="")
+        print(preset_yaml(fit_preset(args.fit, args.name, poisson_rate=args.poisson)), end="")
         return 0
+    if args.poisson is not None:
+        raise LLMSimError("workloads: --poisson gives a fitted preset its arrival: it needs --fit")
     if args.max_entropy:
         print(preset_yaml(max_entropy_preset(args.name, dict(args.max_entropy))), end="")
         return 0

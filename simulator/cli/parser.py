@@ -309,10 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     presets.add_argument("--json", action="store_true", help="one JSON object per preset")
     presets.add_argument("--fit", metavar="CSV", help="print a preset fitted to a processed trace (arrived_at, "
                          "num_prefill_tokens, num_decode_tokens; or lengths only, also as input_length, "
-                         "output_length) instead")
+                         "output_length; or a field,value,probability PMF of input_tokens and output_tokens) instead")
     presets.add_argument("--max-entropy", action="append", type=_mean_and_bounds, metavar="PART=MEAN:MIN:MAX",
                          help="print a preset from a published mean and bounds of input_tokens and/or "
                          "output_tokens (the maximum-entropy law for them) instead; repeatable")
+    presets.add_argument("--poisson", type=_positive_float, metavar="RATE",
+                         help="with --fit, for a source without arrival times: a Poisson arrival at RATE req/s")
     presets.add_argument("--name", default="my-workload", help="the fitted preset's name")
     presets.set_defaults(handler=("catalog", "cmd_workloads"))
 

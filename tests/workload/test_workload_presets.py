@@ -4,20 +4,30 @@ is used as workload: {preset: NAME, ...} with the section's own keys over it."""
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
+import pandas as pd
 import pytest
+import yaml
 
-from simulator.catalog.workloads import fit_preset, load_preset, preset_names
+from simulator.catalog.paths import PROJECT_ROOT
+from simulator.catalog.workloads import PRESETS_DIR, PROBABILITIES, fit_preset, load_preset, preset_names, preset_yaml
 from simulator.cli import main
 from simulator.config import load_experiment
-from simulator.config.workload import QuantileLength
+from simulator.config.workload import QuantileLength, WorkloadConfig
 from simulator.errors import LLMSimError
+from simulator.workload import generate_requests
 from simulator.workload.lengths import sample_lengths
-from tests.helpers import experiment
+from tests.helpers import SHARED_DATA, experiment
 
 SOURCES = {"azure-conv": "azure_conv_2023.csv", "azure-code": "azure_code_2023.csv",
-           "arxiv-summarization": "arxiv_summarization_lengths.csv"}
+           "arxiv-summarization": "arxiv_summarization_lengths.csv",
+           "mlperf-llama2-70b": "mlperf_llama2_70b_openorca.csv", "mlperf-deepseek-r1": "mlperf_deepseek_r1.csv",
+           "mlperf-llama3.1-405b": "mlperf_llama3_1_405b.csv", "mlperf-mixtral-8x7b": "mlperf_mixtral_8x7b.csv",
+           "reasoning-servegen-r1": "servegen_deepseek_r1_length_pmf.csv"}
+MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
+POISSON = {name for name in SOURCES if name.startswith(("mlperf-", "reasoning-"))}  # lengths only: Poisson arrivals
 
 
 def test_the_library_has_the_sourced_presets():
@@ -40,11 +50,77 @@ def test_a_presets_lengths_reproduce_its_sources_statistics(name):
         assert drawn.mean() == pytest.approx(stats["mean"], rel=0.03), part
 
 
+def _source_statistics(path) -> dict[str, dict[str, float]]:
+    """Mean, p50, p90 and p99 of a source's input and output lengths, read from the file here: numpy's percentiles
+    of a request table's columns, or of a PMF the first value whose cumulative probability reaches each level."""
+    frame = pd.read_csv(path)
+    stats = {}
+    for part, columns in (("input_tokens", ("num_prefill_tokens", "input_length")),
+                          ("output_tokens", ("num_decode_tokens", "output_length"))):
+        if "field" in frame.columns:
+            pmf = frame[(frame["field"] == part) & (frame["probability"] > 0)].sort_values("value")
+            values, cdf = pmf["value"].to_numpy(), pmf["probability"].cumsum().to_numpy() / pmf["probability"].sum()
+            stats[part] = {"mean": float((values * pmf["probability"]).sum() / pmf["probability"].sum())}
+            stats[part].update({f"p{q}": float(values[cdf >= q / 100 - 1e-9][0]) for q in (50, 90, 99)})
+        else:
+            values = frame[next(c for c in columns if c in frame.columns)].to_numpy(dtype=float)
+            stats[part] = {"mean": values.mean(), **{f"p{q}": np.percentile(values, q) for q in (50, 90, 99)}}
+    return stats
+
+
 @pytest.mark.parametrize("name", sorted(SOURCES))
-def test_a_preset_refits_from_its_source_exactly(name, shared_data):
-    fitted = fit_preset(shared_data / "traces" / SOURCES[name], name)
-    preset = load_preset(name)
-    assert fitted["statistics"] == preset["statistics"] and fitted["workload"] == preset["workload"]
+def test_requests_from_a_preset_match_its_source_file(name, shared_data):
+    """Issue 54's "done when": 200,000 requests generated from ``workload: {preset: NAME}`` have the mean, p50,
+    p90 and p99 input and output lengths of the source file (computed from the file) within 2%. (200,000 rather
+    than 20,000: at 20,000 a draw's median of Mixtral's prompts, which sit on a steep stretch of the quantile
+    function, is off by up to 3% by chance alone.)"""
+    source = _source_statistics(shared_data / "traces" / SOURCES[name])
+    workload = generate_requests(WorkloadConfig(preset=name, num_requests=200_000,
+                                                arrival={"kind": "poisson", "rate": 1.0}),
+                                 np.random.SeedSequence(54))
+    for part in ("input_tokens", "output_tokens"):
+        drawn = getattr(workload, part)
+        assert drawn.mean() == pytest.approx(source[part]["mean"], rel=0.02), (part, "mean")
+        for q in (50, 90, 99):
+            assert np.percentile(drawn, q) == pytest.approx(source[part][f"p{q}"], rel=0.02), (part, q)
+
+
+def test_the_reasoning_preset_keeps_the_bimodal_output(shared_data):
+    """ServeGen's DeepSeek-R1 outputs have two modes, near 400 and near 1,200 tokens, with a dip between (less
+    probability per log-width in 655…878 than in 364…488 and in 1,178…1,581): 200,000 draws put the same share in
+    each band (within 0.005) and keep the dip. The reasoning share is recorded (0.70), not drawn."""
+    frame = pd.read_csv(shared_data / "traces" / SOURCES["reasoning-servegen-r1"])
+    pmf = frame[frame["field"] == "output_tokens"]
+    bands = [(364, 488), (655, 878), (1178, 1581)]
+    width = [np.log(high / low) for low, high in bands]
+    source = [pmf["probability"][(pmf["value"] >= low) & (pmf["value"] < high)].sum() for low, high in bands]
+    preset = load_preset("reasoning-servegen-r1")
+    drawn = sample_lengths(QuantileLength(**preset["workload"]["output_tokens"]), 200_000, np.random.default_rng(9))
+    shares = [np.mean((drawn >= low) & (drawn < high)) for low, high in bands]
+    assert shares == pytest.approx(source, abs=0.005)
+    density = [share / w for share, w in zip(shares, width, strict=True)]
+    assert density[1] < 0.8 * min(density[0], density[2])
+    assert preset["statistics"]["reason_ratio"]["mean"] == pytest.approx(0.70, abs=0.005)
+    assert preset["workload"]["arrival"] == {"kind": "poisson", "rate": 1.0}
+
+
+@pytest.mark.parametrize("name", sorted(set(SOURCES) | set(MAX_ENTROPY)))
+def test_a_preset_file_is_what_its_command_prints(name, capsys, monkeypatch):
+    """``fitted_by``'s command, run from the project root, prints the preset file byte for byte but for the two
+    fields a person writes (``description`` and ``source``); a fitted preset's source file is read from
+    ../shared/data (skipped without it)."""
+    text = (PRESETS_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    preset = yaml.safe_load(text)
+    command = shlex.split(preset["fitted_by"].rsplit(" (", 1)[0])
+    assert command[:2] == ["llmsim", "workloads"] and command[command.index("--name") + 1] == name
+    if "--fit" in command and not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    monkeypatch.chdir(PROJECT_ROOT)
+    assert main(command[1:]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert preset_yaml({**printed, "description": preset["description"], "source": preset["source"]}) == text
+    if name in POISSON:
+        assert preset["workload"]["arrival"]["kind"] == "poisson"
 
 
 def test_a_preset_fits_lengths_under_their_other_names(tmp_path):
@@ -60,6 +136,55 @@ def test_a_preset_fits_lengths_under_their_other_names(tmp_path):
     (tmp_path / "bad.csv").write_text("input_length,tokens\n1,2\n")
     with pytest.raises(LLMSimError, match=r"bad.csv: missing column\(s\) \['num_decode_tokens'\]"):
         fit_preset(tmp_path / "bad.csv", "bad")
+
+
+def test_a_preset_fits_a_pmf(tmp_path):
+    """A ``field,value,probability`` PMF (ServeGen's): input 1…4 tokens with probabilities .1/.2/.3/.4 (cumulative
+    .1/.3/.6/1): mean 3.0, median 3 (the first value whose cumulative probability reaches .5), p90 and p99 4; its
+    quantile at 0 is 1, at .1 still 1, at .11 already 2; the other field's mean and median are documentation."""
+    path = tmp_path / "pmf.csv"
+    path.write_text("field,value,probability\n" + "".join(f"input_tokens,{v},{v / 10}\n" for v in (1, 2, 3, 4))
+                    + "output_tokens,7,0.5\noutput_tokens,9,0.5\noutput_tokens,20,0\n"
+                    + "reason_ratio,0.25,0.5\nreason_ratio,0.75,0.5\n")
+    preset = fit_preset(path, "pmf")
+    stats, lengths = preset["statistics"], preset["workload"]["input_tokens"]
+    assert stats["input_tokens"] == {"p50": 3.0, "mean": 3.0, "p90": 4.0, "p99": 4.0}
+    assert stats["output_tokens"]["mean"] == 8.0 and stats["output_tokens"]["p99"] == 9.0  # 20 has probability 0
+    assert stats["reason_ratio"] == {"mean": 0.5, "p50": 0.25} and "requests" not in stats
+    at = dict(zip(lengths["probabilities"], lengths["values"], strict=True))
+    assert (at[0.0], at[0.1], at[0.11], at[0.3], at[0.31], at[1.0]) == (1, 1, 2, 2, 3, 4)
+    (tmp_path / "half.csv").write_text("field,value,probability\ninput_tokens,3,1\n")
+    with pytest.raises(LLMSimError, match=r"half.csv: a PMF without field\(s\) \['output_tokens'\]"):
+        fit_preset(tmp_path / "half.csv", "half")
+
+
+def test_a_cap_holding_more_than_the_top_percent_keeps_its_share(tmp_path):
+    """200 outputs: 1…195 and five at a cap of 1000 (2.5%): the quantiles get a point at 0.975 where the cap begins,
+    so 2.5% of draws sit at the cap (without it the percent from 0.97 to 0.98 would ramp up to it)."""
+    path = tmp_path / "capped.csv"
+    path.write_text("input_length,output_length\n" + "".join(f"{i},{i if i <= 195 else 1000}\n" for i in range(1, 201)))
+    output = fit_preset(path, "capped")["workload"]["output_tokens"]
+    assert 0.975 in output["probabilities"] and output["values"][output["probabilities"].index(0.975)] == 1000
+    drawn = sample_lengths(QuantileLength(**output), 100_000, np.random.default_rng(1))
+    assert np.mean(drawn == 1000) == pytest.approx(0.025, abs=0.002)
+    assert len(fit_preset(path, "capped")["workload"]["input_tokens"]["values"]) == len(PROBABILITIES)  # no atom
+
+
+def test_a_lengths_only_source_takes_a_poisson_arrival(tmp_path, capsys):
+    """``--poisson RATE`` (MLPerf's Server scenario): the arrival, and the command in ``fitted_by``; refused for a
+    source with arrival times and without --fit."""
+    path = tmp_path / "lengths.csv"
+    path.write_text("input_length,output_length\n" + "".join(f"{i},{i}\n" for i in range(1, 11)))
+    assert main(["workloads", "--fit", str(path), "--name", "x", "--poisson", "2.5"]) == 0
+    preset = yaml.safe_load(capsys.readouterr().out)
+    assert preset["workload"]["arrival"] == {"kind": "poisson", "rate": 2.5}
+    assert preset["fitted_by"] == f"llmsim workloads --fit {path} --name x --poisson 2.5 (statistics and workload)"
+    timed = tmp_path / "timed.csv"
+    timed.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,1\n1,2,2\n3,3,3\n")
+    with pytest.raises(LLMSimError, match="has arrival times"):
+        fit_preset(timed, "timed", poisson_rate=1.0)
+    assert main(["workloads", "--poisson", "1"]) == 2
+    assert "--poisson gives a fitted preset its arrival: it needs --fit" in capsys.readouterr().err
 
 
 def test_the_sections_own_keys_override_the_preset():
@@ -102,9 +227,6 @@ def test_llmsim_workloads_lists_them(capsys):
     assert set(SOURCES) <= set(listed) and "rate_per_s" in listed["azure-conv"]["statistics"]
     assert main(["workloads"]) == 0
     assert "azure-conv" in capsys.readouterr().out
-
-
-MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
 
 
 @pytest.mark.parametrize("name", MAX_ENTROPY)
