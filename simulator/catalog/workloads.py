@@ -5,11 +5,11 @@ override the preset's, key by key) and listed by ``llmsim workloads``.
 A preset file holds ``name``, ``description``, ``source``, ``fitted_by`` (the command that reproduces it),
 ``statistics`` (the source's percentiles, rate and burstiness) and ``workload`` (the fitted section). Lengths are
 fitted as their percentiles 0…99, 99.1…99.9 and 100 (:class:`simulator.config.workload.QuantileLength`, drawn
-independently for input and output: the statistics give the source's rank correlation between them); arrivals,
-where the source has timestamps, as vLLM bench's gamma process with the source's mean rate and ``burstiness`` =
-1 / CV² of its gaps. A source without timestamps whose arrivals are Poisson by definition (MLPerf's Server scenario,
-at the rate under test) gets ``--poisson RATE``: a Poisson arrival at that rate, a starting point that ``llmsim
-capacity`` searches from.
+independently for input and output: the statistics give the source's rank correlation between them); arrivals, where
+the source has timestamps, as vLLM bench's gamma process with the source's mean rate and ``burstiness`` = 1 / CV² of
+its gaps (evenly spaced gaps, CV 0: constant arrivals). A source without timestamps whose arrivals are Poisson by
+definition (MLPerf's Server scenario, at the rate under test) gets ``--poisson RATE``: a Poisson arrival at that
+rate, a starting point that ``llmsim capacity`` searches from.
 
 A source that publishes distributions rather than requests (ServeGen: a ``field,value,probability`` probability mass
 function per length field) is fitted the same way from the PMF: its inverse CDF at the same percentiles, its mean and
@@ -168,8 +168,9 @@ def _fit_requests(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any]
         gaps = np.diff(times)
         rate, cv = len(times) / (times[-1] - times[0]), gaps.std() / gaps.mean()
         statistics.update({"rate_per_s": round(float(rate), 3), "gap_cv": round(float(cv), 3)})
-        workload["arrival"] = {"kind": "gamma", "rate": round(float(rate), 3),
-                               "burstiness": round(float(1 / cv**2), 4)}
+        workload["arrival"] = ({"kind": "gamma", "rate": round(float(rate), 3),
+                                "burstiness": round(float(1 / cv**2), 4)}
+                               if cv > 0 else {"kind": "constant", "rate": round(float(rate), 3)})  # even gaps
     return statistics, workload
 
 

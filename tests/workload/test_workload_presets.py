@@ -138,6 +138,17 @@ def test_a_preset_fits_lengths_under_their_other_names(tmp_path):
         fit_preset(tmp_path / "bad.csv", "bad")
 
 
+def test_evenly_spaced_arrivals_fit_a_constant_rate_not_an_infinite_burstiness(tmp_path):
+    """Arrivals every 0.5 s (gap CV 0): 11 requests over 5 s is 2.2 req/s, constant — gamma's 1 / CV² would be
+    infinite."""
+    path = tmp_path / "even.csv"
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                    + "".join(f"{i * 0.5},{10 + i},{5 + i}\n" for i in range(11)))
+    preset = fit_preset(path, "even")
+    assert preset["workload"]["arrival"] == {"kind": "constant", "rate": 2.2}
+    assert preset["statistics"]["gap_cv"] == 0.0
+
+
 def test_a_preset_fits_a_pmf(tmp_path):
     """A ``field,value,probability`` PMF (ServeGen's): input 1…4 tokens with probabilities .1/.2/.3/.4 (cumulative
     .1/.3/.6/1): mean 3.0, median 3 (the first value whose cumulative probability reaches .5), p90 and p99 4; its
