@@ -4,7 +4,8 @@ How a command is found: each fenced block tagged ``bash``, ``sh``, ``shell`` or 
 a trailing ``\\`` joins the next line; a ``$ `` prompt is dropped (in a ``console`` block only the prompted lines are
 commands, the rest is output); a trailing ``# comment`` and lines that are only a comment are dropped. A block right
 after an HTML comment ``<!-- no-run: why -->`` is not run (none is marked today), and the few commands in ``SKIP``
-are not run, each for the reason written next to it; a ``pip install ... && rest`` runs ``rest``. A ``yaml`` block
+are not run, each for the reason written next to it; a ``pip install ... && rest`` runs ``rest``. The few in
+``EXPENSIVE`` (minutes each) are not run either, except to check their error without ``../shared``. A ``yaml`` block
 that starts ``# my-model.yaml: ...`` is a file the reader is shown saving: when a command on the page names it and
 the repository has no such file, it is written before the page's commands run.
 
@@ -55,6 +56,16 @@ SKIP: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^python benchmarks/count_instructions\.py .*--against \.\./main-base"),
      "needs valgrind and a second checkout at ../main-base to compare against"),
 )
+# The most expensive few, not run to keep CI's time (the rest take ~15 min on 2 busy cores); without ../shared the
+# one-line error of those that need it is still checked (it costs nothing).
+EXPENSIVE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^python benchmarks/bench_scale\.py$"),
+     "a 1M-request speed measurement (~3 min); benchmarks stay outside the test run (DESIGN.md)"),
+    (re.compile(r"^llmsim calibrate --kernels "),
+     "a kernel fit, ~2 min each; tests/fidelity/test_calibration.py runs `calibrate --kernels --framework` (slow)"),
+    (re.compile(r"^llmsim validate --runs \.\./shared/data/silicon/silicon_b200\.csv "),
+     "1,739 simulated runs (~80 s idle, minutes on a busy machine); the same path runs on silicon_h100.csv above"),
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,7 @@ class Command:
     text: str  # continuations joined, prompt and trailing comment dropped
     needs_shared: bool  # names ../shared, or reads what a command above it that names ../shared writes
     missing: tuple[str, ...] = ()  # without ../shared: the paths it names of which its error should name one
+    expensive: str | None = None  # why it is not run where it would succeed (EXPENSIVE)
 
     @property
     def where(self) -> str:
@@ -154,7 +166,8 @@ def page_commands(page: Path) -> list[Command]:
                 word for word in words if word in written_from_shared or word.split("/")[0] in written_from_shared]
             if missing:
                 written_from_shared.update(words[i + 1] for i, word in enumerate(words[:-1]) if word in WRITES)
-            commands.append(Command(relative, first, run, bool(missing), tuple(missing)))
+            expensive = next((why for pattern, why in EXPENSIVE if pattern.search(run)), None)
+            commands.append(Command(relative, first, run, bool(missing), tuple(missing), expensive))
     return commands
 
 
@@ -240,6 +253,8 @@ def test_doc_commands_run(commands: list[Command], files: dict[str, str], with_s
             (repo / name).write_text(text)
     timeout = float(os.environ.get("LLMSIM_DOC_TIMEOUT_S", "900"))
     for command in commands:
+        if command.expensive and (with_shared or not command.needs_shared):
+            continue
         started = time.perf_counter()
         try:
             result = subprocess.run(["bash", "-c", command.text], cwd=repo, env=env, capture_output=True, text=True,
