@@ -129,6 +129,8 @@ class Registry(Generic[T]):
                 spec.loader.exec_module(module)
             else:
                 module_name, _, attr = kind.rpartition(".")
+                if not module_name or not attr or module_name.startswith("."):
+                    raise ImportError("a dotted path is package.module.Class")
                 module = importlib.import_module(module_name)
             return getattr(module, attr)
         except (ImportError, AttributeError, OSError) as exc:

@@ -263,6 +263,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_PLAN_GPUS = 1024  # the largest deployment unit plan searches (--max-gpus, --gpus)
+
+
 def _plan_question(args: argparse.Namespace) -> PlanQuestion:
     """The question the flags ask; a missing or conflicting flag is a one-line error."""
     missing = [flag for flag in ("model", "gpu", "ttft", "tpot") if getattr(args, flag) is None]
@@ -275,6 +278,10 @@ def _plan_question(args: argparse.Namespace) -> PlanQuestion:
         raise LLMSimError(f"plan: give a plan FILE, or --{', --'.join(missing)}")
     if args.workload is not None and lengths != (None, None):
         raise LLMSimError("plan: --workload sets the lengths; give it or --isl/--osl, not both")
+    unit = args.max_gpus or args.gpus
+    if unit > MAX_PLAN_GPUS:  # the disaggregated pairs searched grow with it: refuse before the search
+        flag = "--max-gpus" if args.max_gpus else "--gpus"
+        raise LLMSimError(f"plan: {flag} {unit}: a deployment unit of at most {MAX_PLAN_GPUS} GPUs is searched")
     modes = tuple(dict.fromkeys(mode.strip() for mode in args.modes.split(",")))
     engines = tuple(dict.fromkeys(engine.strip() for engine in args.engine.split(",") if engine.strip()))
     if not engines:

@@ -172,6 +172,11 @@ class RunSettings:
     token_budgets: tuple[tuple[str, str], ...] = (("vllm", "recipe"), ("sglang", "server"), ("trtllm", "recipe"))
 
 
+# The most benchmark clients a row may have: 3x the largest in the measured files (10,860); a simulation's work
+# grows with them, so a row that states more is refused before it runs.
+MAX_CLIENTS = 32_768
+
+
 def concurrency(row: dict[str, str], batch_size: int) -> int:
     """The benchmark's client count: ``silicon_concurrency=N`` in ``silicon_data_source`` where the row states it,
     else ``batch_size``."""
@@ -369,6 +374,9 @@ def row_experiment(
             _check_moe_parallelism(row, "", dp * tp, ep, where)
         cluster = {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp,
                    "expert_parallel": ep if spec.is_moe else 1}
+    if users > MAX_CLIENTS:  # the simulation's work grows with the clients: refuse before it starts
+        raise Unsupported(f"{where}: {users:,} clients (silicon_concurrency, else batch_size); at most "
+                          f"{MAX_CLIENTS:,} are simulated")
     engine_name = run_engine(row, settings)
     measured = max(settings.measured * users, settings.min_measured)
     data: dict[str, Any] = {

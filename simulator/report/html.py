@@ -279,6 +279,16 @@ def folder_page(folder: str | Path) -> str:
         config_text = (folder / "config.yaml").read_text(encoding="utf-8") if (folder / "config.yaml").is_file() else ""
     except UnicodeDecodeError:
         raise LLMSimError(f"{folder / 'config.yaml'}: not UTF-8 text") from None
+    if not isinstance(summary.get("about", {}), dict):
+        raise LLMSimError(f"{folder / 'summary.json'}: 'about' is a JSON object, got {type(summary['about']).__name__}")
+    try:
+        config = yaml.safe_load(config_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise LLMSimError(f"{folder / 'config.yaml'}:{mark.line + 1 if mark else 1}: not YAML "
+                          f"({getattr(exc, 'problem', None) or type(exc).__name__})") from None
+    if not isinstance(config, (dict, type(None))):
+        raise LLMSimError(f"{folder / 'config.yaml'}: a run's config is a YAML mapping, got {type(config).__name__}")
     frames = {name: read(f"{name}.parquet") for name in ("requests", "timeline", "iterations", "scaling")
               if (folder / f"{name}.parquet").is_file()}
     if "requests" in frames and "ttft_ms" not in frames["requests"]:

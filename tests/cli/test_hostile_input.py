@@ -482,3 +482,42 @@ def test_calibrating_a_frameworks_kernels_refuses_what_it_cannot_fit(tmp_path, c
                              "--output", out], "--framework fits a framework's kernels: it needs --kernels DIR")
     _one_line_error(capsys, ["calibrate", "--kernels", str(tmp_path / "kernels"), "--framework", "vllm", "--output",
                              out], "no custom_allreduce, GEMM, attention, MLA or MoE tables of framework 'vllm'")
+
+
+# Found by the input fuzzers (issue 57), each with its minimal input.
+
+@pytest.mark.parametrize(("name", "text", "expected"), [
+    ("config.yaml", "name: x\n  bad: [", "config.yaml:2: not YAML"),
+    ("config.yaml", "- a\n", "config.yaml: a run's config is a YAML mapping, got list"),
+    ("summary.json", '{"about": "x"}', "summary.json: 'about' is a JSON object, got str"),
+])
+def test_a_corrupt_run_folder_is_reported_in_one_line(tmp_path, capsys, name, text, expected):
+    (tmp_path / "summary.json").write_text('{"about": {"name": "x"}, "completed": 1}')
+    (tmp_path / name).write_text(text)
+    _one_line_error(capsys, ["report", str(tmp_path), "--quiet"], expected)
+
+
+@pytest.mark.parametrize("kind", [".", "./notes.txt", "x."])
+def test_a_relative_or_empty_dotted_plugin_path_is_not_imported(capsys, kind):
+    _one_line_error(capsys, ["run", "--set", f"scheduler.kind={kind}"],
+                    f"cannot import {kind!r}: a dotted path is package.module.Class")
+
+
+def test_plan_refuses_a_deployment_unit_too_large_to_search(capsys):
+    _one_line_error(capsys, ["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--ttft", "1000", "--tpot", "50",
+                             "--isl", "8", "--osl", "2", "--max-gpus", "100000"],
+                    "--max-gpus 100000: a deployment unit of at most 1024 GPUs is searched")
+
+
+def test_a_runs_row_of_too_many_clients_is_refused_before_it_simulates(tmp_path, capsys):
+    from simulator.fidelity.silicon import REQUIRED
+
+    row = {"backend": "vllm", "model_path": "meta-llama/Llama-3.1-8B-Instruct", "system": "h100_sxm", "mode": "agg",
+           "isl": "8", "osl": "2", "batch_size": "1000000", "tp_size": "1", "silicon_ttft_ms": "1",
+           "silicon_tpot_ms": "1", "silicon_data_source": "silicon_concurrency=1000000"}
+    header = [*REQUIRED, "silicon_data_source"]
+    path = _file(tmp_path, ",".join(header) + "\n" + ",".join(row[k] for k in header) + "\n", "runs.csv")
+    out_csv = tmp_path / "rows.csv"
+    code, _, _ = _cli(capsys, "validate", "--runs", path, "--jobs", "1", "--quiet", "--output", str(out_csv))
+    assert code == 0
+    assert "1,000,000 clients (silicon_concurrency, else batch_size); at most 32,768" in out_csv.read_text()
