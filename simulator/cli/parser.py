@@ -19,6 +19,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _bounded_int(low: int, high: int) -> typing.Callable[[str], int]:
+    """A whole number from ``low`` to ``high``."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # argparse's "invalid integer value: 'x'"
+    return parse
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if not (value > 0 and value < float("inf")):
@@ -170,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--top", type=_positive_int, default=3, help="configurations confirmed, written and launched")
     plan.add_argument("--keep", type=_positive_int, default=24,
                       help="most candidates simulated (after those the analytic bound prunes; default 24)")
-    plan.add_argument("--requests-per-user", type=_positive_int, default=3, help="requests each simulated user sends")
+    plan.add_argument("--requests-per-user", type=_bounded_int(1, 100), default=3,
+                      help="requests each simulated user sends (1-100)")
     plan.add_argument("--seed", type=int, default=0, help="seed of every simulation")
     plan.add_argument("--seeds", type=_positive_int, default=1,
                       help="independent seeds of each top capacity search: their mean and 95%% confidence interval")

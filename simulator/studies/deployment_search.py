@@ -249,10 +249,15 @@ def bound_and_simulate(question: PlanQuestion, searched: list[Searched]) -> None
                 best, best_label = tokens_per_gpu(entry), entry.candidate.label
 
 
-def _levels(entry: Searched) -> list[tuple[int, float]]:
-    """(users, ramp seconds) to simulate: powers of two per decode rank up to the analytic batch limit."""
+MAX_LEVEL_REQUESTS = 50_000  # the most requests one simulated level sends (users × requests_per_user)
+
+
+def _levels(entry: Searched, requests_per_user: int) -> list[tuple[int, float]]:
+    """(users, ramp seconds) to simulate: powers of two per decode rank up to the analytic batch limit, those of at
+    most :data:`MAX_LEVEL_REQUESTS` requests (at least the first level)."""
     ranks = entry.candidate.replicas * entry.candidate.shape.data_parallel
-    return [(point.batch * ranks, point.ttft_s + point.batch * ranks / point.rate) for point in entry.steady]
+    levels = [(point.batch * ranks, point.ttft_s + point.batch * ranks / point.rate) for point in entry.steady]
+    return levels[:1] + [level for level in levels[1:] if level[0] * requests_per_user <= MAX_LEVEL_REQUESTS]
 
 
 def _simulate(question: PlanQuestion, candidate: Candidate, users: int, ramp_s: float) -> Level:
@@ -276,10 +281,11 @@ def _map(question: PlanQuestion, function: Callable[..., Any], tasks: list[tuple
 
 def simulate_levels(question: PlanQuestion, alive: list[Searched]) -> None:
     """Every level of each of ``alive`` simulated (in parallel on ``question.jobs`` processes)."""
-    tasks = [(question, s.candidate, users, ramp) for s in alive for users, ramp in _levels(s)]
+    tasks = [(question, s.candidate, users, ramp) for s in alive
+             for users, ramp in _levels(s, question.requests_per_user)]
     results = iter(_map(question, _simulate, tasks))
     for entry in alive:
-        entry.levels = [next(results) for _ in _levels(entry)]
+        entry.levels = [next(results) for _ in _levels(entry, question.requests_per_user)]
         if entry.best is None:
             entry.status = "misses: no simulated concurrency meets the SLO"
 
@@ -317,7 +323,7 @@ def _answer(question: PlanQuestion, entry: Searched) -> tuple[tuple[float, float
     if question.rate is not None and capacity > 0:
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.rate / capacity))
     elif question.users is not None:
-        ramp = next(ramp for users, ramp in _levels(entry) if users == level.users)
+        ramp = next(ramp for users, ramp in _levels(entry, question.requests_per_user) if users == level.users)
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.users / level.users), ramp)
     return (capacity, half_width), units, summary
 
@@ -330,11 +336,14 @@ def horizon_s(question: PlanQuestion) -> float:
 
 
 def _run_for(config: ExperimentConfig, seconds: float) -> dict[str, Any]:
-    """``config`` run with as many requests as its Poisson rate sends in ``seconds`` (at least 200)."""
+    """``config`` run with as many requests as its Poisson rate sends in ``seconds``: at least 200, at most
+    :data:`MAX_LEVEL_REQUESTS` (at thousands of requests per second they then span less than ``seconds``, still many
+    times a TTFT limit)."""
     arrival = config.workload.arrival
     rate = getattr(arrival, "rate", None)
     assert rate is not None  # (the planner's open-loop probes are Poisson)
-    workload = config.workload.model_copy(update={"num_requests": max(200, math.ceil(rate * seconds))})
+    requests = min(MAX_LEVEL_REQUESTS, max(200, math.ceil(rate * seconds)))
+    workload = config.workload.model_copy(update={"num_requests": requests})
     return run(config.model_copy(update={"workload": workload})).summary
 
 
@@ -365,7 +374,7 @@ def experiment_of(question: PlanQuestion, entry: Searched) -> ExperimentConfig:
     """The experiment that reproduces ``entry``'s best level (``llmsim run`` on it gives the plan's row)."""
     level = entry.best
     assert level is not None
-    ramp = next(ramp for users, ramp in _levels(entry) if users == level.users)
+    ramp = next(ramp for users, ramp in _levels(entry, question.requests_per_user) if users == level.users)
     return load(_experiment(question, entry.candidate, level.users, ramp))
 
 

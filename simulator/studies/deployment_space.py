@@ -204,10 +204,12 @@ def disagg_steady_state(prefill: PoolSetup, decode: PoolSetup, candidate: Candid
 
 def balanced_ratios(prefill_rate_per_worker: float, decode_rate_per_worker: float, prefill_gpus: int,
                     decode_gpus: int, max_gpus: int) -> list[tuple[int, int]]:
-    """The (x, y) of x prefill and y decode workers within ``max_gpus`` whose rates balance best: for each x,
-    the y nearest ``x · λ_p / λ_d`` (rounded both ways), each pair once, smallest first."""
+    """The (x, y) of x prefill and y decode workers within ``max_gpus`` whose rates balance best: for each x — 1 to
+    8, then powers of two (a search that grows with the logarithm of a large budget, not with it) — the y nearest
+    ``x · λ_p / λ_d`` (rounded both ways), each pair once, smallest first."""
     pairs = set()
-    for x in range(1, max_gpus // prefill_gpus + 1):
+    most = max_gpus // prefill_gpus
+    for x in sorted({*range(1, min(most, 8) + 1), *(2**i for i in range(3, most.bit_length()) if 2**i <= most)}):
         ideal = x * prefill_rate_per_worker / decode_rate_per_worker
         for y in {max(1, math.floor(ideal)), max(1, math.ceil(ideal))}:
             if x * prefill_gpus + y * decode_gpus <= max_gpus:

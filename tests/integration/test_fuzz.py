@@ -66,17 +66,18 @@ def _alarm(signum, frame):
     raise CaseTimeout
 
 
-def _bounded(capsys, argv) -> tuple[int, str, str]:
-    """Run the CLI under the per-case time bound: (exit code, out, err), argparse's exits included."""
+def _bounded(capsys, argv, seconds: int = SECONDS_PER_CASE) -> tuple[int, str, str]:
+    """Run the CLI under a time bound (default the per-case one): (exit code, out, err), argparse's exits
+    included."""
     capsys.readouterr()  # the fixture is shared by a test's examples
     previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS_PER_CASE)
+    signal.alarm(seconds)
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse: a malformed command line
         code = exc.code
     except CaseTimeout:
-        pytest.fail(f"no answer within {SECONDS_PER_CASE} s: {argv}")
+        pytest.fail(f"no answer within {seconds} s: {argv}")
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

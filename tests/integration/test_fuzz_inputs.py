@@ -28,8 +28,8 @@ def _fuzz(examples: int):
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-def _exit_0_or_one_line(capsys, argv) -> tuple[int, str]:
-    code, out, err = base._bounded(capsys, argv)
+def _exit_0_or_one_line(capsys, argv, seconds: int = base.SECONDS_PER_CASE) -> tuple[int, str]:
+    code, out, err = base._bounded(capsys, argv, seconds)
     if code != 0:
         assert code == 2, (argv, err)
         assert err.startswith("llmsim: error: ") and err.count("\n") == 1, (argv, err)
@@ -206,6 +206,7 @@ def test_random_plugin_kinds_run_or_fail_in_one_line(tmp_path_factory, capsys, f
 
 
 # --- plan from flags -------------------------------------------------------------------------------------------
+PLAN_SECONDS = 120
 FLAG = {
     "--model": st.sampled_from(["llama-3-8b", "nope", "", "qwen3-30b-a3b"]),
     "--gpu": st.sampled_from(["h100-sxm", "nope", "h100-sxm@nope"]),
@@ -239,4 +240,7 @@ def test_random_plan_flags_plan_or_fail_in_one_line(tmp_path_factory, capsys, fl
     if "--workload" in flags:
         argv.pop("--isl", None), argv.pop("--osl", None)
     out = tmp_path_factory.mktemp("plan") / "out"
-    _exit_0_or_one_line(capsys, ["plan", *(x for kv in argv.items() for x in kv), "--out", str(out), "--quiet"])
+    # a plan is many simulations by design: its bound is the most any flag here may cost (--keep 1000000 on 8 GPUs
+    # simulates every deployment, --seeds 2 doubles each capacity search)
+    _exit_0_or_one_line(capsys, ["plan", *(x for kv in argv.items() for x in kv), "--out", str(out), "--quiet"],
+                        seconds=PLAN_SECONDS)
