@@ -11,7 +11,7 @@ import signal
 import typing
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -19,6 +19,9 @@ from simulator.cli import main
 from simulator.config.experiment import ExperimentConfig
 
 EXAMPLES = int(os.environ.get("LLMSIM_FUZZ_EXAMPLES", "1000"))
+# Without the explain phase: to explain a failure hypothesis traces every line of every example (sys.settrace on
+# Python 3.11), which made one plan of 5 s take over 300 s
+PHASES = [phase for phase in Phase if phase != Phase.explain]
 SECONDS_PER_CASE = 20
 
 
@@ -99,7 +102,7 @@ def _run_case(capsys, argv) -> None:
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @pytest.mark.slow
 @given(st.lists(OVERRIDE, min_size=1, max_size=3))
@@ -125,7 +128,7 @@ JSON_VALUE = st.recursive(st.one_of(st.integers(-(2**70), 2**70), st.floats(allo
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
-@settings(max_examples=max(EXAMPLES // 5, 20), deadline=None, derandomize=True, database=None,
+@settings(max_examples=max(EXAMPLES // 5, 20), deadline=None, derandomize=True, database=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(fmt=st.sampled_from([*CSV_HEADERS, "mooncake"]), rows=st.lists(st.lists(FIELD, min_size=2, max_size=5),
                                                                       max_size=6),
@@ -146,7 +149,7 @@ def test_random_trace_files_run_or_fail_in_one_line(tmp_path_factory, capsys, fm
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
-@settings(max_examples=max(EXAMPLES // 5, 20), deadline=None, derandomize=True, database=None,
+@settings(max_examples=max(EXAMPLES // 5, 20), deadline=None, derandomize=True, database=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(changes=st.dictionaries(st.sampled_from(["num_hidden_layers", "hidden_size", "num_attention_heads",
                                                 "num_key_value_heads", "head_dim", "intermediate_size",
@@ -169,7 +172,7 @@ AXIS = st.one_of(st.lists(SCALARS, max_size=3),  # ranges of at most a few dozen
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM for the per-case time bound")
-@settings(max_examples=max(EXAMPLES // 10, 20), deadline=None, derandomize=True, database=None,
+@settings(max_examples=max(EXAMPLES // 10, 20), deadline=None, derandomize=True, database=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(grid=st.dictionaries(st.sampled_from(["seed", "workload.arrival.rate", "scheduler.max_num_seqs",
                                              "workload.num_requests", "cluster.replicas", "nonsense.key"]),
