@@ -92,10 +92,14 @@ def pareto_table(question: PlanQuestion, searched: list[Searched]) -> pd.DataFra
     frame = pd.DataFrame(rows, columns=["deployment", "mode", "gpus", "users", "tokens_per_s_per_gpu",
                                         "tokens_per_s_per_user", f"{question.percentile}_ttft_ms",
                                         f"{question.percentile}_tpot_ms", "meets_slo"])
-    gpu, user = frame["tokens_per_s_per_gpu"].to_numpy(), frame["tokens_per_s_per_user"].to_numpy()
-    frame["on_front"] = [not ((gpu >= g) & (user >= u) & ((gpu > g) | (user > u))).any()
-                         for g, u in zip(gpu, user, strict=True)]
+    frame["on_front"] = undominated(frame)
     return frame
+
+
+def undominated(points: pd.DataFrame) -> list[bool]:
+    """Per point, whether no other has both at least its output tokens/s per GPU and per user, and more of one."""
+    gpu, user = points["tokens_per_s_per_gpu"].to_numpy(), points["tokens_per_s_per_user"].to_numpy()
+    return [not ((gpu >= g) & (user >= u) & ((gpu > g) | (user > u))).any() for g, u in zip(gpu, user, strict=True)]
 
 
 def pareto_figure(frame: pd.DataFrame, question: PlanQuestion, title: str):
@@ -113,9 +117,7 @@ def pareto_figure(frame: pd.DataFrame, question: PlanQuestion, title: str):
             continue
         ax.scatter(points["tokens_per_s_per_user"], points["tokens_per_s_per_gpu"], s=14, color=colour, alpha=0.35,
                    label=f"{mode}: every simulated concurrency")
-        gpu, user = points["tokens_per_s_per_gpu"].to_numpy(), points["tokens_per_s_per_user"].to_numpy()
-        front = points[[not ((gpu >= g) & (user >= u) & ((gpu > g) | (user > u))).any()
-                        for g, u in zip(gpu, user, strict=True)]].sort_values("tokens_per_s_per_user")
+        front = points[undominated(points)].sort_values("tokens_per_s_per_user")
         ax.plot(front["tokens_per_s_per_user"], front["tokens_per_s_per_gpu"], color=colour, marker="o",
                 markersize=4, label=f"{mode}: Pareto front")
     ax.axvline(1000 / question.tpot_ms, color="tab:red", linestyle="--", linewidth=1,
