@@ -167,7 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--gpus", type=_positive_int, help="GPUs you have: units of at most this many searched")
     plan.add_argument("--isl", type=_positive_int, help="prompt tokens of every request (with --osl)")
     plan.add_argument("--osl", type=_positive_int, help="output tokens of every request (with --isl)")
-    plan.add_argument("--workload", help="a workload preset instead of --isl/--osl (llmsim workloads lists them)")
+    plan.add_argument("--workload", help="a workload preset (llmsim workloads lists them) or a workload YAML instead "
+                      "of --isl/--osl: its request shapes (the planner sets the arrivals)")
+    plan.add_argument("--trace", help="a request trace instead of --isl/--osl: its lengths, and its mean rate served "
+                      "(the top deployments replay it) unless --rate or --users")
+    plan.add_argument("--trace-format", choices=["auto", "processed", "azure", "burstgpt", "mooncake"],
+                      default="auto", help="the trace's format (default: by suffix and header)")
     plan.add_argument("--ttft", type=_positive_float, help="TTFT limit, ms")
     plan.add_argument("--tpot", type=_positive_float, help="TPOT limit, ms")
     plan.add_argument("--percentile", choices=["mean", "median", "p90", "p95", "p99"], default="p90",

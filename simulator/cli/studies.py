@@ -243,8 +243,8 @@ def _say_capacity(result, knob: Knob, slo: dict[str, float], args: argparse.Name
 def cmd_plan(args: argparse.Namespace) -> int:
     if args.file is None:
         return _plan_from_flags(args)
-    given = [flag for flag in ("model", "gpu", "max_gpus", "gpus", "isl", "osl", "workload", "ttft", "tpot", "rate",
-                               "users", "price") if getattr(args, flag) is not None]
+    given = [flag for flag in ("model", "gpu", "max_gpus", "gpus", "isl", "osl", "workload", "trace", "ttft", "tpot",
+                               "rate", "users", "price") if getattr(args, flag) is not None]
     if given:
         raise LLMSimError(f"plan: --{given[0].replace('_', '-')} is for a plan from flags; a plan FILE holds its own "
                           "deployments and SLO (give one or the other)")
@@ -263,25 +263,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-MAX_PLAN_GPUS = 1024  # the largest deployment unit plan searches (--max-gpus, --gpus)
-
-
 def _plan_question(args: argparse.Namespace) -> PlanQuestion:
-    """The question the flags ask; a missing or conflicting flag is a one-line error."""
+    """The question the flags ask; a missing or conflicting flag is a one-line error (the rest :class:`PlanQuestion`
+    checks)."""
     missing = [flag for flag in ("model", "gpu", "ttft", "tpot") if getattr(args, flag) is None]
     if args.max_gpus is None and args.gpus is None:
         missing.append("max-gpus (or --gpus)")
-    lengths = (args.isl, args.osl)
-    if args.workload is None and None in lengths:
-        missing.append("isl and --osl (or --workload)")
+    if args.workload is None and args.trace is None and None in (args.isl, args.osl):
+        missing.append("isl and --osl (or --workload or --trace)")
     if missing:
         raise LLMSimError(f"plan: give a plan FILE, or --{', --'.join(missing)}")
-    if args.workload is not None and lengths != (None, None):
-        raise LLMSimError("plan: --workload sets the lengths; give it or --isl/--osl, not both")
-    unit = args.max_gpus or args.gpus
-    if unit > MAX_PLAN_GPUS:  # the disaggregated pairs searched grow with it: refuse before the search
-        flag = "--max-gpus" if args.max_gpus else "--gpus"
-        raise LLMSimError(f"plan: {flag} {unit}: a deployment unit of at most {MAX_PLAN_GPUS} GPUs is searched")
     modes = tuple(dict.fromkeys(mode.strip() for mode in args.modes.split(",")))
     engines = tuple(dict.fromkeys(engine.strip() for engine in args.engine.split(",") if engine.strip()))
     if not engines:
@@ -290,7 +281,8 @@ def _plan_question(args: argparse.Namespace) -> PlanQuestion:
         raise LLMSimError(f"plan: --modes {args.modes!r}: expected agg, disagg or agg,disagg")
     return PlanQuestion(
         model=args.model, gpu=args.gpu, max_gpus=args.max_gpus or args.gpus, ttft_ms=args.ttft, tpot_ms=args.tpot,
-        isl=args.isl, osl=args.osl, workload=args.workload, percentile=args.percentile, rate=args.rate,
+        isl=args.isl, osl=args.osl, workload=args.workload, trace=args.trace, trace_format=args.trace_format,
+        percentile=args.percentile, rate=args.rate,
         users=args.users, engines=engines, price=args.price, gpus=args.gpus, modes=modes,  # type: ignore[arg-type]
         requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, seeds=args.seeds,
         jobs=args.jobs)

@@ -16,7 +16,11 @@
    (:func:`simulator.studies.capacity.find_capacity`, starting from the best level's request rate; with ``seeds``
    the mean over independent seeds and its 95% confidence interval); with ``rate``
    the fewest copies of the unit that meet the SLO at that rate, each count confirmed by simulating the whole
-   cluster; with ``users`` the same for that many closed-loop users.
+   cluster; with ``users`` the same for that many closed-loop users; with a ``trace`` and neither, the fewest copies
+   that meet it replaying the trace at its own times.
+
+The requests have fixed lengths (``isl``, ``osl``), or the shapes of a workload preset or file, or the lengths of
+a trace (:mod:`simulator.studies.plan_workload`).
 
 Every simulation uses the question's seed, so the plan is deterministic, serial or parallel.
 """
@@ -49,7 +53,11 @@ from simulator.studies.deployment_space import (
     prefill_rate,
     worker_shapes,
 )
+from simulator.studies.plan_workload import lengths_section, replay_section, trace_rate
 from simulator.workload import generate_requests
+
+MAX_PLAN_GPUS = 1024  # the largest deployment unit searched: the disaggregated pairs searched grow with it
+MEAN_DRAWS = 10_000  # requests drawn to estimate a workload's mean lengths (the analytic bound's isl and osl)
 
 
 @dataclass(frozen=True)
@@ -61,9 +69,11 @@ class PlanQuestion:
     max_gpus: int  # the largest unit searched (--max-gpus, or --gpus)
     ttft_ms: float
     tpot_ms: float
-    isl: int | None = None  # fixed lengths, else ``workload``
+    isl: int | None = None  # fixed lengths, else ``workload`` or ``trace``
     osl: int | None = None
-    workload: str | None = None  # a workload preset's name (its lengths; the planner sets the arrivals)
+    workload: str | None = None  # a workload preset's name or a workload YAML (its shapes; the planner sets arrivals)
+    trace: str | None = None  # a request trace: its lengths, and its mean rate to serve unless rate or users
+    trace_format: str = "auto"
     percentile: str = "p90"
     rate: float | None = None
     users: int | None = None
@@ -78,9 +88,31 @@ class PlanQuestion:
     seeds: int = 1  # independent seeds of each top capacity search (a 95% confidence interval from 2)
     jobs: int = 1
 
+    def __post_init__(self) -> None:
+        """A one-line error for a question the search cannot take: a unit beyond :data:`MAX_PLAN_GPUS` GPUs (refused
+        before any work grows with it), or not exactly one source of request shapes."""
+        if not 1 <= self.max_gpus <= MAX_PLAN_GPUS:
+            raise LLMSimError(f"plan: --max-gpus (or --gpus) {self.max_gpus}: a deployment unit of at most "
+                              f"{MAX_PLAN_GPUS} GPUs is searched")
+        fixed = self.isl is not None and self.osl is not None
+        if (self.isl is None) != (self.osl is None):
+            raise LLMSimError("plan: give both --isl and --osl (or --workload or --trace)")
+        sources = [name for name, given in (("--isl/--osl", fixed), ("--workload", self.workload is not None),
+                                            ("--trace", self.trace is not None)) if given]
+        if len(sources) != 1:
+            raise LLMSimError("plan: give the request shapes once: --isl/--osl, --workload or --trace"
+                              + (f" (got {' and '.join(sources)})" if sources else ""))
+
     @property
     def slo(self) -> dict[str, float]:
         return {f"{self.percentile}_ttft_ms": self.ttft_ms, f"{self.percentile}_tpot_ms": self.tpot_ms}
+
+    @property
+    def target_rate(self) -> float | None:
+        """The request rate to serve: ``rate``, else a trace's own mean rate unless ``users`` are given."""
+        if self.rate is not None or self.users is not None or self.trace is None:
+            return self.rate
+        return trace_rate(self.trace, self.trace_format)
 
 
 @dataclass
@@ -125,19 +157,22 @@ def plan_lengths(question: PlanQuestion) -> tuple[int, int]:
     """(mean prompt, mean output) tokens of the question's workload."""
     if question.isl is not None and question.osl is not None:
         return question.isl, question.osl
-    return _workload_means(question.workload or "")
+    return _workload_means(question.workload, question.trace, question.trace_format)
 
 
 @functools.cache
-def _workload_means(workload: str) -> tuple[int, int]:
-    config = load(_experiment(PlanQuestion("", "", 1, 1, 1, workload=workload), Candidate("agg", Shape(1))))
-    requests = generate_requests(config.workload, np.random.SeedSequence(config.seed))
+def _workload_means(workload: str | None, trace: str | None, trace_format: str) -> tuple[int, int]:
+    question = PlanQuestion("", "", 1, 1, 1, workload=workload, trace=trace, trace_format=trace_format)
+    config = load(_experiment(question, Candidate("agg", Shape(1))))
+    drawn = config.workload.model_copy(update={"num_requests": MEAN_DRAWS})
+    requests = generate_requests(drawn, np.random.SeedSequence(config.seed))
     return round(float(np.mean(requests.input_tokens))), round(float(np.mean(requests.output_tokens)))
 
 
 def _experiment(question: PlanQuestion, candidate: Candidate, users: int = 1, ramp_s: float = 0.0,
-                rate: float | None = None) -> dict[str, Any]:
-    """The experiment of ``candidate`` under ``users`` closed-loop users (or Poisson arrivals at ``rate``)."""
+                rate: float | None = None, replay: bool = False) -> dict[str, Any]:
+    """The experiment of ``candidate`` under ``users`` closed-loop users (or Poisson arrivals at ``rate``, or with
+    ``replay`` the question's trace at its own times)."""
     workload: dict[str, Any]
     scheduler: dict[str, Any] = {}
     if question.isl is not None and question.osl is not None:
@@ -145,8 +180,11 @@ def _experiment(question: PlanQuestion, candidate: Candidate, users: int = 1, ra
                     "output_tokens": {"kind": "fixed", "value": question.osl}}
         scheduler["max_model_len"] = question.isl + question.osl  # as a deployment serving them sets it
     else:
-        workload = {"preset": question.workload}
-    if rate is not None:
+        workload = dict(lengths_section(question.workload, question.trace, question.trace_format))
+    if replay:
+        assert question.trace is not None  # (only a trace question replays)
+        workload = replay_section(question.trace, question.trace_format)
+    elif rate is not None:
         workload.update(arrival={"kind": "poisson", "rate": rate},
                         num_requests=max(200, question.requests_per_user * users))
     else:
@@ -320,8 +358,9 @@ def _answer(question: PlanQuestion, entry: Searched) -> tuple[tuple[float, float
     capacity = spread.mean
     half_width = spread.half_width if spread.half_width > 1e-9 * capacity else 0.0  # equal rates: rounding noise
     units, summary = None, None
-    if question.rate is not None and capacity > 0:
-        units, summary = _fewest_units(question, entry.candidate, math.ceil(question.rate / capacity))
+    target = question.target_rate
+    if target is not None and capacity > 0:
+        units, summary = _fewest_units(question, entry.candidate, math.ceil(target / capacity))
     elif question.users is not None:
         ramp = next(ramp for users, ramp in _levels(entry, question.requests_per_user) if users == level.users)
         units, summary = _fewest_units(question, entry.candidate, math.ceil(question.users / level.users), ramp)
@@ -350,15 +389,16 @@ def _run_for(config: ExperimentConfig, seconds: float) -> dict[str, Any]:
 def _fewest_units(question: PlanQuestion, candidate: Candidate, start: int,
                   ramp_s: float = 0.0) -> tuple[int | None, dict[str, Any]]:
     """The fewest copies of ``candidate`` from ``start`` (at most 3 more) whose cluster meets the SLO at the
-    question's rate or users (their starts spread over ``ramp_s``; None if none does), and the last run's
-    summary."""
+    question's rate or users (their starts spread over ``ramp_s``), or replaying its trace when it names neither
+    (None if none does), and the last run's summary."""
     summary: dict[str, Any] = {}
+    replay = question.trace is not None and question.rate is None and question.users is None
     for units in range(max(1, start), max(1, start) + 4):
         if candidate.gpus * units > 100_000:
             break
         scaled = candidate.scaled(units)
-        config = load(_experiment(question, scaled, question.users or 1, ramp_s, rate=question.rate))
-        summary = _run_for(config, horizon_s(question)) if question.rate is not None else run(config).summary
+        config = load(_experiment(question, scaled, question.users or 1, ramp_s, rate=question.rate, replay=replay))
+        summary = run(config).summary if question.rate is None else _run_for(config, horizon_s(question))
         if _meets(summary, question.slo):
             return units, summary
     return None, summary

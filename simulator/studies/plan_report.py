@@ -64,7 +64,7 @@ def plan_table(question: PlanQuestion, searched: list[Searched], price: float | 
             held = question.gpus // candidate.gpus
             row["units_in_gpus"] = held
             row["capacity_rps_in_gpus"] = entry.capacity_rps * held if entry.capacity_rps is not None else None
-        if question.rate is not None or question.users is not None:
+        if question.target_rate is not None or question.users is not None:
             units = entry.units_for_target
             row["units_for_target"] = units
             row["gpus_for_target"] = units * candidate.gpus if units else None
@@ -164,10 +164,13 @@ def write_top(question: PlanQuestion, top: list[Searched], folder: Path) -> list
 
 def question_text(question: PlanQuestion, lengths: tuple[int, int]) -> str:
     """One line: what was asked."""
-    workload = (f"{question.workload} (mean prompt {lengths[0]:,}, output {lengths[1]:,} tokens)" if question.workload
+    source = question.workload or (f"trace {question.trace}" if question.trace else None)
+    workload = (f"{source} (mean prompt {lengths[0]:,}, output {lengths[1]:,} tokens)" if source
                 else f"prompts {lengths[0]:,}, outputs {lengths[1]:,} tokens")
     target = (f", {question.rate:g} req/s to serve" if question.rate is not None else
-              f", {question.users:,} users to serve" if question.users is not None else "")
+              f", {question.users:,} users to serve" if question.users is not None else
+              f", the trace replayed at its own times ({question.target_rate:.4g} req/s) to serve" if question.trace
+              else "")
     engines = "engine" + ("s " if len(question.engines) > 1 else " ") + ", ".join(question.engines)
     return (f"{question.model} on up to {question.max_gpus} × {question.gpu}, {engines}; {workload}; "
             f"SLO {question.percentile} TTFT ≤ {question.ttft_ms:g} ms and {question.percentile} TPOT ≤ "

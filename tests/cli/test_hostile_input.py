@@ -506,7 +506,7 @@ def test_a_relative_or_empty_dotted_plugin_path_is_not_imported(capsys, kind):
 def test_plan_refuses_a_deployment_unit_too_large_to_search(capsys):
     _one_line_error(capsys, ["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--ttft", "1000", "--tpot", "50",
                              "--isl", "8", "--osl", "2", "--max-gpus", "100000"],
-                    "--max-gpus 100000: a deployment unit of at most 1024 GPUs is searched")
+                    "--max-gpus (or --gpus) 100000: a deployment unit of at most 1024 GPUs is searched")
 
 
 def test_a_runs_row_of_too_many_clients_is_refused_before_it_simulates(tmp_path, capsys):

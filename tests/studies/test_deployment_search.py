@@ -7,6 +7,8 @@ import pytest
 
 from simulator.api import load, run
 from simulator.cli import main
+from simulator.studies.deployment_search import PlanQuestion, plan_lengths
+from simulator.studies.plan_workload import lengths_section
 
 SMALL = ["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--max-gpus", "2", "--isl", "500", "--osl", "50",
          "--ttft", "1000", "--tpot", "40", "--requests-per-user", "2", "--top", "1", "--quiet"]
@@ -60,7 +62,10 @@ def test_the_plan_is_the_same_serial_or_parallel(small_plan, tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["plan", "--model", "llama-3-8b"], "give a plan FILE, or --gpu, --ttft, --tpot, --max-gpus (or --gpus)"),
-    ([*SMALL[:15], "--workload", "azure-conv"], "--workload sets the lengths"),
+    ([*SMALL[:15], "--workload", "azure-conv"], "give the request shapes once: --isl/--osl, --workload or --trace "
+                                                "(got --isl/--osl and --workload)"),
+    ([*SMALL[:7], *SMALL[11:15], "--workload", "no/such.yaml"], "--workload no/such.yaml: file not found"),
+    ([*SMALL[:7], *SMALL[11:15], "--trace", "no/such.csv"], "--trace: file not found: no/such.csv"),
     ([*SMALL, "--modes", "agg,mixed"], "--modes 'agg,mixed'"),
     (["plan", "experiments/sweeps/deployments.yaml", "--model", "x"], "--model is for a plan from flags"),
 ])
@@ -108,3 +113,60 @@ def test_only_deployments_whose_bound_cannot_win_are_pruned(tmp_path):
     assert len(pruned) and len(simulated) >= 4  # the first round runs whatever the bounds say
     assert (simulated["tokens_per_s_per_gpu"] <= simulated["bound_tokens_per_s_per_gpu"]).all()
     assert (pruned["bound_tokens_per_s_per_gpu"] < simulated["tokens_per_s_per_gpu"].max()).all()
+
+
+def _trace(path, rows):
+    """A processed trace of ``rows`` (arrival s, prompt tokens, output tokens)."""
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                    + "".join(f"{t},{i},{o}\n" for t, i, o in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_a_trace_gives_the_lengths_and_its_own_rate_to_serve(tmp_path):
+    """40 requests 0.25 s apart (a mean rate of 39 / 9.75 s = 4 req/s), prompts 400 and 600 and outputs 40 and 60
+    alternating: the search runs on the trace's lengths, and the top deployment's units are confirmed by replaying
+    the trace itself at its own times."""
+    rows = [(0.25 * i, 400 if i % 2 else 600, 40 if i % 2 else 60) for i in range(40)]
+    trace = _trace(tmp_path / "t.csv", rows)
+    question = PlanQuestion("llama-3-8b", "h100-sxm", 1, 1000, 40, trace=trace)
+    # the means of the alternating lengths, from 10,000 draws: within 3 standard errors (100 / sqrt(10,000) = 1)
+    assert plan_lengths(question) == (pytest.approx(500, abs=3), pytest.approx(50, abs=1))
+    assert question.target_rate == pytest.approx(4.0)
+    section = lengths_section(None, trace)
+    assert section["input_tokens"]["values"][0] == 400 and section["input_tokens"]["values"][-1] == 600
+    assert main([*SMALL[:7], *SMALL[11:], "--trace", trace, "--modes", "agg", "--out", str(tmp_path / "p")]) == 0
+    plan = pd.read_csv(tmp_path / "p" / "plan.csv")
+    top = plan[plan["capacity_rps"].notna()].iloc[0]
+    assert top["units_for_target"] >= 1 and top["gpus_for_target"] == top["units_for_target"] * top["gpus"]
+    assert top["target_p90_ttft_ms"] <= 1000 and top["target_p90_tpot_ms"] <= 40  # the replay met the SLO
+
+
+def test_a_workload_file_gives_the_shapes_and_the_planner_the_arrivals(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("workload:\n  arrival: {kind: poisson, rate: 1000}\n  num_requests: 7\n"
+                    "  input_tokens: {kind: fixed, value: 320}\n  output_tokens: {kind: fixed, value: 32}\n",
+                    encoding="utf-8")
+    question = PlanQuestion("llama-3-8b", "h100-sxm", 1, 1000, 40, workload=str(path))
+    assert plan_lengths(question) == (320, 32)
+    assert lengths_section(str(path), None) == {"input_tokens": {"kind": "fixed", "value": 320},
+                                                "output_tokens": {"kind": "fixed", "value": 32}}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("workload:\n  trace: {path: t.csv}\n", "its workload replays a trace; give the trace with --trace"),
+    ("- 1\n- 2\n", "expected a workload section (a mapping, or a mapping with a workload: key), got list"),
+    ("workload: [\n", "not YAML"),
+])
+def test_a_bad_workload_file_is_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "w.yaml"
+    path.write_text(content, encoding="utf-8")
+    assert main([*SMALL[:7], *SMALL[11:15], "--workload", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_trace_without_a_rate_is_one_line(tmp_path, capsys):
+    trace = _trace(tmp_path / "t.csv", [(0, 100, 10), (0, 200, 20)])
+    assert main([*SMALL[:7], *SMALL[11:15], "--trace", trace]) == 2
+    err = capsys.readouterr().err
+    assert "arrive at one instant, so it has no arrival rate to serve; give --rate or --users" in err
