@@ -23,6 +23,7 @@ import pandas as pd
 
 from simulator.catalog import ModelSpec, load_engine, load_hardware, load_model
 from simulator.catalog.engines import ENGINE_DIR
+from simulator.catalog.generations import borrowed_generation
 from simulator.config.experiment import ExperimentConfig
 from simulator.errors import LLMSimError
 from simulator.fidelity.silicon import model_path
@@ -104,7 +105,8 @@ def prediction_slice(config: ExperimentConfig) -> dict[str, str]:
 def band_line(config: ExperimentConfig, path: Path = BANDS_PATH) -> str:
     """One line: the expected error of ``config``'s mean TTFT and TPOT — its slice's band, with how many held-out
     runs measured it and whether on this GPU or another of its generation — or that the slice was never validated,
-    naming the validated slices of its generation and engine."""
+    naming the validated slices of its generation and engine, and, for a generation without measurements, whose fit
+    priced it."""
     where = prediction_slice(config)
     label = " × ".join(where[key] for key in KEY)
     bands = read_bands(path)
@@ -119,8 +121,11 @@ def band_line(config: ExperimentConfig, path: Path = BANDS_PATH) -> str:
     near = bands[(bands["generation"] == where["generation"]) & (bands["engine"] == where["engine"])] if len(
         bands) else bands
     validated = ", ".join(f"{row.family} × {row.mode}" for row in near.itertuples()) or "none"
+    borrowed = borrowed_generation(where["generation"])
+    fit = (f"; {where['generation']} has no measurements of its own: its fitted parameters are {borrowed}'s"
+           if borrowed is not None else "")
     return (f"expected error: not validated — no held-out benchmark runs of {label} (validated for "
-            f"{where['generation']} × {where['engine']}: {validated})")
+            f"{where['generation']} × {where['engine']}: {validated}){fit}")
 
 
 @functools.cache

@@ -29,6 +29,20 @@ def test_required_catalog_entries():
     assert h100.sources
 
 
+def test_amd_profiles_are_their_spec_sheets():
+    """MI355X: 256 CUs at 2.4 GHz doing 8,192 dense FP8 FLOPs per CU per clock (AMD, ISSCC 2026), half that at
+    BF16, twice at MXFP4; MI325X: MI300X's CDNA3 compute with 256 GB at 6 TB/s; both 8-GPU Infinity Fabric nodes."""
+    mi355x, mi325x, mi300x = (load_hardware(name) for name in ("mi355x", "mi325x", "mi300x"))
+    fp8 = 256 * 8192 * 2.4e9 / 1e12
+    assert mi355x.peak_tflops.fp8 == pytest.approx(fp8, rel=1e-4)
+    assert mi355x.peak_tflops.bf16 == pytest.approx(fp8 / 2, rel=1e-4)
+    assert mi355x.peak_tflops.fp4 == pytest.approx(2 * fp8, rel=1e-4)
+    assert (mi355x.memory_gib, mi355x.memory_bandwidth_gb_per_s, mi355x.generation) == (288, 8000, "cdna4")
+    assert mi355x.interconnect_gb_per_s == pytest.approx(7 * 153.6 / 2)  # per direction, of the aggregate
+    assert mi325x.peak_tflops == mi300x.peak_tflops and mi325x.generation == mi300x.generation == "cdna3"
+    assert (mi325x.memory_gib, mi325x.memory_bandwidth_gb_per_s) == (256, 6000)
+
+
 def test_every_hardware_profile_loads_and_cites_a_source():
     for name in hardware_names():
         profile = load_hardware(name)

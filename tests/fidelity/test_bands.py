@@ -77,6 +77,14 @@ def test_the_expected_error_line_names_its_slice_and_where_it_was_measured(tmp_p
                                     "moe × agg (validated for hopper × vllm: dense × agg)")
 
 
+@pytest.mark.parametrize(("gpu", "generation"), [("mi300x", "cdna3"), ("mi325x", "cdna3"), ("mi355x", "cdna4")])
+def test_a_prediction_on_a_gpu_without_measurements_says_whose_fit_priced_it(tmp_path, gpu, generation):
+    """AMD GPUs have no measurements: their generation borrows Ampere's fit, and every prediction says so."""
+    config = load_experiment(experiment(model="llama-3.1-8b", hardware=gpu, engine="vllm"))
+    assert band_line(config, tmp_path / "none.csv").endswith(
+        f"; {generation} has no measurements of its own: its fitted parameters are ampere's")
+
+
 def test_the_shipped_bands_read_and_a_run_prints_its_line(capsys):
     assert set(read_bands(BANDS_PATH).columns) >= set(COLUMNS)
     assert main(["run", "--set", "workload.num_requests=20"]) == 0
