@@ -7,8 +7,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -143,19 +141,6 @@ def test_reporting_a_folder_without_results_is_a_one_line_error(tmp_path, capsys
     assert "nothing to report" in err and len(err.strip().splitlines()) == 1
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "not a folder" in capsys.readouterr().err
-
-
-@pytest.mark.skipif(not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")),
-                    reason="no headless browser installed")
-def test_a_headless_browser_renders_the_report(tmp_path, capsys):
-    report = tmp_path / "r.html"
-    assert main(["run", "--set", "workload.num_requests=50", "--report", str(report)]) == 0
-    capsys.readouterr()
-    browser = next(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b))
-    shot = tmp_path / "r.png"
-    subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", f"--screenshot={shot}",
-                    report.as_uri()], check=True, timeout=60, capture_output=True)
-    assert shot.stat().st_size > 10_000
 
 
 @pytest.mark.parametrize(("summary", "config", "problem"), [
