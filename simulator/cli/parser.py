@@ -182,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--users", type=_positive_int, help="concurrent users to serve: the fewest GPUs that do")
     plan.add_argument("--engine", default="vllm",
                       help="engine profile, or several separated by commas to compare them (default vllm)")
+    plan.add_argument("--token-budgets", metavar="N,N,...",
+                      help="tokens per iteration (max_num_batched_tokens) searched for each aggregated unit, e.g. "
+                      "2048,8192 (default: the engine's own; disaggregated workers keep it)")
     plan.add_argument("--price", type=_positive_float, help="USD per GPU-hour (default: the GPU profile's, if any)")
     plan.add_argument("--modes", default="agg,disagg", help="agg, disagg or both (default agg,disagg)")
     plan.add_argument("--top", type=_positive_int, default=3, help="configurations confirmed, written and launched")

@@ -13,7 +13,7 @@ from typing import Any
 from simulator.catalog import load_hardware
 from simulator.cli.outputs import check_output_file, output_folder
 from simulator.config import ExperimentConfig, load_experiment
-from simulator.errors import LLMSimError
+from simulator.errors import LLMSimError, shown
 from simulator.fidelity.bands import band_line
 from simulator.report.console import describe_setup
 from simulator.report.html import folder_page, plan_page, sweep_page, text_page, write_page
@@ -93,8 +93,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for _, row in failed.iterrows():
         print(f"point {row['point']}: {row['error']}", file=sys.stderr)
     metrics = ["output_throughput", "mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "slo_attainment"]
-    shown = ["point", *points[0].values, "seed", *(m for m in metrics if m in frame.columns)]
-    print(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    columns = ["point", *points[0].values, "seed", *(m for m in metrics if m in frame.columns)]
+    print(frame[columns].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return 1 if len(failed) else 0
 
 
@@ -279,13 +279,20 @@ def _plan_question(args: argparse.Namespace) -> PlanQuestion:
         raise LLMSimError(f"plan: --engine {args.engine!r}: give an engine profile, or several separated by commas")
     if not modes or not set(modes) <= {"agg", "disagg"}:
         raise LLMSimError(f"plan: --modes {args.modes!r}: expected agg, disagg or agg,disagg")
+    budgets: tuple[int, ...] = ()
+    if args.token_budgets is not None:
+        try:
+            budgets = tuple(dict.fromkeys(int(part) for part in args.token_budgets.split(",")))
+        except ValueError:
+            raise LLMSimError(f"plan: --token-budgets {shown(args.token_budgets, 60)}: expected whole numbers of "
+                              "tokens separated by commas, e.g. 2048,8192") from None
     return PlanQuestion(
         model=args.model, gpu=args.gpu, max_gpus=args.max_gpus or args.gpus, ttft_ms=args.ttft, tpot_ms=args.tpot,
         isl=args.isl, osl=args.osl, workload=args.workload, trace=args.trace, trace_format=args.trace_format,
         percentile=args.percentile, rate=args.rate,
         users=args.users, engines=engines, price=args.price, gpus=args.gpus, modes=modes,  # type: ignore[arg-type]
         requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, seeds=args.seeds,
-        jobs=args.jobs)
+        jobs=args.jobs, token_budgets=budgets)
 
 
 def _plan_from_flags(args: argparse.Namespace) -> int:
@@ -302,10 +309,10 @@ def _plan_from_flags(args: argparse.Namespace) -> int:
     if meeting.empty:
         print(f"no deployment of the {len(plan)} searched meets the SLO; see the status of each in plan.csv")
     else:
-        shown = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
+        columns = [c for c in ("deployment", "gpus", "max_users", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
                              "capacity_rps", "capacity_rps_ci95", "capacity_rps_in_gpus", "gpus_for_target",
                              "usd_per_million_tokens") if c in meeting]
-        print(meeting[shown].head(10).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(meeting[columns].head(10).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     counts = plan["status"].str.split(":").str[0].value_counts()
     print("searched: " + ", ".join(f"{count} {status}" for status, count in counts.items()))
     print(band)

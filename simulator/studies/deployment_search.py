@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from simulator.api import load, run
+from simulator.catalog import load_engine, load_hardware
 from simulator.cluster.pool_setup import PoolSetup, setup_pool
 from simulator.config import ExperimentConfig
 from simulator.config.deployment import Deployment, resolve
@@ -58,6 +59,7 @@ from simulator.workload import generate_requests
 
 MAX_PLAN_GPUS = 1024  # the largest deployment unit searched: the disaggregated pairs searched grow with it
 MEAN_DRAWS = 10_000  # requests drawn to estimate a workload's mean lengths (the analytic bound's isl and osl)
+MAX_TOKEN_BUDGETS, MAX_TOKEN_BUDGET = 8, 1 << 20  # --token-budgets: how many, and the largest
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class PlanQuestion:
     seed: int = 0
     seeds: int = 1  # independent seeds of each top capacity search (a 95% confidence interval from 2)
     jobs: int = 1
+    token_budgets: tuple[int, ...] = ()  # tokens per iteration searched for aggregated units (): the engine's default
 
     def __post_init__(self) -> None:
         """A one-line error for a question the search cannot take: a unit beyond :data:`MAX_PLAN_GPUS` GPUs (refused
@@ -102,6 +105,10 @@ class PlanQuestion:
         if len(sources) != 1:
             raise LLMSimError("plan: give the request shapes once: --isl/--osl, --workload or --trace"
                               + (f" (got {' and '.join(sources)})" if sources else ""))
+        if len(self.token_budgets) > MAX_TOKEN_BUDGETS or not all(
+                1 <= budget <= MAX_TOKEN_BUDGET for budget in self.token_budgets):
+            raise LLMSimError(f"plan: --token-budgets {','.join(map(str, self.token_budgets))}: at most "
+                              f"{MAX_TOKEN_BUDGETS} budgets, each 1 to {MAX_TOKEN_BUDGET:,} tokens")
 
     @property
     def slo(self) -> dict[str, float]:
@@ -181,6 +188,12 @@ def _experiment(question: PlanQuestion, candidate: Candidate, users: int = 1, ra
         scheduler["max_model_len"] = question.isl + question.osl  # as a deployment serving them sets it
     else:
         workload = dict(lengths_section(question.workload, question.trace, question.trace_format))
+    engine = candidate.engine or question.engines[0]
+    if candidate.token_budget is not None:  # and at most that many running requests, as the engine requires
+        scheduler["max_num_batched_tokens"] = candidate.token_budget
+        running = _server_max_num_seqs(engine, question.gpu)
+        if isinstance(running, int) and running > candidate.token_budget:
+            scheduler["max_num_seqs"] = candidate.token_budget
     if replay:
         assert question.trace is not None  # (only a trace question replays)
         workload = replay_section(question.trace, question.trace_format)
@@ -192,8 +205,14 @@ def _experiment(question: PlanQuestion, candidate: Candidate, users: int = 1, ra
                         num_requests=question.requests_per_user * users)
     slo = {"ttft_ms": question.ttft_ms, "tpot_ms": question.tpot_ms}
     return {"name": f"plan {candidate.label}", "seed": question.seed, "model": question.model,
-            "hardware": question.gpu, "engine": candidate.engine or question.engines[0], "cluster": candidate.cluster(),
+            "hardware": question.gpu, "engine": engine, "cluster": candidate.cluster(),
             "scheduler": scheduler, "workload": workload, "slo": slo}
+
+
+@functools.cache
+def _server_max_num_seqs(engine: str, gpu: str) -> int | str | None:
+    """The running-request limit ``engine``'s server takes by default on ``gpu``."""
+    return load_engine(engine).server_experiment(load_hardware(gpu)).get("scheduler", {}).get("max_num_seqs")
 
 
 def _setup(question: PlanQuestion, deployment: Deployment, candidate: Candidate) -> tuple[PoolSetup, ...]:
@@ -211,16 +230,27 @@ def enumerate_candidates(question: PlanQuestion) -> list[Searched]:
     for engine in question.engines:
         named = engine if len(question.engines) > 1 else ""
         deployment = resolve(plan_experiment(question, engine))
-        setups = {}
+        setups = {}  # each valid shape at the engine's default token budget (what disaggregated workers run)
         for shape in worker_shapes(deployment.model, deployment.gpu(), question.max_gpus):
-            entry = Searched(Candidate("agg", shape, engine=named))
+            default = Searched(Candidate("agg", shape, engine=named))
             try:
-                setups[shape] = _setup(question, deployment, entry.candidate)[0]
+                setups[shape] = _setup(question, deployment, default.candidate)[0]
             except LLMSimError as exc:
-                entry.status = f"invalid: {exc}"
-            else:
-                entry.steady = agg_steady_state(setups[shape], shape, isl, osl)
-            if "agg" in question.modes or entry.status != "ok":
+                default.status = f"invalid: {exc}"
+            if "agg" not in question.modes:
+                searched += [default] if default.status != "ok" else []
+                continue
+            for budget in question.token_budgets or (None,):
+                entry = default if budget is None else Searched(Candidate("agg", shape, engine=named,
+                                                                          token_budget=budget))
+                setup = setups.get(shape)
+                if budget is not None:
+                    try:
+                        setup = _setup(question, deployment, entry.candidate)[0]
+                    except LLMSimError as exc:
+                        entry.status = f"invalid: {exc}"
+                if entry.status == "ok" and setup is not None:
+                    entry.steady = agg_steady_state(setup, shape, isl, osl)
                 searched.append(entry)
         if "disagg" in question.modes and setups:
             searched += _disagg_candidates(question, setups, isl, osl, named)

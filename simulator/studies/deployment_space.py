@@ -67,7 +67,8 @@ class Shape:
 @dataclass(frozen=True)
 class Candidate:
     """A deployment unit: ``agg`` — ``replicas`` replicas of ``shape``; ``disagg`` — ``prefill_replicas`` workers of
-    ``prefill`` and ``replicas`` decode workers of ``shape``; served by ``engine``."""
+    ``prefill`` and ``replicas`` decode workers of ``shape``; served by ``engine``, with ``token_budget`` tokens per
+    iteration (the scheduler's ``max_num_batched_tokens``; None: the engine's default)."""
 
     mode: Mode
     shape: Shape
@@ -75,6 +76,7 @@ class Candidate:
     prefill: Shape | None = None
     prefill_replicas: int = 0
     engine: str = ""  # the engine profile serving it ("": the question's only one)
+    token_budget: int | None = None
 
     @property
     def gpus(self) -> int:
@@ -83,15 +85,16 @@ class Candidate:
     @property
     def label(self) -> str:
         engine = f"{self.engine} " if self.engine else ""
+        budget = f", {self.token_budget:,} tokens per step" if self.token_budget is not None else ""
         if self.prefill is None:
-            return f"{engine}agg {self.replicas} × ({self.shape.label})"
+            return f"{engine}agg {self.replicas} × ({self.shape.label}){budget}"
         return (f"{engine}disagg {self.prefill_replicas}P ({self.prefill.label}) + {self.replicas}D "
-                f"({self.shape.label})")
+                f"({self.shape.label}){budget}")
 
     def scaled(self, units: int) -> Candidate:
         """``units`` copies of this unit as one deployment."""
         return Candidate(self.mode, self.shape, self.replicas * units, self.prefill, self.prefill_replicas * units,
-                         self.engine)
+                         self.engine, self.token_budget)
 
     def cluster(self) -> dict[str, Any]:
         """The experiment's ``cluster`` section for this deployment."""

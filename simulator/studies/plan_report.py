@@ -45,7 +45,7 @@ def plan_table(question: PlanQuestion, searched: list[Searched], price: float | 
             "deployment": candidate.label, "engine": candidate.engine or question.engines[0], "mode": candidate.mode,
             **_shape_columns("", candidate.shape, candidate.replicas),
             **_shape_columns("prefill_", candidate.prefill, candidate.prefill_replicas),
-            "gpus": candidate.gpus, "status": entry.status,
+            "gpus": candidate.gpus, "token_budget": candidate.token_budget, "status": entry.status,
             "bound_tokens_per_s_per_gpu": round(entry.bound(question), 3) if entry.steady else None,
             "max_users": level.users if level else None,
             "tokens_per_s_per_gpu": tokens_per_gpu(entry) if level else None,

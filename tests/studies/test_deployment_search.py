@@ -170,3 +170,33 @@ def test_a_trace_without_a_rate_is_one_line(tmp_path, capsys):
     assert main([*SMALL[:7], *SMALL[11:15], "--trace", trace]) == 2
     err = capsys.readouterr().err
     assert "arrive at one instant, so it has no arrival rate to serve; give --rate or --users" in err
+
+
+def test_token_budgets_are_searched_for_each_aggregated_unit(tmp_path):
+    """``--token-budgets 128,8192``: each shape twice. A 500-token prompt in 128-token chunks takes four iterations
+    before its first token where 8,192 takes one, so at the same users its TTFT cannot be lower; a budget below the
+    engine's running-request limit (vLLM's 1,024) lowers that limit to it, as vLLM requires."""
+    assert main([*SMALL, "--modes", "agg", "--token-budgets", "128,8192", "--keep", "12", "--out", str(tmp_path)]) == 0
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    assert sorted(plan["token_budget"]) == [128] * 3 + [8192] * 3
+    pareto = pd.read_csv(tmp_path / "pareto.csv")
+    for shape in ("TP1 × PP1", "TP2 × PP1"):
+        small, large = (pareto[pareto["deployment"] == f"agg 1 × ({shape}), {budget} tokens per step"]
+                        for budget in ("128", "8,192"))
+        both = small.merge(large, on="users", suffixes=("_small", "_large"))
+        assert len(both) and (both["p90_ttft_ms_small"] >= both["p90_ttft_ms_large"]).all()
+    best = plan.iloc[0]
+    config = load(str(tmp_path / "top" / f"1-{best['mode']}.yaml"))
+    assert config.scheduler.max_num_batched_tokens == best["token_budget"]
+    assert config.scheduler.max_num_seqs <= best["token_budget"]
+
+
+@pytest.mark.parametrize(("budgets", "message"), [
+    ("x,2", "--token-budgets 'x,2': expected whole numbers of tokens separated by commas"),
+    ("0", "--token-budgets 0: at most 8 budgets, each 1 to 1,048,576 tokens"),
+    (",".join(str(2**i) for i in range(4, 14)), "at most 8 budgets"),
+])
+def test_bad_token_budgets_are_one_line(budgets, message, capsys):
+    assert main([*SMALL, "--token-budgets", budgets]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
