@@ -195,7 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--seed", type=int, default=0, help="seed of every simulation")
     plan.add_argument("--seeds", type=_positive_int, default=1,
                       help="independent seeds of each top capacity search: their mean and 95%% confidence interval")
-    plan.add_argument("--jobs", type=_positive_int, default=1, help="deployments searched in parallel")
+    plan.add_argument("--jobs", type=_positive_int, default=1, help="deployments searched in parallel (local backend)")
+    plan.add_argument("--backend", choices=["local", "ray"], default="local",
+                      help="where the simulations run (ray: pip install -e '.[ray]'; the same plan either way)")
+    plan.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     plan.add_argument("--out", help="folder for plan.csv, pareto.csv/.png, report.html and top/ (flags) or plan.csv "
                       "and the Pareto plot (FILE)")
     plan.set_defaults(handler=("studies", "cmd_plan"))

@@ -249,7 +249,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise LLMSimError(f"plan: --{given[0].replace('_', '-')} is for a plan from flags; a plan FILE holds its own "
                           "deployments and SLO (give one or the other)")
     spec, points = load_plan(args.file)
-    frame = run_plan(spec, points, jobs=args.jobs)
+    frame = run_plan(spec, points, jobs=args.jobs, backend=args.backend, address=args.address)
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     for line in dict.fromkeys(band_line(point.config) for point in points):  # each slice's once, in plan order
         print(line)
@@ -292,7 +292,7 @@ def _plan_question(args: argparse.Namespace) -> PlanQuestion:
         percentile=args.percentile, rate=args.rate,
         users=args.users, engines=engines, price=args.price, gpus=args.gpus, modes=modes,  # type: ignore[arg-type]
         requests_per_user=args.requests_per_user, keep=args.keep, top=args.top, seed=args.seed, seeds=args.seeds,
-        jobs=args.jobs, token_budgets=budgets)
+        jobs=args.jobs, token_budgets=budgets, backend=args.backend, address=args.address)
 
 
 def _plan_from_flags(args: argparse.Namespace) -> int:

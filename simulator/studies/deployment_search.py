@@ -54,6 +54,7 @@ from simulator.studies.deployment_space import (
     prefill_rate,
     worker_shapes,
 )
+from simulator.studies.parallel import BACKENDS, map_in_order
 from simulator.studies.plan_workload import lengths_section, replay_section, trace_rate
 from simulator.workload import generate_requests
 
@@ -90,6 +91,8 @@ class PlanQuestion:
     seeds: int = 1  # independent seeds of each top capacity search (a 95% confidence interval from 2)
     jobs: int = 1
     token_budgets: tuple[int, ...] = ()  # tokens per iteration searched for aggregated units (): the engine's default
+    backend: str = "local"  # where the simulations run: local (``jobs`` processes) or ray (a Ray cluster)
+    address: str | None = None  # the Ray cluster's address (None: the process's session, else a local one)
 
     def __post_init__(self) -> None:
         """A one-line error for a question the search cannot take: a unit beyond :data:`MAX_PLAN_GPUS` GPUs (refused
@@ -105,6 +108,8 @@ class PlanQuestion:
         if len(sources) != 1:
             raise LLMSimError("plan: give the request shapes once: --isl/--osl, --workload or --trace"
                               + (f" (got {' and '.join(sources)})" if sources else ""))
+        if self.backend not in BACKENDS:
+            raise LLMSimError(f"plan: --backend {self.backend!r}: expected local or ray")
         if len(self.token_budgets) > MAX_TOKEN_BUDGETS or not all(
                 1 <= budget <= MAX_TOKEN_BUDGET for budget in self.token_budgets):
             raise LLMSimError(f"plan: --token-budgets {','.join(map(str, self.token_budgets))}: at most "
@@ -339,12 +344,8 @@ def _meets(summary: dict[str, Any], slo: dict[str, float]) -> bool:
 
 
 def _map(question: PlanQuestion, function: Callable[..., Any], tasks: list[tuple[Any, ...]]) -> list[Any]:
-    """``function(*task)`` for every task, in order; on ``question.jobs`` processes when more than one."""
-    if question.jobs > 1 and len(tasks) > 1:
-        from joblib import Parallel, delayed
-
-        return list(Parallel(n_jobs=question.jobs)(delayed(function)(*task) for task in tasks))
-    return [function(*task) for task in tasks]
+    """``function(*task)`` for every task, in order, where the question runs its simulations."""
+    return map_in_order(function, tasks, question.jobs, question.backend, question.address)
 
 
 def simulate_levels(question: PlanQuestion, alive: list[Searched]) -> None:

@@ -27,6 +27,7 @@ from pydantic import Field
 from simulator.catalog import load_hardware
 from simulator.config.loader import load_spec, resolve_base
 from simulator.studies.capacity import find_capacity, normalise_slo_key
+from simulator.studies.parallel import map_in_order
 from simulator.studies.sweep import Point, SweepConfig, expand
 
 
@@ -73,15 +74,11 @@ def _plan_row(point: Point, spec: PlanConfig) -> dict[str, Any]:
     return row
 
 
-def run_plan(spec: PlanConfig, points: list[Point], jobs: int = 1) -> pd.DataFrame:
-    """The capacity of every deployment, ranked (see the module docstring)."""
-    if jobs > 1 and len(points) > 1:
-        from joblib import Parallel, delayed
-
-        rows = Parallel(n_jobs=jobs)(delayed(_plan_row)(p, spec) for p in points)
-    else:
-        rows = [_plan_row(p, spec) for p in points]
-    frame = pd.DataFrame(rows)
+def run_plan(spec: PlanConfig, points: list[Point], jobs: int = 1, backend: str = "local",
+             address: str | None = None) -> pd.DataFrame:
+    """The capacity of every deployment, ranked (see the module docstring); the deployments searched on ``jobs``
+    processes or a Ray cluster (:func:`simulator.studies.parallel.map_in_order`)."""
+    frame = pd.DataFrame(map_in_order(_plan_row, [(point, spec) for point in points], jobs, backend, address))
     priced = "requests_per_usd" in frame and frame["requests_per_usd"].notna().all()
     cost = frame["usd_per_million_tokens"] if priced else 1 / frame["capacity_per_gpu"].where(
         frame["capacity_per_gpu"] > 0)

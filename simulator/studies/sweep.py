@@ -39,6 +39,7 @@ from simulator.config.base import MAX_SEED, Strict
 from simulator.config.loader import apply_overrides, load_spec, resolve_base
 from simulator.errors import ConfigError, LLMSimError, renamed
 from simulator.results.progress import progress_bar
+from simulator.studies.parallel import ray_session
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -239,14 +240,7 @@ def _run_local(points: list[Point], out: Path | None, jobs: int, progress) -> li
 
 
 def _run_ray(points: list[Point], out: Path | None, address: str | None, progress) -> list[dict[str, Any]]:
-    try:
-        import ray
-    except ImportError:
-        raise LLMSimError("--backend ray needs Ray: pip install -e '.[ray]'") from None
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-    try:
+    with ray_session(address) as ray:
         remote = ray.remote(run_point)
         pending = {remote.remote(point, out): point.index for point in points}
         rows = []
@@ -256,9 +250,6 @@ def _run_ray(points: list[Point], out: Path | None, address: str | None, progres
             del pending[done[0]]
             progress.update(1)
         return rows
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def run_points(

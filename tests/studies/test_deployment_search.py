@@ -200,3 +200,16 @@ def test_bad_token_budgets_are_one_line(budgets, message, capsys):
     assert main([*SMALL, "--token-budgets", budgets]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_plan_on_ray_is_the_plan_on_local_processes(small_plan, tmp_path):
+    """Byte-identical plan.csv and pareto.csv whether the simulations ran here or on a (local) Ray cluster."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert main([*SMALL, "--out", str(tmp_path), "--backend", "ray"]) == 0
+    finally:
+        ray.shutdown()
+    for name in ("plan.csv", "pareto.csv"):
+        assert (tmp_path / name).read_bytes() == (small_plan / name).read_bytes()
