@@ -227,6 +227,9 @@ class CommFit(StrictCopy):
     step_latency_us: float = Field(ge=0, description="all-reduce: per ring step (2(n−1) steps)")
     all_reduce_low_latency: ProtocolFit | None = Field(
         default=None, description="all-reduce's low-latency protocol (NCCL's LL / LL128), where fitted; steps 2(n−1)")
+    inter_node_step_latency_us: float = Field(
+        default=2.0, ge=0, description="all-reduce across nodes by NCCL's tree: what each of its 2⌈log2 N⌉ steps "
+        "between N nodes adds to a step (the NICs and the switch between them)")
     all_reduce_nvls: ProtocolFit | None = Field(
         default=None, description="all-reduce by NVLink SHARP (NCCL's NVLS: the NVSwitch reduces 16- and 32-bit "
         "floats), within one NVSwitch node, where fitted (None: a switch without in-network reduction); whole "

@@ -7,11 +7,21 @@ each GPU holds: the whole vector for all-reduce, the gathered output for all-gat
 and all-to-all (as nccl-tests and the frameworks' kernel tables count it).
 
     all_reduce:                    2(n−1)/n · bytes / (B · link_efficiency) + latency + 2(n−1) · step_latency
+    all_reduce across N nodes      the same with NCCL's tree's steps where fewer: 2(G−1) within each node of G GPUs
+      of G GPUs (n = N·G):         and 2⌈log2 N⌉ between the nodes, each of those inter_node_step_latency more
     all_gather, reduce_scatter,    (n−1)/n · bytes / (B · efficiency) + latency + (n−1) · step_latency
     all_to_all:                    (per-op ``comm.collectives`` fit)
     send_recv:                     bytes / (B · p2p_efficiency) + p2p_latency
 
 (the parameters of the hardware profile's ``fit.comm``).
+
+Across nodes NCCL also runs a tree (a chain within each node, a binary tree between the nodes) whose latency grows
+with the logarithm of the nodes, not with the GPUs: an all-reduce of a decode step's activations over 64 GPUs (8
+nodes) takes 20 steps, not a ring's 126. Each step between nodes adds ``comm.inter_node_step_latency_us`` (the NICs
+and the switch): 2 µs, chosen on the B200 fit rows that run tensor parallelism over 2 and 8 nodes (their TPOT
+median error 45.3% with the ring alone; 24.8, 24.4, 28.2 and 34.1% at 0, 2, 5 and 10 µs) — no multi-node timing of
+Hopper or Blackwell is in the kernel tables. The tree moves the same bytes as the ring here (it wins on small
+messages, where latency dominates).
 
 NCCL has two kinds of protocol, and picks per message the faster: a bandwidth protocol (Simple: the formulas above)
 and a low-latency one (LL / LL128: flags stored with the data, so far less fixed cost per call but a fraction of the
@@ -43,6 +53,7 @@ validate``.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from simulator.catalog import HardwareSpec, resolve_hardware
@@ -86,7 +97,14 @@ def collective_time(hardware: str | HardwareSpec, op: Collective, num_gpus: int,
         steps = num_gpus - 1
         protocols = [comm.collectives[op], comm.collectives[op].low_latency]
     bus_bytes = steps / num_gpus * nbytes
-    ring = min(bus_bytes / (bandwidth * p.efficiency) + (p.latency_us + steps * p.step_latency_us) * 1e-6
+    if op == "all_reduce" and num_gpus > hw.node.gpus_per_node:  # NCCL's tree beside its ring: fewer steps
+        nodes, per_node = math.ceil(num_gpus / hw.node.gpus_per_node), hw.node.gpus_per_node
+        across = 2 * math.ceil(math.log2(nodes))
+        steps = min(steps, 2 * (per_node - 1) + across)
+        extra_us = across * comm.inter_node_step_latency_us if steps < 2 * (num_gpus - 1) else 0.0
+    else:
+        extra_us = 0.0
+    ring = min(bus_bytes / (bandwidth * p.efficiency) + (p.latency_us + steps * p.step_latency_us + extra_us) * 1e-6
                for p in protocols if p is not None)
     nvls = comm.all_reduce_nvls
     if (op == "all_reduce" and nvls is not None and dtype in NVLS_DTYPES and hw.node.fabric == "nvswitch"

@@ -228,8 +228,18 @@ def test_collective_time_by_hand():
     assert collective_time(h100, "all_reduce", 4, 0.9 * crossover) == pytest.approx(ll(4, 0.9 * crossover))
     assert collective_time(h100, "all_reduce", 4, 1.1 * crossover) == pytest.approx(simple(4, 1.1 * crossover))
     assert collective_time(h100, "send_recv", 2, nbytes) == pytest.approx(nbytes / (450e9 * 0.9) + 8e-6)
-    # 16 GPUs span two nodes: the ring runs at 8 NICs × 50 GB/s
-    assert collective_time(h100, "all_reduce", 16, nbytes) == pytest.approx(simple(16, nbytes, 400e9))
+    # 16 GPUs span two nodes: the ring runs at 8 NICs × 50 GB/s; NCCL's tree takes 2·7 steps within each node and
+    # 2·⌈log2 2⌉ = 2 between the nodes, each of those 2 µs more (fit.comm.inter_node_step_latency_us): 16 steps, not
+    # the ring's 30; 64 GPUs (8 nodes): 14 + 6 steps, not 126
+    inter = h100.fit.comm.inter_node_step_latency_us * 1e-6
+    assert inter == 2e-6
+
+    def tree(n, b, across, bandwidth=400e9):
+        return 2 * (n - 1) / n * b / (bandwidth * e) + lat + (14 + across) * step + across * inter
+
+    assert collective_time(h100, "all_reduce", 16, nbytes) == pytest.approx(tree(16, nbytes, 2))
+    assert collective_time(h100, "all_reduce", 64, nbytes) == pytest.approx(tree(64, nbytes, 6))
+    assert simple(64, nbytes, 400e9) - tree(64, nbytes, 6) == pytest.approx((126 - 20) * step - 6 * inter)
     ag = h100.fit.comm.collectives["all_gather"]
     assert collective_time(h100, "all_gather", 8, nbytes) == pytest.approx(
         7 / 8 * nbytes / (450e9 * ag.efficiency) + (ag.latency_us + 7 * ag.step_latency_us) * 1e-6)
