@@ -113,6 +113,14 @@ class PagedAllocator(LazyGrowth, KVAllocator):
         self._static_tokens += n
         self.free_blocks -= needed
 
+    def release(self, seq: int, n: int) -> None:
+        """A static sequence's last ``n`` tokens (rejected drafts, past its prompt: never a shared or registered
+        prefix block) go back, and the blocks they leave empty."""
+        old = self._static[seq]
+        self._static[seq] = old - n
+        self._static_tokens -= n
+        self.free_blocks += self.blocks_for(old) - self.blocks_for(old - n)
+
     # --- growing sequences ------------------------------------------------------------------------------------
     def start_growing(self, seq: int) -> None:
         self._residues[self._move_to_growing(seq) % self.block_size] += 1
