@@ -17,7 +17,7 @@ beside the target's. Per method, with D the target's width:
   softmax attention shape (heads, KV heads, head width) where the target has one, else D / 128 heads of 128 over
   :data:`EAGLE_KV_HEADS` KV heads (the published heads of latent-attention and hybrid targets are Llama layers); its
   MLP is a dense SwiGLU of the target's dense width, or, for a mixture of experts without dense layers, of the width
-  one token runs (its top-k experts' and the shared ones').
+  one token runs (its top-k experts' and the shared ones'; 4·D in a model of no FFN).
 - ``eagle3`` (vLLM ``eagle3``, SGLang ``EAGLE3``, TensorRT-LLM ``Eagle3``): EAGLE-3 fuses three target layers' hidden
   states (low, mid, high) with fc (3D → D) once per verification, in the first draft pass, then runs such a layer
   whose query/key/value projection reads [embedding; hidden] (2D wide: one more D-deep GEMM of the QKV width) and its
@@ -118,7 +118,8 @@ def draft_head(model: ModelSpec, method: str) -> DraftHead:
         attention = FullAttention(num_heads=attention.num_heads, num_kv_heads=attention.num_kv_heads,
                                   head_dim=attention.head_dim)
     dense = [g.ffn.dense_width for g in model.layers if g.ffn.kind == "dense"]
-    width = max(dense) if dense else max(g.ffn.activation_width for g in model.layers)
+    routed = [r.per_token * r.width + g.ffn.dense_width for g in model.layers if (r := g.ffn.routing)]
+    width = max(dense or routed or [4 * D])
     layer = LayerGroup(count=1, attention=attention, ffn=DenseFFN(intermediate_size=width))
     sixteen_bit = Quantization(dtype="bf16", parts=())  # a separate 16-bit checkpoint
     if method == "eagle":
