@@ -385,6 +385,9 @@ class Scaling:
 MEMORY_PLAN_METRICS = ("weights_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu")  # by simulator.run
 FAULT_METRICS = ("retried_requests", "mean_ttft_retried_ms", "p99_ttft_retried_ms", "replica_crashes")
 LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")
+# by simulator.run when speculating, with acceptance_rate_pos1 ... acceptance_rate_pos<k> (SPECULATIVE_POSITION)
+SPECULATIVE_METRICS = ("mean_accepted_tokens", "draft_acceptance_rate")
+SPECULATIVE_POSITION = "acceptance_rate_pos"
 AUTOSCALER_METRICS = ("mean_replicas", "peak_replicas", "scale_ups", "scale_downs", "cold_start_requests",
                       "slo_attainment_while_scaling")
 
@@ -400,7 +403,7 @@ def speculative_summary(accepted_counts: np.ndarray) -> dict[str, float]:
         positions = at_least[1:] / at_least[:-1]
     return {"mean_accepted_tokens": 1 + accepted / steps if steps else math.nan,
             "draft_acceptance_rate": accepted / (k * steps) if steps else math.nan,
-            **{f"acceptance_rate_pos{i + 1}": float(rate) for i, rate in enumerate(positions)}}
+            **{f"{SPECULATIVE_POSITION}{i + 1}": float(rate) for i, rate in enumerate(positions)}}
 
 
 def measured_mask(arrival_s: np.ndarray, metrics: MetricsConfig | None) -> np.ndarray:

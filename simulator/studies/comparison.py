@@ -44,6 +44,8 @@ from simulator.results.metrics import (
     LORA_METRICS,
     MEMORY_PLAN_METRICS,
     SESSION_METRICS,
+    SPECULATIVE_METRICS,
+    SPECULATIVE_POSITION,
     RunTotals,
     summarize,
 )
@@ -102,7 +104,7 @@ def summary_keys() -> list[str]:
                        iterations=0, num_gpus=1)
     summary = summarize(empty, LogHistogram(), totals, SLOConfig())
     return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS, *AUTOSCALER_METRICS, *LORA_METRICS, *FAULT_METRICS,
-            *MEMORY_PLAN_METRICS]
+            *MEMORY_PLAN_METRICS, *SPECULATIVE_METRICS]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -141,8 +143,10 @@ def load_comparison(path: str | Path) -> Comparison:
         for metric in CLASS_METRICS
     }
     for where, metric in [("metrics", m) for m in spec.metrics] + [("findings", f.metric) for f in spec.findings]:
-        if metric not in known:
-            raise ConfigError(f"{path}: {where}: unknown metric {metric!r} (allowed: {', '.join(sorted(known))})")
+        position = metric.removeprefix(SPECULATIVE_POSITION)  # acceptance_rate_pos<i>: one per drafted token
+        if metric not in known and not (position != metric and position.isdigit() and int(position) >= 1):
+            raise ConfigError(f"{path}: {where}: unknown metric {metric!r} (allowed: {', '.join(sorted(known))}, "
+                              f"{SPECULATIVE_POSITION}<i>)")
     for i, finding in enumerate(spec.findings):
         # (ratio is set where variant is not: Finding's validator)
         for name in [finding.variant] if finding.variant else list(finding.ratio):  # type: ignore[arg-type]
