@@ -79,10 +79,6 @@ class DraftHead:
         parts["other"] += m.vocab_size * D if self.own_head else 0
         return parts
 
-    @property
-    def num_params(self) -> int:
-        return sum(self.part_params().values())
-
     def part_bytes(self, block_bytes: float, embedding_bytes: float = 2.0) -> dict[str, float]:
         """Bytes of each part: the quantisable parts of ``model.quantization`` at ``block_bytes`` per parameter, the
         rest at ``embedding_bytes``."""

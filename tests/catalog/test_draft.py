@@ -89,11 +89,12 @@ def test_an_eagle3_head_of_llama_3_1_8b_by_hand():
     D, H, G, d, inter = 4096, 32, 8, 128, 14336
     head = draft_head(load_model("llama-3.1-8b"), "eagle3")
     qkv = D * (H + 2 * G) * d
-    assert head.num_params == 2 * qkv + H * d * D + 3 * D * inter + 3 * D * D + 4 * D + 32_000 * D
+    assert sum(head.part_params().values()) == 2 * qkv + H * d * D + 3 * D * inter + 3 * D * D + 4 * D + 32_000 * D
     assert head.modules == 1 and head.own_head and head.model.vocab_size == 32_000
     assert head.kv_bytes_per_token(2.0) == 2 * G * d * 2  # one layer's K and V, 16-bit
     eagle = draft_head(load_model("llama-3.1-8b"), "eagle")  # EAGLE-1/2: fc 2D → D, the target's LM head
-    assert eagle.num_params == qkv + H * d * D + 3 * D * inter + 2 * D * D + 3 * D and not eagle.own_head
+    assert sum(eagle.part_params().values()) == qkv + H * d * D + 3 * D * inter + 2 * D * D + 3 * D
+    assert not eagle.own_head
 
 
 def test_an_eagle_head_of_a_latent_attention_moe_is_a_llama_layer_of_its_width():
