@@ -17,7 +17,7 @@ import yaml
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
-from simulator.results.metrics import add_latency_columns, summarize
+from simulator.results.metrics import add_latency_columns, speculative_summary, summarize
 from simulator.results.observers import Observer
 from simulator.results.token_log import TokenLog
 
@@ -210,6 +210,8 @@ def run(
         summary.update({"lora_gib_per_gpu": budget.adapter_bytes / 2**30, "adapter_loads": totals["loads"],
                         "adapter_storage_reads": totals["storage_reads"],
                         "adapter_load_time_s": float(totals["load_s"])})
+    if recorder.accepted_counts is not None:
+        summary.update(speculative_summary(recorder.accepted_counts))
     if requests_path is not None:
         _add_latency_columns_to_file(Path(requests_path), config.slo, class_slos, parquet_metadata(config))
 

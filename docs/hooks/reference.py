@@ -412,9 +412,10 @@ def metrics_page() -> str:
     lines += [
         "## Every summary key",
         "",
-        f"The {len(keys)} keys a run's summary can hold (the disaggregated, multi-turn, autoscaling, LoRA and fault "
-        "keys appear only in such runs), in the order `summary.json` gives them; with `workload.classes`, also "
-        "`<class>.<metric>` per class. A comparison or regression suite may name any of them.",
+        f"The {len(keys)} keys a run's summary can hold (the disaggregated, multi-turn, autoscaling, LoRA, fault and "
+        "speculative-decoding keys appear only in such runs), in the order `summary.json` gives them; with "
+        "`workload.classes`, also `<class>.<metric>` per class, and with speculative decoding "
+        "`acceptance_rate_pos<i>` per drafted position. A comparison or regression suite may name any of them.",
         "",
         ", ".join(f"`{key}`" for key in keys),
         "",

@@ -14,7 +14,10 @@ _MXFP4 = {"quant_method": "mxfp4",
                                      "lm_head"]}
 
 
-def _deepseek(experts: int, heads: int, dense_layers: int, vocab: int, max_positions: int) -> dict[str, Any]:
+def _deepseek(experts: int, heads: int, dense_layers: int, vocab: int, max_positions: int,
+              mtp: int = 1) -> dict[str, Any]:
+    """DeepSeek-V3's shape of model; ``mtp``: its multi-token-prediction modules (``num_nextn_predict_layers``: 1 in
+    DeepSeek-V3's, R1's and V3.2's configs, 0 in Kimi-K2's)."""
     return {
         "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": heads,
         "num_key_value_heads": heads, "intermediate_size": 18432, "moe_intermediate_size": 2048,
@@ -22,6 +25,7 @@ def _deepseek(experts: int, heads: int, dense_layers: int, vocab: int, max_posit
         "first_k_dense_replace": dense_layers, "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512,
         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": vocab,
         "max_position_embeddings": max_positions, "tie_word_embeddings": False, "quantization_config": _FP8_BLOCK,
+        "num_nextn_predict_layers": mtp,
     }
 
 
@@ -49,13 +53,13 @@ def _llama4(experts: int, step: int) -> dict[str, Any]:
 
 
 def _glm4_moe(layers: int, hidden: int, dense_layers: int, inter: int, moe_inter: int, experts: int) -> dict[str, Any]:
-    """GLM-4.5 and -Air (``zai-org``): GQA with 96 query heads, dense first layers, one shared expert; the checkpoint's
-    multi-token prediction layer (``num_nextn_predict_layers``) is left out: it only serves as a speculative draft."""
+    """GLM-4.5 and -Air (``zai-org``): GQA with 96 query heads, dense first layers, one shared expert, and one
+    multi-token-prediction layer (``num_nextn_predict_layers``), the draft of ``scheduler.speculative.method: mtp``."""
     return {"model_type": "glm4_moe", "num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": 96,
             "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": inter, "moe_intermediate_size": moe_inter,
             "n_routed_experts": experts, "num_experts_per_tok": 8, "n_shared_experts": 1,
             "first_k_dense_replace": dense_layers, "vocab_size": 151552, "max_position_embeddings": 131072,
-            "tie_word_embeddings": False}
+            "tie_word_embeddings": False, "num_nextn_predict_layers": 1}
 
 
 _LLAMA_70B = {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64,
@@ -66,7 +70,7 @@ _LLAMA_70B = {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 819
 CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "deepseek-v3": ("deepseek-ai/DeepSeek-V3", _deepseek(256, 128, 3, 129280, 163840)),
     "deepseek-r1": ("deepseek-ai/DeepSeek-R1", _deepseek(256, 128, 3, 129280, 163840)),
-    "kimi-k2": ("moonshotai/Kimi-K2-Instruct", _deepseek(384, 64, 1, 163840, 131072)),
+    "kimi-k2": ("moonshotai/Kimi-K2-Instruct", _deepseek(384, 64, 1, 163840, 131072, mtp=0)),
     "deepseek-v3.2": ("deepseek-ai/DeepSeek-V3.2", {  # DeepSeek Sparse Attention: a lightning indexer's top 2048
         **_deepseek(256, 128, 3, 129280, 163840), "model_type": "deepseek_v32", "index_topk": 2048,
         "index_n_heads": 64, "index_head_dim": 128}),
@@ -97,7 +101,8 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 10,
         "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
         "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "mamba_ssm_dtype": "float32",
-        "vocab_size": 248320, "max_position_embeddings": 262144, "tie_word_embeddings": False}),
+        "mtp_num_hidden_layers": 1, "vocab_size": 248320, "max_position_embeddings": 262144,
+        "tie_word_embeddings": False}),
     "qwen3-next-80b-a3b": ("Qwen/Qwen3-Next-80B-A3B-Instruct", {  # no layer_types: every 4th layer full attention
         "model_type": "qwen3_next", "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 16,
         "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120, "moe_intermediate_size": 512,
@@ -119,7 +124,7 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 3, "q_lora_rank": 2048,
         "kv_lora_rank": 512, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256, "index_topk": 2048,
         "index_n_heads": 32, "index_head_dim": 128, "vocab_size": 154880, "max_position_embeddings": 202752,
-        "tie_word_embeddings": False}),
+        "tie_word_embeddings": False, "num_nextn_predict_layers": 1}),
     "minimax-m2.5": ("MiniMaxAI/MiniMax-M2.5", {
         "model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "num_local_experts": 256,

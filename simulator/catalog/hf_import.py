@@ -27,6 +27,10 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
 - DeepSeek Sparse Attention (``index_topk``: each query attends to the cached tokens a lightning indexer of
   ``index_n_heads`` × ``index_head_dim`` picks; over MLA only), its fields defaulting where a family's model code
   runs the indexer whatever the config states (GLM-5's ``glm_moe_dsa``, DeepSeek-V3.2's ``deepseek_v32``);
+- multi-token-prediction modules (``num_nextn_predict_layers`` / ``mtp_num_hidden_layers``; Qwen3-Next's one,
+  which its config does not state) are kept beside the layers (:attr:`~simulator.catalog.ModelSpec.mtp`), each one
+  decoder layer shaped like the model's last full-attention layer with the last layer's FFN: the draft of
+  ``scheduler.speculative.method: mtp``;
 - mixers not modelled are refused in one line naming the field, never priced as full attention:
   ``attn_type_list`` (lightning attention), ``linear_attn_config`` (Kimi Delta Attention), ``attn_layer_period``
   (Jamba's Mamba-1), and Mamba fields no layer pattern places (Falcon-H1's attention and Mamba side by side).
@@ -51,7 +55,7 @@ from typing import Any
 
 import re2
 
-from simulator.catalog.architecture import MAX_LAYERS, group_layers
+from simulator.catalog.architecture import MAX_LAYERS, LayerGroup, group_layers
 from simulator.catalog.layers import ATTENTION_KINDS, FFN, Attention, DenseFFN, MoEFFN, NoAttention, NoFFN
 from simulator.catalog.loading import validate
 from simulator.catalog.model_spec import ModelSpec
@@ -112,6 +116,11 @@ HYBRID_BLOCKS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "d
 UNMODELLED_LAYOUTS = {"attn_type_list": "lightning (linear) attention layers (MiniMax-Text-01, MiniMax-M1)",
                       "linear_attn_config": "Kimi Delta Attention layers (Kimi-Linear)",
                       "attn_layer_period": "Mamba-1 layers between attention layers (Jamba)"}
+# the fields that count a checkpoint's multi-token-prediction modules (DeepSeek-V3/R1, GLM-4.5 and GLM-5, MiMo:
+# num_nextn_predict_layers; Qwen3.5: mtp_num_hidden_layers), and the families that ship them without saying how many
+# (vLLM's qwen3_next_mtp.py reads num_nextn_predict_layers with a default of 1: Qwen3-Next's config has none)
+MTP_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+MTP_LAYERS_BY_FAMILY = {"qwen3_next": 1}
 MAMBA_FIELDS = ("mamba_num_heads", "mamba_n_heads", "mamba_head_dim", "mamba_d_head", "ssm_state_size",
                 "mamba_d_state", "mamba_d_ssm")
 
@@ -352,6 +361,23 @@ def _hybrid_blocks(config: dict[str, Any], layers: int, where: str) -> list[tupl
     return [HYBRID_BLOCKS[char] for char in pattern]
 
 
+def _mtp(config: dict[str, Any], kinds: list[str], ffns: list[FFN], where: str) -> LayerGroup | None:
+    """The checkpoint's multi-token-prediction modules (:data:`MTP_FIELDS`; 0 or absent: none, unless the family
+    ships them, :data:`MTP_LAYERS_BY_FAMILY`): each one decoder layer shaped like the model's last full-attention
+    layer (its whole-context attention kind, MLA where the model has it, a sparse-attention indexer of its own) with
+    the last layer's FFN — DeepSeek-V3's MTP module is a MoE layer of MLA, Qwen3-Next's a full-attention MoE layer
+    between its Gated DeltaNet layers."""
+    key = next((key for key in MTP_FIELDS if config.get(key) is not None), None)
+    count = config[key] if key else MTP_LAYERS_BY_FAMILY.get(str(config.get("model_type", "")), 0)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_LAYERS:
+        raise LLMSimError(f"{where}: {key} must be a whole number of modules from 0 to {MAX_LAYERS:,}, got "
+                          f"{_shown(count)}")
+    if not count:
+        return None
+    last_full = max((i for i, kind in enumerate(kinds) if kind == "full"), default=len(kinds) - 1)
+    return LayerGroup(count=count, attention=_attention(config, kinds[last_full], where), ffn=ffns[-1])
+
+
 def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
     """Whether layer ``index`` (0-based) runs the routed experts, by the family's pattern fields."""
     for key in ("first_k_dense_replace", "moe_layer_start_index"):
@@ -577,6 +603,7 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
                   for kind, reuse in set(zip(kinds, shared, strict=True))}
     family = str(text.get("model_type", ""))
     fields = {
+        "mtp": _mtp(text, kinds, ffns, where),
         "name": name,
         "hidden_size": _get(text, "hidden_size", where),
         "vocab_size": _get(text, "vocab_size", where),

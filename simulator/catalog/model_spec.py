@@ -47,6 +47,13 @@ class ModelSpec(BaseModel):
     max_position_embeddings: int = Field(gt=0)
     tie_word_embeddings: bool = False
     layers: tuple[LayerGroup, ...]
+    # The multi-token-prediction modules the checkpoint ships (``num_nextn_predict_layers``): ``count`` of them, each
+    # one decoder layer of this shape behind a projection of [embedding; hidden] (2D → D) with two norms before it
+    # and one after, sharing the embeddings and the LM head. They serve only as a speculative draft
+    # (``scheduler.speculative.method: mtp``), so num_params leaves them out as the published sizes do
+    # (DeepSeek-V3: 671B of main model, 14B of MTP module with its copies of the embeddings and head); mtp_params
+    # counts them.
+    mtp: LayerGroup | None = None
     quantization: Quantization | None = None
     source: str = ""
 
@@ -103,6 +110,15 @@ class ModelSpec(BaseModel):
         """Every weight: layers (norms included), the final norm, the embeddings and an untied LM head."""
         layers = sum(g.count * g.params(self.hidden_size) for g in self.layers)
         return layers + self.embedding_params + self.hidden_size
+
+    @property
+    def mtp_params(self) -> int:
+        """Weights of the multi-token-prediction modules (0 without): per module its layer, the 2D × D projection
+        and three norms of D (the embeddings and LM head are the main model's)."""
+        if self.mtp is None:
+            return 0
+        D = self.hidden_size
+        return self.mtp.count * (self.mtp.params(D) + 2 * D * D + 3 * D)
 
     @property
     def active_params(self) -> int:

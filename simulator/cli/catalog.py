@@ -28,12 +28,15 @@ def cmd_models(args: argparse.Namespace) -> int:
     for name in model_names():
         model = load_model(name)
         growing = sum(g.count * g.attention.kv_bytes_per_token(2.0) for g in model.layers if not g.attention.span)
+        groups = [f"{g.count}x {g.attention.label} {g.ffn.kind}" for g in model.layers]
+        mtp = model.mtp  # the multi-token-prediction modules, outside the totals (as published)
         rows.append({
             "name": name, "source": model.source, "layers": model.num_layers,
-            "groups": [f"{g.count}x {g.attention.label} {g.ffn.kind}" for g in model.layers],
+            "groups": groups + ([f"+ MTP {mtp.count}x {mtp.attention.label} {mtp.ffn.kind}"] if mtp else []),
             "total_params": model.num_params, "active_params": model.active_params,
             "checkpoint_dtype": model.quantization.dtype if model.quantization else "bf16",
             "kv_bytes_per_token": growing, "kv_bytes_per_token_in_windows": model.kv_bytes_per_token(2.0),
+            **({"mtp_params": model.mtp_params} if mtp else {}),
         })
     if args.json:
         print(json.dumps(rows, indent=2))

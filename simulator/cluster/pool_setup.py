@@ -80,7 +80,7 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         mem_fraction_static=mem_fraction,
         adapter_bytes=adapter_bytes,
         expert_replication=_expert_replication(config, model, pool.expert_parallel),
-        data_parallel=pool.data_parallel, expert_parallel=pool.expert_parallel,
+        data_parallel=pool.data_parallel, expert_parallel=pool.expert_parallel, draft=deployment.draft_head,
     )
     if running_from_pool:  # SGLang sets its running requests from the pool (its activations live outside it)
         sched = sched.model_copy(update={"max_num_seqs": sglang_memory.max_running_requests(

@@ -53,6 +53,7 @@ import simpy
 from simulator.cluster.longest_gap import SuffixMax
 from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
+from simulator.cost.draft import Draft
 from simulator.cost.lora import LoRACost
 from simulator.request import REJECTED, Request
 from simulator.results.recorder import Recorder
@@ -60,7 +61,6 @@ from simulator.schedulers.base import Batch, Scheduler, completes_prefill
 
 if TYPE_CHECKING:
     from simulator.cluster.lockstep import Lockstep
-    from simulator.config.engine import SpeculativeConfig
     from simulator.results.observers import Observer
     from simulator.results.token_log import TokenLog
     from simulator.schedulers.lora import AdapterSlots
@@ -87,10 +87,9 @@ class Replica:
         "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_held", "_intake", "_iterations",
         "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
         "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running", "_pending", "_run", "_running", "_running_seconds",
-        "_start", "_state_seconds", "_steps", "async_scheduling", "copy_seconds_per_token", "cost", "draft_cost",
-        "env", "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost", "new_scheduler",
-        "observer", "on_done", "on_down", "recorder", "scheduler", "slowdown", "swap_seconds_per_token", "tokens",
-        "up",
+        "_start", "_state_seconds", "_steps", "async_scheduling", "copy_seconds_per_token", "cost", "draft", "env",
+        "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost", "new_scheduler", "observer",
+        "on_done", "on_down", "recorder", "scheduler", "slowdown", "swap_seconds_per_token", "tokens", "up",
     )
 
     def __init__(
@@ -128,7 +127,7 @@ class Replica:
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
         self.observer: Observer | None = None  # when the run is observed
         self.tokens: TokenLog | None = None  # when every token's time is kept
-        self.draft_cost: CostModel | None = None  # speculative decoding with a draft model: its cost model
+        self.draft: Draft | None = None  # speculative decoding: what its drafts add to an iteration
         self.lora_cost: LoRACost | None = None  # LoRA adapters: their GEMMs (the scheduler's lora: their slots)
         self._busy = False  # an iteration is running or about to start
         self._pending = Wakeup(env, self._on_timeout)  # the wakeup that ends the current work
@@ -407,15 +406,10 @@ class Replica:
                 self._peak_running = running
             if tokens > self._peak_batch_tokens:
                 self._peak_batch_tokens = tokens
-            duration = self.cost.iteration_time(IterationShape(chunks, num_decodes, context_sum, positions))
-            if positions > 1 and num_decodes:  # k sequential draft steps before the verification pass
-                spec: SpeculativeConfig = scheduler.speculative  # type: ignore[assignment]  # positions > 1: it is set
-                if self.draft_cost is not None:
-                    draft, ratio = self.draft_cost, 1.0
-                else:  # SpeculativeConfig: a draft_cost_ratio unless a draft model (then draft_cost) is given
-                    draft, ratio = self.cost, spec.draft_cost_ratio  # type: ignore[assignment]
-                a, c = draft.decode_step_coefficients(num_decodes)
-                duration += spec.num_speculative_tokens * ratio * (a + c * context_sum)
+            shape = IterationShape(chunks, num_decodes, context_sum, positions)
+            duration = self.cost.iteration_time(shape)
+            if self.draft is not None:  # speculating: the drafts around the target pass (simulator.cost.draft)
+                duration += self.draft.time(shape)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             duration += copy_tokens * self.copy_seconds_per_token
             if self.lora_cost is not None:  # the adapters' GEMMs, and the loads of those that joined (blocking)

@@ -27,6 +27,7 @@ from simulator.config.cluster import PoolConfig
 from simulator.config.deployment import Deployment, resolve
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost import build_cost_model
+from simulator.cost.draft import build_draft
 from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_dtype
@@ -150,6 +151,7 @@ def _build_pool(
             _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched, max_model_len, batched_tokens,
             swap_capacity, seed=seed_of(index) if getattr(sched, "speculative", None) is not None else 0,
         )
+        scheduler.accepted_counts = recorder.accepted_counts  # speculating: the run's acceptance tally
         if lora_cost is not None and config.lora is not None:  # (set together)
             scheduler.lora = AdapterSlots(config.lora, lora_cost.bytes_per_gpu, pool.tensor_parallel
                                           * pool.pipeline_parallel, hardware.host_link_gb_per_s * 1e9,
@@ -167,11 +169,13 @@ def _build_pool(
         for first in range(0, len(replicas), pool.data_parallel):
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)
     speculative = getattr(sched, "speculative", None)
-    if speculative is not None and deployment.draft_model is not None:
-        draft_cost = build_cost_model(setup.shaped.model_copy(update={"model": speculative.draft_model}),
-                                      deployment.draft_model, hardware, engine)
+    if speculative is not None:
+        draft_cost = None if deployment.draft_model is None else build_cost_model(
+            setup.shaped.model_copy(update={"model": speculative.draft_model}), deployment.draft_model, hardware,
+            engine)
+        draft = build_draft(speculative, setup.shaped, cost, hardware, engine, deployment.draft_head, draft_cost)
         for replica in replicas:
-            replica.draft_cost = draft_cost
+            replica.draft = draft
     return Pool(replicas, budget, pool.gpus)
 
 
@@ -213,6 +217,9 @@ def simulate(
 
     env = simpy.Environment()
     recorder = Recorder(sum(p.schedulers for p in pool_configs), requests_path)
+    speculative = getattr(config.scheduler, "speculative", None)
+    if speculative is not None:  # verification steps by accepted drafts, tallied by every replica's scheduler
+        recorder.accepted_counts = np.zeros(speculative.num_speculative_tokens + 1, dtype=np.int64)
     pools, first = [], 0
     labels = (["cluster.prefill", "cluster.decode"] if cluster.kind == "disaggregated"
               else [f"cluster.pools[{i}]" for i in range(len(pool_configs))] if cluster.pools else ["cluster"])

@@ -17,25 +17,91 @@ from pydantic import BeforeValidator, Field, model_validator
 from simulator.config.base import MAX_BLOCK_SIZE, MAX_REQUESTS, MAX_TOKENS, Strict
 from simulator.config.plugins import PluginSection
 
+SPECULATIVE_METHODS = ("mtp", "eagle", "eagle3", "draft_model", "ngram")
+SpeculativeMethod = Literal["mtp", "eagle", "eagle3", "draft_model", "ngram"]
+NGRAM_US_PER_SEQUENCE = 4.0  # vLLM's numba prompt lookup: 1.9 s over a 5,000-request ShareGPT run (vllm#13365)
+
 
 class SpeculativeConfig(Strict):
-    """Speculative decoding: each decode step drafts ``num_speculative_tokens`` (k) tokens with a draft model
-    costing ``draft_cost_ratio`` of a target decode step each (or priced as ``draft_model``'s decode step on the
-    same GPUs; its weights and KV are not taken from the target's memory budget), then verifies them in one target
-    pass over k + 1 positions per sequence; each drafted token is accepted with probability ``acceptance_rate``
-    until the first rejection, so a step emits 1 + (accepted) tokens — a truncated geometric law, drawn per
-    sequence and step."""
+    """Speculative decoding as the engines run it: each decode step drafts ``num_speculative_tokens`` (k) tokens
+    per sequence, then verifies them in one target pass over k + 1 positions per sequence (a prefill-like pass:
+    k + 1 rows per sequence in every GEMM and the LM head, k + 1 queries per sequence in attention); of the k
+    drafts the sequence keeps the leading accepted ones and one more token from the verification (the bonus), so a
+    step emits 1 + A tokens, A ∈ [0, k], drawn per sequence and step with the scheduler's seeded generator.
 
-    num_speculative_tokens: int = Field(ge=1, le=64)
-    acceptance_rate: float = Field(ge=0, le=1)
-    draft_cost_ratio: float | None = Field(default=None, ge=0, description="draft step / target decode step time")
-    draft_model: str | None = Field(default=None, description="or: a model whose decode step is priced instead")
+    Acceptance: ``acceptance`` [a_1 … a_k], a_i = P(draft i accepted | drafts 1 … i−1 accepted), so
+    E[1 + A] = 1 + Σ_{i=1..k} Π_{j≤i} a_j; ``acceptance_rate`` a is the same at every position
+    (E[1 + A] = (1 − a^(k+1)) / (1 − a)).
+
+    The draft (``method``): ``mtp`` the model's own multi-token-prediction modules (DeepSeek-V3/R1, GLM-4.5 and
+    GLM-5, Qwen3-Next, Qwen3.5, MiMo: ``num_nextn_predict_layers``), ``eagle`` / ``eagle3`` an EAGLE head of one
+    decoder layer of the target's width (EAGLE-3 with its fused low/mid/high feature projection and own draft
+    vocabulary), each priced from its shape on the target's GPUs and held in its memory
+    (:mod:`simulator.catalog.draft`); ``draft_model`` a separate model named by ``draft_model``, priced as that
+    model's decode step on the same GPUs (its weights and KV not taken from the target's memory budget); ``ngram``
+    prompt lookup on the host (``ngram_us_per_sequence``, no GPU work). Without a method (the original form) a
+    draft step costs ``draft_cost_ratio`` of a target decode step, or is priced as ``draft_model``'s."""
+
+    method: SpeculativeMethod | None = Field(
+        default=None,
+        description="mtp | eagle | eagle3 | draft_model | ngram: what drafts (vLLM's speculative_config method; "
+        "SGLang's --speculative-algorithm NEXTN, EAGLE, EAGLE3, STANDALONE, NGRAM); unset: a generic draft priced by "
+        "draft_cost_ratio or draft_model")
+    num_speculative_tokens: int = Field(
+        ge=1, le=64, description="k: tokens drafted per sequence and step, 1–64 (vLLM's num_speculative_tokens, "
+        "SGLang's --speculative-num-steps; the verification runs k + 1 positions per sequence)")
+    acceptance: list[Annotated[float, Field(ge=0, le=1)]] | None = Field(
+        default=None, description="[a_1, …, a_k]: a_i = P(draft i accepted | drafts 1…i−1 accepted), each in [0, 1], "
+        "one per drafted position (vLLM reports per-position rates as Π_{j≤i} a_j)")
+    acceptance_rate: float | None = Field(
+        default=None, ge=0, le=1, description="or: the same conditional acceptance at every position, in [0, 1]")
+    draft_cost_ratio: float | None = Field(
+        default=None, ge=0, description="no method: seconds of a draft step / seconds of a target decode step (≥ 0)")
+    draft_model: str | None = Field(
+        default=None, description="method draft_model (or none): the draft's catalog name, Hugging Face id or file, "
+        "priced as its decode step on the same GPUs")
+    ngram_us_per_sequence: float = Field(
+        default=NGRAM_US_PER_SEQUENCE, ge=0, le=1e6,
+        description="method ngram: host microseconds per sequence and step to look the drafts up in the prompt and "
+        "output so far (default 4: vLLM's numba lookup took 1.9 s over a 5,000-request ShareGPT run, vllm#13365)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_acceptance(cls, data: Any) -> Any:
+        """``acceptance`` or ``acceptance_rate``, one of them; the list has one rate per drafted token."""
+        if not isinstance(data, dict):
+            return data
+        both = data.get("acceptance") is not None and data.get("acceptance_rate") is not None
+        if both or (data.get("acceptance") is None and data.get("acceptance_rate") is None):
+            raise ValueError(f"give acceptance (one conditional rate per drafted token) or acceptance_rate (the same "
+                             f"at every position){', not both' if both else ''}")
+        rates, k = data.get("acceptance"), data.get("num_speculative_tokens")
+        if isinstance(rates, list) and isinstance(k, int) and not isinstance(k, bool) and len(rates) != k:
+            raise ValueError(f"acceptance: {rates!r} has {len(rates)} rates for num_speculative_tokens {k}; give one "
+                             "per drafted token")
+        return data
 
     @model_validator(mode="after")
     def _one_draft_cost(self) -> SpeculativeConfig:
-        if (self.draft_cost_ratio is None) == (self.draft_model is None):
-            raise ValueError("give exactly one of draft_cost_ratio or draft_model")
+        method, ratio, model = self.method, self.draft_cost_ratio, self.draft_model
+        if method is None and (ratio is None) == (model is None):
+            raise ValueError("give exactly one of draft_cost_ratio or draft_model (or a method: "
+                             f"{', '.join(SPECULATIVE_METHODS)})")
+        if method == "draft_model" and model is None:
+            raise ValueError("method draft_model needs draft_model: the draft's catalog name or file")
+        if method is not None and ratio is not None:
+            raise ValueError(f"draft_cost_ratio: {ratio:g} prices the generic draft of no method; method {method} is "
+                             "priced from its own draft: remove one")
+        if method not in (None, "draft_model") and model is not None:
+            raise ValueError(f"draft_model: {model!r} is the draft of method draft_model, not of {method}")
         return self
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """a_1 … a_k, the conditional acceptance of each drafted position."""
+        if self.acceptance is not None:
+            return tuple(self.acceptance)
+        return (self.acceptance_rate,) * self.num_speculative_tokens  # type: ignore[return-value]  # one is set
 
 
 def _count_or_auto(value: Any) -> Any:

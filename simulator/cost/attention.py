@@ -236,20 +236,21 @@ class AttentionModel:
         return np.where(fallback, self.fallback_flops, self.prefill_flops)
 
     def decode_per_token(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0,
-                         blocks: float = 0):
+                         blocks: float = 0, queries: float = 1):
         """Seconds per cached token a decode kernel reads (compute and memory, smooth maximum), its memory side
         at most ``blocks`` (sequence, KV head) blocks' streaming rate (``decode_attention.block_gb_per_s``; 0 blocks:
         not limited); with more than ``max_group`` query heads per KV head (of ``kv_heads``; 0: not grouped
         attention), the fallback kernel's cost per (query head, token, 128 elements of the head's width d =
-        widths / 2). Scalars or arrays."""
+        widths / 2). ``queries``: query positions per sequence reading the cache once (k + 1 when verifying k
+        drafted tokens: their FLOPs, not their bytes, multiply). Scalars or arrays."""
         memory = kv_elements * self.v / self.decode_bandwidth
         if self.block_bandwidth:
             memory = np.where(np.asarray(blocks) > 0, self.combine(  # type: ignore[assignment]  # scalars or arrays
                 memory, kv_elements * self.v / (np.maximum(blocks, 1) * self.block_bandwidth)), memory)
-        streaming = self.combine(2 * heads * widths / self.decode_flops, memory)
+        streaming = self.combine(2 * heads * widths * queries / self.decode_flops, memory)
         if not self.max_group:
             return streaming
-        fallback = heads * np.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token
+        fallback = heads * np.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token * queries
         return np.where((np.asarray(kv_heads) > 0) & (heads > self.max_group * kv_heads), fallback, streaming)
 
     def decode_block_cost(self, heads, kv_heads):

@@ -149,7 +149,7 @@ class GroupCost:
             self.decode_fixed += self.count * self.indexer.decode_fixed
             self.kernels += 2
 
-    def decode_terms(self, sequences: int) -> tuple[float, float]:
+    def decode_terms(self, sequences: int, queries: int = 1) -> tuple[float, float]:
         """Seconds per sequence and per cached token (its context) of all ``count`` layers' decode kernels in a step
         of ``sequences`` sequences (their number sets the kernel's blocks, and so how close its streaming comes to
         the GPU's bandwidth, :meth:`AttentionModel.decode_per_token`, and whether they fill a wave,
@@ -157,10 +157,12 @@ class GroupCost:
         enough to split but a bounded span's, a state layer's none); a bounded span makes the context's cost a
         constant per sequence, and a sparse-attention indexer scores every cached token. A kernel that reads the
         cache in whole tiles (``decode_attention.kv_tile``) reads a bounded span's tiles, and any other context its
-        tiles' mean padding more, (tile − 1) / 2 tokens per sequence: the step stays affine in the context sum."""
+        tiles' mean padding more, (tile − 1) / 2 tokens per sequence: the step stays affine in the context sum.
+        ``queries``: query positions per sequence (k + 1 verifying k drafted tokens), whose FLOPs per cached token
+        multiply while the cache is read once."""
         attention = self.attention
         per_token = float(attention.decode_per_token(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,
-                                                     sequences * self.kv_blocks))
+                                                     sequences * self.kv_blocks, queries))
         billed, split = (attention.decode_wave(sequences, self._decode_blocks, self.span or math.inf)
                          if self.decode_kv else (sequences, 0.0))  # a state layer has no cache to split
         per_sequence = (float(billed) * self._decode_block_cost + float(split)) / sequences + self._decode_state_cost

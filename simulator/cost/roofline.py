@@ -240,6 +240,7 @@ class RooflineCostModel(CostModel):
         self._per_sequence_cache: dict[tuple[int, int], float] = {}
         self._decode_cache: dict[int, tuple[float, float]] = {}
         self._decode_attention_cache: dict[int, tuple[float, float]] = {}
+        self._verify_attention_cache: dict[tuple[int, int], tuple[float, float]] = {}  # (sequences, queries) > 1
         self._prefill_cache: dict[tuple[tuple[int, int], ...], float] = {}  # prompt-only iterations by their chunks
 
     @classmethod
@@ -349,9 +350,16 @@ class RooflineCostModel(CostModel):
         return time
 
     # --- iteration ---------------------------------------------------------------------------------------------
-    def decode_attention_terms(self, num_decodes: int) -> tuple[float, float]:
+    def decode_attention_terms(self, num_decodes: int, queries: int = 1) -> tuple[float, float]:
         """Seconds per sequence and per cached token of every group's decode attention in a step of
-        ``num_decodes`` sequences (:meth:`GroupCost.decode_terms`)."""
+        ``num_decodes`` sequences of ``queries`` query positions each (:meth:`GroupCost.decode_terms`)."""
+        if queries != 1:  # a verification pass
+            key = (num_decodes, queries)
+            verify = self._verify_attention_cache.get(key)
+            if verify is None:
+                each = [group.decode_terms(num_decodes, queries) for group in self.groups]
+                verify = self._verify_attention_cache[key] = (sum(t[0] for t in each), sum(t[1] for t in each))
+            return verify
         cached = self._decode_attention_cache.get(num_decodes)
         if cached is None:
             terms = [group.decode_terms(num_decodes) for group in self.groups]
@@ -361,7 +369,7 @@ class RooflineCostModel(CostModel):
     def _attention_time(self, shape: IterationShape) -> float:
         time = self.prefill_attention_time(shape.prefill_chunks) if shape.prefill_chunks else 0.0
         if shape.num_decodes:
-            per_sequence, per_token = self.decode_attention_terms(shape.num_decodes)
+            per_sequence, per_token = self.decode_attention_terms(shape.num_decodes, shape.decode_positions)
             time += (self.decode_attention_fixed + per_sequence * shape.num_decodes
                      + per_token * shape.decode_context_sum)
         return time
@@ -377,7 +385,7 @@ class RooflineCostModel(CostModel):
 
     def _pass_time(self, shape: IterationShape) -> float:
         """Verifying k drafted tokens runs every decode sequence through k + 1 positions: k + 1 rows in the GEMMs
-        and the LM head; attention still reads each sequence's KV once."""
+        and the LM head, k + 1 queries per sequence in attention, which still reads each sequence's KV once."""
         decode_rows = shape.num_decodes * shape.decode_positions
         engine = self._per_sequence_time(len(shape.prefill_chunks) + decode_rows, len(shape.prefill_chunks))
         gpu = self._body_time(shape.prefill_tokens + decode_rows, not shape.prefill_chunks) + self._attention_time(

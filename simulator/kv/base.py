@@ -17,7 +17,8 @@ taking anything, so a scheduler charges prefill only for uncached tokens. Before
 ``prepare_growth()`` lets an allocator make room for one more token of every decoding sequence (a contiguous
 allocator that reallocates slabs does it there); ``copied_tokens`` counts KV tokens copied by such moves.
 
-Queries: ``can_allocate(tokens)`` / ``can_append(seq, n)`` (would it fit now? optionally keeping room for one
+``release(seq, n)`` gives back a static sequence's last n tokens (speculative decoding's rejected drafts; block pools
+only). Queries: ``can_allocate(tokens)`` / ``can_append(seq, n)`` (would it fit now? optionally keeping room for one
 growth step of every decoding sequence, for iterations that mix prompt chunks with decodes), ``max_grow(limit)``
 (the largest n ≤ limit such that every growing sequence can grow by n now — how the engine learns how many decode
 steps can run before memory forces the batch to change), ``can_grow_one()`` (the common case of that),
@@ -109,6 +110,12 @@ class KVAllocator(ABC):
 
     @abstractmethod
     def append(self, seq: int, n: int) -> None: ...
+
+    def release(self, seq: int, n: int) -> None:
+        """Give back the KV of a static sequence's last ``n`` tokens, the blocks left empty returning to the pool:
+        speculative decoding reserves (``append``) the k + 1 positions a verification writes and releases those of
+        the drafts it rejected. Only block pools can (the paged allocator); speculation needs one."""
+        raise NotImplementedError(f"{type(self).__name__} cannot release a sequence's last tokens")
 
     @abstractmethod
     def start_growing(self, seq: int) -> None: ...

@@ -113,6 +113,13 @@ class PagedAllocator(LazyGrowth, KVAllocator):
         self._static_tokens += n
         self.free_blocks -= needed
 
+    def release(self, seq: int, n: int) -> None:
+        """A static sequence's last ``n`` tokens (rejected drafts) go back, and the blocks they leave empty."""
+        old = self._static[seq]
+        self._static[seq] = old - n
+        self._static_tokens -= n
+        self.free_blocks += self.blocks_for(old) - self.blocks_for(old - n)
+
     # --- growing sequences ------------------------------------------------------------------------------------
     def start_growing(self, seq: int) -> None:
         self._residues[self._move_to_growing(seq) % self.block_size] += 1
@@ -279,9 +286,25 @@ class PrefixCachingAllocator(PagedAllocator):
         shared = self._shared.pop(seq)
         self._prefix.pop(seq, None)
         super().free(seq)  # returns every block of the sequence...
-        self.free_blocks -= len(shared)  # ...but the shared ones go back only when nobody references them
+        self._unreference(shared)  # ...but the shared ones go back only when nobody references them
+
+    def release(self, seq: int, n: int) -> None:
+        """As the paged allocator's; a shared or registered prefix block the released tokens leave entirely (a
+        prefix that runs past the prompt, as a Mooncake trace's last hash block does) is given up as :meth:`free`
+        gives up a sequence's (a block they leave partly filled stays the sequence's, registered)."""
+        super().release(seq, n)
+        shared = self._shared[seq]
+        held = self.blocks_for(self._static[seq])
+        if len(shared) > held:
+            self._unreference(shared[held:])
+            del shared[held:]
+
+    def _unreference(self, keys: list[tuple[int, int]]) -> None:
+        """A sequence's references to the cached blocks ``keys``, whose slots were just counted free, dropped (last
+        first): a block nobody else references stays cached, evictable; one that others do stays taken."""
+        self.free_blocks -= len(keys)
         refs, lru = self._refs, self._lru
-        for key in reversed(shared):
+        for key in reversed(keys):
             if refs[key] == 1:
                 del refs[key]
                 lru[key] = None

@@ -10,12 +10,15 @@
                           reported; :mod:`simulator.kv.sglang_memory`)
                           (LoRA slots: max_loras adapters, :mod:`simulator.cost.lora`)
     weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2;
-                          the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t
+                          the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t;
+                          a speculative draft head's (MTP modules, EAGLE head: :mod:`simulator.catalog.draft`) the
+                          same way, whole on each stage (the last stage holds it: the fullest GPU)
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
 t > kv_heads; MLA's latent is whole on every GPU); with p pipeline stages it holds ceil(layers / p) of the layers
-(weights and KV taken as evenly split). The pool's slots are sized by the layers whose KV grows with the context;
+(weights and KV taken as evenly split); a draft head's layers keep KV for every token too, their bytes per token
+added to the pool's (whole, like its weights). The pool's slots are sized by the layers whose KV grows with the context;
 sliding-window and local-chunk layers hold at most their span per sequence, a reserve the allocator gives every
 sequence (:mod:`simulator.kv.span_reserve`; the one-request check counts it too); linear-attention and Mamba layers
 hold a fixed state per sequence, reserved the same way. A model whose every KV layer has a bounded span sizes its
@@ -33,6 +36,7 @@ import math
 from dataclasses import dataclass
 
 from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.catalog.draft import DraftHead
 from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.errors import LLMSimError
 from simulator.kv.span_reserve import span_reserve
@@ -74,11 +78,12 @@ def kv_budget(
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
     expert_shards: int | None = None, free_memory_fraction: float | None = None, adapter_bytes: float = 0.0,
     expert_replication: float = 1.0, mem_fraction_static: float | None = None, data_parallel: int = 1,
-    expert_parallel: int = 1,
+    expert_parallel: int = 1, draft: DraftHead | None = None,
 ) -> KVBudget:
     """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
     spread over, default t; ``adapter_bytes``: LoRA slots per GPU, taken like weights; ``expert_replication``:
-    EPLB's expert slots over the experts, whose weights grow by it); refuses (LLMSimError) a configuration with no
+    EPLB's expert slots over the experts, whose weights grow by it; ``draft``: a speculative draft head held beside
+    the model, its weights and KV per token added); refuses (LLMSimError) a configuration with no
     room for one full request, naming the whole deployment (``data_parallel`` and ``expert_parallel`` only name it)
     and the change that would make room."""
     t, p = tensor_parallel, pipeline_parallel
@@ -87,6 +92,9 @@ def kv_budget(
     parts = model.part_bytes(bytes_per_element(weight_dtype), w)
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
+    if draft is not None:
+        draft_parts = draft.part_bytes(bytes_per_element(weight_dtype), w)
+        weights += draft_parts.pop("experts") / (expert_shards or t) + sum(draft_parts.values()) / t
     lora = f" + LoRA slots {adapter_bytes / GIB:.2f} GiB" if adapter_bytes else ""
     share_name = "mem_fraction_static" if mem_fraction_static else "gpu_memory_utilization"
     share = (f"free_memory_fraction {free_memory_fraction:g}" if free_memory_fraction is not None
@@ -108,7 +116,10 @@ def kv_budget(
                               "attention mixer); such models are not modelled yet")
         growing, span_bytes = sum(windowed), [(span, nbytes) for span, nbytes in span_bytes if span == 1]
     per_token = growing * math.ceil(layers / p) / layers
-    spans = tuple((span, nbytes / growing) for span, nbytes in span_bytes)
+    held = per_token  # the model's own layers' share of the bytes per token (the spans are relative to it)
+    if draft is not None:
+        per_token += draft.kv_bytes_per_token(bytes_per_element(kv_dtype_name), t)
+    spans = tuple((span, nbytes / growing * (held / per_token)) for span, nbytes in span_bytes)
     longest = max_model_len + span_reserve(spans, max_model_len)
     beside = 0.0 if mem_fraction_static else workspace  # what the usable memory holds besides weights and KV
     taken = "" if mem_fraction_static else f" + workspace {workspace / GIB:.2f} GiB"

@@ -80,6 +80,9 @@ class SpanReserve(KVAllocator):
     def append(self, seq: int, n: int) -> None:
         self.inner.append(seq, n)
 
+    def release(self, seq: int, n: int) -> None:
+        self.inner.release(seq, n)
+
     def start_growing(self, seq: int) -> None:
         self.inner.start_growing(seq)
         self._growing.add(seq)

@@ -119,6 +119,10 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         + (f"LoRA slots {_fmt(s['lora_gib_per_gpu'], 2)} GiB, " if "lora_gib_per_gpu" in s else "")
         + f"activation workspace {_fmt(s['workspace_gib_per_gpu'], 2)} GiB, KV pool "
         f"{_fmt(s['kv_pool_gib_per_gpu'], 2)} GiB",
+        *([f"speculation: {_fmt(s['mean_accepted_tokens'], 3)} tokens per step and sequence (accepted drafts and the "
+           f"bonus token); drafts accepted {_fmt(100 * s['draft_acceptance_rate'])}%, by position "
+           + ", ".join(_fmt(s[key], 3) for key in s if key.startswith("acceptance_rate_pos"))]
+          if "mean_accepted_tokens" in s else []),
         *([f"LoRA:       {s['adapter_loads']:,} adapter loads into GPU slots ({s['adapter_storage_reads']:,} from "
            f"storage), {_fmt(s['adapter_load_time_s'], 3)} s of iterations"] if "adapter_loads" in s else []),
         f"KV cache:   {s['kv_capacity_tokens']:,} tokens ({s['kv_num_blocks']:,} blocks) per pool (a replica's, or "

@@ -62,12 +62,21 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - LoRA only (``lora``; added by ``simulator.run``): lora_gib_per_gpu (the max_loras GPU slots, reserved before the
   KV pool), adapter_loads (adapters loaded into a GPU slot), adapter_storage_reads (of them, first read from
   storage), adapter_load_time_s (seconds the loads added to iterations, summed over replicas)
+- speculative decoding only (``scheduler.speculative``; added by ``simulator.run``), from every verification step of
+  every sequence, n_A of them accepting A of the k drafts (A = 0 … k; as drawn, before a request's last step cuts
+  its tokens to its output): mean_accepted_tokens = 1 + Σ_A A·n_A / Σ_A n_A, the tokens a step emits per
+  sequence — the accepted drafts plus the verification's bonus token, vLLM's "mean acceptance length" and SGLang's
+  "accept length" (an upper bound of k + 1); draft_acceptance_rate = accepted drafts / drafted tokens (vLLM's
+  "draft acceptance rate", (mean_accepted_tokens − 1) / k); acceptance_rate_pos<i> (i = 1 … k) = steps accepting
+  draft i / steps accepting drafts 1 … i−1, the conditional rate a_i of the configuration (vLLM's per-position
+  rate is their running product)
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -376,8 +385,25 @@ class Scaling:
 MEMORY_PLAN_METRICS = ("weights_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu")  # by simulator.run
 FAULT_METRICS = ("retried_requests", "mean_ttft_retried_ms", "p99_ttft_retried_ms", "replica_crashes")
 LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")
+# by simulator.run when speculating, with acceptance_rate_pos1 ... acceptance_rate_pos<k> (SPECULATIVE_POSITION)
+SPECULATIVE_METRICS = ("mean_accepted_tokens", "draft_acceptance_rate")
+SPECULATIVE_POSITION = "acceptance_rate_pos"
 AUTOSCALER_METRICS = ("mean_replicas", "peak_replicas", "scale_ups", "scale_downs", "cold_start_requests",
                       "slo_attainment_while_scaling")
+
+
+def speculative_summary(accepted_counts: np.ndarray) -> dict[str, float]:
+    """``mean_accepted_tokens``, ``draft_acceptance_rate`` and ``acceptance_rate_pos<i>`` (module docstring) from the
+    verification steps by accepted drafts, ``accepted_counts[A]`` = n_A for A = 0 … k (NaN without a step)."""
+    counts = np.asarray(accepted_counts, dtype=float)
+    k = len(counts) - 1
+    at_least = counts[::-1].cumsum()[::-1]  # at_least[i] = steps accepting drafts 1 … i (i = 0: every step)
+    steps, accepted = at_least[0], float(at_least[1:].sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        positions = at_least[1:] / at_least[:-1]
+    return {"mean_accepted_tokens": 1 + accepted / steps if steps else math.nan,
+            "draft_acceptance_rate": accepted / (k * steps) if steps else math.nan,
+            **{f"{SPECULATIVE_POSITION}{i + 1}": float(rate) for i, rate in enumerate(positions)}}
 
 
 def measured_mask(arrival_s: np.ndarray, metrics: MetricsConfig | None) -> np.ndarray:

@@ -144,6 +144,8 @@ class Recorder:
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
         self.adapter_totals: Counter[str] = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
+        # speculative decoding: verification steps (one per sequence and step) by the drafts accepted, 0 … k
+        self.accepted_counts: np.ndarray | None = None
         self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
         self.kv_breakdown_seconds = [[0.0] * 5 for _ in range(num_replicas)]  # ∫ MemoryBreakdown dt (token slots)
         # the per-replica numbers above are filled in by the replicas when the simulation ends

@@ -112,6 +112,8 @@ class Scheduler(ABC):
         self.committed_blocks = 0
         self.on_remote_admit: Callable[[Request], None] | None = None  # disaggregated: a prefill replica's KV taken
         self.lora: AdapterSlots | None = None  # LoRA adapters (simulator.schedulers.lora), set by the replica's pool
+        # speculating: verification steps by accepted drafts (index A = 0 … k), shared with the run's recorder
+        self.accepted_counts: np.ndarray | None = None
 
     @property
     def chunks_prompts(self) -> bool:
@@ -211,13 +213,20 @@ class Scheduler(ABC):
         return finishes[0][0] - self.clock
 
     def decode_batch(self, batch: Batch) -> Batch:
-        """Make ``batch`` advance every decoding request by one token (or, speculating, by 1 + accepted drafts)."""
+        """Make ``batch`` advance every decoding request by one token (or, speculating, by 1 + accepted drafts:
+        the KV of the k + 1 positions its verification writes — its newest token and k drafts, at most what is left
+        of its output — is reserved now, and :meth:`advance` releases the rejected drafts')."""
         kv = self.kv
         if self.speculative:
+            positions = self.speculative.num_speculative_tokens + 1
+            context = 0
+            for request_id, request in self.decoding.items():
+                context += kv.tokens_of(request_id)
+                kv.append(request_id, min(positions, request.output_tokens - request.generated))
             batch.decode = True
             batch.num_decodes = len(self.decoding)
-            batch.decode_context_sum = sum(kv.tokens_of(i) for i in self.decoding) + batch.num_decodes
-            batch.decode_positions = self.speculative.num_speculative_tokens + 1
+            batch.decode_context_sum = context + batch.num_decodes
+            batch.decode_positions = positions
             return batch
         batch.resized = kv.prepare_growth()
         batch.decode = True
@@ -438,20 +447,34 @@ class Scheduler(ABC):
         """Speculative acceptance draws, seeded when first needed (a cluster of many replicas need not seed each)."""
         return np.random.default_rng(self._seed)
 
+    @functools.cached_property
+    def _rates(self) -> np.ndarray:
+        """a_1 … a_k of :attr:`SpeculativeConfig.rates`, as one row to compare each step's draws with."""
+        return np.array(self.speculative.rates)  # type: ignore[union-attr]  # set: only read while speculating
+
     def _accepted(self, count: int) -> np.ndarray:
-        """Accepted drafted tokens for ``count`` sequences: leading successes of k Bernoulli(a) trials (a truncated
-        geometric law, P(j) = a^j (1 − a) for j < k, P(k) = a^k)."""
-        spec: SpeculativeConfig = self.speculative  # type: ignore[assignment]  # set: only called while speculating
-        trials = self._rng.random((count, spec.num_speculative_tokens)) < spec.acceptance_rate
-        return np.cumprod(trials, axis=1).sum(axis=1)
+        """Accepted drafted tokens for ``count`` sequences: the leading successes of k independent trials, trial i
+        a success with probability a_i (so P(A ≥ i) = Π_{j≤i} a_j and E[A] = Σ_{i=1..k} Π_{j≤i} a_j; with one rate a,
+        a truncated geometric law: P(j) = a^j (1 − a) for j < k, P(k) = a^k). One (count × k) draw per step:
+        the work grows with steps, not tokens. Each draw is counted in ``accepted_counts`` when it is kept."""
+        trials = self._rng.random((count, len(self._rates))) < self._rates
+        accepted = np.cumprod(trials, axis=1).sum(axis=1)
+        if self.accepted_counts is not None:
+            self.accepted_counts += np.bincount(accepted, minlength=len(self.accepted_counts))
+        return accepted
 
     def _advance_speculative(self, batch: Batch) -> list[Request]:
-        """Each decoding request emits 1 + accepted tokens (capped at its output); its KV keeps them."""
-        finished, extra = [], 0
+        """Each decoding request emits 1 + accepted tokens (capped at its output): of the positions reserved for its
+        verification its KV keeps the newest token and the accepted drafts, and releases the rejected ones."""
+        finished, extra, kv = [], 0, self.kv
+        positions = batch.decode_positions
         accepted = self._accepted(len(self.decoding)).tolist()
         for request, more in zip(list(self.decoding.values()), accepted, strict=True):
-            emitted = min(1 + more, request.output_tokens - request.generated)
-            self.kv.append(request.request_id, emitted)
+            left = request.output_tokens - request.generated
+            emitted = min(1 + more, left)
+            reserved = min(positions, left)
+            if reserved > emitted:
+                kv.release(request.request_id, reserved - emitted)
             request.generated += emitted
             extra += emitted - 1
             if request.generated == request.output_tokens:

@@ -44,6 +44,8 @@ from simulator.results.metrics import (
     LORA_METRICS,
     MEMORY_PLAN_METRICS,
     SESSION_METRICS,
+    SPECULATIVE_METRICS,
+    SPECULATIVE_POSITION,
     RunTotals,
     summarize,
 )
@@ -95,14 +97,15 @@ class ComparisonConfig(Strict):
 
 def summary_keys() -> list[str]:
     """Every key a run's summary can have (from the summary of an empty run, plus the disaggregated and the
-    multi-turn, autoscaling, LoRA and fault ones, and the memory plan)."""
+    multi-turn, autoscaling, LoRA, fault and speculative-decoding ones, and the memory plan; not the per-position
+    ``acceptance_rate_pos<i>``, one per drafted token)."""
     empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
     empty["finished"] = empty["failed"] = np.array([], dtype=bool)
     totals = RunTotals(kv_num_blocks=1, kv_block_size=1, peak_kv_blocks=[0], kv_token_seconds=[0.0], peak_running=[0],
                        iterations=0, num_gpus=1)
     summary = summarize(empty, LogHistogram(), totals, SLOConfig())
     return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS, *AUTOSCALER_METRICS, *LORA_METRICS, *FAULT_METRICS,
-            *MEMORY_PLAN_METRICS]
+            *MEMORY_PLAN_METRICS, *SPECULATIVE_METRICS]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -141,8 +144,10 @@ def load_comparison(path: str | Path) -> Comparison:
         for metric in CLASS_METRICS
     }
     for where, metric in [("metrics", m) for m in spec.metrics] + [("findings", f.metric) for f in spec.findings]:
-        if metric not in known:
-            raise ConfigError(f"{path}: {where}: unknown metric {metric!r} (allowed: {', '.join(sorted(known))})")
+        position = metric.removeprefix(SPECULATIVE_POSITION)  # acceptance_rate_pos<i>: one per drafted token
+        if metric not in known and not (position != metric and position.isdigit() and int(position) >= 1):
+            raise ConfigError(f"{path}: {where}: unknown metric {metric!r} (allowed: {', '.join(sorted(known))}, "
+                              f"{SPECULATIVE_POSITION}<i>)")
     for i, finding in enumerate(spec.findings):
         # (ratio is set where variant is not: Finding's validator)
         for name in [finding.variant] if finding.variant else list(finding.ratio):  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
-from simulator.catalog import HardwareSpec, ModelSpec
+from simulator.catalog import HardwareSpec, ModelSpec, load_model
 from simulator.cluster.pool_setup import PoolSetup, setup_pool
 from simulator.config.cluster import PoolConfig
 from simulator.config.deployment import Deployment, resolve
@@ -46,7 +46,7 @@ FLAG_TABLE: dict[str, tuple[str, str]] = {
              "--no-enable-chunked-prefill --long-prefill-token-threshold= --async-scheduling --no-async-scheduling "
              "--max-model-len= --kv-cache-dtype= --dtype= --quantization= --gpu-memory-utilization= "
              "--kv-cache-memory-bytes= --num-gpu-blocks-override= --block-size= --enable-prefix-caching "
-             "--no-enable-prefix-caching --kv-transfer-config="),
+             "--no-enable-prefix-caching --kv-transfer-config= --speculative-config="),
     "dynamo.vllm": ("https://github.com/ai-dynamo/dynamo/blob/main/examples/backends/vllm/launch/disagg.sh (beside "
                     "the vLLM engine arguments)", "--model= --disaggregation-mode="),
     "dynamo.frontend": ("https://docs.nvidia.com/dynamo/additional-resources/tensor-rt-llm-details/dp-rank-routing",
@@ -56,7 +56,9 @@ FLAG_TABLE: dict[str, tuple[str, str]] = {
                "--max-running-requests= --chunked-prefill-size= --max-prefill-tokens= --enable-mixed-chunk "
                "--schedule-policy= --disable-overlap-schedule --max-queued-requests= --context-length= "
                "--kv-cache-dtype= --dtype= --quantization= --mem-fraction-static= --max-total-tokens= --page-size= "
-               "--disable-radix-cache --disaggregation-mode= --disaggregation-transfer-backend="),
+               "--disable-radix-cache --disaggregation-mode= --disaggregation-transfer-backend= "
+               "--speculative-algorithm= --speculative-num-steps= --speculative-eagle-topk= "
+               "--speculative-num-draft-tokens= --speculative-draft-model-path="),
     "sglang_router": ("https://docs.sglang.ai/advanced_features/router.html, .../pd_disaggregation.html",
                       "--pd-disaggregation --prefill= --decode= --worker-urls= --policy= --prefill-policy= "
                       "--decode-policy= --host= --port="),
@@ -69,9 +71,22 @@ FLAG_TABLE: dict[str, tuple[str, str]] = {
 FLAGS: dict[str, dict[str, bool]] = {program: {flag.rstrip("="): flag.endswith("=") for flag in flags.split()}
                                      for program, (_, flags) in FLAG_TABLE.items()}
 # The keys of TensorRT-LLM's extra options YAML the commands write (https://nvidia.github.io/TensorRT-LLM/llm-api/
-# reference.html; tensorrt_llm/llmapi/llm_args.py: LlmArgs, KvCacheConfig, SchedulerConfig, CacheTransceiverConfig)
+# reference.html; tensorrt_llm/llmapi/llm_args.py: LlmArgs, KvCacheConfig, SchedulerConfig, CacheTransceiverConfig,
+# and the speculative_config of MTPDecodingConfig, EagleDecodingConfig, NGramDecodingConfig, DraftTargetDecodingConfig:
+# https://nvidia.github.io/TensorRT-LLM/features/speculative-decoding.html)
 TRTLLM_OPTIONS = ("enable_attention_dp", "enable_chunked_prefill", "disable_overlap_scheduler", "dtype",
-                  "kv_cache_config", "scheduler_config", "cache_transceiver_config")
+                  "kv_cache_config", "scheduler_config", "cache_transceiver_config", "speculative_config")
+# scheduler.speculative.method -> each engine's name for it: vLLM's speculative_config method
+# (https://docs.vllm.ai/en/latest/features/spec_decode.html), SGLang's --speculative-algorithm
+# (https://docs.sglang.ai/advanced_features/speculative_decoding.html: NEXTN runs a model's MTP modules as an EAGLE
+# draft), TensorRT-LLM's speculative_config decoding_type (EAGLE-3 heads, as its PyTorch backend runs them)
+SPECULATIVE_METHODS: dict[str, dict[Family, str]] = {
+    "mtp": {"vllm": "mtp", "sglang": "NEXTN", "trtllm": "MTP"},
+    "eagle": {"vllm": "eagle", "sglang": "EAGLE", "trtllm": "Eagle"},
+    "eagle3": {"vllm": "eagle3", "sglang": "EAGLE3", "trtllm": "Eagle"},
+    "draft_model": {"vllm": "draft_model", "sglang": "STANDALONE", "trtllm": "DraftTarget"},
+    "ngram": {"vllm": "ngram", "sglang": "NGRAM", "trtllm": "NGram"},
+}
 PORTS: dict[Family, int] = {"vllm": 8000, "sglang": 30000, "trtllm": 8000}
 ROUTER_PORT = 8000
 SGLANG_BOOTSTRAP_PORT = 8998  # --disaggregation-bootstrap-port's default: the router is told it per prefill URL
@@ -206,8 +221,12 @@ def _notes(p: _Pool, config: ExperimentConfig, family: Family) -> list[str]:
              when=sched.max_queue_delay_ms is not None)
     cmd.note(f"scheduler.long_prefill_token_threshold: {engine} caps a prompt's chunk only by the token budget",
              when=bool(getattr(sched, "long_prefill_token_threshold", None)) and family != "vllm")
+    spec = getattr(sched, "speculative", None)
     cmd.note(f"scheduler.speculative was simulated: set {engine}'s speculative decoding with a draft that reaches "
-             "its acceptance rate", when=getattr(sched, "speculative", None) is not None)
+             "its acceptance rate", when=spec is not None and spec.method is None)
+    if spec is not None and spec.method is not None:
+        cmd.note(f"scheduler.speculative acceptance {list(spec.rates)} was simulated: {engine}'s is its draft's on "
+                 "the traffic it serves")
     cmd.note(f"lora was simulated: enable {engine}'s LoRA serving for its adapters, rank and slots per batch",
              when=config.lora is not None)
     cmd.note(f"kv_cache.kind {kv.kind} was simulated; {engine} pages its KV cache", when=kv.kind != "paged")
@@ -278,7 +297,27 @@ def _vllm(p: _Pool, config: ExperimentConfig, model: ModelSpec, model_id: str) -
     cmd.add("--block-size", kv.block_size,
             "--enable-prefix-caching" if getattr(kv, "prefix_caching", False) else "--no-enable-prefix-caching")
     cmd.add("--disaggregation-mode", p.role, "--kv-transfer-config", NIXL, when=disagg)
+    spec = getattr(sched, "speculative", None)
+    if spec is not None and spec.method is not None:
+        speculative: dict[str, Any] = {"method": SPECULATIVE_METHODS[spec.method]["vllm"]}
+        draft = _draft_checkpoint(spec, model_id, cmd)
+        speculative.update({"model": draft} if draft else {})
+        speculative["num_speculative_tokens"] = spec.num_speculative_tokens
+        cmd.add("--speculative-config", json.dumps(speculative, separators=(",", ":")))
     return cmd
+
+
+def _draft_checkpoint(spec: Any, model_id: str, cmd: _Command) -> str | None:
+    """The draft's checkpoint an engine loads: the draft model's id, a placeholder for an EAGLE head (noted), None
+    for a model's own MTP modules and for n-gram lookup."""
+    if spec.method == "draft_model":
+        return _model_id(spec.draft_model, load_model(spec.draft_model), cmd.notes)
+    if spec.method not in ("eagle", "eagle3"):
+        return None
+    label = "EAGLE-3" if spec.method == "eagle3" else "EAGLE"
+    placeholder = f"<{label} head of {model_id}>"
+    cmd.note(f"scheduler.speculative.method {spec.method}: put the {label} head's checkpoint for {placeholder}")
+    return placeholder
 
 
 def _sglang(p: _Pool, config: ExperimentConfig, model: ModelSpec, model_id: str) -> _Command:
@@ -315,6 +354,13 @@ def _sglang(p: _Pool, config: ExperimentConfig, model: ModelSpec, model_id: str)
     cmd.add("--page-size", kv.block_size)
     cmd.add("--disable-radix-cache", when=not getattr(kv, "prefix_caching", False))
     cmd.add("--disaggregation-mode", p.role, "--disaggregation-transfer-backend", "nixl", when=p.role != "serve")
+    spec = getattr(sched, "speculative", None)
+    if spec is not None and spec.method is not None:  # a chain of k drafts (top-k 1), verified at k + 1 positions
+        k = spec.num_speculative_tokens
+        cmd.add("--speculative-algorithm", SPECULATIVE_METHODS[spec.method]["sglang"], "--speculative-num-steps", k,
+                "--speculative-eagle-topk", 1, "--speculative-num-draft-tokens", k + 1)
+        draft = _draft_checkpoint(spec, model_id, cmd)
+        cmd.add("--speculative-draft-model-path", draft, when=draft is not None)
     return cmd
 
 
@@ -352,6 +398,20 @@ def _trtllm(p: _Pool, config: ExperimentConfig, model: ModelSpec, model_id: str)
     cmd.options["scheduler_config"] = {"capacity_scheduler_policy": sched.capacity_policy.upper()}
     if p.role != "serve":
         cmd.options["cache_transceiver_config"] = {"backend": "NIXL", "max_tokens_in_buffer": s.max_model_len}
+    spec = getattr(sched, "speculative", None)
+    if spec is not None and spec.method is not None:
+        k, decoding = spec.num_speculative_tokens, SPECULATIVE_METHODS[spec.method]["trtllm"]
+        speculative: dict[str, Any] = {"decoding_type": decoding}
+        if spec.method == "mtp":  # its MTP modules, reused autoregressively for k beyond them
+            speculative["num_nextn_predict_layers"] = k
+        else:
+            speculative["max_draft_len"] = k
+            draft = _draft_checkpoint(spec, model_id, cmd)
+            speculative.update({"speculative_model_dir": draft} if draft else {})
+            speculative.update({"eagle3_one_model": True} if spec.method == "eagle3" else {})
+        cmd.note("scheduler.speculative.method eagle was simulated; TensorRT-LLM's PyTorch backend runs EAGLE-3 "
+                 "heads", when=spec.method == "eagle")
+        cmd.options["speculative_config"] = speculative
     return cmd
 
 

@@ -59,6 +59,15 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
                 self.kv.append(seq, n)
 
     @precondition(lambda self: self.static)
+    @rule(data=st.data(), n=st.integers(0, 40))
+    def release(self, data, n):
+        """Speculative decoding's rejected drafts: a static sequence's last tokens go back."""
+        seq = data.draw(st.sampled_from(sorted(self.static)))
+        n = min(n, self.static[seq])
+        self.kv.release(seq, n)
+        self.static[seq] -= n
+
+    @precondition(lambda self: self.static)
     @rule(data=st.data())
     def start_growing(self, data):
         seq = data.draw(st.sampled_from(sorted(self.static)))

@@ -134,6 +134,7 @@ class PrefixCacheMachine(RuleBasedStateMachine):
         super().__init__()
         self.kv = PrefixCachingAllocator(self.BLOCKS, self.BS)
         self.tokens: dict[int, int] = {}
+        self.appended: dict[int, int] = {}  # tokens appended after the prompt (what speculation may release)
         self.next_id = 0
 
     @rule(group=st.integers(0, 2), prefix=st.integers(1, 20), tokens=st.integers(1, 30), extra=st.integers(0, 6))
@@ -155,9 +156,21 @@ class PrefixCacheMachine(RuleBasedStateMachine):
         if data.draw(st.booleans()) and seq in self.kv._static and self.kv.can_append(seq, 3):
             self.kv.append(seq, 3)
             self.tokens[seq] += 3
+            self.appended[seq] = self.appended.get(seq, 0) + 3
         else:
             self.kv.free(seq)
             del self.tokens[seq]
+            self.appended.pop(seq, None)
+
+    @precondition(lambda self: self.appended)
+    @rule(data=st.data(), n=st.integers(1, 6))
+    def release(self, data, n):
+        """Rejected drafts: tokens past the prompt go back (never a shared prefix block, all inside the prompt)."""
+        seq = data.draw(st.sampled_from(sorted(self.appended)))
+        n = min(n, self.appended[seq])
+        self.kv.release(seq, n)
+        self.tokens[seq] -= n
+        self.appended[seq] -= n
 
     @invariant()
     def blocks_are_conserved_and_counted_once(self):

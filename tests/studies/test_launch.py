@@ -37,7 +37,9 @@ DOCUMENTED: dict[str, tuple[set[str], set[str]]] = {  # program -> (flags with a
          "--max-running-requests", "--chunked-prefill-size", "--max-prefill-tokens", "--context-length",
          "--kv-cache-dtype", "--mem-fraction-static", "--max-total-tokens", "--page-size", "--schedule-policy",
          "--max-queued-requests", "--quantization", "--dtype", "--disaggregation-mode",
-         "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port", "--max-lora-rank"},
+         "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port", "--max-lora-rank",
+         "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+         "--speculative-num-draft-tokens", "--speculative-draft-model-path"},
         {"--enable-dp-attention", "--disable-radix-cache", "--enable-mixed-chunk", "--disable-overlap-schedule",
          "--enable-lora", "--trust-remote-code"}),
     "python -m sglang_router.launch_router": (
@@ -240,6 +242,52 @@ def test_model_and_engine_without_a_known_name_are_noted(tmp_path):
         load_experiment({**yaml.safe_load((REPO / "experiments" / "quickstart.yaml").read_text()),
                          "engine": "splitwise", "hardware": "a100-80gb-sxm"}), framework="sglang")]
     assert program == "python -m sglang.launch_server" and not any("framework" in n for n in other.notes)
+
+
+SPECULATION = {"num_speculative_tokens": 3, "acceptance": [0.9, 0.8, 0.7]}
+
+
+@pytest.mark.parametrize(("method", "model", "vllm", "sglang", "trtllm"), [
+    ("mtp", "deepseek-v3", "mtp", "NEXTN", "MTP"), ("eagle", "llama-3-8b", "eagle", "EAGLE", "Eagle"),
+    ("eagle3", "llama-3-8b", "eagle3", "EAGLE3", "Eagle"), ("ngram", "llama-3-8b", "ngram", "NGRAM", "NGram")])
+def test_speculative_methods_launch_with_the_engines_own_flags(method, model, vllm, sglang, trtllm):
+    """vLLM's --speculative-config JSON (method, num_speculative_tokens: https://docs.vllm.ai/en/latest/features/
+    spec_decode.html), SGLang's chain of k drafts (--speculative-num-steps k, --speculative-eagle-topk 1,
+    --speculative-num-draft-tokens k + 1: https://docs.sglang.ai/advanced_features/speculative_decoding.html) and
+    TensorRT-LLM's speculative_config (MTP: num_nextn_predict_layers k; the others: max_draft_len k); an EAGLE head's
+    checkpoint is a placeholder, noted."""
+    where = {"model": model, "hardware": "h200-sxm", "cluster": {"replicas": 1, "tensor_parallel": 8}} \
+        if model == "deepseek-v3" else {}
+    scheduler = {"kind": "continuous", "speculative": {"method": method, **SPECULATION}}
+    (serve, _, flags), = commands(**where, scheduler=scheduler)
+    config = json.loads(flags["--speculative-config"])
+    assert config["method"] == vllm and config["num_speculative_tokens"] == 3
+    assert ("model" in config) == method.startswith("eagle")
+    assert any("acceptance [0.9, 0.8, 0.7]" in note for note in serve.notes)
+    (serve, _, flags), = commands(**where, engine="sglang", scheduler=scheduler)
+    assert (flags["--speculative-algorithm"], flags["--speculative-num-steps"], flags["--speculative-eagle-topk"],
+            flags["--speculative-num-draft-tokens"]) == (sglang, "3", "1", "4")
+    assert ("--speculative-draft-model-path" in flags) == method.startswith("eagle")
+    (serve, _, flags), = commands(**where, engine="trtllm", scheduler=scheduler)
+    options = yaml.safe_load(serve.files[flags["--extra_llm_api_options"]])
+    assert set(options) <= set(TRTLLM_OPTIONS) and options["speculative_config"]["decoding_type"] == trtllm
+    drafts = options["speculative_config"].get("num_nextn_predict_layers" if method == "mtp" else "max_draft_len")
+    assert drafts == 3
+
+
+def test_a_draft_model_is_launched_by_its_checkpoint_and_the_generic_draft_is_noted():
+    scheduler = {"kind": "continuous", "speculative": {"method": "draft_model", "draft_model": "qwen3-8b",
+                                                       **SPECULATION}}
+    (_, _, flags), = commands(model="qwen3-32b", hardware="h200-sxm", scheduler=scheduler)
+    assert json.loads(flags["--speculative-config"]) == {"method": "draft_model", "model": "Qwen/Qwen3-8B",
+                                                         "num_speculative_tokens": 3}
+    (_, _, flags), = commands(model="qwen3-32b", hardware="h200-sxm", engine="sglang", scheduler=scheduler)
+    assert (flags["--speculative-algorithm"], flags["--speculative-draft-model-path"]) == ("STANDALONE",
+                                                                                          "Qwen/Qwen3-8B")
+    generic = {"kind": "continuous", "speculative": {"num_speculative_tokens": 2, "acceptance_rate": 0.7,
+                                                     "draft_cost_ratio": 0.1}}
+    (serve, _, flags), = commands(scheduler=generic)
+    assert "--speculative-config" not in flags and any("reaches its acceptance rate" in n for n in serve.notes)
 
 
 def test_the_module_flag_table_is_the_documented_one():
