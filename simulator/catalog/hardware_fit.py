@@ -322,6 +322,7 @@ FLAT_NAMES: dict[str, str] = {
     "collective_latency_us": "comm.latency_us",
     "collective_step_latency_us": "comm.step_latency_us",
     "all_reduce_low_latency": "comm.all_reduce_low_latency",
+    "inter_node_step_latency_us": "comm.inter_node_step_latency_us",
     "all_reduce_nvls": "comm.all_reduce_nvls",
     "collectives": "comm.collectives",
     "p2p_efficiency": "comm.p2p_efficiency",
