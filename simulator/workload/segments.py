@@ -20,8 +20,9 @@ that differs is not reused. A request's :class:`SegmentIds` covers its leading r
 and everything after it, is never shared.
 
 Work: a segment draws its pool's lengths once (bounded by ``MAX_DOCUMENTS``) and O(n × count) values; the chain
-takes one ``np.unique`` per slot column (at most ``MAX_SEGMENTS`` × ``MAX_SEGMENT_COUNT`` columns); each request
-with a shared slot gets one Python object of its slots' ends and ids. Nothing grows with tokens.
+takes one ``np.unique`` per slot column (at most ``MAX_SEGMENTS`` × ``MAX_SEGMENT_COUNT`` columns); each distinct
+prefix (its slots' ends and ids) is one Python object, shared by the requests that have it. Nothing grows with
+tokens.
 """
 
 from __future__ import annotations
@@ -80,17 +81,20 @@ def draw_segments(segments: list[SegmentConfig], n: int, seed: np.random.SeedSeq
     documents, lengths = [], []
     for segment, stream in zip(segments, seed.spawn(len(segments)), strict=True):
         rng = np.random.default_rng(stream)
-        own = sample_lengths(segment.tokens, n * segment.count, rng).reshape(n, segment.count)
         if segment.documents is None:
             documents.append(np.full((n, segment.count), OWN, dtype=np.int64))
-            lengths.append(own)
+            lengths.append(sample_lengths(segment.tokens, n * segment.count, rng).reshape(n, segment.count))
             continue
         pool_lengths = sample_lengths(segment.tokens, segment.documents, rng)
-        pooled = (rng.random(n) < segment.share)[:, None]
+        pooled = rng.random(n) < segment.share
         drawn = rng.choice(segment.documents, size=(n, segment.count),
                            p=zipf_probabilities(segment.documents, segment.zipf)).astype(np.int64)
-        documents.append(np.where(pooled, drawn, OWN))
-        lengths.append(np.where(pooled, pool_lengths[drawn], own))
+        drawn[~pooled] = OWN
+        length = pool_lengths[drawn]
+        length[~pooled] = sample_lengths(segment.tokens, int((~pooled).sum()) * segment.count, rng).reshape(
+            -1, segment.count)  # the requests' own content
+        documents.append(drawn)
+        lengths.append(length)
     column_segment = np.repeat(np.arange(len(segments)), [segment.count for segment in segments])
     return SegmentDraws(np.concatenate(documents, axis=1), np.concatenate(lengths, axis=1), column_segment)
 
@@ -119,7 +123,13 @@ def segment_prefixes(segments: list[SegmentConfig], input_tokens: np.ndarray,
         offset += keys.size
     width = int(lead.max()) if n else 0  # the columns any prefix reaches
     cut = np.minimum(ends[:, :width], input_tokens[:, None]).tolist()
+    made: dict[tuple[tuple[int, ...], tuple[int, ...]], Prefix] = {}  # one object per distinct prefix
     prefixes = np.empty(n, dtype=object)
-    prefixes[:] = [Prefix(SegmentIds(tuple(e[:k]), tuple(c[:k])), 1) if k else None
-                   for e, c, k in zip(cut, chain[:, :width].tolist(), lead.tolist(), strict=True)]
+    for r, (e, c, k) in enumerate(zip(cut, chain[:, :width].tolist(), lead.tolist(), strict=True)):
+        if k:
+            key = (tuple(e[:k]), tuple(c[:k]))
+            prefix = made.get(key)
+            if prefix is None:
+                prefix = made[key] = Prefix(SegmentIds(*key), 1)
+            prefixes[r] = prefix
     return prefixes
