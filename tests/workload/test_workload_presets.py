@@ -51,9 +51,10 @@ def test_a_presets_lengths_reproduce_its_sources_statistics(name):
 
 
 def _source_statistics(path) -> dict[str, dict[str, float]]:
-    """Mean, p50, p90 and p99 of a source's input and output lengths, read from the file here: numpy's percentiles
-    of a request table's columns, or of a PMF the first value whose cumulative probability reaches each level."""
-    frame = pd.read_csv(path)
+    """Mean, p50, p90 and p99 of a source's input and output lengths, read from the file here (a CSV, or JSON lines):
+    numpy's percentiles of a request table's columns, or of a PMF the first value whose cumulative probability
+    reaches each level."""
+    frame = pd.read_json(path, lines=True) if path.suffix == ".jsonl" else pd.read_csv(path)
     stats = {}
     for part, columns in (("input_tokens", ("num_prefill_tokens", "input_length")),
                           ("output_tokens", ("num_decode_tokens", "output_length"))):
@@ -275,3 +276,72 @@ def test_max_entropy_on_the_command_line(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["workloads", "--max-entropy", "input_tokens=5000:10:2000"])
     assert exit_.value.code == 2 and "need 1 <= MIN < MEAN < MAX" in capsys.readouterr().err
+
+
+def test_json_lines_with_parts_fit_segments_and_sessions(tmp_path, capsys):
+    """Six requests one second apart (6 over 5 s: 1.2 req/s) in sessions a, a, b, c, c, c (3 sessions, 2 turns
+    on average, one of them single-turn, at most 3); a two-chunk template ``sys`` and a list of ``docs``
+    (tests/catalog/test_prompt_reuse.py works the segments by hand: sys.1 of 2 documents, sys.2 of 2 at share
+    4/6, docs of count 2 at share 5/6). ``--order`` is required, names every part once, and is in ``fitted_by``."""
+    rows = [([1, 7], [5, 6]), ([1, 7], [5]), ([1, 8], []), ([1, 9], [6, 7]), ([2, 7], [5, 6]), ([2, 7], [8])]
+    path = tmp_path / "rag.jsonl"
+    path.write_text("".join(json.dumps({
+        "timestamp_s": float(i), "input_length": 23 + 5 * len(docs), "output_length": 10 + i, "session_id": "aabccc"[i],
+        "parts": {"sys": {"ids": sys_ids, "tokens": [10, 10]}, "docs": {"ids": docs, "tokens": [5] * len(docs)}},
+    }) + "\n" for i, (sys_ids, docs) in enumerate(rows)))
+    assert main(["workloads", "--fit", str(path), "--name", "r", "--order", "sys,docs"]) == 0
+    preset = yaml.safe_load(capsys.readouterr().out)
+    assert preset["fitted_by"] == f"llmsim workloads --fit {path} --name r --order sys,docs (statistics and workload)"
+    stats, workload = preset["statistics"], preset["workload"]
+    assert stats["sessions"] == {"sessions": 3, "mean_turns": 2.0, "single_turn_share": 0.3333, "max_turns": 3}
+    assert stats["rate_per_s"] == 1.2 and workload["arrival"] == {"kind": "constant", "rate": 1.2}  # even gaps
+    assert [(s["name"], s.get("count", 1), s["share"]) for s in workload["segments"]] == [
+        ("sys.1", 1, 1.0), ("sys.2", 1, 0.6667), ("docs", 2, 0.8333)]
+    assert workload["segments"][0]["tokens"] == {"kind": "fixed", "value": 10}
+    WorkloadConfig(**workload, num_requests=10)  # a valid workload section
+    for argv in ([], ["--order", "sys"], ["--order", "sys,docs,sys"], ["--order", "sys,docs,web"]):
+        assert main(["workloads", "--fit", str(path), *argv]) == 2
+        err = capsys.readouterr().err
+        assert "has prompt parts ['sys', 'docs']; give each once" in err and err.count("\n") == 1, err
+    assert main(["workloads", "--fit", str(path), "--order", "docs,sys", "--rate-only"]) == 0  # another order
+    assert yaml.safe_load(capsys.readouterr().out)["workload"]["arrival"] == {"kind": "poisson", "rate": 1.2}
+
+
+def _lines(*records: str) -> str:
+    """JSON lines of requests 1, 2, ... tokens long (so that their lengths vary), each with ``records``' fields."""
+    return "".join(f'{{"input_length": {i}, "output_length": {i}, {fields}}}\n' for i, fields in enumerate(records, 1))
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (_lines('"hash_ids": [0]') + "not json\n", "bad.jsonl:2: not JSON"),
+    (_lines('"hash_ids": [0]') + "[1]\n", "bad.jsonl:2: expected a JSON object"),
+    ('{"input_length": 5, "output_length": 1, "hash_ids": [0]}\n{"input_length": 0, "output_length": 1}\n',
+     "bad.jsonl:2: input_length: expected a number of tokens >= 1, got 0"),
+    (_lines('"hash_ids": [0]', '"hash_ids": [0]').replace('"input_length": 2', '"input_length": 600'),
+     "bad.jsonl:2: hash_ids: 1 ids for 600 tokens (one per 512-token block: 2)"),
+    (_lines('"parts": {"a": {"ids": [1], "tokens": [0]}}', '"parts": {"a": {"ids": [1], "tokens": [1]}}'),
+     "bad.jsonl:1: tokens: expected a list of integers >= 1, got [0]"),
+    (_lines('"x": 1', '"x": 2'), "JSON lines without content ids (hash_ids or parts)"),
+    (_lines('"timestamp": 3, "hash_ids": [0]', '"timestamp": 3, "hash_ids": [0]'),
+     "every request arrives at 0.003 s"),
+])
+def test_a_bad_json_lines_source_is_one_line(content, message, tmp_path, capsys):
+    (tmp_path / "bad.jsonl").write_text(content)
+    assert main(["workloads", "--fit", str(tmp_path / "bad.jsonl"), "--order", "a"] if '"parts"' in content
+                else ["workloads", "--fit", str(tmp_path / "bad.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_fitting_flags_need_fit_and_the_right_source(tmp_path, capsys):
+    """--order and --rate-only shape a fitted preset; --order is for parts, --rate-only for a source with times."""
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("input_length,output_length\n" + "".join(f"{i},{i}\n" for i in range(1, 11)))
+    for argv, message in ((["--order", "a,b"], "--order shapes a fitted preset: it needs --fit"),
+                          (["--rate-only"], "--rate-only shapes a fitted preset: it needs --fit"),
+                          (["--fit", str(lengths), "--order", "a"], "the order of prompt parts is for JSON lines"),
+                          (["--fit", str(lengths), "--rate-only"], "has no arrival times (arrived_at); give "
+                                                                   "--poisson RATE")):
+        assert main(["workloads", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
