@@ -64,6 +64,7 @@ PMF_FIELDS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens"} 
 JSON_LINES = (".jsonl", ".json")  # a source read as one JSON object per line
 TIME_FIELDS = {"timestamp": 1e-3, "timestamp_s": 1.0}  # a JSON-lines source's arrival time: seconds per unit
 LINE = "\0line"  # where a JSON-lines record keeps its line number (no source field is named so)
+MAX_JSON_TOKENS = 10**9  # a JSON-lines request's input or output length (kept as a 64-bit integer)
 
 
 def preset_names() -> list[str]:
@@ -273,9 +274,9 @@ def _fit_json_lines(path: str | Path, order: list[str] | None,
     for field, column in (("input_length", COLUMNS["input"]), ("output_length", COLUMNS["output"])):
         for record in records:
             value = record.get(field)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
-                raise LLMSimError(f"{path}:{record[LINE]}: {field}: expected a number of tokens >= 1, got "
-                                  f"{shown(value, 40)}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= MAX_JSON_TOKENS:
+                raise LLMSimError(f"{path}:{record[LINE]}: {field}: expected a number of tokens from 1 to "
+                                  f"{MAX_JSON_TOKENS:,}, got {shown(value, 40)}")
             columns[column].append(float(value))
     clock = next((field for field in TIME_FIELDS if field in records[0]), None)
     if clock is not None:

@@ -316,7 +316,7 @@ def _lines(*records: str) -> str:
     (_lines('"hash_ids": [0]') + "not json\n", "bad.jsonl:2: not JSON"),
     (_lines('"hash_ids": [0]') + "[1]\n", "bad.jsonl:2: expected a JSON object"),
     ('{"input_length": 5, "output_length": 1, "hash_ids": [0]}\n{"input_length": 0, "output_length": 1}\n',
-     "bad.jsonl:2: input_length: expected a number of tokens >= 1, got 0"),
+     "bad.jsonl:2: input_length: expected a number of tokens from 1 to 1,000,000,000, got 0"),
     (_lines('"hash_ids": [0]', '"hash_ids": [0]').replace('"input_length": 2', '"input_length": 600'),
      "bad.jsonl:2: hash_ids: 1 ids for 600 tokens (one per 512-token block: 2)"),
     (_lines('"parts": {"a": {"ids": [1], "tokens": [0]}}', '"parts": {"a": {"ids": [1], "tokens": [1]}}'),
