@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-MAX_DOCUMENTS = 1_000_000  # reusable documents in one segment's pool (the schema's bound)
+from simulator.errors import LLMSimError
+
+MAX_SEGMENTS = 16  # segments of one prompt (the schema's bounds, here for the fits to keep to)
+MAX_SEGMENT_COUNT = 64  # documents one segment puts in a prompt
+MAX_DOCUMENTS = 1_000_000  # reusable documents in one segment's pool
 MAX_ZIPF = 10.0  # popularity exponent: at 10 the second document is drawn 1,024 times less often than the first
 HASH_BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512-token block of the prompt (FAST'25 release)
 _GOLDEN = (math.sqrt(5) - 1) / 2
@@ -196,13 +200,19 @@ def fit_parts(parts: list[dict[str, tuple[list[int], list[int]]]], order: list[s
       counts (own content when no id is used twice).
 
     A segment's ``tokens`` sample is its chunks' lengths as used. Own-content segments at the end are left out (the
-    request's own tokens follow the segments anyway)."""
+    request's own tokens follow the segments anyway). More segments than a prompt takes (MAX_SEGMENTS), or a list
+    of more documents than a segment takes (MAX_SEGMENT_COUNT), is an error, found before any fitting."""
     n = len(parts)
+    chunk_counts = {name: [len(request.get(name, ([], []))[0]) for request in parts] for name in order}
+    planned = sum(counts[0] if len(set(counts)) == 1 else 1 for counts in chunk_counts.values())
+    if planned > MAX_SEGMENTS:
+        raise LLMSimError(f"--order: these parts make {planned} segments (a part with the same number of chunks in "
+                          f"every request is one segment per chunk), more than the {MAX_SEGMENTS} a prompt takes")
     segments: list[Segment] = []
     for name in order:
         ids = [request.get(name, ([], []))[0] for request in parts]
         sizes = [request.get(name, ([], []))[1] for request in parts]
-        chunks = {len(chunk_ids) for chunk_ids in ids}
+        chunks = set(chunk_counts[name])
         if len(chunks) == 1:
             width = chunks.pop()
             before = n
@@ -223,6 +233,9 @@ def fit_parts(parts: list[dict[str, tuple[list[int], list[int]]]], order: list[s
             uses = Counter(content for chunk_ids in ids for content in chunk_ids)
             present = [len(chunk_ids) for chunk_ids in ids if chunk_ids]
             count = max(set(present), key=lambda c: (present.count(c), -c))
+            if count > MAX_SEGMENT_COUNT:
+                raise LLMSimError(f"part {name!r}: most requests that have it have {count} chunks, more than the "
+                                  f"{MAX_SEGMENT_COUNT} documents a segment takes")
             flat = np.array([size for chunk_sizes in sizes for size in chunk_sizes], dtype=np.int64)
             if max(uses.values()) < 2:
                 segments.append(Segment(name, flat, count=count))

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from simulator.catalog.prompt_reuse import MAX_DOCUMENTS, MAX_ZIPF
+from simulator.catalog.prompt_reuse import MAX_DOCUMENTS, MAX_SEGMENT_COUNT, MAX_SEGMENTS, MAX_ZIPF
 from simulator.catalog.workloads import with_preset
 from simulator.config.base import MAX_RATE, MAX_REQUESTS, MAX_TOKENS, MIN_RATE, Strict
 from simulator.config.slo import SLOConfig
@@ -234,8 +234,6 @@ class PrefixConfig(Strict):
     groups: int = Field(default=1, ge=1, le=2**62)
 
 
-MAX_SEGMENTS = 16  # segments of one prompt
-MAX_SEGMENT_COUNT = 64  # documents one segment puts in a prompt
 
 
 class SegmentConfig(Strict):

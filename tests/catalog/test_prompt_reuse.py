@@ -18,6 +18,7 @@ from simulator.catalog.prompt_reuse import (
     zipf_pool,
     zipf_probabilities,
 )
+from simulator.errors import LLMSimError
 
 
 def test_the_zipf_exponent_is_the_maximum_likelihood_one():
@@ -115,3 +116,14 @@ def test_the_context_share_that_gives_a_block_hit_share_by_hand():
     assert context_share(0.5, 512, fixed(2048), fixed(1024)) == 0.5
     assert context_share(0.25, 512, fixed(2048), fixed(1024)) == 0.0
     assert context_share(0.9, 512, fixed(2048), fixed(1024)) == 1.0
+
+
+def test_a_fit_keeps_to_the_bounds_of_a_prompt_before_fitting():
+    """A template of 17 chunks would be 17 segments (a prompt takes 16); a list whose most common length is 65
+    documents would not fit one segment (64): each is refused before any counting, naming what it found."""
+    template = [{"t": (list(range(17)), [1] * 17)} for _ in range(3)]
+    with pytest.raises(LLMSimError, match=r"these parts make 17 segments .* more than the 16 a prompt takes"):
+        fit_parts(template, ["t"])
+    documents = [{"d": (list(range(65)), [1] * 65)}, {"d": (list(range(65)), [1] * 65)}, {"d": ([1], [1])}]
+    with pytest.raises(LLMSimError, match="part 'd': most requests that have it have 65 chunks, more than the 64"):
+        fit_parts(documents, ["d"])
