@@ -20,17 +20,31 @@ A source that publishes only a mean and the bounds of its lengths (a paper's or 
 the maximum-entropy law for those facts (:func:`max_entropy_preset`): on ``[low, high]`` with mean ``m``, the
 truncated exponential ``p(x) ∝ exp(−λ·(x − low))`` whose mean is ``m`` (λ < 0 when ``m`` lies above the middle) —
 the least-informed shape that agrees with what is stated, not a fit to the dataset's own shape.
+
+A source whose timestamps are too coarse to show burstiness (Mooncake's come in ~3 s steps) gets ``--rate-only``: a
+Poisson arrival at its mean rate, the number of distinct arrival times recorded beside the gaps' CV it does not fit.
+
+A source of JSON lines with content ids (one request per line: ``input_length``, ``output_length``, ``timestamp`` in
+ms or ``timestamp_s`` in s, ``session_id``) is fitted the same way for its lengths and arrivals, and its prompts'
+reuse becomes ``workload.segments`` (:mod:`simulator.catalog.prompt_reuse`): Mooncake's ``hash_ids`` (chained ids
+of 512-token blocks) as a common head and a pool of shared contexts; RAGPulse's ``parts`` (content ids per part, in
+the prompt order ``--order`` gives, which the release does not state) as a segment per template chunk or per list of
+documents. The statistics add what the segments reproduce: the share of prompt tokens (or blocks) an earlier request
+had — what an unbounded prefix cache would hit — and each part's share of the prompt.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
 
+from simulator.catalog import prompt_reuse
 from simulator.catalog.paths import PROJECT_ROOT
 from simulator.errors import LLMSimError, shown
 
@@ -47,6 +61,10 @@ ALIASES = {"input_length": COLUMNS["input"], "output_length": COLUMNS["output"]}
 # a distribution file (ServeGen's *_length_pmf.csv): one row per field and value, the value's probability
 PMF_COLUMNS = ("field", "value", "probability")
 PMF_FIELDS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens"}  # preset part: the PMF's field
+JSON_LINES = (".jsonl", ".json")  # a source read as one JSON object per line
+TIME_FIELDS = {"timestamp": 1e-3, "timestamp_s": 1.0}  # a JSON-lines source's arrival time: seconds per unit
+LINE = "\0line"  # where a JSON-lines record keeps its line number (no source field is named so)
+MAX_JSON_TOKENS = 10**9  # a JSON-lines request's input or output length (kept as a 64-bit integer)
 
 
 def preset_names() -> list[str]:
@@ -100,17 +118,27 @@ def _read_csv(path: str | Path) -> pd.DataFrame:
         raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None) -> dict[str, Any]:
+def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None, order: list[str] | None = None,
+               rate_only: bool = False) -> dict[str, Any]:
     """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` (or ``input_length``,
     ``output_length``) and optionally ``arrived_at`` (seconds; the processed-trace format of
-    ``../shared/data/traces``), or to a ``field,value,probability`` PMF (:func:`_fit_pmf`); ``description`` is left
-    for a person to write and ``source`` names the file. ``poisson_rate``: a Poisson arrival at that rate, for a
-    source without arrival times."""
-    frame = _read_csv(path)
-    if set(PMF_COLUMNS) <= set(frame.columns):
-        statistics, workload = _fit_pmf(frame, path)
+    ``../shared/data/traces``), to a ``field,value,probability`` PMF (:func:`_fit_pmf`), or to JSON lines with
+    content ids (:func:`_fit_json_lines`: the ``segments`` of its prompts' reuse; ``order``: a parts source's parts
+    in prompt order); ``description`` is left for a person to write and ``source`` names the file.
+    ``poisson_rate``: a Poisson arrival at that rate, for a source without arrival times; ``rate_only``: a Poisson
+    arrival at the source's own mean rate, its gaps not fitted (timestamps too coarse to show burstiness)."""
+    if Path(path).suffix in JSON_LINES:
+        statistics, workload = _fit_json_lines(path, order, rate_only)
     else:
-        statistics, workload = _fit_requests(frame, path)
+        if order is not None:
+            raise LLMSimError(f"--order: {path} is a CSV; the order of prompt parts is for JSON lines with parts")
+        frame = _read_csv(path)
+        if set(PMF_COLUMNS) <= set(frame.columns):
+            if rate_only:
+                raise LLMSimError(f"--rate-only: {path} is a PMF, without arrival times")
+            statistics, workload = _fit_pmf(frame, path)
+        else:
+            statistics, workload = _fit_requests(frame, path, rate_only)
     if poisson_rate is not None:
         if "arrival" in workload:
             raise LLMSimError(f"{path}: has arrival times ({COLUMNS['arrival']}): its arrival is fitted to them; "
@@ -118,9 +146,10 @@ def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None) -
         if not 0 < poisson_rate < math.inf:
             raise LLMSimError(f"--poisson: the rate must be a positive number of requests/s, got {poisson_rate}")
         workload["arrival"] = {"kind": "poisson", "rate": poisson_rate}
-    poisson = f" --poisson {poisson_rate:g}" if poisson_rate is not None else ""
+    flags = (f" --order {','.join(order)}" if order is not None else "") + (" --rate-only" if rate_only else "")
+    flags += f" --poisson {poisson_rate:g}" if poisson_rate is not None else ""
     return {"name": name, "description": "", "source": str(path),
-            "fitted_by": f"llmsim workloads --fit {path} --name {name}{poisson} (statistics and workload)",
+            "fitted_by": f"llmsim workloads --fit {path} --name {name}{flags} (statistics and workload)",
             "statistics": statistics, "workload": workload}
 
 
@@ -140,8 +169,11 @@ def _lengths(values: np.ndarray, cap_share: float) -> dict[str, Any]:
     return {"kind": "quantiles", "values": lengths, "probabilities": probabilities}
 
 
-def _fit_requests(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Statistics and workload of one row per request (module docstring)."""
+def _fit_requests(frame: pd.DataFrame, path: str | Path,
+                  rate_only: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Statistics and workload of one row per request (module docstring); ``rate_only``: a Poisson arrival at the
+    mean rate, with the number of distinct arrival times among the statistics (what shows timestamps too coarse for
+    the gaps to mean anything)."""
     import pandas as pd
 
     frame = frame.rename(columns={k: v for k, v in ALIASES.items() if v not in frame.columns})
@@ -160,18 +192,151 @@ def _fit_requests(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any]
     workload: dict[str, Any] = {
         part: _lengths(np.percentile(values, PERCENTILES), float(np.mean(values == values.max())))
         for part, values in (("input_tokens", inputs), ("output_tokens", outputs))}
-    if COLUMNS["arrival"] in frame.columns:
-        times = np.sort(_column(frame, COLUMNS["arrival"], path))
-        if times[-1] == times[0]:
-            raise LLMSimError(f"{path}: {COLUMNS['arrival']}: every request arrives at {times[0]:g} s; a rate needs "
-                              "arrivals spread in time")
-        gaps = np.diff(times)
-        rate, cv = len(times) / (times[-1] - times[0]), gaps.std() / gaps.mean()
-        statistics.update({"rate_per_s": round(float(rate), 3), "gap_cv": round(float(cv), 3)})
-        workload["arrival"] = ({"kind": "gamma", "rate": round(float(rate), 3),
-                                "burstiness": round(float(1 / cv**2), 4)}
-                               if cv > 0 else {"kind": "constant", "rate": round(float(rate), 3)})  # even gaps
+    if COLUMNS["arrival"] not in frame.columns:
+        if rate_only:
+            raise LLMSimError(f"--rate-only: {path} has no arrival times ({COLUMNS['arrival']}); give --poisson RATE")
+        return statistics, workload
+    times = np.sort(_column(frame, COLUMNS["arrival"], path))
+    if times[-1] == times[0]:
+        raise LLMSimError(f"{path}: {COLUMNS['arrival']}: every request arrives at {times[0]:g} s; a rate needs "
+                          "arrivals spread in time")
+    gaps = np.diff(times)
+    rate, cv = float(f"{len(times) / (times[-1] - times[0]):.4g}"), float(gaps.std() / gaps.mean())
+    statistics.update({"rate_per_s": rate, "gap_cv": round(cv, 3)})
+    if rate_only:
+        statistics["distinct_arrival_times"] = len(np.unique(times))
+        workload["arrival"] = {"kind": "poisson", "rate": rate}
+    else:
+        workload["arrival"] = ({"kind": "gamma", "rate": rate, "burstiness": round(1 / cv**2, 4)}
+                               if cv > 0 else {"kind": "constant", "rate": rate})  # even gaps
     return statistics, workload
+
+
+def _read_json_lines(path: str | Path) -> list[dict[str, Any]]:
+    """One JSON object per line (blank lines skipped); a line that is not one is an error naming it."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise LLMSimError(f"{path}:{number}: not JSON ({exc.args[0].split(':')[0]})") from None
+        if not isinstance(record, dict):
+            raise LLMSimError(f"{path}:{number}: expected a JSON object, got {shown(record, 40)}")
+        records.append({**record, LINE: number})
+    if len(records) < 2:
+        raise LLMSimError(f"{path}: {len(records)} requests; a preset is fitted to at least 2")
+    return records
+
+
+def _integers(record: dict[str, Any], field: str, path: str | Path, minimum: int) -> list[int]:
+    """A record's list of integers of at least ``minimum`` (an error naming the line and field otherwise)."""
+    values = record.get(field)
+    if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+                                               for v in values):
+        raise LLMSimError(f"{path}:{record[LINE]}: {field}: expected a list of integers >= {minimum}, got "
+                          f"{shown(values, 60)}")
+    return values
+
+
+def _json_parts(record: dict[str, Any], path: str | Path) -> dict[str, tuple[list[int], list[int]]]:
+    """A record's ``parts``: name -> (content ids, tokens of each chunk, at least 1)."""
+    parts = record.get("parts")
+    if not isinstance(parts, dict) or not all(isinstance(part, dict) for part in parts.values()):
+        raise LLMSimError(f"{path}:{record[LINE]}: parts: expected {{name: {{ids: [...], tokens: [...]}}}}, got "
+                          f"{shown(parts, 60)}")
+    out = {}
+    for name, part in parts.items():
+        ids = _integers({**part, LINE: record[LINE]}, "ids", path, minimum=-(2**63))
+        tokens = _integers({**part, LINE: record[LINE]}, "tokens", path, minimum=1)
+        if len(ids) != len(tokens):
+            raise LLMSimError(f"{path}:{record[LINE]}: parts.{name}: {len(ids)} ids but {len(tokens)} tokens")
+        out[str(name)] = (ids, tokens)
+    return out
+
+
+def _fit_json_lines(path: str | Path, order: list[str] | None,
+                    rate_only: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Statistics and workload of JSON lines with ``input_length``, ``output_length``, optionally ``timestamp``
+    (ms, as Mooncake's traces give it) or ``timestamp_s`` (s), and content ids: ``hash_ids`` (chained ids of
+    512-token blocks) or ``parts`` (content ids and tokens of each part's chunks; ``order`` names the parts in
+    prompt order), fitted as ``segments`` (:mod:`simulator.catalog.prompt_reuse`); ``session_id`` adds the
+    sessions' statistics. Requests are taken in time order (stable)."""
+    import pandas as pd
+
+    records = _read_json_lines(path)
+    columns: dict[str, list[float]] = {COLUMNS["input"]: [], COLUMNS["output"]: []}
+    for field, column in (("input_length", COLUMNS["input"]), ("output_length", COLUMNS["output"])):
+        for record in records:
+            value = record.get(field)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= MAX_JSON_TOKENS:
+                raise LLMSimError(f"{path}:{record[LINE]}: {field}: expected a number of tokens from 1 to "
+                                  f"{MAX_JSON_TOKENS:,}, got {shown(value, 40)}")
+            columns[column].append(float(value))
+    clock = next((field for field in TIME_FIELDS if field in records[0]), None)
+    if clock is not None:
+        for record in records:
+            value = record.get(clock)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or value < 0:
+                raise LLMSimError(f"{path}:{record[LINE]}: {clock}: expected a time >= 0, got {shown(value, 40)}")
+        times = np.array([record[clock] for record in records], dtype=float) * TIME_FIELDS[clock]
+        keep = np.argsort(times, kind="stable")
+        records = [records[i] for i in keep]
+        columns = {column: [values[i] for i in keep] for column, values in columns.items()}
+        columns[COLUMNS["arrival"]] = times[keep].tolist()
+    statistics, workload = _fit_requests(pd.DataFrame(columns), path, rate_only)
+    inputs = np.array(columns[COLUMNS["input"]], dtype=np.int64)
+    if "session_id" in records[0]:
+        turns = np.array(list(Counter(str(record.get("session_id")) for record in records).values()))
+        statistics["sessions"] = {"sessions": len(turns), "mean_turns": round(float(turns.mean()), 3),
+                                  "single_turn_share": round(float(np.mean(turns == 1)), 4),
+                                  "max_turns": int(turns.max())}
+    if "parts" in records[0]:
+        parts = [_json_parts(record, path) for record in records]
+        names = list(dict.fromkeys(name for request in parts for name in request))
+        if order is None or sorted(order) != sorted(names) or len(set(order)) != len(order):
+            raise LLMSimError(f"--order: {path} has prompt parts {names}; give each once, in their order in the "
+                              f"prompt (--order {','.join(names)} in the file's order), got {order}")
+        statistics.update(prompt_reuse.part_statistics(parts, order, inputs))
+        segments = prompt_reuse.fit_parts(parts, order)
+    elif "hash_ids" in records[0]:
+        if order is not None:
+            raise LLMSimError(f"--order: {path} has hash_ids, not prompt parts; leave --order out")
+        blocks = [_integers(record, "hash_ids", path, minimum=0) for record in records]
+        for record, ids, length in zip(records, blocks, inputs.tolist(), strict=True):
+            if len(ids) != -(-length // prompt_reuse.HASH_BLOCK_TOKENS):
+                raise LLMSimError(f"{path}:{record[LINE]}: hash_ids: {len(ids)} ids for {length} tokens (one per "
+                                  f"{prompt_reuse.HASH_BLOCK_TOKENS}-token block: "
+                                  f"{-(-length // prompt_reuse.HASH_BLOCK_TOKENS)})")
+        fit = prompt_reuse.fit_hash_blocks(blocks, inputs)
+        statistics["prefix_reuse"] = fit.statistics
+        segments = fit.segments
+        context = next((segment for segment in segments if segment.name == "context"), None)
+        if context is not None:
+            law = _segment_lengths(context.tokens)
+            context.share = prompt_reuse.context_share(
+                fit.statistics["seen_before_share"], fit.common_tokens,
+                (workload["input_tokens"]["values"], workload["input_tokens"]["probabilities"]),
+                (law["values"], law["probabilities"]) if law["kind"] == "quantiles" else ([law["value"]] * 2, [0, 1]))
+    else:
+        raise LLMSimError(f"{path}: JSON lines without content ids (hash_ids or parts): fit its lengths from a CSV "
+                          "(llmsim convert-trace writes one)")
+    if segments:
+        workload["segments"] = [segment.section(_segment_lengths) for segment in segments]
+    return statistics, workload
+
+
+def _segment_lengths(sample: np.ndarray) -> dict[str, Any]:
+    """The length section of a segment's documents: ``fixed`` when they all have one length, else quantiles."""
+    if np.all(sample == sample[0]):
+        return {"kind": "fixed", "value": int(sample[0])}
+    return _lengths(np.percentile(sample, PERCENTILES), float(np.mean(sample == sample.max())))
 
 
 def pmf_quantiles(values: np.ndarray, probabilities: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -265,14 +430,15 @@ def max_entropy_preset(name: str, lengths: dict[str, tuple[float, int, int]]) ->
 
 
 def preset_yaml(preset: dict[str, Any]) -> str:
-    """A preset as the YAML of its file (quantile lists on one line each)."""
+    """A preset as the YAML of its file (quantile lists on one line each, segments one mapping each)."""
 
     class Dumper(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:  # the shared probabilities list written out twice
             return True
 
-    def flow_lists(dumper: yaml.SafeDumper, values: list) -> yaml.Node:
-        return dumper.represent_sequence("tag:yaml.org,2002:seq", values, flow_style=True)
+    def flow_lists(dumper: yaml.SafeDumper, values: list) -> yaml.Node:  # lists of mappings stay in block style
+        flow = not any(isinstance(value, dict) for value in values)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", values, flow_style=flow)
 
     Dumper.add_representer(list, flow_lists)
     return yaml.dump(preset, Dumper=Dumper, sort_keys=False, width=120, allow_unicode=True)

@@ -77,10 +77,14 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 def cmd_workloads(args: argparse.Namespace) -> int:
     """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML."""
     if args.fit:
-        print(preset_yaml(fit_preset(args.fit, args.name, poisson_rate=args.poisson)), end="")
+        print(preset_yaml(fit_preset(args.fit, args.name, poisson_rate=args.poisson, order=args.order,
+                                     rate_only=args.rate_only)), end="")
         return 0
     if args.poisson is not None:
         raise LLMSimError("workloads: --poisson gives a fitted preset its arrival: it needs --fit")
+    if args.order is not None or args.rate_only:
+        raise LLMSimError(f"workloads: {'--order' if args.order is not None else '--rate-only'} shapes a fitted "
+                          "preset: it needs --fit")
     if args.max_entropy:
         print(preset_yaml(max_entropy_preset(args.name, dict(args.max_entropy))), end="")
         return 0
@@ -93,7 +97,8 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         stats = preset["statistics"]
         cells = ["/".join(f"{stats[part][k]:,.0f}" if k in stats[part] else "-" for k in ("p50", "mean", "p99"))
                  for part in ("input_tokens", "output_tokens")]
-        rate = f"{stats['rate_per_s']:7.2f}" if "rate_per_s" in stats else f"{'-':>7}"
+        per_s = stats.get("rate_per_s")
+        rate = f"{'-':>7}" if per_s is None else f"{per_s:7.2f}" if per_s >= 0.1 else f"{per_s:7.2g}"  # not 0.01
         print(f"{preset['name']:22} {cells[0]:>22} {cells[1]:>22} {rate}  {preset['source'].split(' (')[0]}")
     print("use as workload: {preset: NAME, ...}; the section's own keys override the preset's")
     return 0

@@ -61,6 +61,14 @@ def _length_range(text: str) -> tuple[float, float]:
     return bounds
 
 
+def _part_names(text: str) -> list[str]:
+    """``sys_prompt,passages,...``: names separated by commas, none empty."""
+    names = text.split(",")
+    if not all(name.strip() for name in names):
+        raise argparse.ArgumentTypeError(f"expected part names separated by commas, got {text!r}")
+    return [name.strip() for name in names]
+
+
 def _mean_and_bounds(text: str) -> tuple[str, tuple[float, int, int]]:
     """``input_tokens=MEAN:MIN:MAX`` (or ``output_tokens=…``): a published mean and the bounds of a length."""
     part, _, spec = text.partition("=")
@@ -331,9 +339,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     presets = sub.add_parser("workloads", help="the workload presets (workloads/*.yaml): source and statistics")
     presets.add_argument("--json", action="store_true", help="one JSON object per preset")
-    presets.add_argument("--fit", metavar="CSV", help="print a preset fitted to a processed trace (arrived_at, "
+    presets.add_argument("--fit", metavar="FILE", help="print a preset fitted to a processed trace (arrived_at, "
                          "num_prefill_tokens, num_decode_tokens; or lengths only, also as input_length, "
-                         "output_length; or a field,value,probability PMF of input_tokens and output_tokens) instead")
+                         "output_length; or a field,value,probability PMF of input_tokens and output_tokens; or JSON "
+                         "lines with content ids, hash_ids or parts, whose reuse becomes the prompt's segments) "
+                         "instead")
+    presets.add_argument("--order", type=_part_names, metavar="PART,PART,...",
+                         help="with --fit of JSON lines with parts: the parts' order in the prompt (a prefix cache "
+                         "matches chains, so the order decides what is reused)")
+    presets.add_argument("--rate-only", action="store_true",
+                         help="with --fit of a source with arrival times: a Poisson arrival at its mean rate, its "
+                         "gaps not fitted (timestamps too coarse to show burstiness)")
     presets.add_argument("--max-entropy", action="append", type=_mean_and_bounds, metavar="PART=MEAN:MIN:MAX",
                          help="print a preset from a published mean and bounds of input_tokens and/or "
                          "output_tokens (the maximum-entropy law for them) instead; repeatable")

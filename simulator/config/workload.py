@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from simulator.catalog.prompt_reuse import MAX_DOCUMENTS, MAX_SEGMENT_COUNT, MAX_SEGMENTS, MAX_ZIPF
 from simulator.catalog.workloads import with_preset
 from simulator.config.base import MAX_RATE, MAX_REQUESTS, MAX_TOKENS, MIN_RATE, Strict
 from simulator.config.slo import SLOConfig
@@ -235,6 +236,36 @@ class PrefixConfig(Strict):
 
 
 
+class SegmentConfig(Strict):
+    """One part of every prompt (a system prompt, retrieved passages, a shared conversation context): ``count``
+    documents in a row. With ``documents``, a request draws them — with probability ``share``, else they are its own
+    content — from a pool of that many reusable contents, document i (from 0) with probability ∝ (i + 1)^−``zipf``
+    (Zipf's law; 0: uniform), independently for each of the ``count``; a pool document's length is drawn from
+    ``tokens`` once (the same content has the same length wherever it is used). Without ``documents`` the segment
+    is always the request's own content, ``tokens`` long. The prompt is the segments in order, then the request's
+    own tokens, cut at its ``input_tokens`` (:mod:`simulator.workload.segments`)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    tokens: LengthConfig = Field(description="each document's length (a pool document's is drawn once)")
+    documents: int | None = Field(
+        default=None, ge=1, le=MAX_DOCUMENTS,
+        description="the pool of reusable contents (omitted: every request's content is its own)")
+    zipf: float = Field(default=0.0, ge=0, le=MAX_ZIPF,
+                        description="popularity exponent over the pool: P(document i) ∝ (i + 1)^−zipf; 0 = uniform")
+    share: float = Field(default=1.0, ge=0, le=1,
+                         description="probability that a request's documents come from the pool, not its own")
+    count: int = Field(default=1, ge=1, le=MAX_SEGMENT_COUNT, description="documents in a row (retrieved passages)")
+
+    @model_validator(mode="after")
+    def _pool_fields_need_a_pool(self) -> SegmentConfig:
+        given = [f"{name}: {getattr(self, name)}" for name in ("zipf", "share") if name in self.model_fields_set]
+        if self.documents is None and given:
+            raise ValueError(f"{', '.join(given)} describes a pool of documents: give documents (1 to "
+                             f"{MAX_DOCUMENTS:,}), or leave it out for content of the request's own")
+        return self
+
+
+
 class RequestClass(Strict):
     """A tenant or SLO tier: its ``share`` of requests (weights, normalised), a ``priority`` (lower is served
     first, as vLLM's priority scheduling), and optionally its own lengths and SLO."""
@@ -305,6 +336,10 @@ class WorkloadConfig(Strict):
         default=None, gt=0, le=1e9, description="open-loop arrivals: every request the arrival process sends "
         "within this many seconds (GuideLLM's --max-seconds); num_requests, if given, caps them")
     prefix: PrefixConfig | None = None
+    segments: list[SegmentConfig] | None = Field(
+        default=None, min_length=1, max_length=MAX_SEGMENTS,
+        description="the prompt's parts in order, each a pool of reusable documents or the request's own content, "
+        "cut at input_tokens (which prefix caching reuses where they are shared)")
     arrival: ArrivalConfig | None = None
     input_tokens: LengthConfig | None = None
     output_tokens: LengthConfig | None = None
@@ -334,7 +369,8 @@ class WorkloadConfig(Strict):
             return self
         clashes = [name for name, given in (
             ("trace", self.trace is not None), ("classes", self.classes is not None),
-            ("prefix", self.prefix is not None), ("max_concurrency", self.max_concurrency is not None),
+            ("prefix", self.prefix is not None), ("segments", self.segments is not None),
+            ("max_concurrency", self.max_concurrency is not None),
             ("arrival.kind: closed_loop", self.arrival is not None and self.arrival.kind == "closed_loop"))
             if given]
         if clashes:
@@ -345,6 +381,20 @@ class WorkloadConfig(Strict):
         if self.dataset is not None and self.dataset.format == "jsonl":
             raise ValueError("sessions from a dataset: its conversations are the sessions, so it must be sharegpt "
                              "(format jsonl has single prompt/answer pairs)")
+        return self
+
+    @model_validator(mode="after")
+    def _segments_fit(self) -> WorkloadConfig:
+        if self.segments is None:
+            return self
+        names = [segment.name for segment in self.segments]
+        if len(set(names)) != len(names):
+            raise ValueError(f"segments: names must be unique, got {names}")
+        clashes = [name for name, given in (("trace (its prompts are its own)", self.trace is not None),
+                                            ("prefix (a second description of the prompt's head)",
+                                             self.prefix is not None)) if given]
+        if clashes:
+            raise ValueError(f"segments describe the content of generated prompts; not with {', '.join(clashes)}")
         return self
 
     @model_validator(mode="after")

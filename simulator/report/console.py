@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from simulator.config import ExperimentConfig
 from simulator.config.workload import offered_rate
 
@@ -25,8 +27,9 @@ def _length(section: Any) -> str:
         return f"{section.min:,}–{section.max:,}"
     if kind in ("lognormal", "normal"):
         return f"{kind} mean {section.mean:,.0f}"
-    if kind == "quantiles":
-        return f"median {section.values[len(section.values) // 2]:,}"
+    if kind == "quantiles":  # the value at cumulative probability 0.5 (a preset's points crowd the top percent)
+        probabilities = section.probabilities or [i / (len(section.values) - 1) for i in range(len(section.values))]
+        return f"median {round(float(np.interp(0.5, probabilities, section.values))):,}"
     return f"{kind}"
 
 

@@ -11,6 +11,7 @@ from simulator.workload.arrivals import arrival_times
 from simulator.workload.base import Workload
 from simulator.workload.dataset import sample_dataset
 from simulator.workload.lengths import sample_lengths
+from simulator.workload.segments import segment_prefixes
 from simulator.workload.sessions import generate_sessions
 from simulator.workload.trace import Trace, read_trace, write_trace
 
@@ -62,10 +63,11 @@ def arrivals_within(config: ArrivalConfig, duration_s: float, cap: int | None,
 
 def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> Workload:
     """The workload of an experiment; independent random streams per quantity, so changing one distribution
-    leaves the others' draws unchanged."""
+    leaves the others' draws unchanged (the segments' stream is spawned last: adding segments changes no other
+    draw)."""
     if config.sessions is not None:
         return generate_sessions(config, seed)
-    streams = seed.spawn(6)
+    streams = seed.spawn(7)
     arrival_rng, input_rng, output_rng, prefix_rng, trace_rng = (np.random.default_rng(s) for s in streams[:5])
     if config.trace is not None:
         workload = Workload(*read_trace(config.trace, config.num_requests, trace_rng))
@@ -91,6 +93,8 @@ def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> W
             )
     if config.classes:
         workload = assign_classes(config.classes, workload, streams[5])
+    if config.segments:  # the schema keeps them apart from prefix and trace
+        return workload._replace(prefixes=segment_prefixes(config.segments, workload.input_tokens, streams[6]))
     if config.prefix is None:
         return workload
     prefixes, extra = assign_prefixes(config.prefix, n, prefix_rng)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.catalog.prompt_reuse import zipf_probabilities
 from simulator.config.engine import LoRAConfig
 
 
 def adapter_popularity(config: LoRAConfig) -> np.ndarray:
     """P(adapter i) ∝ (i + 1)^−popularity for i = 0 … adapters − 1 (0: uniform)."""
-    weights = np.arange(1, config.adapters + 1, dtype=float) ** -config.popularity
-    return weights / weights.sum()
+    return zipf_probabilities(config.adapters, config.popularity)
 
 
 def assign_adapters(config: LoRAConfig, n: int, sessions: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:

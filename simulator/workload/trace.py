@@ -30,12 +30,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from simulator.catalog.prompt_reuse import HASH_BLOCK_TOKENS
 from simulator.config.base import MAX_TOKENS
 from simulator.config.workload import TraceConfig
 from simulator.errors import LLMSimError
 from simulator.request import Prefix
 
-MOONCAKE_BLOCK_TOKENS = 512
 _EPOCH = datetime(1970, 1, 1)
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 # format -> (arrival column, input column, output column, how arrivals are written)
@@ -97,7 +97,7 @@ def _hash_ids(ids, column: str) -> Prefix | None:
         raise BadRow(f"column {column}: expected integer block ids, got {str(ids)[:80]!r}") from None
     if any(not 0 <= value < 2**63 for value in values):
         raise BadRow(f"column {column}: block ids must be in [0, 2^63), got {str(ids)[:80]!r}")
-    return Prefix(values, MOONCAKE_BLOCK_TOKENS) if values else None
+    return Prefix(values, HASH_BLOCK_TOKENS) if values else None
 
 
 def detect_format(path: Path) -> str:

@@ -393,6 +393,15 @@ def test_the_console_names_the_model_gpus_engine_and_workload(capsys):
                         "outputs 200 tokens")
 
 
+def test_the_console_states_a_presets_median_lengths(capsys):
+    """A preset's quantile lengths crowd their points into the top percent (99.1 … 99.9): the median the console
+    states is the value at probability 0.5 — azure-conv's 1,020 prompt and 129 output tokens, its trace's medians —
+    not the middle point of the list (the 55th percentile)."""
+    code, out, _ = run_cli(capsys, "run", "--set", "workload={preset: azure-conv, num_requests: 20}")
+    assert code == 0
+    assert out.splitlines()[2].endswith("prompts median 1,020, outputs median 129 tokens (preset azure-conv)")
+
+
 def test_without_an_slo_the_summary_states_no_attainment(capsys):
     """No SLO, nothing to attain: summary.json says null, as the console says none (it had said 1.0)."""
     code, out, _ = run_cli(capsys, "run", "--set", "slo={}", "--set", "workload.num_requests=20", "--json")

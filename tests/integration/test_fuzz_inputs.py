@@ -129,6 +129,28 @@ def test_random_length_files_fit_or_fail_in_one_line(tmp_path_factory, capsys, f
     _exit_0_or_one_line(capsys, argv)
 
 
+JSON_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-2, 2**64), st.floats(allow_nan=False),
+                       st.text(max_size=3), st.lists(st.integers(-1, 3), max_size=3),
+                       st.dictionaries(st.text(max_size=2), st.integers(0, 3), max_size=2))
+IDS = st.one_of(JSON_VALUE, st.lists(st.one_of(st.integers(-1, 5), JSON_VALUE), max_size=4))
+PART = st.one_of(JSON_VALUE, st.fixed_dictionaries({"ids": IDS, "tokens": IDS}))
+RECORD = st.fixed_dictionaries(
+    {"input_length": st.one_of(st.integers(1, 3000), JSON_VALUE), "output_length": st.integers(1, 50)},
+    optional={"timestamp": st.one_of(st.integers(0, 10**6), JSON_VALUE), "session_id": JSON_VALUE,
+              "hash_ids": IDS, "parts": st.one_of(JSON_VALUE, st.dictionaries(st.sampled_from("ab"), PART))})
+
+
+@needs_alarm
+@_fuzz(EXAMPLES // 10)
+@given(records=st.lists(RECORD, max_size=6), order=st.one_of(st.none(), st.sampled_from(["a", "a,b", "b,a", "a,a"])))
+def test_random_content_id_files_fit_or_fail_in_one_line(tmp_path_factory, capsys, records, order):
+    """JSON lines with hash_ids or prompt parts of any shape: a fitted preset, or one line (issue 54)."""
+    path = tmp_path_factory.mktemp("fit") / "ids.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    argv = ["workloads", "--fit", str(path), "--quiet"] + (["--order", order] if order else [])
+    _exit_0_or_one_line(capsys, argv)
+
+
 # --- report on a corrupted run folder --------------------------------------------------------------------------
 _RUN: dict[str, Path] = {}
 

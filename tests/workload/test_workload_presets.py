@@ -25,9 +25,11 @@ SOURCES = {"azure-conv": "azure_conv_2023.csv", "azure-code": "azure_code_2023.c
            "arxiv-summarization": "arxiv_summarization_lengths.csv",
            "mlperf-llama2-70b": "mlperf_llama2_70b_openorca.csv", "mlperf-deepseek-r1": "mlperf_deepseek_r1.csv",
            "mlperf-llama3.1-405b": "mlperf_llama3_1_405b.csv", "mlperf-mixtral-8x7b": "mlperf_mixtral_8x7b.csv",
-           "reasoning-servegen-r1": "servegen_deepseek_r1_length_pmf.csv"}
+           "reasoning-servegen-r1": "servegen_deepseek_r1_length_pmf.csv",
+           "rag-ragpulse": "ragpulse_rag_2025.jsonl", "chat-mooncake": "mooncake_conversation_fast25.jsonl"}
 MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
 POISSON = {name for name in SOURCES if name.startswith(("mlperf-", "reasoning-"))}  # lengths only: Poisson arrivals
+POISSON.add("chat-mooncake")  # timestamps in ~3 s steps: its rate only (--rate-only)
 
 
 def test_the_library_has_the_sourced_presets():
@@ -51,9 +53,10 @@ def test_a_presets_lengths_reproduce_its_sources_statistics(name):
 
 
 def _source_statistics(path) -> dict[str, dict[str, float]]:
-    """Mean, p50, p90 and p99 of a source's input and output lengths, read from the file here: numpy's percentiles
-    of a request table's columns, or of a PMF the first value whose cumulative probability reaches each level."""
-    frame = pd.read_csv(path)
+    """Mean, p50, p90 and p99 of a source's input and output lengths, read from the file here (a CSV, or JSON lines):
+    numpy's percentiles of a request table's columns, or of a PMF the first value whose cumulative probability
+    reaches each level."""
+    frame = pd.read_json(path, lines=True) if path.suffix == ".jsonl" else pd.read_csv(path)
     stats = {}
     for part, columns in (("input_tokens", ("num_prefill_tokens", "input_length")),
                           ("output_tokens", ("num_decode_tokens", "output_length"))):
@@ -275,3 +278,191 @@ def test_max_entropy_on_the_command_line(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["workloads", "--max-entropy", "input_tokens=5000:10:2000"])
     assert exit_.value.code == 2 and "need 1 <= MIN < MEAN < MAX" in capsys.readouterr().err
+
+
+RAG_ORDER = ("sys_prompt", "passages", "web_search", "history", "user_input")  # the order rag-ragpulse assumes
+
+
+def _generated_hit_share(prefixes, inputs, block: int | None = None) -> float:
+    """The share of generated prompt tokens (``block`` None) or of ``block``-token blocks whose content an earlier
+    prompt had: a slot's (a block's) chain id seen before, in arrival order, over all prompt tokens (all
+    ⌈input / block⌉ blocks, as a trace counts its last partial block)."""
+    seen: set = set()
+    hits = total = 0
+    for prefix, tokens in zip(prefixes, inputs.tolist(), strict=True):
+        total += tokens if block is None else -(-tokens // block)
+        if prefix is None:
+            continue
+        if block is None:
+            start = 0
+            for end, id_ in zip(prefix.ids.ends, prefix.ids.ids, strict=True):
+                if id_ not in seen:
+                    break
+                hits, start = hits + end - start, end
+            seen.update(prefix.ids.ids)
+        else:
+            keys = prefix.block_keys(block, tokens)
+            hits += sum(1 for key in keys if key in seen)
+            seen.update(keys)
+    return hits / total
+
+
+def test_rag_ragpulse_reuses_what_the_traces_content_ids_allow(shared_data):
+    """What prefix caching sees in RAGPulse, derived from the release's content ids (same id = same text, per
+    chunk of at most 512 tokens). RAGPulse does not document the order of the parts in the prompt; assume system
+    prompt, passages, web search, history, question, as RAG templates place them. A prefix cache reuses a prompt's
+    tokens up to the first chunk whose content, with everything before it, no earlier prompt had. Walking the
+    7,106 requests in time order with the set of chains seen: 6,574,248 of the 20,917,099 prompt tokens, 31.4%.
+    Why so few, when the system prompt is 46.7% of the tokens and 90% of passage uses repeat one seen before: the
+    system prompt's first chunk is one of 3 templates (5,448 / 1,402 / 256 requests), its second one of 19 shared
+    values (a date: each changes within a day) in 80% of requests and unique in the rest, its third nearly unique
+    (5,480 distinct of 7,106), so the chain breaks inside the system prompt and passages are reused after it for
+    3,618 tokens in all. (The chunk is the release's unit: a chunk unlike every earlier one may still share its
+    first tokens with one, so 31.4% is a lower bound; the upper one, each such chunk reused but for its last token,
+    is 46.7% — the system prompt — since the passages never follow a shared chain.)
+
+    The preset records the same share, and 7,106 prompts generated from it (the trace's number, as its pools' reuse
+    grows with the requests drawn) reuse that share of their tokens within 1.5 points; its passages, drawn as many
+    times as the trace uses passages, repeat one drawn before as often (within 1.5 points) with as many distinct
+    (within 10%)."""
+    from simulator.workload.segments import OWN, draw_segments
+
+    records = [json.loads(line) for line in (shared_data / "traces" / SOURCES["rag-ragpulse"]).open()]
+    records.sort(key=lambda record: record["timestamp_s"])
+    seen: set = set()
+    hit = total = 0
+    for record in records:
+        chain: tuple = ()
+        reused = True
+        for part in RAG_ORDER:
+            for content, tokens in zip(record["parts"][part]["ids"], record["parts"][part]["tokens"], strict=True):
+                chain += ((part, content),)
+                reused = reused and chain in seen
+                hit += tokens if reused else 0
+                seen.add(chain)
+        total += record["input_length"]
+    assert (hit, total) == (6_574_248, 20_917_099)
+    preset = load_preset("rag-ragpulse")
+    assert preset["statistics"]["prefix_reuse"]["seen_before_share"] == round(hit / total, 4)
+    assert preset["fitted_by"].split("--order ")[1].split()[0] == ",".join(RAG_ORDER)
+    config = WorkloadConfig(preset="rag-ragpulse", num_requests=len(records))
+    workload = generate_requests(config, np.random.SeedSequence(54))
+    assert _generated_hit_share(workload.prefixes, workload.input_tokens) == pytest.approx(hit / total, abs=0.015)
+    passages = [content for record in records for content in record["parts"]["passages"]["ids"]]
+    column = [segment.name for segment in config.segments for _ in range(segment.count)].index("passages")
+    drawn = draw_segments(config.segments, len(records), np.random.SeedSequence(7)).documents[:, column:column + 6]
+    drawn = drawn[drawn != OWN]
+    assert len(drawn) == pytest.approx(len(passages), rel=0.03)
+    repeat = lambda uses: 1 - len(set(uses)) / len(uses)  # noqa: E731
+    assert repeat(drawn.tolist()) == pytest.approx(repeat(passages), abs=0.015)
+    assert len(set(drawn.tolist())) == pytest.approx(len(set(passages)), rel=0.1)
+
+
+def test_rag_ragpulse_in_the_simulator_hits_the_share_the_trace_implies():
+    """2,000 requests of the preset at 4 req/s through one Qwen2.5-7B replica (RAGPulse's tokenizer family; a
+    context long enough for every prompt and answer) with prefix caching (16-token blocks; 262,144
+    tokens of KV, far more than the ~60 distinct chains of system-prompt chunks that anything shares, so nothing
+    shared is evicted): the prefix-cache hit rate is the preset's recorded share of prompt tokens seen before
+    (31.4%, derived from the trace in the test above) within 2 points. The shared chunks are whole blocks
+    (512 = 32 × 16), so block rounding costs nothing there."""
+    import simulator
+
+    result = simulator.run(load_experiment(experiment(
+        model="qwen2.5-7b", scheduler={"kind": "continuous", "max_num_seqs": 64, "max_model_len": 16384},
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 16384, "prefix_caching": True},
+        workload={"preset": "rag-ragpulse", "num_requests": 2000, "arrival": {"kind": "poisson", "rate": 4}})))
+    share = load_preset("rag-ragpulse")["statistics"]["prefix_reuse"]["seen_before_share"]
+    assert result.summary["completed"] == 2000
+    assert result.summary["prefix_cache_hit_rate"] == pytest.approx(share, abs=0.02)
+
+
+def test_chat_mooncake_hits_the_traces_share_of_blocks(shared_data):
+    """Mooncake's hash_ids are chained ids of 512-token blocks: 105,710 of its 288,500 blocks have an id an earlier
+    request had (36.6%, as the data README states). The preset's pool of contexts is drawn independently of the
+    requests' times, so its share grows as the pool warms (about a quarter at the trace's 12,031 requests): over
+    200,000 requests, counted the same way (a prompt's whole 512-token blocks inside its shared slots, seen before,
+    over all ⌈input / 512⌉ blocks), it is within 2 points of the trace's, which its ``share`` was solved for."""
+    seen: set = set()
+    hit = blocks = 0
+    for line in (shared_data / "traces" / SOURCES["chat-mooncake"]).open():
+        ids = json.loads(line)["hash_ids"]
+        hit += sum(1 for block in ids if block in seen)
+        blocks += len(ids)
+        seen.update(ids)
+    assert (hit, blocks) == (105_710, 288_500)
+    preset = load_preset("chat-mooncake")
+    assert preset["statistics"]["prefix_reuse"]["seen_before_share"] == round(hit / blocks, 4)
+    workload = generate_requests(WorkloadConfig(preset="chat-mooncake", num_requests=200_000),
+                                 np.random.SeedSequence(54))
+    assert _generated_hit_share(workload.prefixes, workload.input_tokens, 512) == pytest.approx(hit / blocks,
+                                                                                               abs=0.02)
+    assert preset["workload"]["arrival"] == {"kind": "poisson", "rate": preset["statistics"]["rate_per_s"]}
+
+
+def test_json_lines_with_parts_fit_segments_and_sessions(tmp_path, capsys):
+    """Six requests one second apart (6 over 5 s: 1.2 req/s) in sessions a, a, b, c, c, c (3 sessions, 2 turns
+    on average, one of them single-turn, at most 3); a two-chunk template ``sys`` and a list of ``docs``
+    (tests/catalog/test_prompt_reuse.py works the segments by hand: sys.1 of 2 documents, sys.2 of 2 at share
+    4/6, docs of count 2 at share 5/6). ``--order`` is required, names every part once, and is in ``fitted_by``."""
+    rows = [([1, 7], [5, 6]), ([1, 7], [5]), ([1, 8], []), ([1, 9], [6, 7]), ([2, 7], [5, 6]), ([2, 7], [8])]
+    path = tmp_path / "rag.jsonl"
+    path.write_text("".join(json.dumps({
+        "timestamp_s": float(i), "input_length": 23 + 5 * len(docs), "output_length": 10 + i, "session_id": "aabccc"[i],
+        "parts": {"sys": {"ids": sys_ids, "tokens": [10, 10]}, "docs": {"ids": docs, "tokens": [5] * len(docs)}},
+    }) + "\n" for i, (sys_ids, docs) in enumerate(rows)))
+    assert main(["workloads", "--fit", str(path), "--name", "r", "--order", "sys,docs"]) == 0
+    preset = yaml.safe_load(capsys.readouterr().out)
+    assert preset["fitted_by"] == f"llmsim workloads --fit {path} --name r --order sys,docs (statistics and workload)"
+    stats, workload = preset["statistics"], preset["workload"]
+    assert stats["sessions"] == {"sessions": 3, "mean_turns": 2.0, "single_turn_share": 0.3333, "max_turns": 3}
+    assert stats["rate_per_s"] == 1.2 and workload["arrival"] == {"kind": "constant", "rate": 1.2}  # even gaps
+    assert [(s["name"], s.get("count", 1), s["share"]) for s in workload["segments"]] == [
+        ("sys.1", 1, 1.0), ("sys.2", 1, 0.6667), ("docs", 2, 0.8333)]
+    assert workload["segments"][0]["tokens"] == {"kind": "fixed", "value": 10}
+    WorkloadConfig(**workload, num_requests=10)  # a valid workload section
+    for argv in ([], ["--order", "sys"], ["--order", "sys,docs,sys"], ["--order", "sys,docs,web"]):
+        assert main(["workloads", "--fit", str(path), *argv]) == 2
+        err = capsys.readouterr().err
+        assert "has prompt parts ['sys', 'docs']; give each once" in err and err.count("\n") == 1, err
+    assert main(["workloads", "--fit", str(path), "--order", "docs,sys", "--rate-only"]) == 0  # another order
+    assert yaml.safe_load(capsys.readouterr().out)["workload"]["arrival"] == {"kind": "poisson", "rate": 1.2}
+
+
+def _lines(*records: str) -> str:
+    """JSON lines of requests 1, 2, ... tokens long (so that their lengths vary), each with ``records``' fields."""
+    return "".join(f'{{"input_length": {i}, "output_length": {i}, {fields}}}\n' for i, fields in enumerate(records, 1))
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (_lines('"hash_ids": [0]') + "not json\n", "bad.jsonl:2: not JSON"),
+    (_lines('"hash_ids": [0]') + "[1]\n", "bad.jsonl:2: expected a JSON object"),
+    ('{"input_length": 5, "output_length": 1, "hash_ids": [0]}\n{"input_length": 0, "output_length": 1}\n',
+     "bad.jsonl:2: input_length: expected a number of tokens from 1 to 1,000,000,000, got 0"),
+    (_lines('"hash_ids": [0]', '"hash_ids": [0]').replace('"input_length": 2', '"input_length": 600'),
+     "bad.jsonl:2: hash_ids: 1 ids for 600 tokens (one per 512-token block: 2)"),
+    (_lines('"parts": {"a": {"ids": [1], "tokens": [0]}}', '"parts": {"a": {"ids": [1], "tokens": [1]}}'),
+     "bad.jsonl:1: tokens: expected a list of integers >= 1, got [0]"),
+    (_lines('"x": 1', '"x": 2'), "JSON lines without content ids (hash_ids or parts)"),
+    (_lines('"timestamp": 3, "hash_ids": [0]', '"timestamp": 3, "hash_ids": [0]'),
+     "every request arrives at 0.003 s"),
+])
+def test_a_bad_json_lines_source_is_one_line(content, message, tmp_path, capsys):
+    (tmp_path / "bad.jsonl").write_text(content)
+    assert main(["workloads", "--fit", str(tmp_path / "bad.jsonl"), "--order", "a"] if '"parts"' in content
+                else ["workloads", "--fit", str(tmp_path / "bad.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_fitting_flags_need_fit_and_the_right_source(tmp_path, capsys):
+    """--order and --rate-only shape a fitted preset; --order is for parts, --rate-only for a source with times."""
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("input_length,output_length\n" + "".join(f"{i},{i}\n" for i in range(1, 11)))
+    for argv, message in ((["--order", "a,b"], "--order shapes a fitted preset: it needs --fit"),
+                          (["--rate-only"], "--rate-only shapes a fitted preset: it needs --fit"),
+                          (["--fit", str(lengths), "--order", "a"], "the order of prompt parts is for JSON lines"),
+                          (["--fit", str(lengths), "--rate-only"], "has no arrival times (arrived_at); give "
+                                                                   "--poisson RATE")):
+        assert main(["workloads", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
