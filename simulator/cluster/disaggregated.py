@@ -76,7 +76,8 @@ class PrefillToDecode:
         return lost
 
     def drop(self, request: Request) -> None:
-        """A request queued at a crashed decode replica still held on its prefill replica: free that KV there."""
+        """A request queued at (or on its way to) a crashed decode replica whose KV its prefill replica still
+        holds: free that KV there."""
         holder = self._holder.pop(request.request_id, None)
         if holder is not None:
             self._held.pop(request.request_id, None)

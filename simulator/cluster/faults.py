@@ -152,16 +152,28 @@ class Faults:
         fails; after it, the router's health check sends it to the least loaded replica up at once."""
         since = self._down_since.get(replica.index)
         if since is not None and self.env.now < since + self.health_check_s:
-            Wakeup(self.env, lambda _event: self._timed_out(request, replica)).schedule(self.connect_timeout_s)
+            attempt = request.retries
+            Wakeup(self.env, lambda _event: self._timed_out(request, replica, attempt)).schedule(
+                self.connect_timeout_s)
             return
         self._redirect(request, reason, self._pool_of[id(replica)])
 
-    def _timed_out(self, request: Request, replica: Replica) -> None:
+    def _timed_out(self, request: Request, replica: Replica, attempt: int) -> None:
+        """The connection of ``request`` (its ``attempt``-th retry) to a crashed replica failed: it is sent again
+        from the start (disaggregated: from its prefill, the KV a prefill replica held for it freed) or fails —
+        unless it was dealt with meanwhile (a prefill replica's crash lost its KV)."""
+        if request.retries != attempt or request.status == FAILED:
+            return
         reason = f"sent to replica {replica.index} while it was down, before its health check failed"
+        if self.handoff is not None:
+            self.handoff.drop(request)
         if request.retries >= self.retries:
             self._fail(request, f"{reason} (after {request.retries} retries)")
         else:
-            request.restart()
+            if self.handoff is not None:
+                self.handoff.again(request)
+            else:
+                request.restart()
             self._place(request, reason)
 
     def _redirect(self, request: Request, reason: str = "", pool: list[Replica] | None = None) -> None:
