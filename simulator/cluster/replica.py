@@ -169,6 +169,15 @@ class Replica:
             free = kv.free_blocks_after_growth(completed)
         return 1 - free / kv.num_blocks
 
+    @property
+    def queued_prompt_tokens(self) -> int:
+        """Prompt tokens of the requests waiting here that were never scheduled (async scheduling's intake
+        included): what ``cluster.admission: slo`` predicts a newcomer's wait from."""
+        queued = self.scheduler.queued_prompt_tokens
+        for request in self._intake:  # the arrivals of one step at most
+            queued += request.input_tokens
+        return queued
+
     def has_adapter(self, adapter: int) -> bool:
         """Whether LoRA adapter ``adapter`` is in one of this replica's GPU slots."""
         lora = self.scheduler.lora

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
+from simulator.cluster.admission import FrontDoor
 from simulator.cluster.autoscaler import Autoscaler, cold_start_s
 from simulator.cluster.connections import ConnectionPool
 from simulator.cluster.disaggregated import PrefillToDecode
@@ -284,6 +285,9 @@ def simulate(
     def send(request):
         entry[router.route(request)].submit(request)
 
+    door = FrontDoor.build(config, env, router, entry, recorder)
+    if door is not None:
+        send = door.send
     if config.workload.client_connections is not None:  # registers before the feed (simulator.cluster.connections)
         send = ConnectionPool(config.workload.client_connections, send, recorder).send
     if config.workload.sessions is not None:

@@ -23,6 +23,10 @@ Speed contract (what keeps every policy fast):
 - ``queue_deadline()``: the earliest time a waiting request expires (``max_queue_delay_ms``), or None. The replica
   ends runs at the first iteration boundary at or after it, where ``expire_waiting`` rejects the request.
 
+``queued_prompt_tokens`` (the prompt tokens of the waiting requests never scheduled, kept by ``enqueue``, ``admit``
+and ``expire_waiting``) is what ``cluster.admission: slo`` predicts a newcomer's wait from; a policy that takes
+requests out of ``waiting`` other than through ``admit`` or ``swap_in`` must keep it too.
+
 Results equal one-iteration-at-a-time stepping; a policy whose decision may change for any other reason must say
 so through these methods.
 """
@@ -110,6 +114,7 @@ class Scheduler(ABC):
         # guaranteed_no_evict: the blocks every request holding KV here will hold at its end (prompt + output)
         self.no_evict = getattr(config, "capacity_policy", "max_utilization") == "guaranteed_no_evict"
         self.committed_blocks = 0
+        self.queued_prompt_tokens = 0  # prompt tokens of the waiting requests never scheduled (admission: slo)
         self.on_remote_admit: Callable[[Request], None] | None = None  # disaggregated: a prefill replica's KV taken
         self.lora: AdapterSlots | None = None  # LoRA adapters (simulator.schedulers.lora), set by the replica's pool
 
@@ -139,6 +144,8 @@ class Scheduler(ABC):
     def enqueue(self, request: Request) -> None:
         """Queue in priority order (lower first), FCFS within a priority."""
         waiting = self.waiting
+        if request.first_scheduled_s != request.first_scheduled_s:  # NaN: never scheduled, its whole prompt to go
+            self.queued_prompt_tokens += request.input_tokens
         if not waiting or waiting[-1].priority <= request.priority:
             waiting.append(request)
             return
@@ -172,6 +179,7 @@ class Scheduler(ABC):
         if expired:
             gone = {r.request_id for r in expired}
             self.waiting = deque(r for r in self.waiting if r.request_id not in gone)
+            self.queued_prompt_tokens -= sum(r.input_tokens for r in expired)
             limit = self.config.max_queue_delay_ms
             for request in expired:
                 request.status = REJECTED
@@ -380,6 +388,7 @@ class Scheduler(ABC):
             self.lora.join(request.adapter)
         if request.first_scheduled_s != request.first_scheduled_s:  # NaN: first time scheduled
             request.first_scheduled_s = now
+            self.queued_prompt_tokens -= request.input_tokens
         self.prefilling[request.request_id] = request
         return cached
 
