@@ -76,8 +76,8 @@ class PrefillToDecode:
         return lost
 
     def drop(self, request: Request) -> None:
-        """A request queued at (or on its way to) a crashed decode replica whose KV its prefill replica still
-        holds: free that KV there."""
+        """A request queued at a crashed decode replica, or cancelled by its client, whose KV its prefill replica
+        may still hold (in transfer or queued at a decode replica): free that KV there."""
         holder = self._holder.pop(request.request_id, None)
         if holder is not None:
             self._held.pop(request.request_id, None)
@@ -124,7 +124,7 @@ class PrefillToDecode:
 
     def _arrive(self, request: Request, attempt: int) -> None:
         if request.retries != attempt or request.request_id not in self._holder:
-            return  # its prefill replica crashed meanwhile: it was sent again or failed (simulator.cluster.faults)
+            return  # its prefill replica crashed meanwhile (it was sent again or failed), or its client cancelled it
         request.kv_arrived_s = self.env.now
         request.status, request.finish_s = WAITING, math.nan
         request.swapped_tokens = request.input_tokens  # KV of the prompt; the first token is not written back yet

@@ -23,9 +23,11 @@ Speed contract (what keeps every policy fast):
 - ``queue_deadline()``: the earliest time a waiting request expires (``max_queue_delay_ms``), or None. The replica
   ends runs at the first iteration boundary at or after it, where ``expire_waiting`` rejects the request.
 
-``queued_prompt_tokens`` (the prompt tokens of the waiting requests never scheduled, kept by ``enqueue``, ``admit``
-and ``expire_waiting``) is what ``cluster.admission: slo`` predicts a newcomer's wait from; a policy that takes
-requests out of ``waiting`` other than through ``admit`` or ``swap_in`` must keep it too.
+Client cancellation (:mod:`simulator.cluster.cancellation`): ``withdraw`` takes a waiting request out of the queue
+at once; ``abort`` drops a running one, at an iteration boundary, freeing its KV. ``queued_prompt_tokens`` (the
+prompt tokens of the waiting requests never scheduled, kept by ``enqueue``, ``admit``, ``expire_waiting`` and
+``withdraw``) is what ``cluster.admission: slo`` predicts a newcomer's wait from; a policy that takes requests out
+of ``waiting`` other than through ``admit`` or ``swap_in`` must keep it too.
 
 Results equal one-iteration-at-a-time stepping; a policy whose decision may change for any other reason must say
 so through these methods.
@@ -187,6 +189,39 @@ class Scheduler(ABC):
                     f"waited {(now - request.arrival_s) * 1000:.0f} ms in the queue (max_queue_delay_ms {limit:g})"
                 )
         return expired
+
+    def withdraw(self, request: Request) -> bool:
+        """Take ``request`` out of the waiting queue (its client cancelled it); False when it is not there. A
+        swapped-out request's KV leaves host memory with it. O(queue length): a scan of the deque."""
+        try:
+            self.waiting.remove(request)
+        except ValueError:
+            return False
+        if request.first_scheduled_s != request.first_scheduled_s:
+            self.queued_prompt_tokens -= request.input_tokens
+        if request.swapped_tokens and not request.remote_kv:
+            self.swapped_tokens -= request.swapped_tokens
+            request.swapped_tokens = 0
+        return True
+
+    def abort(self, request: Request) -> int:
+        """Drop a running request its client cancelled, at an iteration boundary — prefilling, decoding, or just
+        finished by the work that ended and not yet retired: it leaves its set, its KV is freed (the allocator's
+        ``free`` also releases its prefix-cache references) and its LoRA slot is left. Returns the output tokens it
+        had generated."""
+        request_id = request.request_id
+        if self.decoding.pop(request_id, None) is not None:
+            if not self.speculative:
+                request.generated = request.gen_offset + self.clock
+                request.finish_clock = -1  # its heap entry is now stale
+        elif self.prefilling.pop(request_id, None) is not None:
+            request.prefilled = 0
+        self.kv.free(request_id)
+        if self.no_evict:
+            self.committed_blocks -= self.kv.blocks_for(request.total_tokens)
+        if self.lora is not None:
+            self.lora.leave(request.adapter)
+        return request.generated
 
     # --- iterations ----------------------------------------------------------------------------------------------
     @abstractmethod

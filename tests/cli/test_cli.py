@@ -117,6 +117,12 @@ BAD_CASES = {
                           "cluster.admission.unit: must be one of 'requests' or 'tokens', got 'bytes'"),
     "SLO margin of 1": (["--set", "cluster.admission={kind: slo, ttft_ms: 500, margin: 1}"],
                         "cluster.admission.margin: must be < 1.0, got 1"),
+    "cancel fraction over 1": (["--set", "workload.cancel={fraction: 2, after_s: 1}"],
+                               "workload.cancel.fraction: must be <= 1.0, got 2"),
+    "cancel without when": (["--set", "workload.cancel={fraction: 0.5}"],
+                            "workload.cancel.after_s: required field is missing"),
+    "negative client timeout": (["--set", "workload.client_timeout_s=-1"],
+                                "workload.client_timeout_s: must be > 0.0, got -1"),
 }
 
 

@@ -119,13 +119,14 @@ def test_slo_gate_prices_prompts_at_a_given_prefill_rate_behind_the_network():
 
 def test_admission_keeps_the_queue_caps_and_its_running_sum_returns_to_zero(monkeypatch):
     """The gate stacks with the scheduler's max_queue_len and max_queue_delay_ms; the never-scheduled prompt tokens
-    it predicts from return to zero on every replica when the run ends (each admission and expiry took its
-    own)."""
+    it predicts from return to zero on every replica when the run ends (each admission, expiry and client
+    timeout took its own)."""
     config = load_experiment(experiment(
         cluster={"replicas": 2, "admission": {"kind": "slo", "ttft_ms": 40}},
         scheduler={"kind": "chunked", "max_num_seqs": 4, "max_model_len": 2048, "max_num_batched_tokens": 256,
                    "max_queue_len": 5, "max_queue_delay_ms": 300},
-        workload={**experiment()["workload"], "num_requests": 300, "arrival": {"kind": "poisson", "rate": 200.0}}))
+        workload={**experiment()["workload"], "num_requests": 300, "arrival": {"kind": "poisson", "rate": 200.0},
+                  "client_timeout_s": 0.5}))
     replicas: list[Replica] = []
 
     class Kept(Replica):  # the engine's replica, kept for a look at the end
@@ -140,4 +141,5 @@ def test_admission_keeps_the_queue_caps_and_its_running_sum_returns_to_zero(monk
     reasons = frame["reject_reason"]
     assert reasons.str.startswith("admission: predicted TTFT").any()
     assert (reasons.str.startswith("queue full") | reasons.str.startswith("waited")).any()
+    assert (frame["status"] == "cancelled").any()
     assert [replica.scheduler.queued_prompt_tokens for replica in replicas] == [0, 0]
