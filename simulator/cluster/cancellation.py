@@ -8,7 +8,7 @@ wakeup does nothing. Otherwise its client cancels it there and then:
   is written (``finish_s`` = the cancellation), and whatever waits for its end hears of it now — a closed-loop
   client sends its next request after its think time, as after a completion; a connection or concurrency slot
   frees; a session's later turns are rejected, as after any turn that did not complete;
-- the cluster lets go of it (:meth:`~simulator.cluster.replica.Replica.cancel`): out of its replica's queue at once,
+- the cluster lets go of it (:meth:`~simulator.cluster.replica.Replica.withdraw`): out of its replica's queue at once,
   or out of the batch at the end of the iteration in progress, its KV freed (prefix-cache references released)
   and its output tokens so far counted as wasted (``cancelled_output_tokens``); disaggregated, the copy of its KV
   its prefill replica still holds (in transfer, or queued at a decode replica) is freed at once;
@@ -68,7 +68,7 @@ class ClientCancellations:
         if self.handoff is not None:
             self.handoff.drop(request)  # the KV its prefill replica holds for it (in transfer or queued)
         if request.replica >= 0:
-            self.replicas[request.replica].cancel(request)
+            self.replicas[request.replica].withdraw(request)
         request.status, request.finish_s = CANCELLED, self.env.now
         request.reject_reason = CLIENT_CANCEL if self._chosen[request.request_id] else CLIENT_TIMEOUT
         asked = request.decode_output_tokens  # disaggregated: what the client asked for, not the prefill's one token

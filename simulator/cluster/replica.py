@@ -41,7 +41,7 @@ the prefill that started them). A run's first step gives each group one gap, ``r
 (which includes any prefill stall); the remaining steps give ``d_1 … d_{k−1}`` to every request of the batch.
 Each request's longest gap is kept the same way, per run (:mod:`simulator.cluster.longest_gap`).
 
-Client cancellation (:meth:`Replica.cancel`, :mod:`simulator.cluster.cancellation`): a cancelled request waiting
+Client cancellation (:meth:`Replica.withdraw`, :mod:`simulator.cluster.cancellation`): a cancelled request waiting
 here leaves the queue at once; a running one leaves at the end of the iteration in progress — an engine applies an
 abort between steps, as vLLM's engine core does — where a run of decode steps in progress is cut, and its KV is
 freed then (at once when no work is in progress). Its gap group and longest-gap bookkeeping are left as a
@@ -225,11 +225,12 @@ class Replica:
             elif (deadline := self.scheduler.queue_deadline()) is not None:
                 self._cut_run(deadline)  # its expiry may unblock the queue behind it
 
-    # --- client cancellation (simulator.cluster.cancellation) --------------------------------------------------
-    def cancel(self, request: Request) -> bool:
-        """Its client cancelled ``request`` (its status is still what it was): out of the intake or the waiting
-        queue at once; if it runs here, dropped at the end of the iteration in progress (a decode run is cut at
-        the step running), or at once when no work is in progress. False when it is not here."""
+    # --- requests that leave early: client cancellation, KV lost upstream ---------------------------------------
+    def withdraw(self, request: Request) -> None:
+        """``request`` leaves this replica — its client cancelled it (simulator.cluster.cancellation), or the
+        prefill replica that held its KV crashed — its status still what it was: out of the intake or the waiting
+        queue at once; if it runs here, dropped at the end of the iteration in progress (a decode run is cut at the
+        step running), or at once when no work is in progress. Nothing when it is not here."""
         scheduler, request_id = self.scheduler, request.request_id
         batch = self._batch
         if scheduler.prefilling.get(request_id) is request or scheduler.decoding.get(request_id) is request or (
@@ -248,14 +249,12 @@ class Replica:
                     self.group.cut_now()
                 elif self._steps > 1:
                     self._cut_run(self.env.now)
-            return True
-        if request in self._intake:
+        elif request in self._intake:
             self._intake.remove(request)
-            return True
-        if request.status == WAITING and scheduler.withdraw(request):
+            if self.on_left is not None:
+                self.on_left()
+        elif request.status == WAITING and scheduler.withdraw(request):
             self._queue_changed()
-            return True
-        return False
 
     def _queue_changed(self) -> None:
         """A request left the queue or the batch between iterations: requests still waiting on an idle replica are
