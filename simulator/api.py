@@ -192,9 +192,10 @@ def run(
                       tokens=token_log, progress=progress)
     recorder = output.recorder
     recorded = recorder.requests.num_rows
-    if recorded != output.num_requests:  # every generated request ends completed or rejected (with its reason)
+    if recorded != output.num_requests:  # every generated request ends completed, rejected, failed or cancelled
         raise LLMSimError(f"internal error: {output.num_requests:,} requests generated but {recorded:,} accounted for "
-                          f"(completed or rejected); the run is not valid — please report this with the config")
+                          f"(completed, rejected, failed or cancelled); the run is not valid — please report this "
+                          f"with the config")
     classes = config.workload.classes or []
     class_slos = [c.slo for c in classes] or None
     summary = summarize(recorder.requests.summary_columns(), recorder.itl, output.totals(), config.slo,

@@ -12,6 +12,7 @@ with a one-line ``FutureWarning`` naming the new spelling; both spellings in one
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 import warnings
 from collections.abc import Mapping
@@ -92,6 +93,7 @@ def _walk(root: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | Non
     return path, candidates[0] if len(candidates) == 1 else None
 
 
+NAMES_ITS_FIELD = re.compile(r"[A-Za-z_][\w.\[\]]*: ")  # a message that starts with the dotted path it is about
 MAX_SHOWN = 120  # characters of an offending value an error line quotes
 
 
@@ -139,7 +141,10 @@ def validation_messages(exc: ValidationError, root: type[BaseModel]) -> list[str
             lines.append(f"{path}: {_describe(error, parent)}")
         else:
             path, _ = _walk(root, loc)
-            lines.append(f"{path or '(top level)'}: {_describe(error, None)}")
+            problem = _describe(error, None)
+            if path or not NAMES_ITS_FIELD.match(problem):
+                problem = f"{path or '(top level)'}: {problem}"
+            lines.append(problem)  # (a whole-experiment rule's message that names its field stands as it is)
     return lines
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import NamedTuple, Protocol
 
 WAITING, RUNNING, FINISHED, REJECTED, FAILED = "waiting", "running", "finished", "rejected", "failed"
+CANCELLED = "cancelled"  # its client gave up on it (workload.cancel, workload.client_timeout_s)
 
 
 class TokenIds(Protocol):

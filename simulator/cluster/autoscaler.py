@@ -93,6 +93,7 @@ class Autoscaler:
             # (a lambda binding its loop variable by default: mypy cannot infer it)
             replica.on_done = lambda request, replica=replica: self._done(replica, request)  # type: ignore[misc]
             replica.on_down = self._reroute  # a front end's late delivery to a replica released meanwhile
+            replica.on_left = lambda replica=replica: self._left(replica)  # type: ignore[misc]  # (likewise)
         self.router = router
         if config.kind in RATE_KINDS:
             route = router.route
@@ -182,6 +183,11 @@ class Autoscaler:
 
     def _done(self, replica: Replica, request) -> None:
         self.recorder.request_done(request)
+        self._left(replica)
+
+    def _left(self, replica: Replica) -> None:
+        """A request left ``replica`` (ended, or cancelled by its client): a draining replica with none left is
+        released."""
         index = replica.index
         if self.state[index] == DRAINING and not replica.outstanding:
             Wakeup(self.env, lambda _event: self._release(index)).schedule(0.0)  # after its iteration's bookkeeping

@@ -15,14 +15,15 @@ from __future__ import annotations
 from collections import deque
 
 from simulator.cluster.feeds import Send
-from simulator.request import Request
+from simulator.request import CANCELLED, Request
 from simulator.results.recorder import Recorder
 
 
 class ConnectionPool:
-    """Sends through at most ``limit`` connections; a request ends (finished, rejected or failed) and frees its
-    connection for the oldest waiting one. Register before the feed, so the freed connection goes to a waiting
-    request before a client whose request ended sends its next one."""
+    """Sends through at most ``limit`` connections; a request ends (finished, rejected, failed or cancelled) and
+    frees its connection for the oldest waiting one that its client has not cancelled meanwhile. Register before
+    the feed, so the freed connection goes to a waiting request before a client whose request ended sends its next
+    one."""
 
     def __init__(self, limit: int, send: Send, recorder: Recorder) -> None:
         self.limit, self._send = limit, send
@@ -41,5 +42,8 @@ class ConnectionPool:
         if request.request_id not in self._on_wire:
             return  # never sent (a session's turn rejected at the client)
         self._on_wire.discard(request.request_id)
-        if self._waiting:
-            self.send(self._waiting.popleft())
+        while self._waiting:
+            waiting = self._waiting.popleft()
+            if waiting.status != CANCELLED:
+                self.send(waiting)
+                return

@@ -64,19 +64,21 @@ class PrefillToDecode:
     # --- faults (simulator.cluster.faults) -------------------------------------------------------------------
     def lost_with(self, prefill: Replica) -> list[Request]:
         """A prefill replica crashed: the requests whose KV it held (in transfer, or queued at a decode replica)
-        lost it; returns them (taken out of any decode queue; a transfer in flight arrives to nothing)."""
+        lost it; returns them (taken out of any decode replica's queue or async intake; a transfer in flight
+        arrives to nothing)."""
         lost = [request for request_id, holder in list(self._holder.items()) if holder is prefill
                 for request in [self._held.pop(request_id)]]
+        first = self.decode_replicas[0].index
         for request in lost:
             del self._holder[request.request_id]
-            if request.kv_arrived_s == request.kv_arrived_s:  # arrived: waiting at its decode replica
-                waiting = self.decode_replicas[request.replica - self.decode_replicas[0].index].scheduler.waiting
-                if request in waiting:
-                    waiting.remove(request)
+            position = request.replica - first  # (not a decode replica's while it waits out a connection timeout)
+            if request.kv_arrived_s == request.kv_arrived_s and 0 <= position < len(self.decode_replicas):
+                self.decode_replicas[position].withdraw(request)  # arrived: waiting at its decode replica
         return lost
 
     def drop(self, request: Request) -> None:
-        """A request queued at a crashed decode replica still held on its prefill replica: free that KV there."""
+        """A request queued at a crashed decode replica, or cancelled by its client, whose KV its prefill replica
+        may still hold (in transfer or queued at a decode replica): free that KV there."""
         holder = self._holder.pop(request.request_id, None)
         if holder is not None:
             self._held.pop(request.request_id, None)
@@ -123,7 +125,7 @@ class PrefillToDecode:
 
     def _arrive(self, request: Request, attempt: int) -> None:
         if request.retries != attempt or request.request_id not in self._holder:
-            return  # its prefill replica crashed meanwhile: it was sent again or failed (simulator.cluster.faults)
+            return  # its prefill replica crashed meanwhile (it was sent again or failed), or its client cancelled it
         request.kv_arrived_s = self.env.now
         request.status, request.finish_s = WAITING, math.nan
         request.swapped_tokens = request.input_tokens  # KV of the prompt; the first token is not written back yet

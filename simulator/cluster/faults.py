@@ -15,8 +15,9 @@ between its failures are exponential with mean ``mtbf_h`` hours / its GPUs (any 
 replica), counted from when it is up, and it is back ``repair_s`` later; failures stop once every request has
 ended. Disaggregated: a request sent to a crashed replica goes to another of its pool; a crashed prefill replica
 also loses the KV it held for the decode pool (:meth:`PrefillToDecode.lost_with`), a crashed decode replica what it
-had queued or decoded, and those requests start again from their prefill. Every request ends completed, rejected or
-failed.
+had queued or decoded, and those requests start again from their prefill. A request its client cancelled
+(:mod:`simulator.cluster.cancellation`) has ended: a crash does not send it again. Every request ends completed,
+rejected, failed or cancelled.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
 from simulator.cluster.wakeup import Wakeup
 from simulator.config.cluster import FaultConfig
-from simulator.request import FAILED, Request
+from simulator.request import CANCELLED, FAILED, Request
 from simulator.results.recorder import Recorder
 
 if TYPE_CHECKING:
@@ -124,6 +125,8 @@ class Faults:
             self._down_since[index] = self.env.now
             Wakeup(self.env, lambda _event, replica=replica: self._back(replica)).schedule(down_s)  # type: ignore[misc]
         for request in lost:
+            if request.status == CANCELLED:
+                continue  # ended already: its replica was still to drop it
             if request.retries >= self.retries:
                 self._fail(request, f"{reason} (after {request.retries} retries)")
             else:
@@ -152,16 +155,28 @@ class Faults:
         fails; after it, the router's health check sends it to the least loaded replica up at once."""
         since = self._down_since.get(replica.index)
         if since is not None and self.env.now < since + self.health_check_s:
-            Wakeup(self.env, lambda _event: self._timed_out(request, replica)).schedule(self.connect_timeout_s)
+            attempt = request.retries
+            Wakeup(self.env, lambda _event: self._timed_out(request, replica, attempt)).schedule(
+                self.connect_timeout_s)
             return
         self._redirect(request, reason, self._pool_of[id(replica)])
 
-    def _timed_out(self, request: Request, replica: Replica) -> None:
+    def _timed_out(self, request: Request, replica: Replica, attempt: int) -> None:
+        """The connection of ``request`` (its ``attempt``-th retry) to a crashed replica failed: it is sent again
+        from the start (disaggregated: from its prefill, the KV a prefill replica held for it freed) or fails —
+        unless it was dealt with meanwhile (a prefill replica's crash lost its KV, or its client cancelled it)."""
+        if request.retries != attempt or request.status in (FAILED, CANCELLED):
+            return
         reason = f"sent to replica {replica.index} while it was down, before its health check failed"
+        if self.handoff is not None:
+            self.handoff.drop(request)
         if request.retries >= self.retries:
             self._fail(request, f"{reason} (after {request.retries} retries)")
         else:
-            request.restart()
+            if self.handoff is not None:
+                self.handoff.again(request)
+            else:
+                request.restart()
             self._place(request, reason)
 
     def _redirect(self, request: Request, reason: str = "", pool: list[Replica] | None = None) -> None:

@@ -8,10 +8,10 @@
 - :class:`CappedArrivalFeed`: the same arrivals with at most ``workload.max_concurrency`` requests outstanding; a
   request due while the cap is reached waits at the client (FIFO) and is sent — its ``arrival_s`` — when one ends.
 - :class:`ClosedLoopFeed`: ``users`` clients, each sending its next request a think time after its previous one
-  ended (finished or rejected); lengths are taken from the workload in send order.
+  ended (finished, rejected, failed or cancelled); lengths are taken from the workload in send order.
 - :class:`SessionFeed`: multi-turn sessions: a session's first turn at its start, each later turn a think time
-  after the previous one finished (all of its sub-requests, when it fanned out); a rejected turn rejects the rest
-  of its session (with the reason).
+  after the previous one finished (all of its sub-requests, when it fanned out); a turn that did not complete
+  (rejected, failed or cancelled) rejects the rest of its session (with the reason).
 """
 
 from __future__ import annotations
@@ -34,13 +34,16 @@ class RequestFactory:
     """Builds request ``i`` of a workload (lengths, prefix, class, priority and adapter), prepared for the entry
     pool."""
 
-    def __init__(self, workload, priorities: list[int], enter=None, adapters: np.ndarray | None = None) -> None:
-        """``adapters``: each request's LoRA adapter (−1: none), or None without ``lora``."""
+    def __init__(self, workload, priorities: list[int], enter=None, adapters: np.ndarray | None = None,
+                 watch: Send | None = None) -> None:
+        """``adapters``: each request's LoRA adapter (−1: none), or None without ``lora``; ``watch``: told of each
+        request sent (client cancellations arm its timer)."""
         self.workload = workload
         self.total = len(workload.input_tokens)
         self._priorities = priorities
         self._enter = enter  # disaggregated: turns the request into a one-token prefill request
         self._adapters = adapters.tolist() if adapters is not None else None
+        self._watch = watch
 
     def columns(self, index: np.ndarray) -> tuple[list, list, list | None, list | None]:
         """Python lists of (inputs, outputs, prefixes or None, classes or None) for these request indices."""
@@ -62,6 +65,8 @@ class RequestFactory:
             request.adapter = self._adapters[request_id]
         if self._enter is not None and sent:
             self._enter(request)
+        if self._watch is not None and sent:
+            self._watch(request)
         return request
 
 
@@ -196,7 +201,7 @@ class SessionFeed:
     """Multi-turn sessions (:mod:`simulator.workload.sessions`): every session's first turn at its start time (plus
     its client-side delay), each later turn a think time (``think_ms``: exponential with that mean, or fixed) after
     the previous turn finished — after the last of its sub-requests, when it fanned out (all of a turn's
-    sub-requests are sent together). A turn with a rejected or failed sub-request ends its session: the later turns
+    sub-requests are sent together). A turn with a sub-request that did not complete ends its session: the later turns
     are rejected at once, with the reason, and so on to the session's end: every generated turn is accounted for."""
 
     def __init__(

@@ -40,6 +40,12 @@ Inter-token gaps: decoding requests are grouped by the time of their last token 
 the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
 (which includes any prefill stall); the remaining steps give ``d_1 … d_{k−1}`` to every request of the batch.
 Each request's longest gap is kept the same way, per run (:mod:`simulator.cluster.longest_gap`).
+
+Client cancellation (:meth:`Replica.withdraw`, :mod:`simulator.cluster.cancellation`): a cancelled request waiting
+here leaves the queue at once; a running one leaves at the end of the iteration in progress — an engine applies an
+abort between steps, as vLLM's engine core does — where a run of decode steps in progress is cut, and its KV is
+freed then (at once when no work is in progress). Its gap group and longest-gap bookkeeping are left as a
+preempted request's are.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.cost.draft import Draft
 from simulator.cost.lora import LoRACost
-from simulator.request import REJECTED, Request
+from simulator.request import CANCELLED, REJECTED, WAITING, Request
 from simulator.results.recorder import Recorder
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
 
@@ -84,12 +90,12 @@ def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapse
 
 class Replica:
     __slots__ = (
-        "_batch", "_busy", "_copied", "_decode_runs", "_duration", "_gap_groups", "_held", "_intake", "_iterations",
-        "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
+        "_batch", "_busy", "_cancelling", "_copied", "_decode_runs", "_duration", "_gap_groups", "_held", "_intake",
+        "_iterations", "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
         "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running", "_pending", "_run", "_running", "_running_seconds",
         "_start", "_state_seconds", "_steps", "async_scheduling", "copy_seconds_per_token", "cost", "draft", "env",
         "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost", "new_scheduler", "observer",
-        "on_done", "on_down", "recorder", "scheduler", "slowdown", "swap_seconds_per_token", "tokens", "up",
+        "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown", "swap_seconds_per_token", "tokens", "up",
     )
 
     def __init__(
@@ -124,6 +130,8 @@ class Replica:
         self.on_down: Callable[[Request], None] | None = None
         # builds an empty scheduler (and KV pool) for a restart after a crash
         self.new_scheduler: Callable[[], Scheduler] | None = None
+        # told when cancelled requests have left (the autoscaler releases a drained replica then)
+        self.on_left: Callable[[], None] | None = None
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
         self.observer: Observer | None = None  # when the run is observed
         self.tokens: TokenLog | None = None  # when every token's time is kept
@@ -141,6 +149,7 @@ class Replica:
         self._decode_runs = 0  # decode runs finished so far
         self._longest = SuffixMax()  # per decode run, the longest gap of the requests that decoded in the run before
         self._joiners: list[Request] = []  # requests that start decoding at the next decode run
+        self._cancelling: list[Request] = []  # running requests cancelled during the work in progress
         # this replica's totals, kept here (cheaper than the recorder's per-replica lists) until record_totals
         self._iterations = 0
         self._kv_token_seconds = 0.0  # ∫ resident KV tokens dt
@@ -168,6 +177,15 @@ class Replica:
             free = kv.free_blocks_after_growth(completed)
         return 1 - free / kv.num_blocks
 
+    @property
+    def queued_prompt_tokens(self) -> int:
+        """Prompt tokens of the requests waiting here that were never scheduled (async scheduling's intake
+        included): what ``cluster.admission: slo`` predicts a newcomer's wait from."""
+        queued = self.scheduler.queued_prompt_tokens
+        for request in self._intake:  # the arrivals of one step at most
+            queued += request.input_tokens
+        return queued
+
     def has_adapter(self, adapter: int) -> bool:
         """Whether LoRA adapter ``adapter`` is in one of this replica's GPU slots."""
         lora = self.scheduler.lora
@@ -175,7 +193,10 @@ class Replica:
 
     # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
-        """A request arrives at this replica (rejected at once if it can never run here)."""
+        """A request arrives at this replica (rejected at once if it can never run here; dropped if its client
+        cancelled it on its way here)."""
+        if request.status == CANCELLED:
+            return
         if not self.up:
             self.on_down(request)  # type: ignore[misc]  # set by whatever took the replica down
             return
@@ -203,6 +224,72 @@ class Replica:
                 self._cut_run(self.env.now)
             elif (deadline := self.scheduler.queue_deadline()) is not None:
                 self._cut_run(deadline)  # its expiry may unblock the queue behind it
+
+    # --- requests that leave early: client cancellation, KV lost upstream ---------------------------------------
+    def withdraw(self, request: Request) -> None:
+        """``request`` leaves this replica — its client cancelled it (simulator.cluster.cancellation), or the
+        prefill replica that held its KV crashed — its status still what it was: out of the intake or the waiting
+        queue at once; if it runs here, dropped at the end of the iteration in progress (a decode run is cut at the
+        step running), or at once when no work is in progress. Nothing when it is not here."""
+        scheduler, request_id = self.scheduler, request.request_id
+        batch = self._batch
+        if scheduler.prefilling.get(request_id) is request or scheduler.decoding.get(request_id) is request or (
+            batch is not None and request in batch.swap_ins
+        ):
+            if batch is None:  # nothing in progress: it leaves now
+                now, kv = self.env.now, scheduler.kv
+                if self._memory is not None:
+                    self._close_memory(now, self._memory[1])
+                self._drop(request)
+                self._memory = (now, kv.memory_state())
+                self._queue_changed()
+            else:
+                self._cancelling.append(request)
+                if self.group is not None:
+                    self.group.cut_now()
+                elif self._steps > 1:
+                    self._cut_run(self.env.now)
+        elif request in self._intake:
+            self._intake.remove(request)
+            if self.on_left is not None:
+                self.on_left()
+        elif request.status == WAITING and scheduler.withdraw(request):
+            self._queue_changed()
+
+    def _queue_changed(self) -> None:
+        """A request left the queue or the batch between iterations: requests still waiting on an idle replica are
+        tried again now (the one that left may have blocked them), and a run of decode steps is cut where the
+        scheduler says the queue could change the batch."""
+        if self.group is not None:
+            self.group.kick()
+        elif not self._busy:
+            if self.scheduler.waiting:
+                self._busy = True
+                self._wait(0.0)
+        elif self._steps > 1 and self.scheduler.wants_boundary():
+            self._cut_run(self.env.now)
+        if self.on_left is not None:
+            self.on_left()
+
+    def _drop(self, request: Request) -> None:
+        """Take a cancelled running request out at an iteration boundary: out of its gap group (as a preempted
+        one) if it decodes, out of the held first tokens, its KV freed; its output tokens so far count as
+        wasted (``cancelled_output_tokens``)."""
+        if request.request_id in self.scheduler.decoding:
+            self._forget(request)
+        if request in self._held:
+            self._held.remove(request)
+        self.recorder.cancelled_output_tokens += self.scheduler.abort(request)
+
+    def _without_cancelled(self, finished: list[Request]) -> list[Request]:
+        """The requests a work finished, less those cancelled during it: these never complete; they leave, their KV
+        freed."""
+        kept = [request for request in finished if request.status != CANCELLED]
+        if len(kept) < len(finished):
+            for request in finished:
+                if request.status == CANCELLED:
+                    self.recorder.cancelled_output_tokens += self.scheduler.abort(request)
+        return kept
 
     def release_intake(self) -> bool:
         """Async scheduling, at a boundary once the next batch is formed: the scheduler sees the requests that
@@ -277,6 +364,7 @@ class Replica:
             self._close_memory(now, self._memory[1])
         self._batch, self._busy, self._steps, self._copied = None, False, 0, 0
         self._gap_groups, self._last_decode_end, self._joiners, self._intake, self._held = {}, NO_RUN, [], [], []
+        self._cancelling = []
         self.up = False
 
     def set_slowdown(self, factor: float) -> None:
@@ -498,6 +586,8 @@ class Replica:
         used_blocks = kv.num_blocks - kv.free_blocks
         if used_blocks > self._peak_kv_blocks:
             self._peak_kv_blocks = used_blocks
+        if finished and self._cancelling:
+            finished = self._without_cancelled(finished)
         if finished:
             scheduler.retire(finished, now, self.hands_off)
             for request in finished:
@@ -514,6 +604,14 @@ class Replica:
             request.gap_key, request.gap_run = request.last_token_s, self._decode_runs
             groups[request.gap_key] = groups.get(request.gap_key, 0) + 1
         self._joiners += starting
+        if self._cancelling:  # the running requests cancelled during this work leave now
+            cancelling, self._cancelling = self._cancelling, []
+            for request in cancelling:
+                request_id = request.request_id
+                if scheduler.decoding.get(request_id) is request or scheduler.prefilling.get(request_id) is request:
+                    self._drop(request)
+            if self.on_left is not None:
+                self.on_left()
 
     def _release_first_tokens(self, at: float) -> None:
         """The held first tokens leave at ``at`` (at or after the end of the work that produced them): their

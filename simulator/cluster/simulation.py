@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import simpy
 
+from simulator.cluster.admission import FrontDoor
 from simulator.cluster.autoscaler import Autoscaler, cold_start_s
+from simulator.cluster.cancellation import ClientCancellations
 from simulator.cluster.connections import ConnectionPool
 from simulator.cluster.disaggregated import PrefillToDecode
 from simulator.cluster.faults import Faults
@@ -41,6 +43,7 @@ from simulator.schedulers import SCHEDULERS, Scheduler
 from simulator.schedulers.lora import AdapterSlots
 from simulator.workload import generate_requests
 from simulator.workload.adapters import assign_adapters
+from simulator.workload.cancellation import client_deadlines
 
 
 @dataclass
@@ -66,6 +69,7 @@ class SimulationOutput:
             prefill_tokens=recorder.prefill_tokens, swapped_tokens=recorder.swapped_tokens,
             running_seconds=recorder.running_seconds, kv_breakdown_seconds=recorder.kv_breakdown_seconds,
             prefix_hit_tokens=self.prefix_hit_tokens, copied_tokens=recorder.copied_tokens,
+            cancelled_output_tokens=recorder.cancelled_output_tokens,
             trace_rows_skipped=self.trace_rows_skipped, kv_blocks_per_replica=self.kv_blocks_per_replica,
             scaling=Scaling(self.scaling_events, self.gpus_per_replica) if self.scaling_events is not None else None)
 
@@ -270,7 +274,12 @@ def simulate(
     if config.lora is not None:
         adapters = assign_adapters(config.lora, len(workload.arrival_s), workload.sessions,
                                    np.random.default_rng(np.random.SeedSequence([config.seed, 6])))
-    factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter, adapters)
+    watch = None
+    deadlines = client_deadlines(config.workload, len(workload.arrival_s),
+                                 np.random.default_rng(np.random.SeedSequence([config.seed, 8])))
+    if deadlines is not None:
+        watch = ClientCancellations(env, replicas, recorder, *deadlines, handoff).watch
+    factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter, adapters, watch)
     delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (
         workload.input_tokens
     )
@@ -291,6 +300,9 @@ def simulate(
     def send(request):
         entry[router.route(request)].submit(request)
 
+    door = FrontDoor.build(config, env, router, entry, recorder)
+    if door is not None:
+        send = door.send
     if config.workload.client_connections is not None:  # registers before the feed (simulator.cluster.connections)
         send = ConnectionPool(config.workload.client_connections, send, recorder).send
     if config.workload.sessions is not None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from simulator.config.base import MAX_PARALLEL, MAX_REPLICAS, MAX_REQUESTS, Strict
+from simulator.config.base import MAX_PARALLEL, MAX_RATE, MAX_REPLICAS, MAX_REQUESTS, MAX_TOKENS, Strict
 from simulator.config.plugins import PluginSection
 from simulator.errors import renamed
 
@@ -170,6 +170,45 @@ class AutoscalerConfig(Strict):
         return self
 
 
+class TokenBucketAdmission(Strict):
+    """A gateway's token bucket in front of the router (Envoy's local rate limit, an API gateway's per-key limit):
+    the bucket holds at most ``burst`` tokens, starts full and refills continuously at ``rate`` tokens per second.
+    A request reaching the cluster takes its cost from the bucket — one token (``unit: requests``) or its prompt
+    plus its maximum output tokens (``unit: tokens``) — when the bucket holds that much, and is otherwise rejected
+    with the reason ``admission: token bucket empty``, before routing. Under arrivals faster than the refill it
+    admits ``burst + rate × T`` requests (± 1) in T seconds."""
+
+    kind: Literal["token_bucket"]
+    rate: float = Field(gt=0, le=MAX_RATE * MAX_TOKENS, description="refill rate: requests per second (unit "
+                        "requests) or tokens per second (unit tokens)")
+    burst: float = Field(ge=1, le=MAX_RATE * MAX_TOKENS, description="bucket size, which it starts with: requests "
+                         "(unit requests) or tokens (unit tokens); the most admitted at once after a quiet spell")
+    unit: Literal["requests", "tokens"] = Field(
+        default="requests", description="what a request costs: requests = 1; tokens = its prompt plus its maximum "
+        "output tokens")
+
+
+class SLOAdmission(Strict):
+    """Refuse on arrival a request that would miss its TTFT bound given the prompts queued ahead of it on the
+    replica the router chose: its predicted TTFT is the time since its client sent it plus the prompt tokens of
+    the requests waiting there that were never scheduled and its own prompt, at the replica's prefill rate
+    (:mod:`simulator.cluster.admission`); it is rejected when that exceeds ``(1 − margin) × ttft_ms``. Running
+    decodes, prefix-cache hits and in-progress prefills are left out of the prediction."""
+
+    kind: Literal["slo"]
+    ttft_ms: float | None = Field(
+        default=None, gt=0, le=1e9, description="the TTFT bound, ms (default: the request's class's slo.ttft_ms, "
+        "else the experiment's slo.ttft_ms)")
+    margin: float = Field(default=0.0, ge=0, lt=1, description="headroom kept below the bound, a fraction: admit "
+                          "while the predicted TTFT is at most (1 − margin) × ttft_ms")
+    prefill_tokens_per_s: float | None = Field(
+        default=None, gt=0, le=1e12, description="prompt tokens per second one replica prefills (default: from the "
+        "cost model, a full iteration of max_num_batched_tokens prompt tokens)")
+
+
+AdmissionConfig = Annotated[TokenBucketAdmission | SLOAdmission, Field(discriminator="kind")]
+
+
 def _refuse_overlaps(faults: list[FaultConfig]) -> None:
     """Two faults of one kind on one target (a replica, or a node) whose intervals overlap are a mistake."""
     by_target: dict[tuple, list[FaultConfig]] = {}
@@ -221,6 +260,10 @@ class ClusterConfig(Strict):
         "GPUs fails at g / mtbf_h per hour; exponential gaps, the experiment's seed)")
     repair_s: float = Field(default=600.0, gt=0, description="mtbf_h: a failed replica is back after this long")
     autoscaler: AutoscalerConfig | None = None
+    admission: AdmissionConfig | None = Field(
+        default=None, description="admission control at the cluster's front door: token_bucket (a rate limit) or "
+        "slo (refuse what would miss its TTFT bound); the scheduler's max_queue_len and max_queue_delay_ms still "
+        "bound each replica's own queue")
     first_token_from: Literal["decode", "prefill"] = Field(
         default="decode",
         description="disaggregated: where the client's first token comes from — the decode replica once it has "

@@ -42,6 +42,18 @@ class ExperimentConfig(Strict):
     lora: LoRAConfig | None = None
 
     @model_validator(mode="after")
+    def _admission_has_a_bound(self) -> ExperimentConfig:
+        admission = self.cluster.admission
+        if admission is None or admission.kind != "slo" or admission.ttft_ms is not None:
+            return self
+        unbound = [c.name for c in self.workload.classes or [] if c.slo is None or c.slo.ttft_ms is None]
+        if self.slo.ttft_ms is None and (unbound or not self.workload.classes):
+            whose = f" (request classes {unbound} have none of their own)" if unbound else ""
+            raise ValueError("cluster.admission.ttft_ms: kind slo needs a TTFT bound; give ttft_ms or slo.ttft_ms"
+                             + whose)
+        return self
+
+    @model_validator(mode="after")
     def _lora_fits_the_deployment(self) -> ExperimentConfig:
         if self.lora is None:
             return self

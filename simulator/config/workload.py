@@ -325,6 +325,16 @@ class SessionsConfig(Strict):
         "(default none: identical prompts, as parallel sampling)")
 
 
+class CancelConfig(Strict):
+    """Clients that give up: each request is chosen with probability ``fraction`` (one draw per request, in request
+    order, from the experiment's seed) and its client cancels it ``after_s`` seconds after sending it, unless it
+    ended before. A cancelled request leaves its replica's queue at once, or its batch at the end of the iteration
+    in progress (its KV freed then), and ends with status ``cancelled``, reason ``client cancel``."""
+
+    fraction: float = Field(ge=0, le=1, description="share of the requests whose clients cancel them, 0 to 1")
+    after_s: float = Field(gt=0, le=1e9, description="seconds from a chosen request's send to its cancellation")
+
+
 class WorkloadConfig(Strict):
     """Either synthetic (arrival + lengths + num_requests) or a trace (optionally cut to num_requests);
     ``classes`` splits the requests into tenants / tiers."""
@@ -357,6 +367,12 @@ class WorkloadConfig(Strict):
         default=None, description="multi-turn sessions: num_requests counts sessions, the arrival their starts")
     dataset: DatasetConfig | None = Field(
         default=None, description="prompts and answers from a text dataset (ShareGPT, JSON lines), in tokens")
+    cancel: CancelConfig | None = Field(
+        default=None, description="a fraction of the requests cancelled by their clients after_s seconds after "
+        "they were sent (status cancelled, reason client cancel)")
+    client_timeout_s: float | None = Field(
+        default=None, gt=0, le=1e9, description="every request still unfinished this many seconds after its "
+        "client sent it is abandoned (status cancelled, reason client timeout; a streaming client's read timeout)")
 
     @model_validator(mode="before")
     @classmethod

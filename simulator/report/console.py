@@ -88,8 +88,12 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"== {name} ==",
         *([setup] if setup else []),
         f"requests: {s['completed']:,} completed, {s['num_rejected']:,} rejected"
-        + (f", {s['num_failed']:,} failed" if s.get("num_failed") else "") + f", of {s['num_requests']:,}"
+        + (f", {s['num_failed']:,} failed" if s.get("num_failed") else "")
+        + (f", {s['num_cancelled']:,} cancelled" if s.get("num_cancelled") else "") + f", of {s['num_requests']:,}"
         f"   duration {_fmt(s['duration_s'], 2)} s   GPUs {s['num_gpus']}",
+        *([f"cancelled:  {s['num_cancelled']:,} by their clients (workload.cancel, client_timeout_s); "
+           f"{s['cancelled_output_tokens']:,} output tokens generated for them were wasted"]
+          if s.get("num_cancelled") else []),
         *([f"measured:   {s['measured_requests']:,} of them (warm-up and cool-down left out): latency, throughput "
            f"and SLO figures below describe these"] if s.get("measured_requests", s["num_requests"])
           < s["num_requests"] else []),

@@ -188,7 +188,7 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
     page.paragraph(f"llmsim {summary.get('llmsim_version', '?')}, summary schema {summary.get('schema_version', '?')}"
                    f"; {number(summary.get('completed'))} of {number(summary.get('num_requests'))} requests "
                    f"completed, {number(summary.get('num_rejected'))} rejected, {number(summary.get('num_failed'))} "
-                   "failed.")
+                   f"failed, {number(summary.get('num_cancelled', 0))} cancelled by their clients.")
     config = yaml.safe_load(config_text) or {}
     page.heading("Setup")
     page.table(["", ""], _setup_rows(about) + _held_to_rows(config))

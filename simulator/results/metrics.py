@@ -3,10 +3,10 @@
 Definitions (names follow vLLM's benchmark output; times in ms unless the name says otherwise):
 
 - measured requests: all, or without the first ``metrics.warmup_fraction`` and the last
-  ``metrics.cooldown_fraction`` of them in arrival order (:func:`measured_mask`); num_requests, completed and
-  num_rejected count every request, measured_requests the measured ones; the latency percentiles, throughputs,
-  token totals, SLO figures, queueing times and per-class figures describe the measured requests only, while the ITL
-  histogram, the KV, memory, running and preemption figures describe the whole run
+  ``metrics.cooldown_fraction`` of them in arrival order (:func:`measured_mask`); num_requests, completed,
+  num_rejected, num_failed and num_cancelled count every request, measured_requests the measured ones; the latency
+  percentiles, throughputs, token totals, SLO figures, queueing times and per-class figures describe the measured
+  requests only, while the ITL histogram, the KV, memory, running and preemption figures describe the whole run
 
 - TTFT  = first_token_s − arrival_s  (arrival = when the client sent it, so network latency counts)
 - E2EL  = finish_s − arrival_s
@@ -70,6 +70,12 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   "draft acceptance rate", (mean_accepted_tokens − 1) / k); acceptance_rate_pos<i> (i = 1 … k) = steps accepting
   draft i / steps accepting drafts 1 … i−1, the conditional rate a_i of the configuration (vLLM's per-position
   rate is their running product)
+- requests end completed, rejected (``num_rejected``: by a replica's limits, ``cluster.admission`` or a session
+  whose earlier turn did not complete), failed (``num_failed``: faults) or cancelled (``num_cancelled``: their
+  clients gave up, ``workload.cancel`` / ``workload.client_timeout_s``); the four add up to num_requests. A
+  cancelled request's E2EL would be its cancellation: it is no latency sample, and it never meets the SLO;
+  cancelled_output_tokens = output tokens generated for requests that were then cancelled (their replica
+  drops them at the end of the iteration in progress, whose tokens count) — decode work done for nothing
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 """
@@ -193,7 +199,8 @@ class RunTotals:
     each :class:`~simulator.kv.base.MemoryBreakdown` part dt) and ``kv_blocks_per_replica`` (pool sizes; default
     ``kv_num_blocks`` each). For the run: the KV pool's shape (``kv_num_blocks`` × ``kv_block_size`` tokens, of one
     GPU's plan), ``iterations``, ``num_gpus``, the prompt tokens computed, swapped, served from prefix caches, the KV
-    tokens copied to make room, the trace rows skipped, and an autoscaled run's :class:`Scaling`."""
+    tokens copied to make room, the output tokens of requests then cancelled, the trace rows skipped, and an
+    autoscaled run's :class:`Scaling`."""
 
     kv_num_blocks: int
     kv_block_size: int
@@ -208,6 +215,7 @@ class RunTotals:
     kv_breakdown_seconds: list[list[float]] | None = None
     prefix_hit_tokens: int = 0
     copied_tokens: int = 0
+    cancelled_output_tokens: int = 0
     trace_rows_skipped: int = 0
     kv_blocks_per_replica: list[int] | None = None
     scaling: Scaling | None = None
@@ -225,6 +233,7 @@ def summarize(
     judged = any(bounds is not None and bounds.bounds() for bounds in [slo, *(class_slos or [])])  # any SLO set
     finished = np.asarray(columns["finished"], dtype=bool)
     failed = np.asarray(columns["failed"], dtype=bool)
+    cancelled = np.asarray(columns["cancelled"], dtype=bool)
     measured = measured_mask(columns["arrival_s"], metrics)
     done = finished & measured
     num_requests = int(finished.size)
@@ -240,8 +249,9 @@ def summarize(
     summary: dict[str, Any] = {
         "num_requests": num_requests,
         "completed": int(finished.sum()),
-        "num_rejected": int((~finished & ~failed).sum()),
+        "num_rejected": int((~finished & ~failed & ~cancelled).sum()),
         "num_failed": int(failed.sum()),
+        "num_cancelled": int(cancelled.sum()),
         "measured_requests": num_measured,
         "duration_s": duration,
         **_backlog(columns),
@@ -296,6 +306,7 @@ def summarize(
         "prefix_cache_hit_rate": totals.prefix_hit_tokens / (totals.prefix_hit_tokens + totals.prefill_tokens)
         if totals.prefill_tokens else 0.0,
         "copied_tokens": totals.copied_tokens,
+        "cancelled_output_tokens": totals.cancelled_output_tokens,
         "trace_rows_skipped": totals.trace_rows_skipped,
         "num_iterations": totals.iterations,
         "num_gpus": totals.num_gpus,
@@ -435,6 +446,8 @@ def _class_summary(
 ) -> dict[str, float]:
     """``<class>.<metric>`` for each of CLASS_METRICS, over the class's requests (same duration as the whole)."""
     done = members & np.asarray(columns["finished"], dtype=bool)
+    rejected = members & ~np.asarray(columns["finished"], dtype=bool) & ~np.asarray(columns["failed"], dtype=bool) & (
+        ~np.asarray(columns["cancelled"], dtype=bool))
     count = int(members.sum())
 
     def rate(x: float) -> float:
@@ -447,7 +460,7 @@ def _class_summary(
 
     met = int((latency["slo_met"] & members).sum())
     values = {
-        "num_requests": count, "completed": int(done.sum()), "num_rejected": count - int(done.sum()),
+        "num_requests": count, "completed": int(done.sum()), "num_rejected": int(rejected.sum()),
         "slo_attainment": met / count if count else float("nan"), "request_goodput": rate(met),
         "output_throughput": rate(float(columns["output_tokens"][done].sum())),
         "mean_ttft_ms": pick(latency["ttft_ms"], np.mean), "p99_ttft_ms": pick(latency["ttft_ms"], _p99),

@@ -46,13 +46,15 @@ def arrow_schema():
 
 
 class RequestLog:
-    """Rows of finished and rejected requests, in completion order, chunked; optionally streamed to Parquet."""
+    """Rows of ended requests (finished, rejected, failed or cancelled), in the order they ended, chunked; optionally
+    streamed to Parquet."""
 
     def __init__(self, parquet_path: str | Path | None = None, chunk_rows: int = 65536) -> None:
         self._rows: list[tuple] = []
         self._chunk_rows = chunk_rows
         self._chunks: list[dict[str, np.ndarray]] = []  # kept columns, when not streamed
-        self._summary: dict[str, list[np.ndarray]] = {name: [] for name in (*SUMMARY_COLUMNS, "finished", "failed")}
+        self._summary: dict[str, list[np.ndarray]] = {
+            name: [] for name in (*SUMMARY_COLUMNS, "finished", "failed", "cancelled")}
         self._path = parquet_path
         self._writer: pq.ParquetWriter | None = None  # opened with the first chunk written
         self.streamed = parquet_path is not None
@@ -82,6 +84,7 @@ class RequestLog:
             self._summary[name].append(chunk[name])
         self._summary["finished"].append(chunk["status"] == "finished")
         self._summary["failed"].append(chunk["status"] == "failed")
+        self._summary["cancelled"].append(chunk["status"] == "cancelled")
         if self.streamed:
             self._write(chunk)
         else:
@@ -106,12 +109,12 @@ class RequestLog:
             self._writer = None
 
     def summary_columns(self) -> dict[str, np.ndarray]:
-        """The columns metrics need, for every request (completion order), plus ``finished`` and ``failed`` (bool;
-        the others were rejected)."""
+        """The columns metrics need, for every request (completion order), plus ``finished``, ``failed`` and
+        ``cancelled`` (bool; the others were rejected)."""
         self._flush()
         return {
-            name: np.concatenate(chunks) if chunks else np.array([], dtype=bool if name in ("finished", "failed")
-                                                                  else float)
+            name: np.concatenate(chunks) if chunks
+            else np.array([], dtype=bool if name in ("finished", "failed", "cancelled") else float)
             for name, chunks in self._summary.items()
         }
 
@@ -138,8 +141,9 @@ class Recorder:
         self.peak_running = [0] * num_replicas
         self.peak_batch_tokens = [0] * num_replicas  # most tokens (prompt chunks + decodes) in one iteration
         self.prefill_tokens = 0  # prompt tokens computed, recomputation after preemption included
+        self.cancelled_output_tokens = 0  # output tokens generated for requests their clients then cancelled
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
-        # called in turn with each finished or rejected request (a client's connection pool, its clients)
+        # called in turn with each ended request (a client's connection pool, its clients, client cancellations)
         self.on_complete: list[Callable[[Request], None]] = []
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
@@ -151,8 +155,8 @@ class Recorder:
         # the per-replica numbers above are filled in by the replicas when the simulation ends
 
     def request_done(self, request: Request) -> None:
-        """Record a finished or rejected request (and tell each of ``on_complete``: a client's connection pool, a
-        closed-loop client)."""
+        """Record an ended request — finished, rejected, failed or cancelled — and tell each of ``on_complete`` (a
+        client's connection pool, a closed-loop client)."""
         self.requests.append(request)
         for listener in self.on_complete:
             listener(request)

@@ -23,6 +23,12 @@ Speed contract (what keeps every policy fast):
 - ``queue_deadline()``: the earliest time a waiting request expires (``max_queue_delay_ms``), or None. The replica
   ends runs at the first iteration boundary at or after it, where ``expire_waiting`` rejects the request.
 
+Client cancellation (:mod:`simulator.cluster.cancellation`): ``withdraw`` takes a waiting request out of the queue
+at once; ``abort`` drops a running one, at an iteration boundary, freeing its KV. ``queued_prompt_tokens`` (the
+prompt tokens of the waiting requests never scheduled, kept by ``enqueue``, ``admit``, ``expire_waiting`` and
+``withdraw``) is what ``cluster.admission: slo`` predicts a newcomer's wait from; a policy that takes requests out
+of ``waiting`` other than through ``admit`` or ``swap_in`` must keep it too.
+
 Results equal one-iteration-at-a-time stepping; a policy whose decision may change for any other reason must say
 so through these methods.
 """
@@ -110,6 +116,7 @@ class Scheduler(ABC):
         # guaranteed_no_evict: the blocks every request holding KV here will hold at its end (prompt + output)
         self.no_evict = getattr(config, "capacity_policy", "max_utilization") == "guaranteed_no_evict"
         self.committed_blocks = 0
+        self.queued_prompt_tokens = 0  # prompt tokens of the waiting requests never scheduled (admission: slo)
         self.on_remote_admit: Callable[[Request], None] | None = None  # disaggregated: a prefill replica's KV taken
         self.lora: AdapterSlots | None = None  # LoRA adapters (simulator.schedulers.lora), set by the replica's pool
         # speculating: verification steps by accepted drafts (index A = 0 … k), shared with the run's recorder
@@ -141,6 +148,8 @@ class Scheduler(ABC):
     def enqueue(self, request: Request) -> None:
         """Queue in priority order (lower first), FCFS within a priority."""
         waiting = self.waiting
+        if request.first_scheduled_s != request.first_scheduled_s:  # NaN: never scheduled, its whole prompt to go
+            self.queued_prompt_tokens += request.input_tokens
         if not waiting or waiting[-1].priority <= request.priority:
             waiting.append(request)
             return
@@ -174,6 +183,7 @@ class Scheduler(ABC):
         if expired:
             gone = {r.request_id for r in expired}
             self.waiting = deque(r for r in self.waiting if r.request_id not in gone)
+            self.queued_prompt_tokens -= sum(r.input_tokens for r in expired)
             limit = self.config.max_queue_delay_ms
             for request in expired:
                 request.status = REJECTED
@@ -181,6 +191,39 @@ class Scheduler(ABC):
                     f"waited {(now - request.arrival_s) * 1000:.0f} ms in the queue (max_queue_delay_ms {limit:g})"
                 )
         return expired
+
+    def withdraw(self, request: Request) -> bool:
+        """Take ``request`` out of the waiting queue (its client cancelled it); False when it is not there. A
+        swapped-out request's KV leaves host memory with it. O(queue length): a scan of the deque."""
+        try:
+            self.waiting.remove(request)
+        except ValueError:
+            return False
+        if request.first_scheduled_s != request.first_scheduled_s:
+            self.queued_prompt_tokens -= request.input_tokens
+        if request.swapped_tokens and not request.remote_kv:
+            self.swapped_tokens -= request.swapped_tokens
+            request.swapped_tokens = 0
+        return True
+
+    def abort(self, request: Request) -> int:
+        """Drop a running request its client cancelled, at an iteration boundary — prefilling, decoding, or just
+        finished by the work that ended and not yet retired: it leaves its set, its KV is freed (the allocator's
+        ``free`` also releases its prefix-cache references) and its LoRA slot is left. Returns the output tokens it
+        had generated."""
+        request_id = request.request_id
+        if self.decoding.pop(request_id, None) is not None:
+            if not self.speculative:
+                request.generated = request.gen_offset + self.clock
+                request.finish_clock = -1  # its heap entry is now stale
+        elif self.prefilling.pop(request_id, None) is not None:
+            request.prefilled = 0
+        self.kv.free(request_id)
+        if self.no_evict:
+            self.committed_blocks -= self.kv.blocks_for(request.total_tokens)
+        if self.lora is not None:
+            self.lora.leave(request.adapter)
+        return request.generated
 
     # --- iterations ----------------------------------------------------------------------------------------------
     @abstractmethod
@@ -389,6 +432,7 @@ class Scheduler(ABC):
             self.lora.join(request.adapter)
         if request.first_scheduled_s != request.first_scheduled_s:  # NaN: first time scheduled
             request.first_scheduled_s = now
+            self.queued_prompt_tokens -= request.input_tokens
         self.prefilling[request.request_id] = request
         return cached
 

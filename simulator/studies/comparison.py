@@ -100,7 +100,7 @@ def summary_keys() -> list[str]:
     multi-turn, autoscaling, LoRA, fault and speculative-decoding ones, and the memory plan; not the per-position
     ``acceptance_rate_pos<i>``, one per drafted token)."""
     empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
-    empty["finished"] = empty["failed"] = np.array([], dtype=bool)
+    empty["finished"] = empty["failed"] = empty["cancelled"] = np.array([], dtype=bool)
     totals = RunTotals(kv_num_blocks=1, kv_block_size=1, peak_kv_blocks=[0], kv_token_seconds=[0.0], peak_running=[0],
                        iterations=0, num_gpus=1)
     summary = summarize(empty, LogHistogram(), totals, SLOConfig())

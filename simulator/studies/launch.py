@@ -233,6 +233,10 @@ def _notes(p: _Pool, config: ExperimentConfig, family: Family) -> list[str]:
     redundant = getattr(config.cost_model, "eplb_redundant_experts", None)
     cmd.note(f"cost_model.eplb_redundant_experts {redundant}: set {engine}'s EPLB to match", when=bool(redundant))
     cmd.note(f"cluster.autoscaler: the orchestrator, not {engine}, scales", when=config.cluster.autoscaler is not None)
+    admission = config.cluster.admission
+    cmd.note(f"cluster.admission {admission.kind if admission else ''}: a gateway in front of {engine} admits "
+             "(a token bucket: Envoy's local rate limit; slo: an SLO-aware router's admission)",
+             when=admission is not None)
     gpus, per_node = p.pool.gpus // p.pool.replicas, p.gpu.node.gpus_per_node
     cmd.note(f"a replica spans {math.ceil(gpus / per_node)} nodes of {per_node} GPUs: start it on each with "
              f"{engine}'s multi-node options", when=gpus > per_node)

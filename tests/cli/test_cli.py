@@ -107,6 +107,22 @@ BAD_CASES = {
     "timeline without out": (["--timeline"], "run: --timeline writes timeline.parquet and iterations.parquet into"),
     "attention DP on a dense model": (["--set", "cluster.data_parallel=2"],
                                      "cluster.data_parallel: 2 attention-DP ranks need a mixture-of-experts"),
+    "SLO admission without a bound": (["--set", "cluster.admission={kind: slo}", "--set", "slo={}"],
+                                      "cluster.admission.ttft_ms: kind slo needs a TTFT bound; give ttft_ms or"),
+    "unknown admission": (["--set", "cluster.admission={kind: leaky}"],
+                          "cluster.admission: unknown kind 'leaky' (allowed: 'token_bucket', 'slo')"),
+    "empty token bucket": (["--set", "cluster.admission={kind: token_bucket, rate: 5, burst: 0.5}"],
+                           "cluster.admission.burst: must be >= 1.0, got 0.5"),
+    "token bucket unit": (["--set", "cluster.admission={kind: token_bucket, rate: 5, burst: 5, unit: bytes}"],
+                          "cluster.admission.unit: must be one of 'requests' or 'tokens', got 'bytes'"),
+    "SLO margin of 1": (["--set", "cluster.admission={kind: slo, ttft_ms: 500, margin: 1}"],
+                        "cluster.admission.margin: must be < 1.0, got 1"),
+    "cancel fraction over 1": (["--set", "workload.cancel={fraction: 2, after_s: 1}"],
+                               "workload.cancel.fraction: must be <= 1.0, got 2"),
+    "cancel without when": (["--set", "workload.cancel={fraction: 0.5}"],
+                            "workload.cancel.after_s: required field is missing"),
+    "negative client timeout": (["--set", "workload.client_timeout_s=-1"],
+                                "workload.client_timeout_s: must be > 0.0, got -1"),
 }
 
 

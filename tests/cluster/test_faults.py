@@ -281,6 +281,41 @@ def test_a_decode_crash_sends_its_requests_back_to_prefill(tmp_path):
     assert row["prefill_done_s"] > 1.5
 
 
+def test_a_kv_transfer_to_a_crashed_decode_replica_retries_from_prefill_after_the_connect_timeout(tmp_path):
+    """Decode replica 2 crashes at 0.5 s and the router's health check would notice only after 10 s. The request's
+    KV reaches the decode pool at 1.012 s, is sent to replica 2 and waits 0.2 s for the connection to fail; then it
+    starts again from its prefill (its prefill replica frees the KV it held): prefill done 12 ms later, KV back at
+    2.224 s, replica 2 still down, another 0.2 s, and with its one retry spent it fails at 2.424 s. No KV leaks."""
+    from simulator.cluster.simulation import simulate
+
+    config = _disaggregated(tmp_path, [(0.0, 100, 10)], [{"at_s": 0.5, "replica": 2, "kind": "crash",
+                                                          "duration_s": 5.0}])
+    config["cluster"].update(health_check_s=10.0, connect_timeout_s=0.2)
+    config = load_experiment(config)
+    assert simulate(config).final_kv_used_blocks == [0, 0, 0]
+    row = simulator.run(config).requests.iloc[0]
+    assert (row["status"], row["retries"], row["output_tokens"]) == ("failed", 1, 10)
+    assert row["prefill_done_s"] == pytest.approx(1.012 + 0.05e-3 + 0.2 + 0.012)
+    assert row["finish_s"] == pytest.approx(2 * (1.012 + 0.05e-3 + 0.2), rel=1e-9)
+
+
+def test_a_prefill_crash_takes_its_request_out_of_a_busy_decode_replicas_intake(tmp_path):
+    """Async scheduling: request 1's KV reaches the decode replica at 1.512 s while it decodes request 0, so it
+    waits in the replica's intake for the next batch; its prefill replica (1) crashes 10 µs later, losing the KV.
+    The request leaves the intake and starts again from its prefill on replica 0 (prefill at 1.512 s + 12 ms, its
+    KV there 1 s later): it finishes once, with one retry, and nothing leaks."""
+    from simulator.cluster.simulation import simulate
+
+    config = _disaggregated(tmp_path, [(0.0, 100, 400), (0.5, 100, 10)],
+                            [{"at_s": 1.51206, "replica": 1, "kind": "crash", "duration_s": 5.0}])
+    config["scheduler"] = {**config["scheduler"], "async_scheduling": True}
+    config = load_experiment(config)
+    assert simulate(config).final_kv_used_blocks == [0, 0, 0]
+    rows = simulator.run(config).requests
+    assert list(rows["status"]) == ["finished", "finished"] and list(rows["retries"]) == [0, 1]
+    assert rows.loc[1, "prefill_done_s"] == pytest.approx(1.51206 + 0.012)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schedule=st.lists(st.tuples(st.floats(0.0, 2.0), st.integers(0, 3), st.floats(0.05, 1.0)), min_size=1,
                          max_size=5), retries=st.integers(0, 2), seed=st.integers(0, 20))

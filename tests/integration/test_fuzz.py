@@ -94,7 +94,8 @@ def _run_case(capsys, argv) -> None:
     code, out, err = _bounded(capsys, argv)
     if code == 0:
         summary = json.loads(out)
-        assert summary["completed"] + summary["num_rejected"] == summary["num_requests"], argv
+        ends = ("completed", "num_rejected", "num_failed", "num_cancelled")  # every request ends one of these ways
+        assert sum(summary[end] for end in ends) == summary["num_requests"], argv
     else:
         assert code == 2, (argv, err)
         assert err.startswith(("llmsim: error: ", "llmsim run: error: ")) and err.count("\n") == 1, (argv, err)
