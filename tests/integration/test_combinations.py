@@ -73,13 +73,16 @@ CLIENTS = ["open", "closed_loop", "sessions", "max_concurrency", "client_connect
        fraction=st.sampled_from([0.0, 0.3, 1.0]), after_s=st.floats(0.001, 0.5),
        timeout_s=st.one_of(st.none(), st.floats(0.01, 1.0)), topology=st.sampled_from(["one", "three",
                                                                                          "disaggregated"]),
-       crashes=st.booleans(), scaling=st.booleans(), asynchronous=st.booleans(), blocks=st.integers(40, 300))
+       crashes=st.booleans(), scaling=st.booleans(), asynchronous=st.booleans(), blocks=st.integers(40, 300),
+       speculative=st.sampled_from([None, {"num_speculative_tokens": 2, "acceptance": [0.8, 0.5],
+                                           "draft_cost_ratio": 0.05}]))
 def test_cancellation_and_admission_account_for_every_request(seed, scheduler, kv, admission, clients, fraction,
                                                               after_s, timeout_s, topology, crashes, scaling,
-                                                              asynchronous, blocks):
-    """Client cancellations and timeouts with admission control, faults and retries, disaggregation, autoscaling
-    and every kind of client: each generated request ends exactly once — completed, rejected, cancelled (with
-    its reason, when its deadline came) or failed; all KV is returned; a rerun gives the same table."""
+                                                              asynchronous, blocks, speculative):
+    """Client cancellations and timeouts with admission control, faults and retries, disaggregation, autoscaling,
+    speculative decoding on a paged cache (its drafts' KV reserved and released) and every kind of client: each generated request
+    ends exactly once — completed, rejected, cancelled (with its reason, when its deadline came) or failed; all KV
+    is returned; a rerun gives the same table."""
     workload = {"num_requests": 40, "arrival": {"kind": "poisson", "rate": 60.0},
                 "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
                 "output_tokens": {"kind": "uniform", "min": 1, "max": 80},
@@ -105,7 +108,8 @@ def test_cancellation_and_admission_account_for_every_request(seed, scheduler, k
                                  "cooldown_s": 0.2, "scale_up_delay_s": 0.05, "load_gb_per_s": 1000}
     config = load_experiment(experiment(
         seed=seed, cluster=cluster, workload=workload, kv_cache={**kv, "block_size": 16, "num_gpu_blocks": blocks},
-        scheduler={**scheduler, "max_num_seqs": 8, "max_model_len": 512, "async_scheduling": asynchronous}))
+        scheduler={**scheduler, "max_num_seqs": 8, "max_model_len": 512, "async_scheduling": asynchronous,
+                   **({"speculative": speculative} if speculative and kv["kind"] == "paged" else {})}))
     output = simulate(config)
     assert output.final_kv_used_blocks == [0] * len(output.final_kv_used_blocks)
     result = simulator.run(config)
