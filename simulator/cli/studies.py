@@ -167,6 +167,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     say(f"== capacity of {config.name} ==")
     say(deployment)
     say(f"{workload}; the search varies {SEARCHED[knob.name]}")
+    if not args.slo:
+        say(f"slo:        preset {config.workload.preset}'s, {', '.join(f'{k} <= {v:g}' for k, v in slo.items())}")
     arrival = config.workload.arrival
     if knob.integer and getattr(arrival, "ramp_s", None) == 0:
         note("capacity: the users start together (ramp_s 0): their first requests arrive as one burst, and the SLO "

@@ -293,3 +293,17 @@ def test_a_time_varying_arrival_is_searched_over_its_mean_rate():
 
         result = find_capacity(config, {"p99_ttft_ms": 500.0}, run=run_)
         assert probed[:3] == [4, 8, 16] and 10 * 0.98 <= result.value <= 10
+
+
+def test_capacity_holds_the_presets_slo_without_an_slo_of_its_own(tmp_path, capsys):
+    """No --slo: an MLPerf preset's Server limits (p99 TTFT 6,000 ms, p99 TPOT 175 ms for Llama-3.1-405B) are the
+    SLO, said as such; a workload whose preset states none (or no preset) still needs --slo, in one line."""
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump(experiment(workload={"preset": "mlperf-llama3.1-405b", "num_requests": 50})))
+    assert main(["capacity", str(path), "--tolerance", "0.5", "--json"]) in (0, 1)  # 1: even idle misses it
+    assert json.loads(capsys.readouterr().out)["slo"] == {"p99_ttft_ms": 6000, "p99_tpot_ms": 175}
+    path.write_text(yaml.safe_dump(experiment(workload={"preset": "azure-conv", "num_requests": 50})))
+    assert main(["capacity", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "give at least one --slo METRIC=LIMIT (or a workload preset that states an slo)" in err
+    assert err.count("\n") == 1
