@@ -21,6 +21,16 @@ the maximum-entropy law for those facts (:func:`max_entropy_preset`): on ``[low,
 truncated exponential ``p(x) ∝ exp(−λ·(x − low))`` whose mean is ``m`` (λ < 0 when ``m`` lies above the middle) —
 the least-informed shape that agrees with what is stated, not a fit to the dataset's own shape.
 
+A source that publishes an arrival-rate series (ServeGen's ``*_rate.csv``: ``time_s``, the start of each bin, and
+``rate_per_s``) gets its shape (:func:`_fit_rates`): a ``piecewise`` arrival whose rates are the series divided by
+its mean (a shape of time-average 1), repeated every ``period_s`` = the series' span, at ``mean_rate`` = the
+source's mean rate — the level the user sets, since such sources rescale their absolute rates. Such a preset holds
+only an arrival: the lengths come from the experiment's own workload section.
+
+A preset may state the SLO of the benchmark it reproduces (``--slo``: percentile bounds, ``p99_ttft_ms`` and the
+like, as ``llmsim capacity --slo`` takes them; their source in ``source``), which ``llmsim capacity`` holds when it
+is given no ``--slo`` of its own.
+
 A source whose timestamps are too coarse to show burstiness (Mooncake's come in ~3 s steps) gets ``--rate-only``: a
 Poisson arrival at its mean rate, the number of distinct arrival times recorded beside the gaps' CV it does not fit.
 
@@ -65,6 +75,8 @@ JSON_LINES = (".jsonl", ".json")  # a source read as one JSON object per line
 TIME_FIELDS = {"timestamp": 1e-3, "timestamp_s": 1.0}  # a JSON-lines source's arrival time: seconds per unit
 LINE = "\0line"  # where a JSON-lines record keeps its line number (no source field is named so)
 MAX_JSON_TOKENS = 10**9  # a JSON-lines request's input or output length (kept as a 64-bit integer)
+RATE_COLUMNS = ("time_s", "rate_per_s")  # an arrival-rate series: each bin's start (s) and its rate (requests/s)
+MAX_PIECES = 100_000  # rates of a piecewise arrival, so bins of a rate series (14 days of 600-s bins: 2,016)
 
 
 def preset_names() -> list[str]:
@@ -119,21 +131,28 @@ def _read_csv(path: str | Path) -> pd.DataFrame:
 
 
 def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None, order: list[str] | None = None,
-               rate_only: bool = False) -> dict[str, Any]:
+               rate_only: bool = False, slo: dict[str, float] | None = None) -> dict[str, Any]:
     """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` (or ``input_length``,
     ``output_length``) and optionally ``arrived_at`` (seconds; the processed-trace format of
     ``../shared/data/traces``), to a ``field,value,probability`` PMF (:func:`_fit_pmf`), or to JSON lines with
     content ids (:func:`_fit_json_lines`: the ``segments`` of its prompts' reuse; ``order``: a parts source's parts
     in prompt order); ``description`` is left for a person to write and ``source`` names the file.
     ``poisson_rate``: a Poisson arrival at that rate, for a source without arrival times; ``rate_only``: a Poisson
-    arrival at the source's own mean rate, its gaps not fitted (timestamps too coarse to show burstiness)."""
+    arrival at the source's own mean rate, its gaps not fitted (timestamps too coarse to show burstiness). A CSV with
+    ``time_s`` and ``rate_per_s`` is an arrival-rate series (:func:`_fit_rates`). ``slo``: percentile bounds
+    (normalised ``<stat>_<metric>_ms`` keys, ms) the preset states as its benchmark's SLO."""
     if Path(path).suffix in JSON_LINES:
         statistics, workload = _fit_json_lines(path, order, rate_only)
     else:
         if order is not None:
             raise LLMSimError(f"--order: {path} is a CSV; the order of prompt parts is for JSON lines with parts")
         frame = _read_csv(path)
-        if set(PMF_COLUMNS) <= set(frame.columns):
+        if set(RATE_COLUMNS) <= set(frame.columns):
+            if rate_only or poisson_rate is not None:
+                raise LLMSimError(f"{'--rate-only' if rate_only else '--poisson'}: {path} is an arrival-rate series "
+                                  f"({', '.join(RATE_COLUMNS)}): its arrival is its shape")
+            statistics, workload = _fit_rates(frame, path)
+        elif set(PMF_COLUMNS) <= set(frame.columns):
             if rate_only:
                 raise LLMSimError(f"--rate-only: {path} is a PMF, without arrival times")
             statistics, workload = _fit_pmf(frame, path)
@@ -148,9 +167,53 @@ def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None, o
         workload["arrival"] = {"kind": "poisson", "rate": poisson_rate}
     flags = (f" --order {','.join(order)}" if order is not None else "") + (" --rate-only" if rate_only else "")
     flags += f" --poisson {poisson_rate:g}" if poisson_rate is not None else ""
-    return {"name": name, "description": "", "source": str(path),
-            "fitted_by": f"llmsim workloads --fit {path} --name {name}{flags} (statistics and workload)",
-            "statistics": statistics, "workload": workload}
+    flags += "".join(f" --slo {key}={limit:g}" for key, limit in (slo or {}).items())
+    preset: dict[str, Any] = {"name": name, "description": "", "source": str(path),
+                              "fitted_by": f"llmsim workloads --fit {path} --name {name}{flags} (statistics and "
+                                           "workload)"}
+    if slo:
+        preset["slo"] = dict(slo)
+    return {**preset, "statistics": statistics, "workload": workload}
+
+
+def _number(value: float) -> int | float:
+    """``value`` as an int when it is whole (a preset's times written as the source gives them)."""
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _fit_rates(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Statistics and workload of an arrival-rate series: bin i starts at ``time_s`` t_i (strictly increasing) and
+    runs until t_{i+1}; the last bin is as wide as the one before it (a file states the starts only), so the span is
+    T = t_n − t_1 + (t_n − t_{n−1}). The mean rate is the time-average m = Σ r_i · w_i / T (w_i the bins' widths;
+    equal bins: the plain mean); the arrival is ``piecewise`` with rates r_i / m (rounded to 4 decimals) from
+    t_i − t_1, ``period_s`` T and ``mean_rate`` m (4 significant digits). The statistics: bins, span, m, max/m and
+    min/m, and the bins of rate 0. At most :data:`MAX_PIECES` bins, checked before any work on them."""
+    if len(frame) > MAX_PIECES:
+        raise LLMSimError(f"{path}: {len(frame):,} bins; a rate series is fitted to at most {MAX_PIECES:,} (one "
+                          "rate of the piecewise arrival each)")
+    if len(frame) < 2:
+        raise LLMSimError(f"{path}: {len(frame)} bins; a rate series is fitted to at least 2 (the last bin is as "
+                          "wide as the one before it)")
+    times = _column(frame, RATE_COLUMNS[0], path)
+    rates = _column(frame, RATE_COLUMNS[1], path, minimum=0)
+    steps = np.diff(times)
+    if (steps <= 0).any():
+        row = int(np.flatnonzero(steps <= 0)[0]) + 1
+        raise LLMSimError(f"{path}:{row + 2}: {RATE_COLUMNS[0]}: {shown(frame[RATE_COLUMNS[0]].iloc[row], 40)} is "
+                          f"not after the bin before it ({times[row - 1]:g}): bin starts must increase")
+    widths = np.append(steps, steps[-1])
+    span = float(times[-1] - times[0] + steps[-1])
+    mean = float((rates * widths).sum() / span)
+    if mean == 0:
+        raise LLMSimError(f"{path}: {RATE_COLUMNS[1]}: every rate is 0; a rate series needs one > 0")
+    shape = [[_number(start), round(float(rate), 4)] for start, rate in zip(times - times[0], rates / mean,
+                                                                            strict=True)]
+    statistics = {"bins": len(rates), "span_s": _number(span), "rate_per_s": float(f"{mean:.4g}"),
+                  "peak_to_mean": round(float(rates.max()) / mean, 3),
+                  "min_to_mean": round(float(rates.min()) / mean, 3), "zero_bins": int((rates == 0).sum())}
+    arrival = {"kind": "piecewise", "mean_rate": statistics["rate_per_s"], "period_s": _number(span),
+               "rates": shape}
+    return statistics, {"arrival": arrival}
 
 
 def _lengths(values: np.ndarray, cap_share: float) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from simulator.dtypes import BYTES_PER_ELEMENT
 from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_cache_bytes
 from simulator.results.progress import note
+from simulator.studies.capacity import parse_slo
 from simulator.workload import read_trace, write_trace
 
 
@@ -77,9 +78,12 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 def cmd_workloads(args: argparse.Namespace) -> int:
     """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML."""
     if args.fit:
+        slo = parse_slo(args.slo) if args.slo else None
         print(preset_yaml(fit_preset(args.fit, args.name, poisson_rate=args.poisson, order=args.order,
-                                     rate_only=args.rate_only)), end="")
+                                     rate_only=args.rate_only, slo=slo)), end="")
         return 0
+    if args.slo:
+        raise LLMSimError("workloads: --slo states a fitted preset's SLO: it needs --fit")
     if args.poisson is not None:
         raise LLMSimError("workloads: --poisson gives a fitted preset its arrival: it needs --fit")
     if args.order is not None or args.rate_only:
@@ -92,15 +96,18 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(presets, indent=2))
         return 0
-    print(f"{'preset':22} {'input p50/mean/p99':>22} {'output p50/mean/p99':>22} {'rate/s':>7}  source")
+    print(f"{'preset':24} {'input p50/mean/p99':>22} {'output p50/mean/p99':>22} {'rate/s':>7}  source")
     for preset in presets:
         stats = preset["statistics"]
-        cells = ["/".join(f"{stats[part][k]:,.0f}" if k in stats[part] else "-" for k in ("p50", "mean", "p99"))
+        cells = ["/".join(f"{stats[part][k]:,.0f}" if k in stats.get(part, {}) else "-" for k in ("p50", "mean", "p99"))
                  for part in ("input_tokens", "output_tokens")]
         per_s = stats.get("rate_per_s")
         rate = f"{'-':>7}" if per_s is None else f"{per_s:7.2f}" if per_s >= 0.1 else f"{per_s:7.2g}"  # not 0.01
-        print(f"{preset['name']:22} {cells[0]:>22} {cells[1]:>22} {rate}  {preset['source'].split(' (')[0]}")
-    print("use as workload: {preset: NAME, ...}; the section's own keys override the preset's")
+        print(f"{preset['name']:24} {cells[0]:>22} {cells[1]:>22} {rate}  {preset['source'].split(' (')[0]}")
+        if preset.get("slo"):
+            print(f"{'':24} slo: {', '.join(f'{key} <= {limit:g}' for key, limit in preset['slo'].items())}")
+    print("use as workload: {preset: NAME, ...}; the section's own keys override the preset's; llmsim capacity "
+          "holds a preset's slo when given no --slo")
     return 0
 
 

@@ -234,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("file", help="experiment YAML (its arrival rate, closed-loop users or trace speed-up is where the "
                      "search starts)")
     cap.add_argument("--slo", action="append", default=[], metavar="METRIC=MS",
-                     help="e.g. p99_ttft_ms=500 or ttft_p99_ms=500 (repeatable)")
+                     help="e.g. p99_ttft_ms=500 or ttft_p99_ms=500 (repeatable; default: the workload preset's slo, "
+                     "if it states one)")
     cap.add_argument("--attainment", type=_share,
                      help="require this share of requests within the limits instead (0 < share <= 1)")
     cap.add_argument("--tolerance", type=_open_fraction, default=0.02,
@@ -341,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     presets.add_argument("--json", action="store_true", help="one JSON object per preset")
     presets.add_argument("--fit", metavar="FILE", help="print a preset fitted to a processed trace (arrived_at, "
                          "num_prefill_tokens, num_decode_tokens; or lengths only, also as input_length, "
-                         "output_length; or a field,value,probability PMF of input_tokens and output_tokens; or JSON "
+                         "output_length; or a field,value,probability PMF of input_tokens and output_tokens; or an "
+                         "arrival-rate series, time_s and rate_per_s, whose shape becomes the arrival; or JSON "
                          "lines with content ids, hash_ids or parts, whose reuse becomes the prompt's segments) "
                          "instead")
     presets.add_argument("--order", type=_part_names, metavar="PART,PART,...",
@@ -355,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "output_tokens (the maximum-entropy law for them) instead; repeatable")
     presets.add_argument("--poisson", type=_positive_float, metavar="RATE",
                          help="with --fit, for a source without arrival times: a Poisson arrival at RATE req/s")
+    presets.add_argument("--slo", action="append", metavar="METRIC=MS",
+                         help="with --fit: the SLO the preset states (its benchmark's percentile bounds, e.g. "
+                         "p99_ttft_ms=2000), which llmsim capacity holds when given no --slo; repeatable")
     presets.add_argument("--name", default="my-workload", help="the fitted preset's name")
     presets.set_defaults(handler=("catalog", "cmd_workloads"))
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.catalog import load_hardware
+from simulator.catalog.workloads import load_preset
 from simulator.cli.outputs import check_output_file, output_folder
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError, shown
@@ -132,9 +133,16 @@ def _amount(value: float, knob: Knob) -> str:
     return f"{value:.4g} {knob.unit}"
 
 
+def _preset_slo(config: ExperimentConfig) -> list[str]:
+    """The SLO the workload's preset states (``METRIC=MS`` items, as ``--slo`` gives them), or none."""
+    if config.workload.preset is None:
+        return []
+    return [f"{key}={limit:g}" for key, limit in (load_preset(config.workload.preset).get("slo") or {}).items()]
+
+
 def cmd_capacity(args: argparse.Namespace) -> int:
-    slo = parse_slo(args.slo)
     config = load_experiment(args.file, args.set)
+    slo = parse_slo(args.slo or _preset_slo(config))  # no --slo: the preset's (parse_slo refuses neither)
     if args.report:
         check_output_file(Path(args.report), "--report")
     knob = search_knob(config)  # a workload with nothing to search is refused before anything runs
@@ -159,6 +167,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     say(f"== capacity of {config.name} ==")
     say(deployment)
     say(f"{workload}; the search varies {SEARCHED[knob.name]}")
+    if not args.slo:
+        say(f"slo:        preset {config.workload.preset}'s, {', '.join(f'{k} <= {v:g}' for k, v in slo.items())}")
     arrival = config.workload.arrival
     if knob.integer and getattr(arrival, "ramp_s", None) == 0:
         note("capacity: the users start together (ramp_s 0): their first requests arrive as one burst, and the SLO "

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from simulator.catalog.prompt_reuse import MAX_DOCUMENTS, MAX_SEGMENT_COUNT, MAX_SEGMENTS, MAX_ZIPF
-from simulator.catalog.workloads import with_preset
+from simulator.catalog.workloads import MAX_PIECES, load_preset, with_preset
 from simulator.config.base import MAX_RATE, MAX_REQUESTS, MAX_TOKENS, MIN_RATE, Strict
 from simulator.config.slo import SLOConfig
 from simulator.errors import renamed
@@ -46,11 +46,18 @@ class OnOffArrival(Strict):
 
 class PiecewiseArrival(Strict):
     """A Poisson process whose rate is piecewise constant: ``rates`` = [[start_s, rate], ...] from 0, repeated every
-    ``period_s`` if given (drawn by thinning)."""
+    ``period_s`` if given (drawn by thinning). With ``mean_rate``, the rates are a shape and the level is
+    ``mean_rate``: each is multiplied by ``mean_rate`` / m, where m = Σ rate_i · (start_{i+1} − start_i) / period_s
+    (start_{n+1} = period_s) is their time-average over one period — so the process sends ``mean_rate`` requests/s
+    on average over every whole period, and its peak/mean is the shape's. ``mean_rate`` needs ``period_s``: without
+    a period the last rate lasts for ever and is the long-run average, whatever the rest of the pattern says."""
 
     kind: Literal["piecewise"]
-    rates: list[tuple[float, float]] = Field(min_length=1)
+    rates: list[tuple[float, float]] = Field(min_length=1, max_length=MAX_PIECES)
     period_s: float | None = Field(default=None, gt=0)
+    mean_rate: float | None = Field(
+        default=None, ge=MIN_RATE, le=MAX_RATE,
+        description="requests/s averaged over one period: the rates are rescaled to it (needs period_s)")
 
     @model_validator(mode="after")
     def _ordered(self) -> PiecewiseArrival:
@@ -64,7 +71,26 @@ class PiecewiseArrival(Strict):
         if self.period_s is None and self.rates[-1][1] == 0:
             raise ValueError(f"the last rate (from {starts[-1]} s on) is 0 and nothing repeats the pattern, so the "
                              "requests would never all arrive: give period_s or a last rate > 0")
+        if self.mean_rate is not None and self.period_s is None:
+            raise ValueError(f"mean_rate {self.mean_rate:g} is an average over one period of the pattern: give "
+                             "period_s (without one the last rate is the long-run average)")
+        if self.mean_rate is not None and max(self.scaled_rates()) > MAX_RATE:
+            raise ValueError(f"mean_rate {self.mean_rate:g} puts the peak rate above {MAX_RATE:g} requests/s")
         return self
+
+    def time_average(self) -> float:
+        """The rates' time-average over one period (``period_s``), Σ rate_i · width_i / period_s."""
+        assert self.period_s is not None  # (only asked with a period: mean_rate needs one)
+        ends = [start for start, _ in self.rates[1:]] + [self.period_s]
+        return sum(rate * (end - start) for (start, rate), end in zip(self.rates, ends, strict=True)) / self.period_s
+
+    def scaled_rates(self) -> list[float]:
+        """The rates the process runs at: as given, or times ``mean_rate`` / :meth:`time_average`."""
+        rates = [rate for _, rate in self.rates]
+        if self.mean_rate is None:
+            return rates
+        factor = self.mean_rate / self.time_average()
+        return [rate * factor for rate in rates]
 
 
 class DiurnalArrival(Strict):
@@ -102,8 +128,9 @@ ArrivalConfig = Annotated[
 
 
 def offered_rate(arrival: ArrivalConfig | None) -> float | None:
-    """The arrival rate (requests/s) an arrival process states: its ``rate`` (an on-off process's while on) or a
-    diurnal one's ``mean_rate``; None where it states none (closed-loop clients, piecewise rates)."""
+    """The arrival rate (requests/s) an arrival process states: its ``rate`` (an on-off process's while on) or its
+    ``mean_rate`` (diurnal; piecewise rates rescaled to one); None where it states none (closed-loop clients,
+    piecewise rates as given)."""
     return getattr(arrival, "rate", None) or getattr(arrival, "mean_rate", None)
 
 
@@ -458,5 +485,7 @@ class WorkloadConfig(Strict):
             if self.num_requests is None and self.duration_s is None:
                 missing.insert(0, "num_requests (or duration_s)")
             if missing:
-                raise ValueError(f"a synthetic workload needs {missing} (or give trace: {{path: ...}})")
+                gives = (f"; preset {self.preset!r} gives {sorted(load_preset(self.preset)['workload'])}"
+                         if self.preset is not None else "")
+                raise ValueError(f"a synthetic workload needs {missing} (or give trace: {{path: ...}}){gives}")
         return self

@@ -9,7 +9,8 @@ every bound must hold for the run's percentile; with ``attainment`` = a, the bou
 What the search varies (:func:`search_knob`) follows the workload:
 
 - an open-loop arrival with a rate (poisson, gamma, constant, onoff): the **rate** (requests/s; sessions/s for
-  multi-turn sessions);
+  multi-turn sessions); one with a ``mean_rate`` (diurnal, piecewise rates rescaled to one): that mean rate, the
+  shape kept;
 - ``arrival.kind: closed_loop``: the number of **users**, an integer (max concurrency);
 - a replayed ``trace``: its **speed-up** (``workload.trace.speedup``: every gap divided by it).
 
@@ -79,7 +80,7 @@ def parse_slo(items: list[str]) -> dict[str, float]:
             raise ConfigError(f"--slo {item!r}: expected METRIC=LIMIT with a positive limit in ms")
         slo[normalise_slo_key(key.strip())] = limit
     if not slo:
-        raise ConfigError("capacity: give at least one --slo METRIC=LIMIT")
+        raise ConfigError("capacity: give at least one --slo METRIC=LIMIT (or a workload preset that states an slo)")
     return slo
 
 
@@ -104,7 +105,8 @@ class Knob:
     """What a capacity search varies (module docstring): ``name`` (``rate``, ``users`` or ``speedup``), its
     ``unit``, the experiment's own value (``start``, where the search starts) and the largest a probe takes
     (``bound``: the workload's requests all sent at once); ``requests`` the workload's request (or session) count;
-    a trace's mean arrival rate at speed-up 1 (``trace_rate``, requests/s)."""
+    a trace's mean arrival rate at speed-up 1 (``trace_rate``, requests/s); ``field``: the arrival's field a rate
+    sets (``rate``, or ``mean_rate`` for a time-varying arrival)."""
 
     name: str
     unit: str
@@ -112,6 +114,7 @@ class Knob:
     bound: float
     requests: int
     trace_rate: float | None = None
+    field: str = "rate"
 
     @property
     def integer(self) -> bool:
@@ -125,7 +128,7 @@ class Knob:
             workload = workload.model_copy(update={"trace": workload.trace.model_copy(update={"speedup": value})})
         else:
             assert workload.arrival is not None  # (search_knob chose a rate or users for an arrival)
-            update = {"users": int(value)} if self.integer else {"rate": value}
+            update = {"users": int(value)} if self.integer else {self.field: value}
             workload = workload.model_copy(update={"arrival": workload.arrival.model_copy(update=update)})
         return config.model_copy(update={"workload": workload})
 
@@ -154,18 +157,21 @@ def search_knob(config: ExperimentConfig, over: str | None = None) -> Knob:
         assert workload.num_requests is not None  # (a closed loop is bounded by its request count: the schema)
         n = workload.num_requests
         return Knob("users", "users", min(arrival.users, n), n, n)
-    if arrival is None or not hasattr(arrival, "rate"):
+    field = "rate" if hasattr(arrival, "rate") else "mean_rate"
+    start = getattr(arrival, field, None)
+    if arrival is None or start is None:
         kind = "a trace" if arrival is None else f"arrival kind {arrival.kind!r}"
         searched = "" if over == "rate" else ", closed-loop users (closed_loop) or a trace's speed-up"
-        raise ConfigError(f"capacity: the workload needs an arrival with a rate (poisson, gamma, constant, onoff)"
-                          f"{searched}, not {kind}")
+        raise ConfigError(f"capacity: the workload needs an arrival with a rate (poisson, gamma, constant, onoff) or "
+                          f"a mean_rate (diurnal, piecewise){searched}, not {kind}"
+                          + (" without mean_rate" if hasattr(arrival, "mean_rate") else ""))
     if workload.num_requests is None:
         raise ConfigError("capacity: a duration_s workload sends more requests the higher the rate; give "
                           "workload.num_requests to bound every probe (e.g. --set workload.num_requests=2000)")
     n = workload.num_requests
     unit = "sessions/s" if workload.sessions is not None else "req/s"  # the arrival process's rate
     bound = min(MAX_RATE, n / ALL_AT_ONCE_S)
-    return Knob("rate", unit, min(arrival.rate, bound), bound, n)
+    return Knob("rate", unit, min(start, bound), bound, n, field=field)
 
 
 def _trace_knob(config: ExperimentConfig) -> Knob:

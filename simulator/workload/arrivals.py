@@ -7,7 +7,8 @@
 - onoff: a Poisson process at ``rate`` on an "on" clock; each on_s of it is followed by off_s of silence, so
   on-clock time u maps to u + floor(u / on_s) · off_s
 - piecewise, diurnal: a Poisson process with rate λ(t), drawn by thinning (Lewis & Shedler): candidates at
-  λmax, each kept with probability λ(t)/λmax
+  λmax, each kept with probability λ(t)/λmax (piecewise: its rates rescaled to ``mean_rate`` if given,
+  :meth:`PiecewiseArrival.scaled_rates`)
 - closed_loop: NaN here; the run decides (:class:`simulator.cluster.feeds.ClosedLoopFeed`)
 """
 
@@ -45,7 +46,7 @@ def _thinned(rate_at, rate_max: float, n: int, rng: np.random.Generator) -> np.n
 
 def _piecewise_rate(config: PiecewiseArrival):
     starts = np.array([start for start, _ in config.rates])
-    rates = np.array([rate for _, rate in config.rates])
+    rates = np.array(config.scaled_rates())
 
     def rate_at(t: np.ndarray) -> np.ndarray:
         phase = np.mod(t, config.period_s) if config.period_s is not None else t
@@ -66,7 +67,7 @@ def arrival_times(config: ArrivalConfig, n: int, rng: np.random.Generator) -> np
         on_clock = np.cumsum(rng.exponential(1.0 / config.rate, size=n))
         return on_clock + np.floor(on_clock / config.on_s) * config.off_s
     if isinstance(config, PiecewiseArrival):
-        return _thinned(_piecewise_rate(config), max(rate for _, rate in config.rates), n, rng)
+        return _thinned(_piecewise_rate(config), max(config.scaled_rates()), n, rng)
     if isinstance(config, DiurnalArrival):
         c = config
 

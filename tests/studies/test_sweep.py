@@ -139,9 +139,9 @@ def test_capacity_command_reports_rate_goodput_and_tokens_per_gpu(tmp_path, caps
     assert main(["capacity", str(path), "--slo", "p99_ttft_ms=200"]) == 0
     out = capsys.readouterr().out
     assert "capacity:" in out and "output tok/s per GPU" in out
-    with pytest.raises(ConfigError, match="needs an arrival with a rate"):  # a diurnal one states a mean rate only
+    with pytest.raises(ConfigError, match="needs an arrival with a rate"):  # piecewise rates without a mean_rate
         find_capacity(load_experiment(experiment(workload={"num_requests": 5, "arrival": {
-            "kind": "diurnal", "mean_rate": 2}, "input_tokens": {"kind": "fixed", "value": 5},
+            "kind": "piecewise", "rates": [[0, 2]]}, "input_tokens": {"kind": "fixed", "value": 5},
             "output_tokens": {"kind": "fixed", "value": 5}})), {"p99_ttft_ms": 1.0})
 
 

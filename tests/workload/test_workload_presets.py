@@ -14,6 +14,7 @@ import yaml
 from simulator.catalog.paths import PROJECT_ROOT
 from simulator.catalog.workloads import PRESETS_DIR, PROBABILITIES, fit_preset, load_preset, preset_names, preset_yaml
 from simulator.cli import main
+from simulator.cli.studies import _preset_slo
 from simulator.config import load_experiment
 from simulator.config.workload import QuantileLength, WorkloadConfig
 from simulator.errors import LLMSimError
@@ -27,13 +28,15 @@ SOURCES = {"azure-conv": "azure_conv_2023.csv", "azure-code": "azure_code_2023.c
            "mlperf-llama3.1-405b": "mlperf_llama3_1_405b.csv", "mlperf-mixtral-8x7b": "mlperf_mixtral_8x7b.csv",
            "reasoning-servegen-r1": "servegen_deepseek_r1_length_pmf.csv",
            "rag-ragpulse": "ragpulse_rag_2025.jsonl", "chat-mooncake": "mooncake_conversation_fast25.jsonl"}
+RATE_SERIES = {f"servegen-language-{size}": f"servegen_language_m_{size}_rate.csv"
+               for size in ("large", "mid", "small")}
 MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
 POISSON = {name for name in SOURCES if name.startswith(("mlperf-", "reasoning-"))}  # lengths only: Poisson arrivals
 POISSON.add("chat-mooncake")  # timestamps in ~3 s steps: its rate only (--rate-only)
 
 
 def test_the_library_has_the_sourced_presets():
-    assert set(SOURCES) <= set(preset_names())
+    assert set(SOURCES) | set(RATE_SERIES) <= set(preset_names())
     for name in preset_names():
         preset = load_preset(name)
         assert preset["name"] == name and preset["description"] and preset["source"] and preset["fitted_by"]
@@ -107,7 +110,7 @@ def test_the_reasoning_preset_keeps_the_bimodal_output(shared_data):
     assert preset["workload"]["arrival"] == {"kind": "poisson", "rate": 1.0}
 
 
-@pytest.mark.parametrize("name", sorted(set(SOURCES) | set(MAX_ENTROPY)))
+@pytest.mark.parametrize("name", sorted(set(SOURCES) | set(MAX_ENTROPY) | set(RATE_SERIES)))
 def test_a_preset_file_is_what_its_command_prints(name, capsys, monkeypatch):
     """``fitted_by``'s command, run from the project root, prints the preset file byte for byte but for the two
     fields a person writes (``description`` and ``source``); a fitted preset's source file is read from
@@ -466,3 +469,83 @@ def test_fitting_flags_need_fit_and_the_right_source(tmp_path, capsys):
         assert main(["workloads", *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("name", sorted(RATE_SERIES))
+def test_a_rate_series_preset_keeps_its_sources_shape(name, shared_data):
+    """A ServeGen rate series (2,016 bins of 600 s): the preset's arrival repeats every 2,016 × 600 s, its mean_rate
+    is the file's mean rate (equal bins: the plain mean), its statistics' peak/mean the file's max/mean, and the
+    rates it runs at have that mean over the period and that peak (the shape is rounded to 4 decimals)."""
+    frame = pd.read_csv(shared_data / "traces" / RATE_SERIES[name])
+    rates = frame["rate_per_s"].to_numpy()
+    preset = load_preset(name)
+    arrival = WorkloadConfig(preset=name, num_requests=10, input_tokens={"kind": "fixed", "value": 5},
+                             output_tokens={"kind": "fixed", "value": 5}).arrival
+    assert arrival.kind == "piecewise" and arrival.period_s == 2016 * 600 and len(arrival.rates) == 2016
+    assert arrival.mean_rate == pytest.approx(rates.mean(), rel=5e-4)
+    assert preset["statistics"]["peak_to_mean"] == pytest.approx(rates.max() / rates.mean(), abs=5e-4)
+    scaled = np.array(arrival.scaled_rates())
+    assert scaled.mean() == pytest.approx(arrival.mean_rate, rel=1e-12)  # equal bins: the time-average is the mean
+    assert scaled.max() / scaled.mean() == pytest.approx(rates.max() / rates.mean(), rel=1e-3)
+    assert preset["statistics"]["zero_bins"] == int((rates == 0).sum())
+
+
+def test_a_rate_series_fits_a_normalised_piecewise_shape(tmp_path):
+    """Bins starting at 10, 20, 30 s with rates 1, 3, 0: the last as wide as the one before (10 s), so the span is 30 s
+    and the mean (10 + 30 + 0) / 30 = 4/3; the shape is 0.75, 2.25, 0 from 0 s (time-average 1), peak/mean 2.25."""
+    path = tmp_path / "rate.csv"
+    path.write_text("time_s,rate_per_s\n10,1\n20,3\n30,0\n")
+    preset = fit_preset(path, "r")
+    arrival = preset["workload"]["arrival"]
+    assert arrival == {"kind": "piecewise", "mean_rate": 1.333, "period_s": 30, "rates": [[0, 0.75], [10, 2.25],
+                                                                                          [20, 0.0]]}
+    assert preset["statistics"] == {"bins": 3, "span_s": 30, "rate_per_s": 1.333, "peak_to_mean": 2.25,
+                                    "min_to_mean": 0.0, "zero_bins": 1}
+    assert preset["fitted_by"] == f"llmsim workloads --fit {path} --name r (statistics and workload)"
+
+
+@pytest.mark.parametrize(("text", "flags", "message"), [
+    ("time_s,rate_per_s\n0,1\n600,2\n600,3\n", [], "rate.csv:4: time_s: 600 is not after the bin before it (600)"),
+    ("time_s,rate_per_s\n0,1\n600,-2\n", [], "rate.csv:3: rate_per_s: -2 is not a finite number >= 0"),
+    ("time_s,rate_per_s\n0,0\n600,0\n", [], "rate.csv: rate_per_s: every rate is 0"),
+    ("time_s,rate_per_s\n0,1\n", [], "rate.csv: 1 bins; a rate series is fitted to at least 2"),
+    ("time_s,rate_per_s\n" + "".join(f"{i},1\n" for i in range(100_001)), [],
+     "rate.csv: 100,001 bins; a rate series is fitted to at most 100,000"),
+    ("time_s,rate_per_s\n0,1\n600,2\n", ["--poisson", "2"], "--poisson: "),
+])
+def test_a_bad_rate_series_is_one_line(text, flags, message, tmp_path, capsys):
+    path = tmp_path / "rate.csv"
+    path.write_text(text)
+    assert main(["workloads", "--fit", str(path), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_an_arrival_only_preset_takes_its_lengths_from_the_section():
+    """``servegen-language-large`` holds only an arrival: with the section's lengths it makes a workload (its
+    arrival, the section's lengths and mean_rate over the preset's); without them the error names what is missing
+    and what the preset gives."""
+    workload = WorkloadConfig(preset="servegen-language-large", num_requests=10,
+                              input_tokens={"kind": "fixed", "value": 7}, output_tokens={"kind": "fixed", "value": 3})
+    assert workload.arrival.kind == "piecewise" and workload.input_tokens.value == 7
+    with pytest.raises(ValueError, match=r"needs \['input_tokens', 'output_tokens'\].*preset "
+                       r"'servegen-language-large' gives \['arrival'\]"):
+        WorkloadConfig(preset="servegen-language-large", num_requests=10)
+
+
+MLPERF_SERVER_SLO = {  # mlcommons/inference loadgen/mlperf.conf (commit 001712e9): <model>.Server.ttft_latency /
+    # tpot_latency in ms, at *.Server.target_latency_percentile = 99
+    "mlperf-llama2-70b": (2000, 200), "mlperf-mixtral-8x7b": (2000, 200), "mlperf-llama3.1-405b": (6000, 175),
+    "mlperf-deepseek-r1": (2000, 80)}
+
+
+@pytest.mark.parametrize("name", sorted(MLPERF_SERVER_SLO))
+def test_the_mlperf_presets_state_the_server_slo(name):
+    """Each MLPerf preset states its benchmark's Server limits as p99 bounds, cites them, and is what ``llmsim
+    capacity`` holds when given no --slo."""
+    ttft, tpot = MLPERF_SERVER_SLO[name]
+    preset = load_preset(name)
+    assert preset["slo"] == {"p99_ttft_ms": ttft, "p99_tpot_ms": tpot}
+    assert "loadgen/mlperf.conf" in preset["source"] and "001712e9" in preset["source"]
+    config = load_experiment(experiment(workload={"preset": name, "num_requests": 10}))
+    assert _preset_slo(config) == [f"p99_ttft_ms={ttft}", f"p99_tpot_ms={tpot}"]

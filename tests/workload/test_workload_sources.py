@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -292,3 +293,25 @@ def test_a_duration_only_bounds_open_loop_arrivals(workload, message):
                                   "output_tokens": {"kind": "fixed", "value": 2}, **workload})
     with pytest.raises(ConfigError, match=message):
         load_experiment(config)
+
+
+def test_a_piecewise_shape_rescaled_to_its_mean_rate():
+    """Shape 1/s on [0, 100), 4/s on [100, 150), 0 on [150, 200), period 200 s: time-average (100 + 200 + 0) / 200
+    = 1.5/s, so mean_rate 6 multiplies every rate by 4 (4, 16, 0; peak/mean 16/6 as the shape's 4/1.5). Over 300
+    whole periods the count is Poisson with mean 6 × 200 × 300 = 360,000: within 4 σ = 4·√360,000 = 2,400."""
+    config = PiecewiseArrival(kind="piecewise", rates=[(0, 1.0), (100, 4.0), (150, 0.0)], period_s=200, mean_rate=6)
+    assert config.time_average() == 1.5 and config.scaled_rates() == [4.0, 16.0, 0.0]
+    times = arrival_times(config, 370_000, _rng())
+    assert times[-1] > 300 * 200
+    assert abs((times < 300 * 200).sum() - 360_000) < 4 * np.sqrt(360_000)
+    assert not (np.mod(times, 200) >= 150).any()  # the silent quarter stays silent
+
+
+@pytest.mark.parametrize(("arrival", "message"), [
+    ({"rates": [[0, 1.0]], "mean_rate": 2}, "mean_rate 2 is an average over one period of the pattern: give period_s"),
+    ({"rates": [[0, 1.0], [10, 1e-9]], "period_s": 20, "mean_rate": 1e9}, "puts the peak rate above 1e+09"),
+    ({"rates": [[i, 1.0] for i in range(100_001)]}, "at most 100000 items"),
+])
+def test_a_piecewise_mean_rate_it_cannot_keep_is_refused(arrival, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        PiecewiseArrival(kind="piecewise", **arrival)
