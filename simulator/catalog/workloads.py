@@ -56,6 +56,7 @@ import yaml
 
 from simulator.catalog import prompt_reuse
 from simulator.catalog.paths import PROJECT_ROOT
+from simulator.catalog.yaml_text import load_yaml
 from simulator.errors import LLMSimError, shown
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def load_preset(name: str) -> dict[str, Any]:
     path = PRESETS_DIR / f"{name}.yaml"
     if not isinstance(name, str) or not path.is_file():
         raise ValueError(f"unknown preset {name!r} (allowed: {', '.join(preset_names())})")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml(path.read_text(encoding="utf-8"))  # the C parser: a rate series is thousands of numbers
 
 
 def with_preset(workload: Any) -> Any:

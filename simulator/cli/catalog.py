@@ -14,12 +14,12 @@ from simulator.catalog import hardware_names, load_hardware, load_model, model_n
 from simulator.catalog.layers import FullAttention
 from simulator.catalog.workloads import fit_preset, load_preset, max_entropy_preset, preset_names, preset_yaml
 from simulator.cli.outputs import check_output_file
+from simulator.config.slo import parse_slo
 from simulator.config.workload import TraceConfig
 from simulator.dtypes import BYTES_PER_ELEMENT
 from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_cache_bytes
 from simulator.results.progress import note
-from simulator.studies.capacity import parse_slo
 from simulator.workload import read_trace, write_trace
 
 

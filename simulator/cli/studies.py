@@ -14,12 +14,13 @@ from simulator.catalog import load_hardware
 from simulator.catalog.workloads import load_preset
 from simulator.cli.outputs import check_output_file, output_folder
 from simulator.config import ExperimentConfig, load_experiment
+from simulator.config.slo import parse_slo
 from simulator.errors import LLMSimError, shown
 from simulator.fidelity.bands import band_line
 from simulator.report.console import describe_setup
 from simulator.report.html import folder_page, plan_page, sweep_page, text_page, write_page
 from simulator.results.progress import note
-from simulator.studies.capacity import Knob, capacity_over_seeds, find_capacity, parse_slo, search_knob
+from simulator.studies.capacity import Knob, capacity_over_seeds, find_capacity, search_knob
 from simulator.studies.comparison import (
     check_findings,
     format_findings,

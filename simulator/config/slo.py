@@ -1,13 +1,15 @@
-"""The ``slo:`` and ``metrics:`` sections: what a request must attain, and which requests the figures describe."""
+"""The ``slo:`` and ``metrics:`` sections: what a request must attain, and which requests the figures describe; and
+the percentile limits a capacity search holds (``--slo p99_ttft_ms=500``: :func:`parse_slo`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field, model_validator
 
 from simulator.config.base import Strict
-from simulator.errors import renamed
+from simulator.errors import ConfigError, renamed
 
 
 class SLOConfig(Strict):
@@ -46,3 +48,37 @@ class MetricsConfig(Strict):
             raise ValueError(f"warmup_fraction + cooldown_fraction must be < 1 (some requests measured), got "
                              f"{self.warmup_fraction} + {self.cooldown_fraction}")
         return self
+
+
+_STATS = ("mean", "median", "p90", "p95", "p99")
+_METRICS = ("ttft", "tpot", "itl", "max_itl", "e2el")
+
+
+def normalise_slo_key(key: str) -> str:
+    """``ttft_p99_ms`` or ``p99_ttft_ms`` → ``p99_ttft_ms``; anything else is an error listing the forms."""
+    metrics = "|".join(sorted(_METRICS, key=len, reverse=True))  # max_itl before itl
+    match = re.fullmatch(rf"(?:(\w+?)_({metrics})|({metrics})_(\w+?))_ms", key)
+    if match:
+        stat, metric = (match[1], match[2]) if match[1] else (match[4], match[3])
+        if stat in _STATS:
+            return f"{stat}_{metric}_ms"
+    raise ConfigError(
+        f"--slo {key}: expected <stat>_<metric>_ms or <metric>_<stat>_ms with stat in {list(_STATS)} and metric in "
+        f"{list(_METRICS)}, e.g. p99_ttft_ms=500"
+    )
+
+
+def parse_slo(items: list[str]) -> dict[str, float]:
+    slo = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            limit = float(value)
+        except ValueError:
+            limit = -1.0
+        if not sep or limit <= 0:
+            raise ConfigError(f"--slo {item!r}: expected METRIC=LIMIT with a positive limit in ms")
+        slo[normalise_slo_key(key.strip())] = limit
+    if not slo:
+        raise ConfigError("capacity: give at least one --slo METRIC=LIMIT (or a workload preset that states an slo)")
+    return slo

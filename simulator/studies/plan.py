@@ -26,7 +26,8 @@ from pydantic import Field
 
 from simulator.catalog import load_hardware
 from simulator.config.loader import load_spec, resolve_base
-from simulator.studies.capacity import find_capacity, normalise_slo_key
+from simulator.config.slo import normalise_slo_key
+from simulator.studies.capacity import find_capacity
 from simulator.studies.parallel import map_in_order
 from simulator.studies.sweep import Point, SweepConfig, expand
 

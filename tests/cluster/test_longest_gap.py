@@ -114,7 +114,8 @@ def test_capacity_bounds_a_percentile_of_the_longest_gaps():
     gaps. Prefill-first batching stalls decodes by whole prompts (2 + 0.1 ms per token, up to 300 tokens), which
     batch up as load rises: the idle server's p99 longest gap is ~47 ms and 10 req/s reach ~100 ms, so a 60 ms bound
     holds somewhere between, at the rate the search reports and below it."""
-    from simulator.studies.capacity import find_capacity, normalise_slo_key
+    from simulator.config.slo import normalise_slo_key
+    from simulator.studies.capacity import find_capacity
 
     assert normalise_slo_key("max_itl_p99_ms") == "p99_max_itl_ms" == normalise_slo_key("p99_max_itl_ms")
     config = experiment()

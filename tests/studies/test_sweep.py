@@ -12,8 +12,9 @@ import yaml
 import simulator
 from simulator.cli import main
 from simulator.config import load_experiment
+from simulator.config.slo import normalise_slo_key
 from simulator.errors import ConfigError
-from simulator.studies.capacity import find_capacity, normalise_slo_key
+from simulator.studies.capacity import find_capacity
 from simulator.studies.plan import load_plan, run_plan
 from simulator.studies.sweep import load_sweep, run_points
 from tests.helpers import experiment
