@@ -440,3 +440,22 @@ def test_a_trace_without_a_request_count_is_described_whole(tmp_path, capsys):
     trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n0.5,20,5\n")
     code, out, _ = run_cli(capsys, "run", "--set", f"workload={{trace: {{path: {trace}}}}}")
     assert code == 0 and out.splitlines()[2] == "workload:   trace t.csv, every request"
+
+
+def test_run_prints_one_line_of_iteration_bounds_unless_the_experiment_says_not_to(tmp_path, capsys):
+    """``llmsim run`` records iteration bounds (the quickstart: Llama-3-8B, bf16, an H100): one ``iterations:`` line
+    whose figures are the summary's, decode streaming at a fraction of the HBM peak; none where the experiment turns
+    them off or its cost model (linear) prices no FLOPs."""
+    args = ["run", "--set", "workload.num_requests=100"]
+    code, out, _ = run_cli(capsys, *args)
+    lines = [line for line in out.splitlines() if line.startswith("iterations:")]
+    code2, text, _ = run_cli(capsys, *args, "--json")
+    summary = json.loads(text)
+    assert code == code2 == 0 and len(lines) == 1
+    decode = f"decode {100 * summary['iter_decode_memory_bound_frac']:.0f}% memory-bound at "
+    assert decode + f"{100 * summary['iter_decode_peak_hbm_frac']:.0f}% of HBM peak" in lines[0]
+    assert "% of BF16 peak" in lines[0] and summary["iter_all_iterations"] == summary["num_iterations"]
+    code, out, _ = run_cli(capsys, *args, "--set", "metrics.iteration_bounds=false")
+    assert code == 0 and "iterations:" not in out
+    code, out, _ = run_cli(capsys, "run", _write(tmp_path, experiment()))
+    assert code == 0 and "iterations:" not in out
