@@ -170,6 +170,25 @@ def test_steptime_adds_prediction_and_operator_groups(tmp_path, capsys):
     assert table["engine_ms"].eq(0).all()
 
 
+def test_steptime_says_why_each_step_costs_what_it_costs(tmp_path, capsys):
+    """Llama-3-70B at TP 4 (hidden 8192, 80 layers, 64 query and 8 KV heads of 128, MLP 28672, vocab 128256): a
+    2,048-token prompt does 2·(layer parameters)·2048 + the LM head's 2·8192·128256 + attention's 4·64·128 per causal
+    pair and layer, a quarter on each GPU — compute-bound; 64 decodes stream the weights — memory-bound."""
+    steps = tmp_path / "steps.csv"
+    steps.write_text(
+        "num_prefill_seqs,prefill_tokens_per_seq,num_decode_seqs,decode_context_per_seq\n1,2048,0,0\n0,0,64,1000\n"
+    )
+    out = tmp_path / "out.csv"
+    assert run_cli(capsys, "steptime", "--model", "llama-3-70b", "--hardware", "h100-sxm", "--tp", "4",
+                   "--engine", "vllm", "--input", str(steps), "--output", str(out))[0] == 0
+    table = pd.read_csv(out)
+    layer = 2 * 8192**2 + 2 * 8192 * 8 * 128 + 3 * 8192 * 28672
+    flops = 2 * 80 * layer * 2048 + 2 * 8192 * 128256 + 4 * 64 * 128 * 2048 * 2049 / 2 * 80
+    assert table["gflop_per_gpu"][0] == pytest.approx(flops / 4 / 1e9, rel=1e-6)
+    assert list(table["bound"]) == ["compute", "memory"]
+    assert (table[["compute_frac", "memory_frac", "fixed_frac"]].sum(axis=1)).to_numpy() == pytest.approx(1.0)
+
+
 def test_steptime_bad_row_names_file_and_line(tmp_path, capsys):
     steps = tmp_path / "steps.csv"
     steps.write_text("num_prefill_seqs,prefill_tokens_per_seq,num_decode_seqs,decode_context_per_seq\n1,x,0,0\n")
