@@ -214,17 +214,18 @@ class AttentionModel:
                 + heads * new_tokens * widths / ROW_WIDTHS * self.per_row + blocks * self.per_tile)
 
     def prefill_work(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
-                     cached_read: float, blocks: float, longest: float, flops: float) -> Work:
+                     cached_read: float, blocks: float, longest: float, flops: float, fixed_s: float = 0.0) -> Work:
         """:meth:`prefill_parts` (scalars; ``flops`` the kernel's FLOP rate) as :class:`~simulator.cost.work.Work`:
         2·(d_qk + d_v) FLOPs per pair and head, the K/V bytes; the pairs' FLOPs and exponentials (and its longest
-        block) are compute, the K/V bytes memory, the costs per row and per tile fixed."""
+        block) are compute, the K/V bytes memory, the costs per row and per tile fixed (and ``fixed_s``, its
+        launch floor)."""
         per_pair = 2 * widths / flops + self.exp_time
         compute = heads * pairs * per_pair
         if self.prefill_wave:
             compute = self.combine(compute, longest * self.prefill_wave * per_pair)
         nbytes = (new_tokens + cached_read) * kv_elements * self.v
         return Work(heads * pairs * 2 * widths, nbytes, compute, nbytes / self.io_bandwidth,
-                    heads * new_tokens * widths / ROW_WIDTHS * self.per_row + blocks * self.per_tile)
+                    heads * new_tokens * widths / ROW_WIDTHS * self.per_row + blocks * self.per_tile + fixed_s)
 
     def query_rows(self, heads, kv_heads):
         """Query rows per token of a prefill kernel's blocks: the H / G query heads of a KV head where it packs

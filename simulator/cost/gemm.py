@@ -46,7 +46,7 @@ import math
 import numpy as np
 
 from simulator.catalog import HardwareSpec, resolve_hardware
-from simulator.cost.work import Work, fixed, memory_kernel_work, smooth_max_work
+from simulator.cost.work import Work, memory_kernel_work, smooth_max_work
 from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype, resolve_dtype
 
 
@@ -107,8 +107,8 @@ class GemmModel:
         rows = math.ceil(m / self.tile) * self.tile
         nbytes = (m * k + m * n) * self.a + k * n * self.w
         work = smooth_max_work(self.p, 2 * rows * n * k / self.flops, nbytes / self.bandwidth,
-                               self.k_latency * min(k, self.k_split), 2 * m * n * k, nbytes)
-        work += fixed(self.overhead + self.format_overhead)
+                               self.k_latency * min(k, self.k_split), 2 * m * n * k, nbytes,
+                               self.overhead + self.format_overhead)
         if self.quantize_bytes:
             work += memory_kernel_work(m * k * self.quantize_bytes, self.bandwidth, self.quantize_overhead)
         return work

@@ -88,9 +88,8 @@ class IndexerCost:
         nflops = 2 * self.heads * self.width * pairs
         nbytes = (tokens + cached) * self.key_bytes + self.LOGIT_BYTES * pairs
         logits = smooth_max_work(attention.p, nflops / attention.prefill_flops, nbytes / attention.io_bandwidth,
-                                 flops=nflops, hbm_bytes=nbytes)
-        return (logits + memory_kernel_work(self.LOGIT_BYTES * pairs, attention.decode_bandwidth, 0.0)
-                + fixed(2 * attention.overhead))
+                                 flops=nflops, hbm_bytes=nbytes, fixed_s=2 * attention.overhead)
+        return logits + memory_kernel_work(self.LOGIT_BYTES * pairs, attention.decode_bandwidth, 0.0)
 
     def decode_per_token_work(self) -> Work:
         """:attr:`decode_per_token` as :class:`~simulator.cost.work.Work` (per cached token)."""
@@ -292,11 +291,12 @@ class GroupCost:
                       + sequences * 2 * self.state_bytes)
             kernel = smooth_max_work(attention.p, tokens * self.state_flops / attention.prefill_flops,
                                      nbytes / attention.io_bandwidth, flops=tokens * self.state_flops,
-                                     hbm_bytes=nbytes)
+                                     hbm_bytes=nbytes, fixed_s=attention.overhead)
         else:
             kernel = attention.prefill_work(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
-                                            self.heads / self.query_rows * tiles, longest, self.prefill_flops)
-        return (kernel + fixed(attention.overhead)) * self.count
+                                            self.heads / self.query_rows * tiles, longest, self.prefill_flops,
+                                            attention.overhead)
+        return kernel * self.count
 
     def indexer_prefill_work(self, pairs: float, tokens: int, cached: int) -> Work:
         """:meth:`indexer_prefill_time` as :class:`~simulator.cost.work.Work`."""

@@ -85,7 +85,7 @@ from statistics import NormalDist
 import numpy as np
 
 from simulator.catalog import HardwareSpec, resolve_hardware
-from simulator.cost.work import Work, fixed, memory_kernel_work, smooth_max_work
+from simulator.cost.work import Work, memory_kernel_work, smooth_max_work
 from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 
 
@@ -165,9 +165,9 @@ class ExpertsModel:
         nbytes = touched * matrices * hidden * width * self.w + assignments * (2 * hidden + matrices * width) * self.a
         kernel = smooth_max_work(self.p, 2 * touched * rows * hidden * matrices * padded / self.flops,
                                  nbytes / self.bandwidth, self.k_latency * (hidden + width),
-                                 2 * assignments * hidden * matrices * width, nbytes)
-        return (kernel + memory_kernel_work(pass_bytes, self.bandwidth, 0.0)
-                + fixed(touched * self.expert_overhead + self.overhead + extra))
+                                 2 * assignments * hidden * matrices * width, nbytes,
+                                 touched * self.expert_overhead + self.overhead + extra)
+        return kernel + memory_kernel_work(pass_bytes, self.bandwidth, 0.0)
 
 
 # probabilists' Gauss–Hermite rule (weights normalised to 1): E[f(Z)] ≈ Σ w·f(z) for a standard normal Z

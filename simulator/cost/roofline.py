@@ -251,6 +251,8 @@ class RooflineCostModel(CostModel):
         self._body_work_cache: dict[tuple[int, bool], Work] = {}
         self._per_sequence_work_cache: dict[tuple[int, int], Work] = {}
         self._decode_work_cache: dict[int, tuple[Work, Work]] = {}
+        self._decode_attention_work_cache: dict[int, tuple[Work, Work]] = {}
+        self._prefill_work_cache: dict[tuple[tuple[int, int], ...], Work] = {}
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec,
@@ -525,8 +527,12 @@ class RooflineCostModel(CostModel):
 
     def decode_attention_work_terms(self, num_decodes: int) -> tuple[Work, Work]:
         """:meth:`decode_attention_terms` as :class:`~simulator.cost.work.Work`: per sequence, per cached token."""
-        terms = [group.decode_work_terms(num_decodes) for group in self.groups]
-        return sum((t[0] for t in terms), Work()), sum((t[1] for t in terms), Work())
+        cached = self._decode_attention_work_cache.get(num_decodes)
+        if cached is None:
+            terms = [group.decode_work_terms(num_decodes) for group in self.groups]
+            cached = self._decode_attention_work_cache[num_decodes] = (
+                sum((t[0] for t in terms), Work()), sum((t[1] for t in terms), Work()))
+        return cached
 
     def _attention_work(self, shape: IterationShape) -> Work:
         work = self.prefill_attention_work(shape.prefill_chunks) if shape.prefill_chunks else Work()
@@ -550,8 +556,20 @@ class RooflineCostModel(CostModel):
     def iteration_work(self, shape: IterationShape) -> Work:
         if self.micro_batching:
             shape = self.heaviest_micro_batch(shape)
-        if not shape.prefill_chunks and not shape.num_decodes:
+        if shape.num_decodes:
+            return self._iteration_work(shape)
+        if not shape.prefill_chunks:
             return Work()
+        cached = self._prefill_work_cache.get(shape.prefill_chunks)  # as iteration_time's
+        if cached is None:
+            if len(self._prefill_work_cache) >= 65536:
+                self._prefill_work_cache.clear()
+            cached = self._prefill_work_cache[shape.prefill_chunks] = self._iteration_work(shape)
+        return cached
+
+    def _iteration_work(self, shape: IterationShape) -> Work:
+        if not self.sequential_prefill:
+            return self._pass_work(shape)
         return sum((self._pass_work(one) for one in self._passes(shape)), Work())
 
     def decode_step_work(self, num_decodes: int) -> tuple[Work, Work]:

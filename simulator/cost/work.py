@@ -30,7 +30,7 @@ memory (:meth:`Work.bound`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from simulator.catalog import HardwareSpec
 from simulator.dtypes import compute_dtype
@@ -38,10 +38,11 @@ from simulator.dtypes import compute_dtype
 BOUNDS = ("compute", "memory", "fixed")  # the labels, in the order ties are broken
 
 
-@dataclass(frozen=True, slots=True)
-class Work:
+class Work(NamedTuple):
     """What kernels do and where their time goes (module docstring): FLOPs, HBM bytes, and the seconds limited by
-    compute, by memory and by neither. Sums and scalings are exact, so a group of kernels is the sum of its own."""
+    compute, by memory and by neither. ``+`` and ``*`` (by a number) add and scale them field by field — not the
+    tuple's concatenation and repetition: a tuple, for speed, as one is built per kernel while bounds are recorded —
+    so a group of kernels is the sum of its own, exactly."""
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
@@ -49,18 +50,16 @@ class Work:
     memory_s: float = 0.0
     fixed_s: float = 0.0
 
-    def __add__(self, other: Work) -> Work:
-        return Work(self.flops + other.flops, self.hbm_bytes + other.hbm_bytes, self.compute_s + other.compute_s,
-                    self.memory_s + other.memory_s, self.fixed_s + other.fixed_s)
+    def __add__(self, other: Work) -> Work:  # type: ignore[override]  # field by field (class docstring)
+        return Work(self[0] + other[0], self[1] + other[1], self[2] + other[2], self[3] + other[3],
+                    self[4] + other[4])
 
     def __sub__(self, other: Work) -> Work:
-        return self + other * -1.0
+        return Work(self[0] - other[0], self[1] - other[1], self[2] - other[2], self[3] - other[3],
+                    self[4] - other[4])
 
-    def __mul__(self, factor: float) -> Work:
-        return Work(self.flops * factor, self.hbm_bytes * factor, self.compute_s * factor, self.memory_s * factor,
-                    self.fixed_s * factor)
-
-    __rmul__ = __mul__
+    def __mul__(self, factor: float) -> Work:  # type: ignore[override]  # a scaling (class docstring)
+        return Work(self[0] * factor, self[1] * factor, self[2] * factor, self[3] * factor, self[4] * factor)
 
     @property
     def seconds(self) -> float:
@@ -80,14 +79,15 @@ def fixed(seconds: float) -> Work:
 
 
 def smooth_max_work(p: float, compute_s: float, memory_s: float, serial_s: float = 0.0, flops: float = 0.0,
-                    hbm_bytes: float = 0.0) -> Work:
+                    hbm_bytes: float = 0.0, fixed_s: float = 0.0) -> Work:
     """The smooth maximum ``(compute^p + memory^p + serial^p)^(1/p)`` split by Euler's rule (module docstring): each
-    term ``t`` takes ``t^p / M^(p−1)``; the serial latency is fixed. ``flops`` and ``hbm_bytes``: the kernel's work."""
+    term ``t`` takes ``t^p / M^(p−1)``; the serial latency is fixed. ``flops`` and ``hbm_bytes``: the kernel's work;
+    ``fixed_s``: its fixed costs besides (launch floor, per-item costs)."""
     total = (compute_s**p + memory_s**p + serial_s**p) ** (1 / p)
     if total <= 0:
-        return Work(flops, hbm_bytes)
+        return Work(flops, hbm_bytes, fixed_s=fixed_s)
     scale = total ** (1 - p)
-    return Work(flops, hbm_bytes, compute_s**p * scale, memory_s**p * scale, serial_s**p * scale)
+    return Work(flops, hbm_bytes, compute_s**p * scale, memory_s**p * scale, serial_s**p * scale + fixed_s)
 
 
 def memory_kernel_work(nbytes: float, bandwidth: float, overhead_s: float) -> Work:

@@ -32,7 +32,7 @@ import math
 from itertools import combinations, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from simulator.cost.work import Work
+from simulator.cost.work import BOUNDS, Work
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +74,13 @@ def bound_seconds(steps: int, base: float, slope: float, lines: list[tuple[float
     return seconds
 
 
+def _leader(compute: float, memory: float, fixed: float) -> int:
+    """The index of the largest part (ties to the earlier)."""
+    if compute >= memory:
+        return 0 if compute >= fixed else 2
+    return 1 if memory >= fixed else 2
+
+
 class _Phase:
     """One phase's totals and its sample of points."""
 
@@ -89,14 +96,17 @@ class _Phase:
         self.seen = 0
         self.stride = 1
 
-    def keep(self, point: tuple) -> None:
-        """Every ``stride``-th point; at twice the cap, every other one kept is dropped and the stride doubles."""
-        if self.seen % self.stride == 0:
-            self.points.append(point)
-            if len(self.points) >= 2 * POINTS_PER_PHASE:
-                self.points = self.points[::2]
-                self.stride *= 2
+    def wants(self) -> bool:
+        """Whether the next point is kept (every ``stride``-th); counts it either way."""
         self.seen += 1
+        return (self.seen - 1) % self.stride == 0
+
+    def keep(self, point: tuple) -> None:
+        """A point :meth:`wants` kept; at twice the cap, every other one kept is dropped and the stride doubles."""
+        self.points.append(point)
+        if len(self.points) >= 2 * POINTS_PER_PHASE:
+            self.points = self.points[::2]
+            self.stride *= 2
 
 
 class IterationBounds:
@@ -110,26 +120,31 @@ class IterationBounds:
         """A finished work of ``steps`` steps on ``replica`` from ``start_s``: step j lasts ``base + slope·j``
         seconds and does ``work[0] + work[1]·(context_sum0 + j·batch)`` (one iteration: ``work[1]`` zero)."""
         w0, w1 = work
-        first = w0 + w1 * context_sum0  # step 0's work; each step adds w1·batch
-        grow = batch * w1.compute_s, batch * w1.memory_s
-        lines = [(first.compute_s, grow[0]), (first.memory_s, grow[1]),
-                 (base - first.compute_s - first.memory_s, slope - grow[0] - grow[1])]
+        # step j's compute and memory parts: c + dc·j, m + dm·j; its fixed part what its time leaves
+        c, m = w0.compute_s + w1.compute_s * context_sum0, w0.memory_s + w1.memory_s * context_sum0
+        dc, dm = w1.compute_s * batch, w1.memory_s * batch
         counts = steps * (steps - 1) / 2  # Σ j over the steps
-        total = first * steps + w1 * (batch * counts)
         seconds = steps * base + slope * counts
+        compute, memory = steps * c + dc * counts, steps * m + dm * counts
+        tokens = steps * context_sum0 + batch * counts  # Σ context sums
+        flops, nbytes = steps * w0.flops + w1.flops * tokens, steps * w0.hbm_bytes + w1.hbm_bytes * tokens
         totals = self.phases[phase]
         totals.iterations += steps
         totals.busy_s += seconds
-        for i, part in enumerate(bound_seconds(steps, base, slope, lines)):
-            totals.bound_s[i] += part
-        totals.flops_at_peak_s += total.flops / roofs.flops
-        totals.hbm_at_peak_s += total.hbm_bytes / roofs.hbm_bytes_per_s
-        if seconds <= 0:  # nothing to plot (a disaggregated decode replica taking a request's KV)
-            return
-        whole = Work(total.flops, total.hbm_bytes, total.compute_s, total.memory_s,
-                     seconds - total.compute_s - total.memory_s)
-        totals.keep((replica, phase, start_s, steps, seconds, whole.flops, whole.hbm_bytes, whole.compute_s,
-                     whole.memory_s, whole.fixed_s, whole.bound, *roofs))
+        first = _leader(c, m, base - c - m)
+        if steps == 1 or first == _leader(c + dc * (steps - 1), m + dm * (steps - 1),
+                                          base + slope * (steps - 1) - c - m - (dc + dm) * (steps - 1)):
+            totals.bound_s[first] += seconds  # one leader at both ends: all along (each leads an interval)
+        else:
+            lines = [(c, dc), (m, dm), (base - c - m, slope - dc - dm)]
+            for i, part in enumerate(bound_seconds(steps, base, slope, lines)):
+                totals.bound_s[i] += part
+        totals.flops_at_peak_s += flops / roofs.flops
+        totals.hbm_at_peak_s += nbytes / roofs.hbm_bytes_per_s
+        if seconds > 0 and totals.wants():  # (none to plot: a disaggregated decode replica taking a request's KV)
+            bound = BOUNDS[_leader(compute, memory, seconds - compute - memory)]
+            totals.keep((replica, phase, start_s, steps, seconds, flops, nbytes, compute, memory,
+                         seconds - compute - memory, bound, *roofs))
 
     def summary(self) -> dict[str, Any]:
         """``iter_<phase>_<stat>`` for each phase and ``all`` (:data:`BOUND_METRICS`; a phase without iterations
