@@ -43,8 +43,9 @@ class MetricsConfig(Strict):
     iteration_bounds: bool = Field(
         default=False,
         description="record each iteration's bound (compute, memory or fixed) and fractions of the GPU's peak "
-        "FLOP/s and HBM bandwidth (the iter_* metrics, roofline.parquet; a roofline cost model): a few percent of a "
-        "run's time, so off unless asked for; llmsim run turns it on unless the experiment sets it",
+        "FLOP/s and HBM bandwidth (the iter_* metrics, roofline.parquet; a roofline cost model): it prices every "
+        "kernel's work beside its time (about 1.7x a run's time), so off unless asked for; llmsim run turns it on "
+        "unless the experiment sets it",
     )
 
     @model_validator(mode="after")

@@ -9,8 +9,10 @@ step j lasts ``base + slope·j`` seconds (:mod:`simulator.cluster.replica`). Ste
 leaves: ``f_j = t_j − c_j − m_j`` — the cost model's fixed part, plus whatever the replica adds outside the served
 model's forward pass (a speculative draft's passes, KV swaps and slab copies, LoRA adapters, a slow fault's
 stretch, an attention-DP rank's wait for the slowest rank), none of whose FLOPs or bytes are counted. Its bound is
-the largest of c_j, m_j, f_j (ties: compute, memory, fixed). All three are affine in j, so the steps of each bound
-are found from the lines' crossings, and the time summed over them in closed form (:func:`bound_seconds`).
+the largest of c_j, m_j, f_j (ties: compute, memory, fixed). All three are affine in j, so each bound leads one
+interval of steps (or none): a work whose first and last steps have the same bound has it all along; otherwise
+the steps of each bound are found from the lines' crossings, and the time summed over them in closed form
+(:func:`bound_seconds`).
 
 Iterations are told apart by phase (:func:`simulator.results.observers.iteration_phase`): ``prefill`` (prompt
 chunks only), ``decode`` (decode sequences only) and ``mixed`` (both). Per phase the recorder keeps the iterations,
@@ -20,7 +22,8 @@ seconds the work would take at the peaks, whose ratio to the busy seconds is the
 peak: Σ t·(F/t)/P / Σ t. :meth:`IterationBounds.summary` states them (the keys of :data:`BOUND_METRICS`, defined in
 :mod:`simulator.results.metrics`).
 
-Roofline points: one per work (a decode run's totals over its steps: its mean step), kept for at most
+Roofline points: one per work of some time (a decode run's totals over its steps: its mean step; the bound of its
+totals), kept for at most
 :data:`POINTS_PER_PHASE` × 2 works per phase — every one until there are twice that many, then every second, every
 fourth, … (whenever the kept points reach twice the cap, every other one is dropped and the stride doubles), so the
 sample is evenly spread over the run and the same run keeps the same points.
