@@ -78,7 +78,7 @@ def iterations_line(summary: dict[str, Any], peak_format: str = "") -> str:
     flops_peak = f"{peak_format.upper()} peak" if peak_format else "peak FLOP/s"
     parts = []
     for phase in ("decode", "prefill", "mixed"):
-        if not summary.get(f"iter_{phase}_iterations"):
+        if not summary.get(f"iter_{phase}_busy_s"):  # (a phase of no time has no shares)
             continue
         shares = {bound: summary[f"iter_{phase}_{bound}_bound_frac"] for bound in ("compute", "memory", "fixed")}
         bound = max(shares, key=shares.__getitem__)

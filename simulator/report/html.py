@@ -193,7 +193,7 @@ def _bound_rows(summary: dict[str, Any]) -> list[list[Any]]:
              "peak_hbm_frac")
     return [[phase, Markup(number(summary[f"iter_{phase}_iterations"])),
              *(Markup(number(summary[f"iter_{phase}_{stat}"], unit_of(stat))) for stat in stats)]
-            for phase in ("decode", "prefill", "mixed", "all") if summary.get(f"iter_{phase}_iterations")]
+            for phase in ("decode", "prefill", "mixed", "all") if summary.get(f"iter_{phase}_busy_s")]
 
 
 def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.DataFrame]) -> str:

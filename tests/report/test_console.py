@@ -8,7 +8,8 @@ from simulator.report.console import iterations_line
 
 
 def _phase(name: str, iterations: int, compute: float, memory: float, flops: float, hbm: float) -> dict:
-    return {f"iter_{name}_iterations": iterations, f"iter_{name}_compute_bound_frac": compute,
+    return {f"iter_{name}_iterations": iterations, f"iter_{name}_busy_s": 0.01 * iterations,
+            f"iter_{name}_compute_bound_frac": compute,
             f"iter_{name}_memory_bound_frac": memory, f"iter_{name}_fixed_bound_frac": 1 - compute - memory,
             f"iter_{name}_peak_flops_frac": flops, f"iter_{name}_peak_hbm_frac": hbm}
 

@@ -88,7 +88,7 @@ def test_a_runs_report_states_the_summary_with_its_figures_inline(tmp_path, caps
             assert value_of(cell) == pytest.approx(summary[f"{stat}_{key}_ms"], rel=5e-4), (label, stat)
     bounds = {row[0]: dict(zip(page.tables[3][0][1:], row[1:], strict=True)) for row in page.tables[3][1:]}
     assert set(bounds) == {"decode", "prefill", "mixed", "all"} - {p for p in ("prefill", "mixed")
-                                                                    if not summary[f"iter_{p}_iterations"]}
+                                                                    if not summary[f"iter_{p}_busy_s"]}
     for phase, row in bounds.items():  # llmsim run records them: its summary's figures, four digits
         assert value_of(row["memory-bound"]) == pytest.approx(summary[f"iter_{phase}_memory_bound_frac"], abs=5e-4)
         assert value_of(row["of peak HBM"]) == pytest.approx(summary[f"iter_{phase}_peak_hbm_frac"], rel=5e-4)
