@@ -40,6 +40,10 @@ Inter-token gaps: decoding requests are grouped by the time of their last token 
 the prefill that started them). A run's first step gives each group one gap, ``run start − last token + d_0``
 (which includes any prefill stall); the remaining steps give ``d_1 … d_{k−1}`` to every request of the batch.
 Each request's longest gap is kept the same way, per run (:mod:`simulator.cluster.longest_gap`).
+
+Iteration bounds (``metrics.iteration_bounds``): a work's FLOPs, bytes and time split are taken from the cost model
+as it is planned (an iteration's, or a decode run's affine pair) and recorded, with its steps' times, as it ends
+(:mod:`simulator.results.bounds`).
 """
 
 from __future__ import annotations
