@@ -306,8 +306,8 @@ def plot_folder(folder: str | Path) -> list[Path]:
         figures["timeline"] = timeline_figure(timeline, name, scaling)
     if (folder / "iterations.parquet").is_file():
         figures["phases"] = phase_shares(read("iterations.parquet"), name)
-    if (folder / "roofline.parquet").is_file():
-        figures["roofline"] = roofline_figure(read("roofline.parquet"), name)
+    if (folder / "roofline.parquet").is_file() and len(points := read("roofline.parquet")):
+        figures["roofline"] = roofline_figure(points, name)
     if (folder / "index.parquet").is_file():
         figures["sweep"] = sweep_curves(read("index.parquet"), slo=slo, name=name)
     if not figures:

@@ -57,3 +57,13 @@ def test_llmsim_plot_draws_a_runs_roofline_the_same_bytes_each_time(tmp_path, ca
     assert main(["plot", str(out)]) == 0
     assert {p.name: p.read_bytes() for p in (out / "plots").iterdir()} == drawn
     capsys.readouterr()
+
+
+def test_a_run_without_timed_iterations_draws_no_roofline(tmp_path):
+    """A roofline.parquet without points (a run that did no work) is no figure."""
+    from simulator.errors import LLMSimError
+    from simulator.report.plots import plot_folder
+
+    pd.DataFrame({name: pd.Series(dtype=float) for name in POINT_COLUMNS}).to_parquet(tmp_path / "roofline.parquet")
+    with pytest.raises(LLMSimError, match="nothing to plot"):
+        plot_folder(tmp_path)
