@@ -270,15 +270,16 @@ class AttentionModel:
         return np.where((np.asarray(kv_heads) > 0) & (heads > self.max_group * kv_heads), fallback, streaming)
 
     def decode_per_token_work(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0,
-                              blocks: float = 0) -> Work:
-        """:meth:`decode_per_token` (scalars) as :class:`~simulator.cost.work.Work`: 2·H·(d_qk + d_v) FLOPs and
-        e·v bytes per cached token, the streaming kernel's smooth maximum split by Euler's rule (its memory side
-        at most the blocks' streaming rate, memory too); the fallback kernel's cost per (query head, token) is a
-        fitted cost per work item, fixed."""
+                              blocks: float = 0, queries: float = 1) -> Work:
+        """:meth:`decode_per_token` (scalars) as :class:`~simulator.cost.work.Work`: 2·H·(d_qk + d_v)·q FLOPs (q
+        ``queries`` per sequence) and e·v bytes per cached token, the streaming kernel's smooth maximum split by
+        Euler's rule (its memory side at most the blocks' streaming rate, memory too); the fallback kernel's cost
+        per (query head, query, token) is a fitted cost per work item, fixed."""
         nbytes = kv_elements * self.v
-        nflops = 2 * heads * widths
+        nflops = 2 * heads * widths * queries
         if self.max_group and kv_heads > 0 and heads > self.max_group * kv_heads:
-            return Work(nflops, nbytes, fixed_s=heads * math.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token)
+            return Work(nflops, nbytes, fixed_s=heads * math.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token
+                        * queries)
         memory = nbytes / self.decode_bandwidth
         if self.block_bandwidth and blocks > 0:
             memory = self.combine(memory, nbytes / (blocks * self.block_bandwidth))

@@ -191,13 +191,13 @@ class GroupCost:
             per_token += self.indexer.decode_per_token
         return self.count * per_sequence, self.count * per_token
 
-    def decode_work_terms(self, sequences: int) -> tuple[Work, Work]:
+    def decode_work_terms(self, sequences: int, queries: int = 1) -> tuple[Work, Work]:
         """:meth:`decode_terms` as :class:`~simulator.cost.work.Work`: per sequence (the blocks' costs and a split's
         combine fixed; a recurrence's state read and written; a bounded span's tokens, or a tiled context's mean
         padding) and per cached token (its FLOPs and bytes, and a sparse-attention indexer's)."""
         attention = self.attention
         per_token = attention.decode_per_token_work(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,
-                                                    sequences * self.kv_blocks)
+                                                    sequences * self.kv_blocks, queries)
         billed, split = (attention.decode_wave(sequences, self._decode_blocks, self.span or math.inf)
                          if self.decode_kv else (sequences, 0.0))
         per_sequence = fixed((float(billed) * self._decode_block_cost + float(split)) / sequences)

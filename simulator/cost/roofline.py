@@ -252,7 +252,7 @@ class RooflineCostModel(CostModel):
         self._body_work_cache: dict[tuple[int, bool], Work] = {}
         self._per_sequence_work_cache: dict[tuple[int, int], Work] = {}
         self._decode_work_cache: dict[int, tuple[Work, Work]] = {}
-        self._decode_attention_work_cache: dict[int, tuple[Work, Work]] = {}
+        self._decode_attention_work_cache: dict[tuple[int, int], tuple[Work, Work]] = {}
         self._prefill_work_cache: dict[tuple[tuple[int, int], ...], Work] = {}
 
     @classmethod
@@ -533,19 +533,20 @@ class RooflineCostModel(CostModel):
             work += sum((group.indexer_prefill_work(pairs, tokens, cached) for group in self.groups), Work())
         return work
 
-    def decode_attention_work_terms(self, num_decodes: int) -> tuple[Work, Work]:
+    def decode_attention_work_terms(self, num_decodes: int, queries: int = 1) -> tuple[Work, Work]:
         """:meth:`decode_attention_terms` as :class:`~simulator.cost.work.Work`: per sequence, per cached token."""
-        cached = self._decode_attention_work_cache.get(num_decodes)
+        key = (num_decodes, queries)
+        cached = self._decode_attention_work_cache.get(key)
         if cached is None:
-            terms = [group.decode_work_terms(num_decodes) for group in self.groups]
-            cached = self._decode_attention_work_cache[num_decodes] = (
+            terms = [group.decode_work_terms(num_decodes, queries) for group in self.groups]
+            cached = self._decode_attention_work_cache[key] = (
                 sum((t[0] for t in terms), Work()), sum((t[1] for t in terms), Work()))
         return cached
 
     def _attention_work(self, shape: IterationShape) -> Work:
         work = self.prefill_attention_work(shape.prefill_chunks) if shape.prefill_chunks else Work()
         if shape.num_decodes:
-            per_sequence, per_token = self.decode_attention_work_terms(shape.num_decodes)
+            per_sequence, per_token = self.decode_attention_work_terms(shape.num_decodes, shape.decode_positions)
             work += (fixed(self.decode_attention_fixed) + per_sequence * shape.num_decodes
                      + per_token * shape.decode_context_sum)
         return work
