@@ -135,14 +135,23 @@ def _setup_rows(about: dict[str, Any]) -> list[list[Any]]:
     for key, value in about.items():
         if value is None:
             continue
-        if key == "pools":
-            value = "; ".join(f"{p['replicas']} × {p['hardware']} TP {p['tensor_parallel']} PP "
-                              f"{p['pipeline_parallel']} DP {p['data_parallel']} EP {p['expert_parallel']}"
-                              for p in value)
+        if key == "pools" and isinstance(value, list):
+            value = "; ".join(_pool_text(pool) for pool in value)
         elif isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())
         rows.append([key, Markup(html.escape(str(value)))])
     return rows
+
+
+def _pool_text(pool: Any) -> str:
+    """``2 × h100-sxm TP 4 PP 1 DP 1 EP 1`` from a pool of a summary's ``about``, with what it states (a summary
+    from another version, or edited by hand, may lack some)."""
+    if not isinstance(pool, dict):
+        return str(pool)
+    degrees = [f"{label} {pool[key]}" for label, key in (("TP", "tensor_parallel"), ("PP", "pipeline_parallel"),
+                                                          ("DP", "data_parallel"), ("EP", "expert_parallel"))
+               if key in pool]
+    return " ".join([f"{pool.get('replicas', '?')} × {pool.get('hardware', '?')}", *degrees])
 
 
 def _held_to_rows(resolved: dict[str, Any]) -> list[list[Any]]:
@@ -188,11 +197,11 @@ def _summary_sections(page: Page, summary: dict[str, Any]) -> None:
 
 
 def _bound_rows(summary: dict[str, Any]) -> list[list[Any]]:
-    """A row per phase that ran (and all of them) of the ``iter_*`` metrics (:mod:`simulator.results.bounds`)."""
-    stats = ("busy_s", "compute_bound_frac", "memory_bound_frac", "fixed_bound_frac", "peak_flops_frac",
+    """A row per phase that ran (and all of them) of the ``iter_*`` metrics (:mod:`simulator.results.bounds`); a
+    figure the summary lacks (one edited by hand, or of another version) shows as empty."""
+    stats = ("iterations", "busy_s", "compute_bound_frac", "memory_bound_frac", "fixed_bound_frac", "peak_flops_frac",
              "peak_hbm_frac")
-    return [[phase, Markup(number(summary[f"iter_{phase}_iterations"])),
-             *(Markup(number(summary[f"iter_{phase}_{stat}"], unit_of(stat))) for stat in stats)]
+    return [[phase, *(Markup(number(summary.get(f"iter_{phase}_{stat}"), unit_of(stat))) for stat in stats)]
             for phase in ("decode", "prefill", "mixed", "all") if summary.get(f"iter_{phase}_busy_s")]
 
 
