@@ -15,7 +15,8 @@ A slice is a derived :class:`~simulator.catalog.hardware.HardwareSpec` (:func:`m
     sm_count = ⌊sm_count × g/7⌋ (whole SMs, at least 1), peak_tflops and sfu_exp_tera_per_s × g/7,
     memory_gib and memory_bandwidth_gb_per_s × m/8 (the L2 is not modelled),
 
-no GPU-to-GPU link (instances share no NVLink or P2P: ``interconnect_gb_per_s`` 0, a node of one), and the
+no GPU-to-GPU link (instances share no NVLink or P2P: ``interconnect_gb_per_s`` 0), a node of as many slices as
+its GPUs hold (:func:`instances_per_gpu` each: a node fault stops every slice on it), and the
 fitted efficiencies kept: a kernel reaches the same fraction of a slice's peaks as of the whole GPU's. Its price
 per hour is g/7 of the GPU's (a replica on it uses g/7 of a GPU: the summary's ``num_gpus``)."""
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from simulator.catalog.hardware import HardwareSpec, MigSlice, NodeSpec, PeakTflops
+from simulator.catalog.hardware import HardwareSpec, MigSlice, PeakTflops
 from simulator.errors import LLMSimError
 
 # NVIDIA's MIG profiles as (compute slices of 7, memory slices of 8), smallest first
@@ -62,11 +63,18 @@ def mig_slice(gpu: HardwareSpec, profile: str, field: str = "cluster.mig") -> Ha
         "sm_count": max(1, gpu.sm_count * g // COMPUTE_SLICES) if gpu.sm_count else 0,
         "sfu_exp_tera_per_s": gpu.sfu_exp_tera_per_s * compute,
         "interconnect_gb_per_s": 0.0,
-        "node": NodeSpec(gpus_per_node=1, fabric="pcie", inter_node_gb_per_s=gpu.node.inter_node_gb_per_s),
+        "node": gpu.node.model_copy(update={"gpus_per_node": gpu.node.gpus_per_node * instances_per_gpu(g, m),
+                                            "fabric": "pcie"}),
         "mig_instances": 0,
         "mig": MigSlice(profile=profile, gpu=gpu.name, compute_sevenths=g, memory_eighths=m),
         "price_per_hour_usd": gpu.price_per_hour_usd * compute if gpu.price_per_hour_usd is not None else None,
     })
+
+
+def instances_per_gpu(compute_sevenths: int, memory_eighths: int) -> int:
+    """How many slices of one profile a GPU holds: min(⌊7/g⌋, ⌊8/m⌋) (seven 1g.10gb, four 1g.20gb, three 2g, two
+    3g, one 4g or 7g, as the MIG user guide's tables)."""
+    return min(COMPUTE_SLICES // compute_sevenths, MEMORY_SLICES // memory_eighths)
 
 
 def gpu_share(gpu: HardwareSpec) -> Fraction:

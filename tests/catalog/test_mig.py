@@ -44,10 +44,17 @@ def test_a_1g_slice_of_an_h100_by_hand():
     assert one.peak_tflops.bf16 == pytest.approx(989.4 / 7) and one.peak_tflops.fp8 == pytest.approx(1978.9 / 7)
     assert one.sfu_exp_tera_per_s == pytest.approx(3.9 / 7)
     assert (one.memory_gib, one.memory_bandwidth_gb_per_s) == (10.0, 3350 / 8)
-    assert one.interconnect_gb_per_s == 0 and one.node.gpus_per_node == 1
+    assert one.interconnect_gb_per_s == 0 and one.node.gpus_per_node == 7 * 8  # seven slices of each of 8 GPUs
     assert one.fit == gpu.fit
     assert (one.mig.compute_sevenths, one.mig.memory_eighths, one.name) == (1, 1, "h100-sxm/1g.10gb")
     assert one.achievable_bandwidth == pytest.approx(gpu.achievable_bandwidth / 8)
+
+
+def test_a_gpu_holds_the_slices_nvidia_lists():
+    """Seven 1g.10gb, four 1g.20gb, three 2g.20gb, two 3g.40gb, one 4g.40gb or one 7g.80gb per H100."""
+    gpu = load_hardware("h100-sxm")
+    per_gpu = [mig_slice(gpu, name).node.gpus_per_node // 8 for name in mig_profiles(gpu)]
+    assert per_gpu == [7, 4, 3, 2, 1, 1]
 
 
 def _work(gpu, shape):
