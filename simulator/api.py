@@ -216,6 +216,9 @@ def run(
                     "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
     if output.bounds is not None:
         summary.update(output.bounds.summary())
+    migs = [pool.mig for pool in config.cluster.replica_pools()]
+    if any(migs):  # each pool's MIG profile, in pool order ("full": whole GPUs)
+        summary["mig"] = ", ".join(mig or "full" for mig in migs)
     if config.cluster.faults or config.cluster.mtbf_h is not None:
         summary["replica_crashes"] = len(recorder.crashes)
     if config.lora is not None:

@@ -56,6 +56,17 @@ class NodeSpec(BaseModel):
         return renamed(value, "node", {"inter_node_gbps": "inter_node_gb_per_s"})
 
 
+class MigSlice(BaseModel):
+    """What a MIG GPU instance is a slice of (:mod:`simulator.catalog.mig`): ``compute_sevenths`` of the GPU's
+    compute (its SMs, tensor peaks) and ``memory_eighths`` of its memory and HBM bandwidth."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    profile: str = Field(description="NVIDIA's profile name, e.g. 3g.40gb")
+    gpu: str = Field(description="the whole GPU's profile name")
+    compute_sevenths: int = Field(ge=1, le=7, description="compute slices of the GPU's 7 (the g of the profile)")
+    memory_eighths: int = Field(ge=1, le=8, description="memory slices of the GPU's 8")
+
+
 # A quantised GEMM format measured nowhere takes the fraction of its peak of the nearest format that was: block-scaled
 # 4-bit floats (nvfp4, mxfp4; Blackwell) that of block-scaled fp8, then per-tensor fp8; 8-bit integers (W8A8) that
 # of fp8. Quantised kernels reach less of their peak than 16-bit ones (Hopper's fit: fp8 0.54, fp8_block 0.58, bf16
@@ -89,6 +100,11 @@ class HardwareSpec(StrictCopy):
         "sm_count x 16 per clock x boost clock (Blackwell Ultra: 32 per clock); unstated, the 16-bit peak times the "
         "exponentials per 16-bit FLOP of the GPU its generation's fit comes from; 0: the exponentials not priced")
     node: NodeSpec = NodeSpec()
+    mig_instances: int = Field(
+        default=0, ge=0, le=7, description="Multi-Instance GPU: the most GPU instances the GPU splits into (7 on "
+        "NVIDIA's A100, H100, H200 and Blackwell parts; 0: no MIG), which lets cluster.mig run a replica on a slice")
+    mig: MigSlice | None = Field(default=None, description="set on a MIG slice derived from a whole GPU "
+                                 "(simulator.catalog.mig.mig_slice), never in a profile")
     fit: HardwareFit = Field(description="the fitted parameters, by kind of kernel (those the profile leaves out: its "
                              "generation's)")
     price_per_hour_usd: float | None = Field(

@@ -10,7 +10,11 @@ start). A request the router sends to a replica that is down goes to the least l
 a retry — once the router's health check knows: for ``cluster.health_check_s`` after the crash it does not, and
 such a request waits ``cluster.connect_timeout_s`` for its connection to fail, then is sent again as a retry (or
 fails). A ``slow`` fault makes its replica run ``slowdown`` times slower for
-``duration_s`` (from the next iteration boundary). With ``mtbf_h``, every replica also crashes at random: the gaps
+``duration_s`` (from the next iteration boundary). A ``noisy_neighbor`` fault, from the next iteration boundary
+for ``duration_s``, stretches each iteration's compute-limited part by 1 / (1 − ``compute_share``) and its
+memory-limited part by 1 / (1 − ``bandwidth_share``) (:func:`simulator.cost.work.contended`, on the cost model's
+split of the iteration, :mod:`simulator.cost.work`): a step of compute, memory and fixed parts C, M, F takes
+C / (1 − compute_share) + M / (1 − bandwidth_share) + F. With ``mtbf_h``, every replica also crashes at random: the gaps
 between its failures are exponential with mean ``mtbf_h`` hours / its GPUs (any GPU's failure stops the
 replica), counted from when it is up, and it is back ``repair_s`` later; failures stop once every request has
 ended. Disaggregated: a request sent to a crashed replica goes to another of its pool; a crashed prefill replica
@@ -100,6 +104,13 @@ class Faults:
                 replica = self.replicas[index]
                 replica.set_slowdown(fault.slowdown)
                 Wakeup(self.env, lambda _event, replica=replica: replica.set_slowdown(1.0)  # type: ignore[misc]
+                       ).schedule(fault.duration_s)
+            return
+        if fault.kind == "noisy_neighbor":
+            for index in targets:
+                replica = self.replicas[index]
+                replica.set_neighbour((fault.compute_share, fault.bandwidth_share))
+                Wakeup(self.env, lambda _event, replica=replica: replica.set_neighbour(None)  # type: ignore[misc]
                        ).schedule(fault.duration_s)
             return
         where = f"replica {fault.replica}" if fault.replica is not None else f"node {fault.node}"

@@ -46,6 +46,7 @@ here leaves the queue at once; a running one leaves at the end of the iteration 
 abort between steps, as vLLM's engine core does — where a run of decode steps in progress is cut, and its KV is
 freed then (at once when no work is in progress). Its gap group and longest-gap bookkeeping are left as a
 preempted request's are.
+
 Iteration bounds (``metrics.iteration_bounds``): a work's FLOPs, bytes and time split are taken from the cost model
 as it is planned (an iteration's, or a decode run's affine pair) and recorded, with its steps' times, as it ends
 (:mod:`simulator.results.bounds`).
@@ -64,7 +65,7 @@ from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.cost.draft import Draft
 from simulator.cost.lora import LoRACost
-from simulator.cost.work import Work
+from simulator.cost.work import Work, contended
 from simulator.request import CANCELLED, REJECTED, WAITING, Request
 from simulator.results.observers import iteration_phase
 from simulator.results.recorder import Recorder
@@ -102,7 +103,7 @@ class Replica:
         "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running", "_pending", "_run", "_running", "_running_seconds",
         "_start", "_state_seconds", "_steps", "_work", "async_scheduling", "bounds", "copy_seconds_per_token", "cost",
         "draft", "env", "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost",
-        "new_scheduler", "observer", "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown",
+        "neighbour", "new_scheduler", "observer", "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown",
         "swap_seconds_per_token", "tokens", "up",
     )
 
@@ -141,6 +142,8 @@ class Replica:
         # told when cancelled requests have left (the autoscaler releases a drained replica then)
         self.on_left: Callable[[], None] | None = None
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
+        # a noisy_neighbor fault: the (compute, bandwidth) shares of the GPU its neighbour takes
+        self.neighbour: tuple[float, float] | None = None
         self.observer: Observer | None = None  # when the run is observed
         # when iteration bounds are recorded: where to, and this replica's peaks
         self.bounds: tuple[IterationBounds, Roofs] | None = None
@@ -382,6 +385,17 @@ class Replica:
         """Run every step ``factor`` times slower from the next iteration boundary on (a run of decode steps in
         progress is cut at its current step)."""
         self.slowdown = factor
+        self._cut_now()
+
+    def set_neighbour(self, shares: tuple[float, float] | None) -> None:
+        """From the next iteration boundary on (a run of decode steps in progress is cut at its current step), a
+        neighbour takes ``shares`` = (compute, bandwidth) of the GPU (None: no neighbour), each step's parts
+        stretched by :func:`~simulator.cost.work.contended`."""
+        self.neighbour = shares
+        self._cut_now()
+
+    def _cut_now(self) -> None:
+        """Make the step in progress the last of its work: what the next one costs has changed."""
         if self.group is not None:  # an attention-DP rank: its group's run is cut (every rank slows together)
             self.group.cut_now()
         elif self._busy and self._steps > 1:
@@ -509,6 +523,12 @@ class Replica:
             duration = self.cost.iteration_time(shape)
             if self.bounds is not None:
                 self._work = (self.cost.iteration_work(shape), NO_WORK)
+            if self.neighbour is not None:  # its parts stretched by the rates left (simulator.cost.work.contended)
+                work = self._work[0] if self.bounds is not None else self.cost.iteration_work(shape)
+                slowed = contended(work, *self.neighbour)
+                duration += slowed.seconds - work.seconds
+                if self.bounds is not None:
+                    self._work = (slowed, NO_WORK)
             if self.draft is not None:  # speculating: the drafts around the target pass (simulator.cost.draft)
                 duration += self.draft.time(shape)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
@@ -523,6 +543,12 @@ class Replica:
         a, c = self.cost.decode_step_coefficients(num_decodes)
         if self.bounds is not None:
             self._work = self.cost.decode_step_work(num_decodes)
+        if self.neighbour is not None:  # w0 + w1·S stretched part by part: still affine in S
+            w0, w1 = self._work if self.bounds is not None else self.cost.decode_step_work(num_decodes)
+            s0, s1 = contended(w0, *self.neighbour), contended(w1, *self.neighbour)
+            a, c = a + s0.seconds - w0.seconds, c + s1.seconds - w1.seconds
+            if self.bounds is not None:
+                self._work = (s0, s1)
         if self.lora_cost is not None:  # no adapter joins a decode-only batch: nothing to load
             a += self.lora_cost.time(num_decodes, len(scheduler.lora.running))  # type: ignore[union-attr]  # likewise
         steps = scheduler.stable_steps(batch)

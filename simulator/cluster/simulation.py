@@ -6,11 +6,13 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import simpy
 
+from simulator.catalog.mig import gpu_share
 from simulator.cluster.admission import FrontDoor
 from simulator.cluster.autoscaler import Autoscaler, cold_start_s
 from simulator.cluster.cancellation import ClientCancellations
@@ -26,7 +28,7 @@ from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
 from simulator.cluster.wakeup import run_all
 from simulator.config.cluster import PoolConfig
-from simulator.config.deployment import Deployment, resolve
+from simulator.config.deployment import Deployment, pool_labels, resolve
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost import build_cost_model
 from simulator.cost.draft import build_draft
@@ -53,7 +55,7 @@ class SimulationOutput:
     recorder: Recorder
     kv_budget: KVBudget  # of the last pool (the decode pool when disaggregated)
     num_requests: int
-    num_gpus: int
+    num_gpus: int | float  # GPUs' worth (gpu_count)
     final_kv_used_blocks: list[int]  # per replica at the end; 0 unless something leaked
     prefix_hit_tokens: int  # prompt tokens served from prefix caches
     trace_rows_skipped: int  # malformed trace rows skipped (workload.trace.skip_bad)
@@ -98,6 +100,13 @@ class Pool:
     gpus: int
 
 
+def gpu_count(deployment: Deployment, pools: list[PoolConfig]) -> int | float:
+    """The GPUs the pools' replicas use: Σ pool GPUs × the part of a GPU each is (g/7 on a MIG slice,
+    :func:`~simulator.catalog.mig.gpu_share`), an ``int`` when whole (7 replicas on 1g slices: 1), else a float."""
+    share = sum((pool.gpus * gpu_share(deployment.gpu(pool)) for pool in pools), Fraction(0))
+    return int(share) if share.denominator == 1 else float(share)
+
+
 def replica_nodes(deployment: Deployment, pools: list[PoolConfig]) -> list[frozenset[int]]:
     """The nodes each replica's GPUs are on: replicas fill nodes of their hardware's ``gpus_per_node`` in index
     order (as many whole replicas as fit a node; one larger than a node spans ceil(GPUs / node) nodes), each pool
@@ -134,6 +143,9 @@ def _build_pool(
     their iterations' bounds, if at all)."""
     setup = setup_pool(config, deployment, pool, label)
     engine, hardware, budget, cost = deployment.engine, deployment.gpu(pool), setup.budget, setup.cost
+    if not cost.prices_work and any(fault.kind == "noisy_neighbor" for fault in config.cluster.faults):
+        raise ConfigError(f"cluster.faults: noisy_neighbor needs a cost model that splits an iteration into compute, "
+                          f"memory and fixed parts (roofline); {config.cost_model.kind} does not")
     if bounds is not None and not cost.prices_work:
         raise ConfigError(f"metrics.iteration_bounds: needs a cost model that prices FLOPs and bytes (roofline); "
                           f"{config.cost_model.kind} does not")
@@ -236,8 +248,7 @@ def simulate(
         recorder.accepted_counts = np.zeros(speculative.num_speculative_tokens + 1, dtype=np.int64)
     bounds = IterationBounds() if config.metrics.iteration_bounds else None
     pools, first = [], 0
-    labels = (["cluster.prefill", "cluster.decode"] if cluster.kind == "disaggregated"
-              else [f"cluster.pools[{i}]" for i in range(len(pool_configs))] if cluster.pools else ["cluster"])
+    labels = pool_labels(cluster)
     for pool_config, label in zip(pool_configs, labels, strict=True):
         pools.append(_build_pool(config, deployment, pool_config, first, env, recorder, fast_forward, label, bounds))
         first += pool_config.schedulers
@@ -340,7 +351,7 @@ def simulate(
         replica.record_totals()
     recorder.requests.close()
     return SimulationOutput(
-        recorder, pools[-1].budget, len(workload.arrival_s), sum(pool.gpus for pool in pools),
+        recorder, pools[-1].budget, len(workload.arrival_s), gpu_count(deployment, pool_configs),
         [replica.scheduler.kv.used_blocks for replica in replicas],
         sum(getattr(replica.scheduler.kv, "hit_tokens", 0) for replica in replicas), workload.skipped,
         [replica.scheduler.kv.num_blocks for replica in replicas],

@@ -31,6 +31,13 @@ RouterSection = Annotated[RouterConfig, PluginSection("cluster.router", default=
                                                       shorthand=True)]
 
 
+MIG_DESCRIPTION = (
+    "run each replica on one MIG slice of its GPU, an NVIDIA profile named <g>g.<memory>gb (3g.40gb on an H100 80GB: "
+    "3/7 of its SMs and tensor throughput, 4/8 of its memory and HBM bandwidth; simulator.catalog.mig); the GPU "
+    "needs mig_instances; the replica uses g/7 of a GPU (num_gpus) and runs without tensor, pipeline, data or "
+    "expert parallelism; unset: whole GPUs")
+
+
 DataParallel = Annotated[int, Field(
     ge=1, le=MAX_PARALLEL,
     description="attention data-parallel ranks per replica (SGLang/vLLM DP attention, TensorRT-LLM "
@@ -58,10 +65,12 @@ class PoolConfig(Strict):
         "than decode workers, as Dynamo's per-role engine arguments)")
     max_num_batched_tokens: int | None = Field(
         default=None, ge=1, description="this pool's scheduler.max_num_batched_tokens")
+    mig: str | None = Field(default=None, description=MIG_DESCRIPTION)
 
     @model_validator(mode="after")
     def _experts_within_tensor_parallel(self) -> PoolConfig:
         _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
+        _check_mig(self.mig, self.tensor_parallel, self.pipeline_parallel, self.data_parallel, self.expert_parallel)
         return self
 
     @property
@@ -72,6 +81,18 @@ class PoolConfig(Strict):
     @property
     def gpus(self) -> int:
         return self.schedulers * self.tensor_parallel * self.pipeline_parallel
+
+
+def _check_mig(mig: str | None, tensor_parallel: int, pipeline_parallel: int, data_parallel: int,
+               expert_parallel: int) -> None:
+    """A replica on a MIG slice is one GPU instance: no NVLink or P2P joins instances, so no parallelism."""
+    degrees = {"tensor_parallel": tensor_parallel, "pipeline_parallel": pipeline_parallel,
+               "data_parallel": data_parallel, "expert_parallel": expert_parallel}
+    wrong = [f"{name} {value}" for name, value in degrees.items() if value != 1]
+    if mig is not None and wrong:
+        raise ValueError(f"mig: {mig!r} runs each replica on one MIG slice, which has no NVLink or P2P to another: "
+                         f"tensor_parallel, pipeline_parallel, data_parallel and expert_parallel must be 1 (got "
+                         f"{', '.join(wrong)})")
 
 
 def _check_expert_parallel(tensor_parallel: int, data_parallel: int, expert_parallel: int) -> None:
@@ -101,15 +122,23 @@ class FaultConfig(Strict):
     """A fault at ``at_s`` of one ``replica`` (counted from 0; disaggregated: the prefill pool's first, then the
     decode pool's) or of every replica with a GPU on ``node`` (replicas fill nodes in index order,
     ``hardware.node.gpus_per_node`` GPUs each): ``crash`` (the replica stops and loses
-    its KV; it is back, empty, after ``duration_s`` — the restart with its cold start) or ``slow`` (it runs
-    ``slowdown`` times slower for ``duration_s``: thermal throttling, a noisy neighbour)."""
+    its KV; it is back, empty, after ``duration_s`` — the restart with its cold start), ``slow`` (it runs
+    ``slowdown`` times slower for ``duration_s``: thermal throttling) or ``noisy_neighbor`` (for ``duration_s``
+    another tenant of its GPU — a MIG or time-sliced neighbour, a co-located job — takes ``compute_share`` of its
+    FLOP rate and ``bandwidth_share`` of its HBM bandwidth: each iteration's compute-limited part takes
+    1 / (1 − compute_share) times as long, its memory-limited part 1 / (1 − bandwidth_share), its fixed part the
+    same; :func:`simulator.cost.work.contended`; needs the roofline cost model)."""
 
-    at_s: float = Field(ge=0)
+    at_s: float = Field(ge=0, description="when the fault begins, seconds from the start of the run")
     replica: int | None = Field(default=None, ge=0)
     node: int | None = Field(default=None, ge=0)
-    kind: Literal["crash", "slow"]
-    duration_s: float = Field(gt=0)
+    kind: Literal["crash", "slow", "noisy_neighbor"]
+    duration_s: float = Field(gt=0, description="how long it lasts, seconds")
     slowdown: float = Field(default=2.0, ge=1, le=1000, description="slow: times slower")
+    compute_share: float = Field(default=0.0, ge=0, lt=1, description="noisy_neighbor: the fraction of the GPU's "
+                                 "FLOP rate the neighbour takes, in [0, 1)")
+    bandwidth_share: float = Field(default=0.0, ge=0, lt=1, description="noisy_neighbor: the fraction of the "
+                                   "GPU's HBM bandwidth the neighbour takes, in [0, 1)")
 
     @model_validator(mode="after")
     def _one_target(self) -> FaultConfig:
@@ -238,6 +267,8 @@ class ClusterConfig(Strict):
     )
     data_parallel: DataParallel = 1
     expert_parallel: ExpertParallel = 1
+    mig: str | None = Field(default=None, description=MIG_DESCRIPTION + " (identical replicas; pools, and the "
+                            "prefill and decode pools, set their own)")
     router: RouterSection = RouterConfig()
     pools: list[PoolConfig] | None = Field(default=None, min_length=1, description="heterogeneous colocated replicas")
     prefill: PoolConfig | None = None
@@ -275,6 +306,10 @@ class ClusterConfig(Strict):
     @model_validator(mode="after")
     def _pools_fit_kind(self) -> ClusterConfig:
         _check_expert_parallel(self.tensor_parallel, self.data_parallel, self.expert_parallel)
+        if self.mig is not None and (self.kind == "disaggregated" or self.pools is not None):
+            raise ValueError(f"mig: {self.mig!r} is for a cluster of identical replicas; give each pool its own "
+                             "mig (pools[i].mig, prefill.mig, decode.mig)")
+        _check_mig(self.mig, self.tensor_parallel, self.pipeline_parallel, self.data_parallel, self.expert_parallel)
         if self.faults or self.mtbf_h is not None:
             pools = self.replica_pools() if self.kind == "colocated" or (
                 self.prefill is not None and self.decode is not None) else []
@@ -299,10 +334,10 @@ class ClusterConfig(Strict):
     def _check_autoscaler(self, scaler: AutoscalerConfig) -> None:
         if self.kind != "colocated" or self.pools is not None or self.data_parallel > 1 or self.faults or (
             self.mtbf_h is not None
-        ):
+        ) or self.mig is not None:
             raise ValueError("autoscaler: for a colocated cluster of identical replicas without attention data "
-                             "parallelism or faults (pools, disaggregated pools, DP ranks and faults under "
-                             "autoscaling are not modelled yet)")
+                             "parallelism, faults or MIG slices (pools, disaggregated pools, DP ranks, faults and "
+                             "MIG slices under autoscaling are not modelled yet)")
         if not scaler.min_replicas <= self.replicas <= scaler.max_replicas:
             raise ValueError(f"replicas: {self.replicas} (the starting count) is outside the autoscaler's "
                              f"[min_replicas, max_replicas] = [{scaler.min_replicas}, {scaler.max_replicas}]")
@@ -316,4 +351,4 @@ class ClusterConfig(Strict):
             return list(self.pools)
         return [PoolConfig(replicas=self.replicas, tensor_parallel=self.tensor_parallel,
                            pipeline_parallel=self.pipeline_parallel, data_parallel=self.data_parallel,
-                           expert_parallel=self.expert_parallel)]
+                           expert_parallel=self.expert_parallel, mig=self.mig)]

@@ -194,7 +194,8 @@ class GroupCost:
     def decode_work_terms(self, sequences: int, queries: int = 1) -> tuple[Work, Work]:
         """:meth:`decode_terms` as :class:`~simulator.cost.work.Work`: per sequence (the blocks' costs and a split's
         combine fixed; a recurrence's state read and written; a bounded span's tokens, or a tiled context's mean
-        padding) and per cached token (its FLOPs and bytes, and a sparse-attention indexer's)."""
+        padding) and per cached token (its FLOPs and bytes, and a sparse-attention indexer's); ``queries`` as
+        there."""
         attention = self.attention
         per_token = attention.decode_per_token_work(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,
                                                     sequences * self.kv_blocks, queries)

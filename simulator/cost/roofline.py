@@ -252,7 +252,7 @@ class RooflineCostModel(CostModel):
         self._body_work_cache: dict[tuple[int, bool], Work] = {}
         self._per_sequence_work_cache: dict[tuple[int, int], Work] = {}
         self._decode_work_cache: dict[int, tuple[Work, Work]] = {}
-        self._decode_attention_work_cache: dict[tuple[int, int], tuple[Work, Work]] = {}
+        self._decode_attention_work_cache: dict[tuple[int, int], tuple[Work, Work]] = {}  # (sequences, queries)
         self._prefill_work_cache: dict[tuple[tuple[int, int], ...], Work] = {}
 
     @classmethod

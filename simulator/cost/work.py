@@ -78,6 +78,19 @@ def fixed(seconds: float) -> Work:
     return Work(fixed_s=seconds)
 
 
+def contended(work: Work, compute_share: float, bandwidth_share: float) -> Work:
+    """``work`` on a GPU whose neighbour takes ``compute_share`` of its FLOP rate and ``bandwidth_share`` of its HBM
+    bandwidth (both in [0, 1); a noisy neighbour, :mod:`simulator.cluster.faults`): the parts each rate limits
+    stretch by the rate left, the rest does not —
+
+        compute_s' = compute_s / (1 − compute_share),   memory_s' = memory_s / (1 − bandwidth_share),
+        fixed_s' = fixed_s,
+
+    FLOPs and bytes unchanged. Exact for the parts as defined (the time's sensitivity to each rate) to first order,
+    and linear in the work, so a decode run's affine pair ``(w0, w1)`` stays affine."""
+    return work._replace(compute_s=work[2] / (1 - compute_share), memory_s=work[3] / (1 - bandwidth_share))
+
+
 def smooth_max_work(p: float, compute_s: float, memory_s: float, serial_s: float = 0.0, flops: float = 0.0,
                     hbm_bytes: float = 0.0, fixed_s: float = 0.0) -> Work:
     """The smooth maximum ``(compute^p + memory^p + serial^p)^(1/p)`` split by Euler's rule (module docstring): each

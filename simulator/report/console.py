@@ -42,6 +42,8 @@ def describe_setup(config: ExperimentConfig, with_rate: bool = True) -> str:
         degrees = [f"{name} {value}" for name, value in (("TP", pool.tensor_parallel), ("PP", pool.pipeline_parallel),
                                                          ("DP", pool.data_parallel), ("EP", pool.expert_parallel))
                    if value > 1 or name == "TP"]
+        if pool.mig is not None:  # a MIG slice of the GPU: g/7 of it (simulator.catalog.mig)
+            degrees.append(f"MIG {pool.mig}, {pool.mig.partition('g')[0]}/7 of a GPU each")
         pools.append(f"{pool.replicas} × {pool.hardware or config.hardware} ({', '.join(degrees)})")
     deployment = (f"{config.model} ({config.dtype}) on {' + '.join(pools)}, engine {config.engine}, scheduler "
                   f"{config.scheduler.kind}, KV cache {config.kv_cache.kind}")
@@ -110,7 +112,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"requests: {s['completed']:,} completed, {s['num_rejected']:,} rejected"
         + (f", {s['num_failed']:,} failed" if s.get("num_failed") else "")
         + (f", {s['num_cancelled']:,} cancelled" if s.get("num_cancelled") else "") + f", of {s['num_requests']:,}"
-        f"   duration {_fmt(s['duration_s'], 2)} s   GPUs {s['num_gpus']}",
+        f"   duration {_fmt(s['duration_s'], 2)} s   GPUs {s['num_gpus']:.4g}"
+        + (f" (MIG {s['mig']})" if "mig" in s else ""),
         *([f"cancelled:  {s['num_cancelled']:,} by their clients (workload.cancel, client_timeout_s); "
            f"{s['cancelled_output_tokens']:,} output tokens generated for them were wasted"]
           if s.get("num_cancelled") else []),

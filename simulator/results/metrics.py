@@ -51,6 +51,9 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   mean/p99 TTFT, TPOT, E2EL and p99 of the longest gaps; rates divide by the whole run's duration_s
 - gpu_hours = GPUs holding the model × time from 0 to the last request's end / 3600 (with an autoscaler: the GPUs
   of the provisioned replicas — starting, ready or draining — integrated over that time)
+- num_gpus = Σ replicas × GPUs per replica × the part of a GPU each is: g/7 on a MIG slice of g compute slices
+  (``cluster.mig``; 7 replicas on 1g slices use 1 GPU), else 1; an integer when whole, else a float; ``mig``: each
+  pool's MIG profile in pool order (``full``: whole GPUs), only when one has a profile
 - autoscaling only (``cluster.autoscaler``; these keys appear only then): mean_replicas (ready replicas, time
   average over 0 … end), peak_replicas, scale_ups (replicas started), scale_downs (cancelled or drained),
   cold_start_requests (requests first scheduled on a replica after it came up by scaling), slo_attainment_while_scaling
@@ -222,7 +225,7 @@ class RunTotals:
     kv_token_seconds: list[float]
     peak_running: list[int]
     iterations: int
-    num_gpus: int
+    num_gpus: int | float  # GPUs' worth: g/7 of one per replica on a MIG slice
     prefill_tokens: int = 0
     swapped_tokens: int = 0
     running_seconds: list[float] | None = None
@@ -409,6 +412,7 @@ class Scaling:
 
 MEMORY_PLAN_METRICS = ("weights_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu")  # by simulator.run
 FAULT_METRICS = ("retried_requests", "mean_ttft_retried_ms", "p99_ttft_retried_ms", "replica_crashes")
+MIG_METRICS = ("mig",)  # by simulator.run on MIG slices: each pool's profile, in pool order ("full": whole GPUs)
 LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")
 # by simulator.run when speculating, with acceptance_rate_pos1 ... acceptance_rate_pos<k> (SPECULATIVE_POSITION)
 SPECULATIVE_METRICS = ("mean_accepted_tokens", "draft_acceptance_rate")
