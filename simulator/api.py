@@ -17,6 +17,7 @@ import yaml
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
+from simulator.results.bounds import IterationBounds
 from simulator.results.metrics import add_latency_columns, speculative_summary, summarize
 from simulator.results.observers import Observer
 from simulator.results.token_log import TokenLog
@@ -105,6 +106,7 @@ class Result:
     observer: Observer | None = field(default=None, repr=False)
     scaling_events: list[tuple] | None = field(default=None, repr=False)  # cluster.autoscaler's
     token_log: TokenLog | None = field(default=None, repr=False)  # run(..., tokens=True)
+    bounds: IterationBounds | None = field(default=None, repr=False)  # metrics.iteration_bounds
     _requests: Any = field(default=False, init=False, repr=False, compare=False)  # False until built
 
     @property
@@ -138,6 +140,12 @@ class Result:
         return self.token_log.frame(dict(zip(finished["request_id"], finished["first_scheduled_s"], strict=True)))
 
     @property
+    def roofline(self) -> pd.DataFrame | None:
+        """A sample of the run's iterations with their FLOPs, HBM bytes, time split and bound, and their GPU's peaks
+        (``metrics.iteration_bounds``; :mod:`simulator.results.bounds`) — None otherwise."""
+        return self.bounds.points() if self.bounds is not None else None
+
+    @property
     def scaling(self) -> pd.DataFrame | None:
         """An autoscaled run's replica changes: time_s, event (start, ready, cancel, drain, off), replica, ready and
         provisioned replicas after it (None without ``cluster.autoscaler``)."""
@@ -150,7 +158,7 @@ class Result:
     def save(self, directory: str | Path) -> Path:
         """Write ``summary.json``, ``config.yaml`` (the resolved config), unless streamed already
         ``requests.parquet``, for an observed run ``timeline.parquet`` and ``iterations.parquet``, for an
-        autoscaled one ``scaling.parquet``."""
+        autoscaled one ``scaling.parquet``, with iteration bounds ``roofline.parquet``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(summary_json(self.summary, self.config) + "\n")
@@ -161,6 +169,8 @@ class Result:
             write_parquet(self.iterations, out / "iterations.parquet", self.config)
         if self.scaling_events is not None:
             write_parquet(self.scaling, out / "scaling.parquet", self.config)
+        if self.bounds is not None:
+            write_parquet(self.roofline, out / "roofline.parquet", self.config)
         (out / "config.yaml").write_text(config_yaml(self.config))
         return out
 
@@ -204,6 +214,8 @@ def run(
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
                     "workspace_gib_per_gpu": budget.workspace_bytes / 2**30,
                     "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
+    if output.bounds is not None:
+        summary.update(output.bounds.summary())
     if config.cluster.faults or config.cluster.mtbf_h is not None:
         summary["replica_crashes"] = len(recorder.crashes)
     if config.lora is not None:
@@ -220,7 +232,7 @@ def run(
         frame = recorder.requests.frame()
         return add_latency_columns(frame, config.slo, class_slos) if frame is not None else None
 
-    return Result(config, summary, table, observer, output.scaling_events, token_log)
+    return Result(config, summary, table, observer, output.scaling_events, token_log, output.bounds)
 
 
 def _add_latency_columns_to_file(path: Path, slo, class_slos, metadata: dict[bytes, bytes]) -> None:

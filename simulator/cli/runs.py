@@ -8,9 +8,12 @@ import shutil
 from pathlib import Path
 
 from simulator.api import config_yaml, run, summary_json, write_parquet
+from simulator.catalog import load_hardware
 from simulator.cli.outputs import check_output_file, publish, staging_folder
-from simulator.config import load_experiment
+from simulator.config import ExperimentConfig, load_experiment
 from simulator.config.workload import offered_rate
+from simulator.cost.base import COST_MODELS
+from simulator.cost.work import gemm_peak
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import band_line
 from simulator.kv.sizing import kv_dtype
@@ -27,7 +30,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.tokens and not args.out:
         raise LLMSimError("run: --tokens writes tokens.parquet (one row per output token) into --out DIR; give --out")
     overrides = [*args.set, *([f"engine={args.engine}"] if args.engine else [])]
-    config = load_experiment(args.file, overrides)
+    config = with_iteration_bounds(load_experiment(args.file, overrides))
     staging = staging_folder(Path(args.out)) if args.out else None  # creates --out: --trace may name a file in it
     try:
         if args.trace:
@@ -53,12 +56,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         offered = offered_rate(config.workload.arrival)
         formats = f"weights {config.dtype}, KV cache {kv_dtype(config.kv_cache.dtype, config.dtype)}"
+        peak_format, _ = gemm_peak(load_hardware(config.hardware), config.dtype)
         print(format_summary(config.name, result.summary, bool(config.slo.bounds()), offered,
-                             formats, describe_setup(config)))
+                             formats, describe_setup(config), peak_format))
         print(band_line(config))
     if args.out:
         extra = ", timeline.parquet, iterations.parquet" if result.observer is not None else ""
         extra += ", scaling.parquet" if result.scaling_events is not None else ""
+        extra += ", roofline.parquet" if result.bounds is not None else ""
         extra += ", tokens.parquet" if args.tokens else ""
         note(f"wrote {args.out}/summary.json, requests.parquet, config.yaml{extra}")
     if args.trace:
@@ -67,6 +72,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.report:
         note(f"wrote {_run_report(result, config, args)}")
     return 0
+
+
+def with_iteration_bounds(config: ExperimentConfig) -> ExperimentConfig:
+    """``llmsim run`` records iteration bounds (``metrics.iteration_bounds``) unless the experiment says whether to,
+    or its cost model prices no FLOPs and bytes."""
+    if "iteration_bounds" in config.metrics.model_fields_set or not COST_MODELS.get(config.cost_model.kind).prices_work:
+        return config
+    return config.model_copy(update={"metrics": config.metrics.model_copy(update={"iteration_bounds": True})})
 
 
 def _run_report(result, config, args: argparse.Namespace) -> Path:
@@ -82,6 +95,8 @@ def _run_report(result, config, args: argparse.Namespace) -> Path:
         frames["timeline"], frames["iterations"] = result.timeline, result.iterations
     if result.scaling_events is not None:
         frames["scaling"] = result.scaling
+    if result.bounds is not None:
+        frames["roofline"] = result.roofline
     summary = json.loads(summary_json(result.summary, config))
     return write_page(run_page(summary, config_yaml(config), frames), args.report)
 

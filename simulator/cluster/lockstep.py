@@ -13,7 +13,9 @@ their sum. A step runs the slowest rank's time. When every working rank runs clo
 (``a_r + c_r·S_r`` per step, its context sum growing by its batch), the group runs ``k`` = the fewest steps any
 rank may take, cut where another rank's step would become the slowest: step times are affine in the step index,
 so the rank slowest at the start stays slowest until the first crossing, and the run's time is that rank's closed
-form. Every rank records the group's step times.
+form. Every rank records the group's step times. With iteration bounds recorded (:mod:`simulator.results.bounds`)
+a rank's work takes the same substitution of its experts' work, and the time it waits for the slowest rank is
+fixed (its own rates would not shorten it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import simpy
 from simulator.cluster.replica import Replica, steps_done_by
 from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, decode_run_time
+from simulator.cost.work import Work
 
 
 class Lockstep:
@@ -36,6 +39,9 @@ class Lockstep:
         self.data_parallel = len(ranks)
         self._experts: Callable[[float], float] | None = getattr(cost, "experts_time", None)
         self._experts_cache: dict[float, float] = {}
+        # the same substitution in the ranks' work, when iteration bounds are recorded (simulator.cost.work)
+        self._experts_work: Callable[[float], Work] | None = getattr(cost, "experts_work", None)
+        self._experts_work_cache: dict[float, Work] = {}
         self.busy = False
         self._pending = Wakeup(env, self._on_timeout)
         self._start = 0.0
@@ -96,6 +102,12 @@ class Lockstep:
             cached = self._experts_cache[tokens] = self._experts(tokens)  # type: ignore[misc]  # only when set
         return cached
 
+    def _expert_work(self, tokens: float) -> Work:
+        cached = self._experts_work_cache.get(tokens)
+        if cached is None:
+            cached = self._experts_work_cache[tokens] = self._experts_work(tokens)  # type: ignore[misc]  # when set
+        return cached
+
     def _on_timeout(self, wakeup: Wakeup) -> None:
         now = wakeup.at
         for rank in self._working:
@@ -115,9 +127,14 @@ class Lockstep:
             self.busy, self._steps = False, 0
             return
         if self._experts is not None and self.data_parallel > 1:  # the experts see every rank's tokens
-            shared = self._expert_seconds(sum(tokens for _, (_, _, tokens, _) in plans) / self.data_parallel)
+            everyone = sum(tokens for _, (_, _, tokens, _) in plans) / self.data_parallel
+            shared = self._expert_seconds(everyone)
             plans = [(rank, (steps, (a - self._expert_seconds(tokens) + shared, c, size, total), tokens, is_run))
                      for rank, (steps, (a, c, size, total), tokens, is_run) in plans]
+            if self._experts_work is not None and self.ranks[0].bounds is not None:
+                for rank, (_, _, tokens, _) in plans:
+                    w0, w1 = rank._work
+                    rank._work = (w0 - self._expert_work(tokens) + self._expert_work(everyone), w1)
         if all(is_run for _, (_, _, _, is_run) in plans):
             steps, base, slope = self._slowest_run(plans)
         else:

@@ -46,6 +46,10 @@ here leaves the queue at once; a running one leaves at the end of the iteration 
 abort between steps, as vLLM's engine core does — where a run of decode steps in progress is cut, and its KV is
 freed then (at once when no work is in progress). Its gap group and longest-gap bookkeeping are left as a
 preempted request's are.
+
+Iteration bounds (``metrics.iteration_bounds``): a work's FLOPs, bytes and time split are taken from the cost model
+as it is planned (an iteration's, or a decode run's affine pair) and recorded, with its steps' times, as it ends
+(:mod:`simulator.results.bounds`).
 """
 
 from __future__ import annotations
@@ -61,17 +65,21 @@ from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.cost.draft import Draft
 from simulator.cost.lora import LoRACost
+from simulator.cost.work import Work
 from simulator.request import CANCELLED, REJECTED, WAITING, Request
+from simulator.results.observers import iteration_phase
 from simulator.results.recorder import Recorder
 from simulator.schedulers.base import Batch, Scheduler, completes_prefill
 
 if TYPE_CHECKING:
     from simulator.cluster.lockstep import Lockstep
+    from simulator.results.bounds import IterationBounds, Roofs
     from simulator.results.observers import Observer
     from simulator.results.token_log import TokenLog
     from simulator.schedulers.lora import AdapterSlots
 
 NO_RUN = -math.inf  # the end of the last decode run, before any
+NO_WORK = Work()
 
 
 def steps_done_by(a: float, c: float, batch_size: int, context_sum0: int, elapsed: float, limit: int) -> int:
@@ -93,9 +101,10 @@ class Replica:
         "_batch", "_busy", "_cancelling", "_copied", "_decode_runs", "_duration", "_gap_groups", "_held", "_intake",
         "_iterations", "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
         "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running", "_pending", "_run", "_running", "_running_seconds",
-        "_start", "_state_seconds", "_steps", "async_scheduling", "copy_seconds_per_token", "cost", "draft", "env",
-        "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost", "new_scheduler", "observer",
-        "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown", "swap_seconds_per_token", "tokens", "up",
+        "_start", "_state_seconds", "_steps", "_work", "async_scheduling", "bounds", "copy_seconds_per_token", "cost",
+        "draft", "env", "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost",
+        "new_scheduler", "observer", "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown",
+        "swap_seconds_per_token", "tokens", "up",
     )
 
     def __init__(
@@ -134,6 +143,9 @@ class Replica:
         self.on_left: Callable[[], None] | None = None
         self.slowdown = 1.0  # a slow fault: every step takes this many times longer
         self.observer: Observer | None = None  # when the run is observed
+        # when iteration bounds are recorded: where to, and this replica's peaks
+        self.bounds: tuple[IterationBounds, Roofs] | None = None
+        self._work: tuple[Work, Work] = (NO_WORK, NO_WORK)  # the current work's (w0, w1), when bounds are recorded
         self.tokens: TokenLog | None = None  # when every token's time is kept
         self.draft: Draft | None = None  # speculative decoding: what its drafts add to an iteration
         self.lora_cost: LoRACost | None = None  # LoRA adapters: their GEMMs (the scheduler's lora: their slots)
@@ -496,6 +508,8 @@ class Replica:
                 self._peak_batch_tokens = tokens
             shape = IterationShape(chunks, num_decodes, context_sum, positions)
             duration = self.cost.iteration_time(shape)
+            if self.bounds is not None:
+                self._work = (self.cost.iteration_work(shape), NO_WORK)
             if self.draft is not None:  # speculating: the drafts around the target pass (simulator.cost.draft)
                 duration += self.draft.time(shape)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
@@ -508,6 +522,8 @@ class Replica:
         if num_decodes > self._peak_batch_tokens:
             self._peak_batch_tokens = num_decodes
         a, c = self.cost.decode_step_coefficients(num_decodes)
+        if self.bounds is not None:
+            self._work = self.cost.decode_step_work(num_decodes)
         if self.lora_cost is not None:  # no adapter joins a decode-only batch: nothing to load
             a += self.lora_cost.time(num_decodes, len(scheduler.lora.running))  # type: ignore[union-attr]  # likewise
         steps = scheduler.stable_steps(batch)
@@ -560,6 +576,10 @@ class Replica:
         if self.observer is not None:
             prefill_tokens = sum(new for _, new, _ in batch.prefills)
             self.observer.iteration(self.index, self._start, now, steps, prefill_tokens, batch.num_decodes)
+        if self.bounds is not None:
+            bounds, roofs = self.bounds
+            phase = iteration_phase(sum(new for _, new, _ in batch.prefills), batch.num_decodes)
+            bounds.record(roofs, self.index, phase, self._start, steps, base, slope, self._work, context_sum0, size)
         if self.tokens is not None:
             held = {request.request_id for request in self._held}
             self.tokens.record(self.index, self._start, now, self._run, steps,

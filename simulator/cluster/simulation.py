@@ -30,10 +30,12 @@ from simulator.config.deployment import Deployment, resolve
 from simulator.config.experiment import ExperimentConfig
 from simulator.cost import build_cost_model
 from simulator.cost.draft import build_draft
+from simulator.cost.work import gemm_peak
 from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_dtype
 from simulator.kv.span_reserve import SpanReserve, span_reserve
+from simulator.results.bounds import IterationBounds, Roofs
 from simulator.results.metrics import RunTotals, Scaling
 from simulator.results.observers import Observer
 from simulator.results.progress import NoProgress, progress_bar
@@ -58,6 +60,7 @@ class SimulationOutput:
     kv_blocks_per_replica: list[int]  # pool size of each replica (pools may differ)
     scaling_events: list[tuple] | None = None  # cluster.autoscaler: (time_s, event, replica, ready, provisioned)
     gpus_per_replica: int = 0  # with an autoscaler
+    bounds: IterationBounds | None = None  # metrics.iteration_bounds
 
     def totals(self) -> RunTotals:
         """What the run counted beside its request table, as the summary takes it."""
@@ -125,11 +128,15 @@ def _allocator(allocator_cls, kv_cfg, budget: KVBudget, max_model_len: int):
 
 def _build_pool(
     config: ExperimentConfig, deployment: Deployment, pool: PoolConfig, first_index: int, env: simpy.Environment,
-    recorder: Recorder, fast_forward: bool, label: str = "cluster",
+    recorder: Recorder, fast_forward: bool, label: str = "cluster", bounds: IterationBounds | None = None,
 ) -> Pool:
-    """One pool's replicas (``label``: where the pool is configured, for errors)."""
+    """One pool's replicas (``label``: where the pool is configured, for errors; ``bounds``: where they record
+    their iterations' bounds, if at all)."""
     setup = setup_pool(config, deployment, pool, label)
     engine, hardware, budget, cost = deployment.engine, deployment.gpu(pool), setup.budget, setup.cost
+    if bounds is not None and not cost.prices_work:
+        raise ConfigError(f"metrics.iteration_bounds: needs a cost model that prices FLOPs and bytes (roofline); "
+                          f"{config.cost_model.kind} does not")
     sched, kv_cfg, lora_cost = setup.scheduler, config.kv_cache, setup.lora_cost
     max_model_len, batched_tokens = setup.max_model_len, setup.max_num_batched_tokens
     allocator_cls, scheduler_cls = KV_ALLOCATORS.get(kv_cfg.kind), SCHEDULERS.get(sched.kind)
@@ -164,9 +171,11 @@ def _build_pool(
 
     replicas = [Replica(env, first_index + i, new_scheduler(first_index + i), cost, recorder, fast_forward,
                         swap_seconds, copy_seconds) for i in range(pool.schedulers)]
+    roofs = Roofs(*gemm_peak(hardware, config.dtype), hardware.memory_bandwidth_gb_per_s * 1e9)
     for replica in replicas:
         replica.new_scheduler = lambda index=replica.index: new_scheduler(index)
         replica.lora_cost = lora_cost
+        replica.bounds = (bounds, roofs) if bounds is not None else None
         replica.async_scheduling = sched.async_scheduling
         replica.holds_first_tokens = sched.async_scheduling and engine.prompt_batch_holds_outputs
     if pool.data_parallel > 1:  # the attention-DP ranks of each replica step together
@@ -206,7 +215,8 @@ def simulate(
     With ``requests_path`` the per-request rows are streamed to that Parquet file as they complete; an
     ``observer`` (:mod:`simulator.results.observers`) collects timelines, iterations and transfers; ``tokens``
     (:mod:`simulator.results.token_log`) every output token's time (colocated clusters without speculative decoding);
-    ``progress``: a bar on a terminal for runs of :data:`LONG_RUN` requests or more."""
+    ``progress``: a bar on a terminal for runs of :data:`LONG_RUN` requests or more. With ``metrics.iteration_bounds``
+    the replicas record what bound each iteration (:mod:`simulator.results.bounds`)."""
     if tokens is not None and (config.cluster.kind != "colocated" or getattr(config.scheduler, "speculative", None)):
         raise ConfigError("--tokens: the per-token table is for colocated clusters without speculative decoding "
                           "(disaggregated first tokens and drafted tokens are not logged yet)")
@@ -224,11 +234,12 @@ def simulate(
     speculative = getattr(config.scheduler, "speculative", None)
     if speculative is not None:  # verification steps by accepted drafts, tallied by every replica's scheduler
         recorder.accepted_counts = np.zeros(speculative.num_speculative_tokens + 1, dtype=np.int64)
+    bounds = IterationBounds() if config.metrics.iteration_bounds else None
     pools, first = [], 0
     labels = (["cluster.prefill", "cluster.decode"] if cluster.kind == "disaggregated"
               else [f"cluster.pools[{i}]" for i in range(len(pool_configs))] if cluster.pools else ["cluster"])
     for pool_config, label in zip(pool_configs, labels, strict=True):
-        pools.append(_build_pool(config, deployment, pool_config, first, env, recorder, fast_forward, label))
+        pools.append(_build_pool(config, deployment, pool_config, first, env, recorder, fast_forward, label, bounds))
         first += pool_config.schedulers
     replicas = [replica for pool in pools for replica in pool.replicas]
     for replica in replicas:
@@ -333,5 +344,5 @@ def simulate(
         [replica.scheduler.kv.used_blocks for replica in replicas],
         sum(getattr(replica.scheduler.kv, "hit_tokens", 0) for replica in replicas), workload.skipped,
         [replica.scheduler.kv.num_blocks for replica in replicas],
-        autoscaler.events if autoscaler is not None else None, gpus_per_replica,
+        autoscaler.events if autoscaler is not None else None, gpus_per_replica, bounds,
     )

@@ -35,10 +35,18 @@ class MetricsConfig(Strict):
     """Which requests the latency, throughput and SLO figures describe: the first ``warmup_fraction`` and the last
     ``cooldown_fraction`` of the requests, in arrival order, are left out (a benchmark's warm-up, and the tail
     where the load drains away), as GuideLLM's warm-up / cool-down percentages and vLLM bench's ``--num-warmups``.
-    Every request is still counted in ``num_requests`` / ``completed`` / ``num_rejected``."""
+    Every request is still counted in ``num_requests`` / ``completed`` / ``num_rejected``. And whether the run
+    records what bound each iteration (``iteration_bounds``)."""
 
     warmup_fraction: float = Field(default=0.0, ge=0, lt=1, description="first share of arrivals left out")
     cooldown_fraction: float = Field(default=0.0, ge=0, lt=1, description="last share of arrivals left out")
+    iteration_bounds: bool = Field(
+        default=False,
+        description="record each iteration's bound (compute, memory or fixed) and fractions of the GPU's peak "
+        "FLOP/s and HBM bandwidth (the iter_* metrics, roofline.parquet; a roofline cost model): it prices every "
+        "kernel's work beside its time (about 1.7x a run's time), so off unless asked for; llmsim run turns it on "
+        "unless the experiment sets it",
+    )
 
     @model_validator(mode="after")
     def _leaves_some(self) -> MetricsConfig:

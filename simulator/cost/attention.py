@@ -96,11 +96,13 @@ generation's fit, the A100 and H100 tables' medians come 0.4–11 points closer 
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
 
 from simulator.catalog import HardwareSpec, resolve_hardware
+from simulator.cost.work import Work, smooth_max_work
 from simulator.dtypes import bytes_per_element, resolve_dtype
 
 QUERY_TILE = 128  # queries per thread block of the FlashAttention-2/3-class prefill kernels (d ≤ 128)
@@ -211,6 +213,20 @@ class AttentionModel:
         return (compute + (new_tokens + cached_read) * kv_elements * self.v / self.io_bandwidth
                 + heads * new_tokens * widths / ROW_WIDTHS * self.per_row + blocks * self.per_tile)
 
+    def prefill_work(self, heads: float, widths: float, kv_elements: float, pairs: float, new_tokens: float,
+                     cached_read: float, blocks: float, longest: float, flops: float, fixed_s: float = 0.0) -> Work:
+        """:meth:`prefill_parts` (scalars; ``flops`` the kernel's FLOP rate) as :class:`~simulator.cost.work.Work`:
+        2·(d_qk + d_v) FLOPs per pair and head, the K/V bytes; the pairs' FLOPs and exponentials (and its longest
+        block) are compute, the K/V bytes memory, the costs per row and per tile fixed (and ``fixed_s``, its
+        launch floor)."""
+        per_pair = 2 * widths / flops + self.exp_time
+        compute = heads * pairs * per_pair
+        if self.prefill_wave:
+            compute = self.combine(compute, longest * self.prefill_wave * per_pair)
+        nbytes = (new_tokens + cached_read) * kv_elements * self.v
+        return Work(heads * pairs * 2 * widths, nbytes, compute, nbytes / self.io_bandwidth,
+                    heads * new_tokens * widths / ROW_WIDTHS * self.per_row + blocks * self.per_tile + fixed_s)
+
     def query_rows(self, heads, kv_heads):
         """Query rows per token of a prefill kernel's blocks: the H / G query heads of a KV head where it packs
         them (``prefill_attention.packs_gqa``), else 1 (scalars or arrays)."""
@@ -252,6 +268,22 @@ class AttentionModel:
             return streaming
         fallback = heads * np.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token * queries
         return np.where((np.asarray(kv_heads) > 0) & (heads > self.max_group * kv_heads), fallback, streaming)
+
+    def decode_per_token_work(self, heads: float, widths: float, kv_elements: float, kv_heads: float = 0,
+                              blocks: float = 0, queries: float = 1) -> Work:
+        """:meth:`decode_per_token` (scalars) as :class:`~simulator.cost.work.Work`: 2·H·(d_qk + d_v)·queries FLOPs
+        and e·v bytes per cached token, the streaming kernel's smooth maximum split by Euler's rule (its memory side
+        at most the blocks' streaming rate, memory too); the fallback kernel's cost per (query head, token) is a
+        fitted cost per work item, fixed."""
+        nbytes = kv_elements * self.v
+        nflops = 2 * heads * widths * queries
+        if self.max_group and kv_heads > 0 and heads > self.max_group * kv_heads:
+            return Work(nflops, nbytes,
+                        fixed_s=heads * math.ceil(widths / (2 * FALLBACK_WIDTH)) * self.per_query_token * queries)
+        memory = nbytes / self.decode_bandwidth
+        if self.block_bandwidth and blocks > 0:
+            memory = self.combine(memory, nbytes / (blocks * self.block_bandwidth))
+        return smooth_max_work(self.p, nflops / self.decode_flops, memory, flops=nflops, hbm_bytes=nbytes)
 
     def decode_block_cost(self, heads, kv_heads):
         """Seconds per sequence of a decode kernel's blocks over ``heads`` query heads and ``kv_heads`` KV heads:

@@ -11,13 +11,19 @@ For speed the engine advances runs of identical decode iterations in closed form
 
 i.e. a pure decode step is affine in the total context of the batch. While a batch of B sequences decodes, S grows
 by B per step, so n steps starting at S0 take  n·a + c·(n·S0 + B·n(n−1)/2)  seconds.
+
+A cost model that prices FLOPs and bytes (``prices_work``) also says why an iteration costs what it costs
+(:mod:`simulator.cost.work`): ``iteration_work(shape)``, whose parts sum to ``iteration_time(shape)``, and
+``decode_step_work(num_decodes) -> (w0, w1)``, the work of a decode-only step with context sum S being
+``w0 + w1 × S`` (exactly, as its time).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
+from simulator.cost.work import Work
 from simulator.registry import Registry
 
 if TYPE_CHECKING:
@@ -41,6 +47,8 @@ class IterationShape(NamedTuple):
 class CostModel(ABC):
     """Seconds per iteration on one replica (all its tensor-parallel GPUs together)."""
 
+    prices_work: ClassVar[bool] = False  # answers iteration_work and decode_step_work
+
     @classmethod
     @abstractmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec,
@@ -52,6 +60,14 @@ class CostModel(ABC):
     @abstractmethod
     def decode_step_coefficients(self, num_decodes: int) -> tuple[float, float]:
         """``(a, c)`` such that a decode-only step with context sum S costs ``a + c*S`` seconds."""
+
+    def iteration_work(self, shape: IterationShape) -> Work:
+        """The iteration's FLOPs, HBM bytes and time split (:mod:`simulator.cost.work`) on one GPU."""
+        raise NotImplementedError(f"{type(self).__name__} prices no FLOPs or bytes (prices_work is false)")
+
+    def decode_step_work(self, num_decodes: int) -> tuple[Work, Work]:
+        """``(w0, w1)`` such that a decode-only step with context sum S does ``w0 + w1 × S``."""
+        raise NotImplementedError(f"{type(self).__name__} prices no FLOPs or bytes (prices_work is false)")
 
 
 COST_MODELS: Registry[CostModel] = Registry("cost_model")

@@ -46,6 +46,7 @@ import math
 import numpy as np
 
 from simulator.catalog import HardwareSpec, resolve_hardware
+from simulator.cost.work import Work, memory_kernel_work, smooth_max_work
 from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype, resolve_dtype
 
 
@@ -98,6 +99,20 @@ class GemmModel:
             self.k_latency * min(k, self.k_split),
         ) + self.format_overhead + self.quantize_time(m, k)
 
+    def work(self, m: float, n: float, k: float) -> Work:
+        """:meth:`time` as :class:`~simulator.cost.work.Work`: 2·m·n·k FLOPs, the bytes of t_m (and of the
+        quantisation pass), t_c / t_m / t_k split by Euler's rule, the fixed costs fixed."""
+        if m <= 0 or n <= 0 or k <= 0:
+            return Work()
+        rows = math.ceil(m / self.tile) * self.tile
+        nbytes = (m * k + m * n) * self.a + k * n * self.w
+        work = smooth_max_work(self.p, 2 * rows * n * k / self.flops, nbytes / self.bandwidth,
+                               self.k_latency * min(k, self.k_split), 2 * m * n * k, nbytes,
+                               self.overhead + self.format_overhead)
+        if self.quantize_bytes:
+            work += memory_kernel_work(m * k * self.quantize_bytes, self.bandwidth, self.quantize_overhead)
+        return work
+
     def quantize_time(self, m, k):
         """The activation-quantisation pass of a W8A8 GEMM (0 for 16-bit math); scalars or arrays."""
         if not self.quantize_bytes:
@@ -121,3 +136,7 @@ class GemmModel:
     def memory_kernel(self, nbytes: float) -> float:
         """A memory-bound kernel (norm, activation, residual add, embedding gather)."""
         return nbytes / self.bandwidth + self.overhead if nbytes > 0 else 0.0
+
+    def memory_kernel_work(self, nbytes: float) -> Work:
+        """:meth:`memory_kernel` as :class:`~simulator.cost.work.Work`."""
+        return memory_kernel_work(nbytes, self.bandwidth, self.overhead)

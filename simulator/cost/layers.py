@@ -44,6 +44,7 @@ from simulator.catalog.layers import IndexerShape
 from simulator.cost.attention import QUERY_TILE, AttentionModel, query_tiles
 from simulator.cost.gemm import GemmModel
 from simulator.cost.moe import ExpertsModel
+from simulator.cost.work import Work, fixed, memory_kernel_work, smooth_max_work
 
 
 def causal_pairs(new: int, cached: int, span: int = 0) -> float:
@@ -79,6 +80,22 @@ class IndexerCost:
                                    ((tokens + cached) * self.key_bytes + self.LOGIT_BYTES * pairs)
                                    / attention.io_bandwidth)
         return logits + self.LOGIT_BYTES * pairs / attention.decode_bandwidth + 2 * attention.overhead
+
+    def prefill_work(self, pairs: float, tokens: int, cached: int) -> Work:
+        """:meth:`prefill_time` as :class:`~simulator.cost.work.Work`: 2·H_I·d_I FLOPs per pair, the keys read and
+        each logit written and read back."""
+        attention = self.attention
+        nflops = 2 * self.heads * self.width * pairs
+        nbytes = (tokens + cached) * self.key_bytes + self.LOGIT_BYTES * pairs
+        logits = smooth_max_work(attention.p, nflops / attention.prefill_flops, nbytes / attention.io_bandwidth,
+                                 flops=nflops, hbm_bytes=nbytes, fixed_s=2 * attention.overhead)
+        return logits + memory_kernel_work(self.LOGIT_BYTES * pairs, attention.decode_bandwidth, 0.0)
+
+    def decode_per_token_work(self) -> Work:
+        """:attr:`decode_per_token` as :class:`~simulator.cost.work.Work` (per cached token)."""
+        attention = self.attention
+        return attention.decode_per_token_work(self.heads, self.width,
+                                               (self.key_bytes + 2 * self.LOGIT_BYTES) / attention.v)
 
 
 class GroupCost:
@@ -174,6 +191,28 @@ class GroupCost:
             per_token += self.indexer.decode_per_token
         return self.count * per_sequence, self.count * per_token
 
+    def decode_work_terms(self, sequences: int, queries: int = 1) -> tuple[Work, Work]:
+        """:meth:`decode_terms` as :class:`~simulator.cost.work.Work`: per sequence (the blocks' costs and a split's
+        combine fixed; a recurrence's state read and written; a bounded span's tokens, or a tiled context's mean
+        padding) and per cached token (its FLOPs and bytes, and a sparse-attention indexer's); ``queries`` as there."""
+        attention = self.attention
+        per_token = attention.decode_per_token_work(self.heads, self.decode_widths, self.decode_kv, self.kv_blocks,
+                                                    sequences * self.kv_blocks, queries)
+        billed, split = (attention.decode_wave(sequences, self._decode_blocks, self.span or math.inf)
+                         if self.decode_kv else (sequences, 0.0))
+        per_sequence = fixed((float(billed) * self._decode_block_cost + float(split)) / sequences)
+        if self.state_bytes:
+            per_sequence += smooth_max_work(attention.p, self.state_flops / attention.decode_flops,
+                                            2 * self.state_bytes / attention.decode_bandwidth,
+                                            flops=self.state_flops, hbm_bytes=2 * self.state_bytes)
+        if self.span:
+            per_sequence, per_token = per_sequence + per_token * float(attention.tiled(self.span)), Work()
+        elif self.decode_kv:
+            per_sequence += per_token * attention.tile_padding
+        if self.indexer:
+            per_token += self.indexer.decode_per_token_work()
+        return per_sequence * self.count, per_token * self.count
+
     def host_ops(self, all_reduces: int) -> int:
         """Operations the host dispatches for all ``count`` layers of the group in one forward pass outside CUDA
         graphs: the attention GEMMs and kernel, the elementwise kernels, the FFN's two GEMMs or, in an MoE layer,
@@ -205,6 +244,65 @@ class GroupCost:
             ffn = self.ffn_gemm
             time += ffn.time(T, self.up_width, D) + ffn.time(T, D, self.down_width)
         return self.count * time + self.experts_time(T)
+
+    def gemm_work(self, tokens: int) -> Work:
+        """:meth:`gemm_time` as :class:`~simulator.cost.work.Work`."""
+        T, D = tokens, self.hidden
+        gemm = self.attention_gemm
+        work = Work()
+        for n, k in self.attention_gemms:
+            work += gemm.work(T, n, k)
+        if not self.moe:
+            if not self.has_ffn:
+                return work * self.count
+            ffn = self.ffn_gemm
+            return (work + ffn.work(T, self.up_width, D) + ffn.work(T, D, self.down_width)) * self.count
+        work += self.router_gemm.work(T, self.experts, D)
+        if self.down_width:
+            ffn = self.ffn_gemm
+            work += ffn.work(T, self.up_width, D) + ffn.work(T, D, self.down_width)
+        return work * self.count + self.experts_work(T)
+
+    def experts_work(self, tokens: float) -> Work:
+        """:meth:`experts_time` as :class:`~simulator.cost.work.Work`."""
+        if not self.moe:
+            return Work()
+        everyone = tokens * self.data_parallel
+        handed = everyone * self.topk / self.expert_parallel if self.data_parallel > 1 else everyone
+        return self.experts_model.work(everyone, self.hidden, self.expert_width, self.up_matrices, self.topk,
+                                       self.experts, self.expert_parallel, self.expert_load_cv, self.expert_slots,
+                                       handed) * self.count
+
+    def elementwise_work(self, tokens: int) -> Work:
+        """:meth:`elementwise_time` as :class:`~simulator.cost.work.Work`."""
+        nbytes = tokens * (10 * self.hidden + 3 * self.activation_width) * self.w
+        if self.moe:
+            nbytes += tokens * (self.topk + 1) * self.hidden * self.w
+        kernels = self.elementwise_kernels
+        return self.attention_gemm.memory_kernel_work(nbytes / kernels) * (self.count * kernels)
+
+    def prefill_attention_work(self, pairs: float, tokens: int, cached: int, sequences: int, tiles: int,
+                               longest: float) -> Work:
+        """:meth:`prefill_attention_time` as :class:`~simulator.cost.work.Work` (a recurrence: its FLOPs per token,
+        its inputs, outputs and states)."""
+        if not self.kernels:
+            return Work()
+        attention = self.attention
+        if self.state_bytes:
+            nbytes = (tokens * (2 * self.heads * self.prefill_widths + self.prefill_kv) * 2
+                      + sequences * 2 * self.state_bytes)
+            kernel = smooth_max_work(attention.p, tokens * self.state_flops / attention.prefill_flops,
+                                     nbytes / attention.io_bandwidth, flops=tokens * self.state_flops,
+                                     hbm_bytes=nbytes, fixed_s=attention.overhead)
+        else:
+            kernel = attention.prefill_work(self.heads, self.prefill_widths, self.prefill_kv, pairs, tokens, cached,
+                                            self.heads / self.query_rows * tiles, longest, self.prefill_flops,
+                                            attention.overhead)
+        return kernel * self.count
+
+    def indexer_prefill_work(self, pairs: float, tokens: int, cached: int) -> Work:
+        """:meth:`indexer_prefill_time` as :class:`~simulator.cost.work.Work`."""
+        return self.indexer.prefill_work(pairs, tokens, cached) * self.count if self.indexer else Work()
 
     def experts_time(self, tokens: float) -> float:
         """The routed experts of all layers of the group (0 if dense; :class:`simulator.cost.moe.ExpertsModel`)."""

@@ -85,6 +85,7 @@ from statistics import NormalDist
 import numpy as np
 
 from simulator.catalog import HardwareSpec, resolve_hardware
+from simulator.cost.work import Work, memory_kernel_work, smooth_max_work
 from simulator.dtypes import activation_dtype, bytes_per_element, compute_dtype
 
 
@@ -141,6 +142,32 @@ class ExpertsModel:
         p = self.p
         return ((compute**p + memory**p + serial**p) ** (1 / p) + touched * self.expert_overhead + self.overhead
                 + passes)
+
+    def work(self, tokens: float, hidden: int, width: float, up_matrices: int, topk: int, experts: int,
+             expert_parallel: int = 1, load_cv: float = 0.0, slots: int = 0, handed: float | None = None) -> Work:
+        """:meth:`time` (``uniform`` routing) as :class:`~simulator.cost.work.Work` on the busiest GPU: the
+        assignments' 2·D·(g + 1)·I/tp FLOPs each, the touched experts' weights and the activations, the token and
+        assignment passes (memory); the smooth maximum split by Euler's rule; the per-expert, kernel and
+        expert-parallel costs fixed."""
+        if tokens <= 0:
+            return Work()
+        pass_bytes = (tokens if handed is None else handed) * hidden * self.token_pass
+        extra = self.ep_overhead if expert_parallel > 1 else 0.0
+        if expert_parallel > 1:
+            tokens *= busiest_rank_factor(tokens, topk, experts, expert_parallel, load_cv, True, slots)
+        placed = slots or experts
+        local, assignments = placed / expert_parallel, tokens * topk / expert_parallel
+        pass_bytes += assignments * hidden * self.assignment_pass
+        touched = local * touched_share(topk / placed, tokens, load_cv)
+        rows = math.ceil(assignments / touched / self.tile_m) * self.tile_m
+        padded = math.ceil(width / self.tile_n) * self.tile_n
+        matrices = up_matrices + 1
+        nbytes = touched * matrices * hidden * width * self.w + assignments * (2 * hidden + matrices * width) * self.a
+        kernel = smooth_max_work(self.p, 2 * touched * rows * hidden * matrices * padded / self.flops,
+                                 nbytes / self.bandwidth, self.k_latency * (hidden + width),
+                                 2 * assignments * hidden * matrices * width, nbytes,
+                                 touched * self.expert_overhead + self.overhead + extra)
+        return kernel + memory_kernel_work(pass_bytes, self.bandwidth, 0.0)
 
 
 # probabilists' Gauss–Hermite rule (weights normalised to 1): E[f(Z)] ≈ Σ w·f(z) for a standard normal Z

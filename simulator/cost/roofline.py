@@ -35,6 +35,10 @@ The engine profile adds its fixed costs (:mod:`simulator.catalog.engines`).
 A decode step is exactly affine in S (decode attention's compute and memory times are both proportional to S, so
 their smooth maximum is too; bounded-span layers cost a constant per sequence), as :mod:`simulator.cost.base`
 requires.
+
+``iteration_work`` and ``decode_step_work`` price the same kernels as :class:`~simulator.cost.work.Work` — FLOPs,
+HBM bytes and the time split into compute, memory and fixed parts (:mod:`simulator.cost.work`) — kernel by kernel
+beside their times (``*_work`` beside ``*_time``), computed only when a run records iteration bounds.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from simulator.cost.expert_exchange import exchange_time
 from simulator.cost.gemm import GemmModel
 from simulator.cost.layers import GroupCost, span_totals
 from simulator.cost.moe import ExpertsModel
+from simulator.cost.work import Work, fixed
 from simulator.dtypes import activation_dtype, bytes_per_element
 from simulator.errors import ConfigError
 from simulator.kv.sizing import kv_dtype
@@ -156,6 +161,7 @@ class RooflineCostConfig(CostModelBase):
 
 @COST_MODELS.register("roofline", config=RooflineCostConfig)
 class RooflineCostModel(CostModel):
+    prices_work = True
     def __init__(
         self, model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1, dtype: str = "bf16",
         kv_dtype: str | None = None, engine: EngineProfile | None = None, pipeline_parallel: int = 1,
@@ -242,6 +248,12 @@ class RooflineCostModel(CostModel):
         self._decode_attention_cache: dict[int, tuple[float, float]] = {}
         self._verify_attention_cache: dict[tuple[int, int], tuple[float, float]] = {}  # (sequences, queries) > 1
         self._prefill_cache: dict[tuple[tuple[int, int], ...], float] = {}  # prompt-only iterations by their chunks
+        # the same for the iterations' work (simulator.cost.work), filled only when a run records it
+        self._body_work_cache: dict[tuple[int, bool], Work] = {}
+        self._per_sequence_work_cache: dict[tuple[int, int], Work] = {}
+        self._decode_work_cache: dict[int, tuple[Work, Work]] = {}
+        self._decode_attention_work_cache: dict[int, tuple[Work, Work]] = {}
+        self._prefill_work_cache: dict[tuple[tuple[int, int], ...], Work] = {}
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, model: ModelSpec, hardware: HardwareSpec,
@@ -468,4 +480,116 @@ class RooflineCostModel(CostModel):
             a = (self._body_time(share, True) + self._per_sequence_time(share) + self.decode_attention_fixed
                  + per_sequence * share)
             cached = self._decode_cache[num_decodes] = (a, per_token * share / num_decodes)
+        return cached
+
+    # --- work (simulator.cost.work): the same kernels' FLOPs, bytes and time split ----------------------------
+    def body_work(self, num_tokens: int, decode_only: bool = False) -> Work:
+        """:meth:`body_parts` as :class:`~simulator.cost.work.Work`: the GEMMs and elementwise kernels, the
+        embedding gather and final norm; communication fixed. With two-batch overlap the shorter of compute C and
+        exchange X is half hidden: half the exchange when C ≥ X, else half the compute."""
+        key = (num_tokens, decode_only)
+        cached = self._body_work_cache.get(key)
+        if cached is not None:
+            return cached
+        T, g, D = num_tokens, self.gemm, self.model.hidden_size
+        kernels = Work()
+        for group in self.groups:
+            kernels += group.gemm_work(T) + group.elementwise_work(T)
+        kernels += g.memory_kernel_work(T * D * self.w) + g.memory_kernel_work(2 * T * D * self.w)
+        communication = self.layer_communication_time(T, decode_only) + (
+            (self.pp - 1) * self.stage_transfer_time(T * D * self.w) if self.pp > 1 else 0.0)
+        if self.two_batch_overlap and self.dp > 1:
+            exchange = self.exchange_time(T, decode_only)
+            if kernels.seconds >= exchange:
+                communication -= exchange / 2
+            else:
+                kernels = Work(kernels.flops, kernels.hbm_bytes, kernels.compute_s / 2, kernels.memory_s / 2,
+                               kernels.fixed_s / 2)
+        work = self._body_work_cache[key] = kernels + fixed(communication)
+        return work
+
+    def per_sequence_work(self, num_sequences: int, num_prompts: int = 0) -> Work:
+        """:meth:`per_sequence_parts` as :class:`~simulator.cost.work.Work` (the engine's costs fixed)."""
+        key = (num_sequences, num_prompts)
+        cached = self._per_sequence_work_cache.get(key)
+        if cached is None:
+            m = self.model
+            cached = self._per_sequence_work_cache[key] = (
+                self.head_gemm.work(num_sequences, m.vocab_size / self.tp, m.hidden_size)
+                + self.gemm.memory_kernel_work(2 * num_sequences * m.vocab_size * 4)
+                + fixed(self.engine.iteration_overhead(m.num_layers, num_sequences, num_prompts)))
+        return cached
+
+    def experts_work(self, num_tokens: float) -> Work:
+        """:meth:`experts_time` as :class:`~simulator.cost.work.Work`."""
+        return sum((group.experts_work(num_tokens) for group in self.groups), Work())
+
+    def prefill_attention_work(self, chunks: tuple[tuple[int, int], ...]) -> Work:
+        """:meth:`prefill_attention_time` as :class:`~simulator.cost.work.Work`."""
+        totals = {key: span_totals(chunks, *key) for key in self.prefill_keys}
+        work = sum((group.prefill_attention_work(*totals[group.prefill_key]) for group in self.groups), Work())
+        if self.indexed:
+            pairs, tokens, cached = totals[0, 1.0][:3]
+            work += sum((group.indexer_prefill_work(pairs, tokens, cached) for group in self.groups), Work())
+        return work
+
+    def decode_attention_work_terms(self, num_decodes: int, queries: int = 1) -> tuple[Work, Work]:
+        """:meth:`decode_attention_terms` as :class:`~simulator.cost.work.Work`: per sequence, per cached token."""
+        if queries != 1:  # a verification pass (not cached: its work is priced only when bounds are recorded)
+            each = [group.decode_work_terms(num_decodes, queries) for group in self.groups]
+            return sum((t[0] for t in each), Work()), sum((t[1] for t in each), Work())
+        cached = self._decode_attention_work_cache.get(num_decodes)
+        if cached is None:
+            terms = [group.decode_work_terms(num_decodes) for group in self.groups]
+            cached = self._decode_attention_work_cache[num_decodes] = (
+                sum((t[0] for t in terms), Work()), sum((t[1] for t in terms), Work()))
+        return cached
+
+    def _attention_work(self, shape: IterationShape) -> Work:
+        work = self.prefill_attention_work(shape.prefill_chunks) if shape.prefill_chunks else Work()
+        if shape.num_decodes:
+            per_sequence, per_token = self.decode_attention_work_terms(shape.num_decodes, shape.decode_positions)
+            work += (fixed(self.decode_attention_fixed) + per_sequence * shape.num_decodes
+                     + per_token * shape.decode_context_sum)
+        return work
+
+    def _pass_work(self, shape: IterationShape) -> Work:
+        """:meth:`_pass_time` as :class:`~simulator.cost.work.Work`: where the host's eager launches outlast the
+        GPU's kernels, the pass waits for them and all of its GPU time is fixed."""
+        decode_rows = shape.num_decodes * shape.decode_positions
+        engine = self.per_sequence_work(len(shape.prefill_chunks) + decode_rows, len(shape.prefill_chunks))
+        gpu = self.body_work(shape.prefill_tokens + decode_rows, not shape.prefill_chunks) + self._attention_work(
+            shape)
+        if shape.prefill_chunks and gpu.seconds < self.eager_floor:
+            gpu = Work(gpu.flops, gpu.hbm_bytes, fixed_s=self.eager_floor)
+        return gpu + engine
+
+    def iteration_work(self, shape: IterationShape) -> Work:
+        if self.micro_batching:
+            shape = self.heaviest_micro_batch(shape)
+        if shape.num_decodes:
+            return self._iteration_work(shape)
+        if not shape.prefill_chunks:
+            return Work()
+        cached = self._prefill_work_cache.get(shape.prefill_chunks)  # as iteration_time's
+        if cached is None:
+            if len(self._prefill_work_cache) >= 65536:
+                self._prefill_work_cache.clear()
+            cached = self._prefill_work_cache[shape.prefill_chunks] = self._iteration_work(shape)
+        return cached
+
+    def _iteration_work(self, shape: IterationShape) -> Work:
+        if not self.sequential_prefill:
+            return self._pass_work(shape)
+        return sum((self._pass_work(one) for one in self._passes(shape)), Work())
+
+    def decode_step_work(self, num_decodes: int) -> tuple[Work, Work]:
+        """As :meth:`decode_step_coefficients`: a pipelined replica's step is one pass of its heaviest micro-batch."""
+        cached = self._decode_work_cache.get(num_decodes)
+        if cached is None:
+            share = -(-num_decodes // self.micro_batches(num_decodes))
+            per_sequence, per_token = self.decode_attention_work_terms(share)
+            constant = (self.body_work(share, True) + self.per_sequence_work(share)
+                        + fixed(self.decode_attention_fixed) + per_sequence * share)
+            cached = self._decode_work_cache[num_decodes] = (constant, per_token * (share / num_decodes))
         return cached

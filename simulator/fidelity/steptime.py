@@ -2,7 +2,10 @@
 
 Input columns: ``num_prefill_seqs, prefill_tokens_per_seq, num_decode_seqs, decode_context_per_seq`` (the decode
 context is each decoding sequence's KV length after the step). The output keeps them and adds ``predicted_ms`` and
-one ``*_ms`` column per operator group (GEMMs, attention, elementwise, communication, LM head and sampling, engine).
+one ``*_ms`` column per operator group (GEMMs, attention, elementwise, communication, LM head and sampling, engine),
+then why the step costs that (:mod:`simulator.cost.work`): ``gflop_per_gpu`` and ``hbm_gb_per_gpu`` (its FLOPs and
+HBM bytes on one GPU, 10^9), the shares of its time limited by compute, memory and neither (``compute_frac``,
+``memory_frac``, ``fixed_frac``) and its ``bound`` (the largest).
 """
 
 from __future__ import annotations
@@ -53,8 +56,14 @@ def predict_steps(
     for prefills, prompt, decodes, context in rows:
         shape = IterationShape(((prompt, 0),) * prefills if prompt else (), decodes, decodes * context)
         parts = cost.breakdown(shape)
-        record: dict[str, float] = dict(zip(STEP_COLUMNS, (prefills, prompt, decodes, context), strict=True))
-        record["predicted_ms"] = sum(parts.values()) * 1000
-        record.update({name.removesuffix("_s") + "_ms": seconds * 1000 for name, seconds in parts.items()})
+        record: dict[str, float | str] = dict(zip(STEP_COLUMNS, (prefills, prompt, decodes, context), strict=True))
+        seconds = sum(parts.values())
+        record["predicted_ms"] = seconds * 1000
+        record.update({name.removesuffix("_s") + "_ms": part * 1000 for name, part in parts.items()})
+        work = cost.iteration_work(shape)
+        share = 1 / seconds if seconds else 0.0
+        record.update({"gflop_per_gpu": work.flops / 1e9, "hbm_gb_per_gpu": work.hbm_bytes / 1e9,
+                       "compute_frac": work.compute_s * share, "memory_frac": work.memory_s * share,
+                       "fixed_frac": work.fixed_s * share, "bound": work.bound if seconds else ""})
         records.append(record)
     return pd.DataFrame(records)

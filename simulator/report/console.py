@@ -73,12 +73,32 @@ def describe_setup(config: ExperimentConfig, with_rate: bool = True) -> str:
 OVERLOAD_GROWTH = 1.5  # a backlog growing this much over the second half of the arrivals: the server fell behind
 
 
+def iterations_line(summary: dict[str, Any], peak_format: str = "") -> str:
+    """The iteration bounds in one line (``metrics.iteration_bounds``; :mod:`simulator.results.bounds`): per phase
+    that ran — decode, prefill, mixed — the share of its busy time under its commonest bound, and the fraction of the
+    peak that bound is about (HBM bandwidth for memory, the GEMMs' ``peak_format`` FLOP/s for compute, both for
+    fixed)."""
+    flops_peak = f"{peak_format.upper()} peak" if peak_format else "peak FLOP/s"
+    parts = []
+    for phase in ("decode", "prefill", "mixed"):
+        if not summary.get(f"iter_{phase}_busy_s"):  # (a phase of no time has no shares)
+            continue
+        shares = {bound: summary[f"iter_{phase}_{bound}_bound_frac"] for bound in ("compute", "memory", "fixed")}
+        bound = max(shares, key=shares.__getitem__)
+        hbm = f"{_fmt(100 * summary[f'iter_{phase}_peak_hbm_frac'], 0)}% of HBM peak"
+        flops = f"{_fmt(100 * summary[f'iter_{phase}_peak_flops_frac'], 0)}% of {flops_peak}"
+        at = {"compute": flops, "memory": hbm, "fixed": f"{hbm}, {flops}"}[bound]
+        parts.append(f"{phase} {_fmt(100 * shares[bound], 0)}% {bound}-bound at {at}")
+    return "iterations: " + "; ".join(parts) if parts else ""
+
+
 def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
-                   offered_rate: float | None = None, formats: str = "", setup: str = "") -> str:
+                   offered_rate: float | None = None, formats: str = "", setup: str = "", peak_format: str = "") -> str:
     """The summary as text. ``slo_given``: whether the experiment set an SLO (else attainment is not shown as
     100%); ``offered_rate``: the arrival rate asked for (requests/s), to warn when the server did not keep up;
     ``formats``: the weights' and the KV cache's data formats as resolved (shown on the memory line); ``setup``:
-    what the run describes (:func:`describe_setup`), under the title."""
+    what the run describes (:func:`describe_setup`), under the title; ``peak_format``: the tensor-core format whose
+    peak the iteration bounds' FLOP/s are a fraction of (:func:`iterations_line`, when the summary has them)."""
     s = summary
     rows = [(label, [_fmt(s[f"{stat}_{key}_ms"], 2) for stat in ("mean", "median", "p90", "p99")])
             for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("longest ITL", "max_itl"),
@@ -144,6 +164,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         if slo_given
         else "SLO:        none set (slo: {ttft_ms, tpot_ms, max_itl_ms, e2el_ms} gives attainment and goodput)",
     ]
+    if bounds := iterations_line(s, peak_format):
+        lines.insert(-1, bounds)
     mid, end = s["backlog_mid_arrivals"], s["backlog_end_of_arrivals"]
     if end > OVERLOAD_GROWTH * mid + 10:
         offered = f" at {_fmt(offered_rate, 2)} req/s" if offered_rate else ""

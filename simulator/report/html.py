@@ -5,7 +5,8 @@ The page needs no network and no files beside it: figures are inline SVG (their 
 and salted so that the same result gives the same bytes), styles inline; every number is printed with its unit
 (taken from the metric's name: ``_ms``, ``_s``, ``_gib_per_gpu``, rates, fractions shown as %) and four
 significant digits. A run's report has its setup (what ``summary.json``'s ``about`` says), memory plan, summary
-tables, plots (latency CDFs, the replica timeline or replica count, phase shares) and resolved config; a sweep's
+tables, the iteration bounds per phase (with ``metrics.iteration_bounds``), plots (latency CDFs, the replica timeline
+or replica count, phase shares, the iterations' roofline) and resolved config; a sweep's
 the table of points and the curves (with ±1 std bars over replicates); a capacity search its probes; a
 validation its report text and plot.
 """
@@ -172,15 +173,33 @@ def _summary_sections(page: Page, summary: dict[str, Any]) -> None:
         rows.append([label, *(Markup(number(summary.get(k))) for k in keys)])
         shown.update(keys)
     page.table(["ms", *STATS], rows)
+    bounds = _bound_rows(summary)
+    if bounds:
+        page.heading("Iteration bounds (one GPU)")
+        page.paragraph("Per phase: the share of its GPU-busy time in iterations bound by compute, by HBM bandwidth or "
+                       "by fixed costs (launches, host, communication), and the time-weighted mean fraction of the "
+                       "GPU's peak FLOP/s and HBM bandwidth its iterations reached.")
+        page.table(["phase", "iterations", "busy", "compute-bound", "memory-bound", "fixed-bound", "of peak FLOP/s",
+                    "of peak HBM"], bounds)
+        shown.update(key for key in summary if key.startswith("iter_"))
     page.heading("Every figure of the summary")
     rest = [k for k in sorted(summary) if k not in shown and not isinstance(summary[k], (dict, list))]
     page.table(["metric", "value"], [[k, Markup(number(summary[k], unit_of(k)))] for k in rest])
 
 
+def _bound_rows(summary: dict[str, Any]) -> list[list[Any]]:
+    """A row per phase that ran (and all of them) of the ``iter_*`` metrics (:mod:`simulator.results.bounds`)."""
+    stats = ("busy_s", "compute_bound_frac", "memory_bound_frac", "fixed_bound_frac", "peak_flops_frac",
+             "peak_hbm_frac")
+    return [[phase, Markup(number(summary[f"iter_{phase}_iterations"])),
+             *(Markup(number(summary[f"iter_{phase}_{stat}"], unit_of(stat))) for stat in stats)]
+            for phase in ("decode", "prefill", "mixed", "all") if summary.get(f"iter_{phase}_busy_s")]
+
+
 def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.DataFrame]) -> str:
     """A run's report from its summary (``summary.json``'s content), resolved config text and tables
     (``requests``, ``timeline``, ``iterations``, ``scaling``; any may be missing)."""
-    from simulator.report.plots import latency_cdfs, phase_shares, slo_bounds, timeline_figure
+    from simulator.report.plots import latency_cdfs, phase_shares, roofline_figure, slo_bounds, timeline_figure
 
     about = summary.get("about", {})
     name = about.get("name", "experiment")
@@ -202,6 +221,10 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
         page.figure(timeline_figure(frames.get("timeline"), name, frames.get("scaling")), "replicas over time")
     if "iterations" in frames:
         page.figure(phase_shares(frames["iterations"], name), "where each replica's time went")
+    if "roofline" in frames and len(frames["roofline"]):
+        page.figure(roofline_figure(frames["roofline"], name),
+                    "each iteration's arithmetic intensity and achieved FLOP/s under the GPU's roof (a run of "
+                    "identical decode steps is one point, its mean step)")
     page.heading("Resolved config")
     page.preformatted(config_text)
     return page.html()
@@ -289,7 +312,7 @@ def folder_page(folder: str | Path) -> str:
                           f"({getattr(exc, 'problem', None) or type(exc).__name__})") from None
     if not isinstance(config, (dict, type(None))):
         raise LLMSimError(f"{folder / 'config.yaml'}: a run's config is a YAML mapping, got {type(config).__name__}")
-    frames = {name: read(f"{name}.parquet") for name in ("requests", "timeline", "iterations", "scaling")
+    frames = {name: read(f"{name}.parquet") for name in ("requests", "timeline", "iterations", "scaling", "roofline")
               if (folder / f"{name}.parquet").is_file()}
     if "requests" in frames and "ttft_ms" not in frames["requests"]:
 

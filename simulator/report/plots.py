@@ -3,6 +3,8 @@
 - :func:`latency_cdfs`: CDFs of TTFT, TPOT and E2E latency from a request table;
 - :func:`timeline_figure`: per replica, queue length, running requests and KV use over time (observed runs);
 - :func:`phase_shares`: share of busy time in prefill, decode and mixed iterations per replica (observed runs);
+- :func:`roofline_figure`: iterations on the GPU's roofline, arithmetic intensity against achieved TFLOP/s, one cloud
+  per phase (runs with iteration bounds, ``roofline.parquet``);
 - :func:`sweep_curves`: throughput against p99 latency and goodput against offered rate, one line per policy
   (every swept column other than the rate and the seed), from a sweep's ``index.parquet``.
 """
@@ -137,6 +139,55 @@ def phase_shares(iterations: pd.DataFrame, name: str = "") -> Figure:
     return figure
 
 
+ROOFLINE_POINTS = 1000  # per phase at most, evenly spaced in the sample's order (the figure stays light)
+PHASE_LABELS = {"prefill": "prefill-only", "mixed": "mixed", "decode": "decode-only"}
+
+
+def _decades(axis) -> None:
+    """A log axis labelled at each power of ten only, in plain numbers."""
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.10g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def roofline_figure(points: pd.DataFrame, name: str = "") -> Figure:
+    """Iterations on the roofline (a run's ``roofline.parquet``, :mod:`simulator.results.bounds`): arithmetic
+    intensity (FLOPs per byte of HBM traffic) against achieved TFLOP/s per GPU, log-log, one cloud per phase (a
+    closed-form run of decode steps is one point, its mean step; at most :data:`ROOFLINE_POINTS` per phase, evenly
+    spaced), under each GPU's roof: min(peak FLOP/s, intensity × peak HBM bandwidth)."""
+    shown = points[(points["flops"] > 0) & (points["hbm_bytes"] > 0) & (points["seconds"] > 0)]
+    intensity = shown["flops"] / shown["hbm_bytes"]
+    achieved = shown["flops"] / shown["seconds"] / 1e12
+    roofs = shown[["peak_format", "peak_flops", "peak_hbm_bytes_per_s"]].drop_duplicates().sort_values("peak_flops")
+    ridges = roofs["peak_flops"] / roofs["peak_hbm_bytes_per_s"]
+    low = min([*intensity, *ridges], default=1.0) / 3
+    high = max([*intensity, *ridges], default=1.0) * 3
+    figure, ax = plt.subplots(figsize=(6.4, 4.6))
+    x = np.geomspace(low, high, 256)
+    for style, roof in zip(("-", "--", ":", "-."), roofs.itertuples(index=False), strict=False):
+        ax.plot(x, np.minimum(roof.peak_flops, x * roof.peak_hbm_bytes_per_s) / 1e12, color="black", linestyle=style,
+                linewidth=1.2, label=f"roof: {roof.peak_hbm_bytes_per_s / 1e9:,.0f} GB/s HBM, "
+                f"{roof.peak_flops / 1e12:,.0f} TFLOP/s {str(roof.peak_format).upper()}")
+    for phase in ("decode", "mixed", "prefill"):  # the rarer on top
+        rows = np.flatnonzero((shown["phase"] == phase).to_numpy())
+        if rows.size == 0:
+            continue
+        if rows.size > ROOFLINE_POINTS:
+            rows = rows[np.linspace(0, rows.size - 1, ROOFLINE_POINTS).round().astype(int)]
+        ax.scatter(intensity.iloc[rows], achieved.iloc[rows], s=9, alpha=0.55, linewidths=0,
+                   color=PHASE_COLOURS[phase], label=f"{PHASE_LABELS[phase]} iterations")
+    ax.set(xscale="log", yscale="log", xlim=(low, high),
+           xlabel="arithmetic intensity (FLOP per byte of HBM traffic, log)",
+           ylabel="achieved TFLOP/s per GPU (log)",
+           title=(f"{name}: " if name else "") + "iterations on the roofline")
+    _decades(ax.xaxis)
+    _decades(ax.yaxis)
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(fontsize="small", loc="lower right", markerscale=2)
+    figure.tight_layout()
+    return figure
+
+
 def sweep_curves(index: pd.DataFrame, rate: str = RATE, slo: dict[str, float] | None = None, name: str = "") -> Figure:
     """Throughput against p99 TTFT and TPOT, p99 TTFT and goodput against the offered rate, one line per policy
     (every swept column other than the rate and the seed; the legend is titled with their names): means over
@@ -230,8 +281,8 @@ def experiment_of(folder: Path) -> tuple[str, dict[str, float]]:
 
 
 def plot_folder(folder: str | Path) -> list[Path]:
-    """Every picture the folder's files allow (a run's ``requests/timeline/iterations/scaling.parquet`` or a sweep's
-    ``index.parquet``), saved as PNG and SVG under ``folder/plots``; returns the files written."""
+    """Every picture the folder's files allow (a run's ``requests/timeline/iterations/scaling/roofline.parquet`` or a
+    sweep's ``index.parquet``), saved as PNG and SVG under ``folder/plots``; returns the files written."""
 
     folder = Path(folder)
     figures: dict[str, Figure] = {}
@@ -255,10 +306,12 @@ def plot_folder(folder: str | Path) -> list[Path]:
         figures["timeline"] = timeline_figure(timeline, name, scaling)
     if (folder / "iterations.parquet").is_file():
         figures["phases"] = phase_shares(read("iterations.parquet"), name)
+    if (folder / "roofline.parquet").is_file():
+        figures["roofline"] = roofline_figure(read("roofline.parquet"), name)
     if (folder / "index.parquet").is_file():
         figures["sweep"] = sweep_curves(read("index.parquet"), slo=slo, name=name)
     if not figures:
-        raise LLMSimError(f"{folder}: nothing to plot (no requests, timeline, iterations or index parquet)")
+        raise LLMSimError(f"{folder}: nothing to plot (no requests, timeline, iterations, roofline or index parquet)")
     out = folder / "plots"
     out.mkdir(exist_ok=True)
     written = []

@@ -78,6 +78,20 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   drops them at the end of the iteration in progress, whose tokens count) — decode work done for nothing
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
+- iteration bounds only (``metrics.iteration_bounds``, which ``llmsim run`` sets; these keys appear only then;
+  :mod:`simulator.results.bounds`, :mod:`simulator.cost.work`): each iteration i (engine step) of a replica takes
+  t_i seconds, does F_i FLOPs and moves B_i bytes of HBM traffic on one GPU of its tensor-parallel group, and its time
+  splits into compute_s (the seconds that scale with the FLOP rate: a FLOP rate 1 + ε times faster saves ε·compute_s),
+  memory_s (likewise with HBM bandwidth; each kernel's smooth roofline maximum split by Euler's rule) and fixed_s =
+  t_i − compute_s − memory_s (launch floors, per-work-item and host costs, communication, and time outside the
+  model's forward pass); its bound is the largest of the three (ties: compute, memory, fixed). Per phase P —
+  ``prefill`` (iterations of prompt chunks only), ``decode`` (of decode sequences only), ``mixed`` (both) — and
+  ``all``: iter_P_iterations (engine steps), iter_P_busy_s = Σ t_i (GPU-busy seconds, summed over replicas),
+  iter_P_compute_bound_frac / iter_P_memory_bound_frac / iter_P_fixed_bound_frac = Σ t_i over the iterations of that
+  bound / Σ t_i (they sum to 1), iter_P_peak_flops_frac = Σ (F_i / peak FLOP/s) / Σ t_i (the time-weighted mean of
+  achieved FLOP/s over the spec sheet's dense peak of the format the GEMMs compute in:
+  :func:`simulator.cost.work.gemm_peak`), iter_P_peak_hbm_frac = Σ (B_i / peak HBM bytes/s) / Σ t_i; a phase
+  without iterations has NaN shares and fractions
 """
 
 from __future__ import annotations

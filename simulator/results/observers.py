@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def iteration_phase(prefill_tokens: int, decode_seqs: int) -> str:
+    """``mixed`` (prompt tokens and decodes), ``prefill`` (prompt tokens only) or ``decode`` (the rest: decodes, or
+    a work of swap-ins only)."""
+    return "mixed" if prefill_tokens and decode_seqs else "prefill" if prefill_tokens else "decode"
+
 
 class Observer:
     def __init__(self) -> None:
@@ -38,8 +43,8 @@ class Observer:
 
     def iteration(self, replica: int, start_s: float, end_s: float, steps: int, prefill_tokens: int,
                   decode_seqs: int) -> None:
-        phase = "mixed" if prefill_tokens and decode_seqs else "prefill" if prefill_tokens else "decode"
-        self.iterations.append((replica, start_s, end_s, steps, prefill_tokens, decode_seqs, phase))
+        self.iterations.append((replica, start_s, end_s, steps, prefill_tokens, decode_seqs,
+                                iteration_phase(prefill_tokens, decode_seqs)))
 
     def preemption(self, time_s: float, replica: int, request_id: int) -> None:
         self.preemptions.append((time_s, replica, request_id))

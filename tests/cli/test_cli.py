@@ -186,6 +186,25 @@ def test_steptime_adds_prediction_and_operator_groups(tmp_path, capsys):
     assert table["engine_ms"].eq(0).all()
 
 
+def test_steptime_says_why_each_step_costs_what_it_costs(tmp_path, capsys):
+    """Llama-3-70B at TP 4 (hidden 8192, 80 layers, 64 query and 8 KV heads of 128, MLP 28672, vocab 128256): a
+    2,048-token prompt does 2·(layer parameters)·2048 + the LM head's 2·8192·128256 + attention's 4·64·128 per causal
+    pair and layer, a quarter on each GPU — compute-bound; 64 decodes stream the weights — memory-bound."""
+    steps = tmp_path / "steps.csv"
+    steps.write_text(
+        "num_prefill_seqs,prefill_tokens_per_seq,num_decode_seqs,decode_context_per_seq\n1,2048,0,0\n0,0,64,1000\n"
+    )
+    out = tmp_path / "out.csv"
+    assert run_cli(capsys, "steptime", "--model", "llama-3-70b", "--hardware", "h100-sxm", "--tp", "4",
+                   "--engine", "vllm", "--input", str(steps), "--output", str(out))[0] == 0
+    table = pd.read_csv(out)
+    layer = 2 * 8192**2 + 2 * 8192 * 8 * 128 + 3 * 8192 * 28672
+    flops = 2 * 80 * layer * 2048 + 2 * 8192 * 128256 + 4 * 64 * 128 * 2048 * 2049 / 2 * 80
+    assert table["gflop_per_gpu"][0] == pytest.approx(flops / 4 / 1e9, rel=1e-6)
+    assert list(table["bound"]) == ["compute", "memory"]
+    assert (table[["compute_frac", "memory_frac", "fixed_frac"]].sum(axis=1)).to_numpy() == pytest.approx(1.0)
+
+
 def test_steptime_bad_row_names_file_and_line(tmp_path, capsys):
     steps = tmp_path / "steps.csv"
     steps.write_text("num_prefill_seqs,prefill_tokens_per_seq,num_decode_seqs,decode_context_per_seq\n1,x,0,0\n")
@@ -465,3 +484,22 @@ def test_a_trace_without_a_request_count_is_described_whole(tmp_path, capsys):
     trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n0.5,20,5\n")
     code, out, _ = run_cli(capsys, "run", "--set", f"workload={{trace: {{path: {trace}}}}}")
     assert code == 0 and out.splitlines()[2] == "workload:   trace t.csv, every request"
+
+
+def test_run_prints_one_line_of_iteration_bounds_unless_the_experiment_says_not_to(tmp_path, capsys):
+    """``llmsim run`` records iteration bounds (the quickstart: Llama-3-8B, bf16, an H100): one ``iterations:`` line
+    whose figures are the summary's, decode streaming at a fraction of the HBM peak; none where the experiment turns
+    them off or its cost model (linear) prices no FLOPs."""
+    args = ["run", "--set", "workload.num_requests=100"]
+    code, out, _ = run_cli(capsys, *args)
+    lines = [line for line in out.splitlines() if line.startswith("iterations:")]
+    code2, text, _ = run_cli(capsys, *args, "--json")
+    summary = json.loads(text)
+    assert code == code2 == 0 and len(lines) == 1
+    decode = f"decode {100 * summary['iter_decode_memory_bound_frac']:.0f}% memory-bound at "
+    assert decode + f"{100 * summary['iter_decode_peak_hbm_frac']:.0f}% of HBM peak" in lines[0]
+    assert "% of BF16 peak" in lines[0] and summary["iter_all_iterations"] == summary["num_iterations"]
+    code, out, _ = run_cli(capsys, *args, "--set", "metrics.iteration_bounds=false")
+    assert code == 0 and "iterations:" not in out
+    code, out, _ = run_cli(capsys, "run", _write(tmp_path, experiment()))
+    assert code == 0 and "iterations:" not in out

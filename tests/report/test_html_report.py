@@ -70,19 +70,28 @@ def test_a_runs_report_states_the_summary_with_its_figures_inline(tmp_path, caps
     capsys.readouterr()
     summary = json.loads((out / "summary.json").read_text())
     page = parse(report.read_text())
-    assert page.headings[:4] == ["Setup", "Memory plan (one GPU)", "Latency", "Every figure of the summary"]
+    assert page.headings[:5] == ["Setup", "Memory plan (one GPU)", "Latency", "Iteration bounds (one GPU)",
+                                 "Every figure of the summary"]
     setup = {row[0]: row[1] for row in page.tables[0][1:]}  # the workload and SLO it was held to, stated
     assert setup["workload"] == ("poisson arrivals at 8 req/s, 300 requests, prompts lognormal mean 1,000, outputs "
                                  "200 tokens")
     assert setup["slo (per request)"] == "ttft_ms <= 500, tpot_ms <= 50"
     assert {"Plots", "Resolved config"} <= set(page.headings)
-    assert page.tags.get("svg") == 3 and "script" not in page.tags and "img" not in page.tags and not page.urls
+    # latency CDFs, timeline, phase shares, roofline
+    assert page.tags.get("svg") == 4 and "script" not in page.tags and "img" not in page.tags and not page.urls
     latency = {row[0]: row[1:] for row in page.tables[2][1:]}
     header = page.tables[2][0][1:]
     for label, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E latency", "e2el")):
         for stat, cell in zip(header, latency[label], strict=True):
             assert value_of(cell) == pytest.approx(summary[f"{stat}_{key}_ms"], rel=5e-4), (label, stat)
-    rest = {row[0]: row[1] for row in page.tables[3][1:]}
+    bounds = {row[0]: dict(zip(page.tables[3][0][1:], row[1:], strict=True)) for row in page.tables[3][1:]}
+    assert set(bounds) == {"decode", "prefill", "mixed", "all"} - {p for p in ("prefill", "mixed")
+                                                                    if not summary[f"iter_{p}_busy_s"]}
+    for phase, row in bounds.items():  # llmsim run records them: its summary's figures, four digits
+        assert value_of(row["memory-bound"]) == pytest.approx(summary[f"iter_{phase}_memory_bound_frac"], abs=5e-4)
+        assert value_of(row["of peak HBM"]) == pytest.approx(summary[f"iter_{phase}_peak_hbm_frac"], rel=5e-4)
+        assert row["busy"].endswith(" s")
+    rest = {row[0]: row[1] for row in page.tables[4][1:]}
     assert value_of(rest["output_throughput"]) == pytest.approx(summary["output_throughput"], rel=5e-4)
     assert rest["output_throughput"].endswith("tok/s") and rest["duration_s"].endswith(" s")
     assert value_of(rest["mean_kv_usage"]) == pytest.approx(summary["mean_kv_usage"], rel=5e-4)

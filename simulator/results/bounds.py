@@ -1,0 +1,180 @@
+"""Iteration bounds: per iteration of a run, what bound it (compute, memory or fixed) and how close it came to the
+GPU's peaks — accumulated in closed form, and a bounded sample of iterations for the roofline plot.
+
+Off unless ``metrics.iteration_bounds`` is set (``llmsim run`` sets it); the engine then pays one ``is None`` test
+per work. With it, each work (an iteration, or a closed-form run of decode steps) costs O(1): the cost model's work
+of the iteration (:mod:`simulator.cost.work`: FLOPs F, HBM bytes B, compute part c, memory part m), or for a run of
+k decode steps the affine pair (w0, w1) with step j's work w0 + w1·(S0 + j·batch) (S0 its first context sum) while
+step j lasts ``base + slope·j`` seconds (:mod:`simulator.cluster.replica`). Step j's fixed part is what its time
+leaves: ``f_j = t_j − c_j − m_j`` — the cost model's fixed part, plus whatever the replica adds outside the served
+model's forward pass (a speculative draft's passes, KV swaps and slab copies, LoRA adapters, a slow fault's
+stretch, an attention-DP rank's wait for the slowest rank), none of whose FLOPs or bytes are counted. Its bound is
+the largest of c_j, m_j, f_j (ties: compute, memory, fixed). All three are affine in j, so each bound leads one
+interval of steps (or none): a work whose first and last steps have the same bound has it all along; otherwise
+the steps of each bound are found from the lines' crossings, and the time summed over them in closed form
+(:func:`bound_seconds`).
+
+Iterations are told apart by phase (:func:`simulator.results.observers.iteration_phase`): ``prefill`` (prompt
+chunks only), ``decode`` (decode sequences only) and ``mixed`` (both). Per phase the recorder keeps the iterations,
+their seconds (GPU-busy time, summed over replicas), the seconds of each bound, and Σ F/P and Σ B/W (P the replica's
+peak FLOP/s, W its peak HBM bytes/s: :func:`simulator.cost.work.gemm_peak`, ``memory_bandwidth_gb_per_s``) — the
+seconds the work would take at the peaks, whose ratio to the busy seconds is the time-weighted mean fraction of
+peak: Σ t·(F/t)/P / Σ t. :meth:`IterationBounds.summary` states them (the keys of :data:`BOUND_METRICS`, defined in
+:mod:`simulator.results.metrics`).
+
+Roofline points: one per work of some time (a decode run's totals over its steps: its mean step; the bound of its
+totals), kept for at most
+:data:`POINTS_PER_PHASE` × 2 works per phase — every one until there are twice that many, then every second, every
+fourth, … (whenever the kept points reach twice the cap, every other one is dropped and the stride doubles), so the
+sample is evenly spread over the run and the same run keeps the same points.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations, pairwise
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simulator.cost.work import BOUNDS, Work
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PHASES = ("prefill", "decode", "mixed")
+POINTS_PER_PHASE = 2000
+# per phase P in PHASES and "all" (every iteration); see simulator.results.metrics for the definitions
+BOUND_STATS = ("iterations", "busy_s", "compute_bound_frac", "memory_bound_frac", "fixed_bound_frac",
+               "peak_flops_frac", "peak_hbm_frac")
+BOUND_METRICS = tuple(f"iter_{phase}_{stat}" for phase in (*PHASES, "all") for stat in BOUND_STATS)
+POINT_COLUMNS = ("replica", "phase", "start_s", "steps", "seconds", "flops", "hbm_bytes", "compute_s", "memory_s",
+                 "fixed_s", "bound", "peak_format", "peak_flops", "peak_hbm_bytes_per_s")
+
+
+class Roofs(NamedTuple):
+    """A replica's peaks: its GEMMs' tensor-core format and that format's dense FLOP/s, and its HBM bytes/s."""
+
+    format: str
+    flops: float
+    hbm_bytes_per_s: float
+
+
+def bound_seconds(steps: int, base: float, slope: float, lines: list[tuple[float, float]]) -> list[float]:
+    """Seconds of the steps j = 0 … steps−1 (step j lasting ``base + slope·j``) whose largest of the affine parts
+    ``lines`` (p + q·j each: compute, memory, fixed) is each one (ties to the earlier). A part's lead changes only
+    where two lines cross: cutting at the floor x of each crossing and at x + 1 and x + 2 leaves runs of steps with
+    one leader, or single steps (O(1) per work)."""
+    cuts = {0, steps}
+    for (p1, q1), (p2, q2) in combinations(lines, 2):
+        if q1 != q2:
+            x = (p2 - p1) / (q1 - q2)
+            if -1 < x < steps:  # (and the step after the next: x may fall just short of a whole crossing)
+                cuts.update((math.floor(x), math.floor(x) + 1, math.floor(x) + 2))
+    seconds = [0.0] * len(lines)
+    for u, v in pairwise(sorted(c for c in cuts if 0 <= c <= steps)):
+        values = [p + q * u for p, q in lines]
+        n = v - u
+        seconds[values.index(max(values))] += n * base + slope * (u + v - 1) * n / 2
+    return seconds
+
+
+def _leader(compute: float, memory: float, fixed: float) -> int:
+    """The index of the largest part (ties to the earlier)."""
+    if compute >= memory:
+        return 0 if compute >= fixed else 2
+    return 1 if memory >= fixed else 2
+
+
+class _Phase:
+    """One phase's totals and its sample of points."""
+
+    __slots__ = ("bound_s", "busy_s", "flops_at_peak_s", "hbm_at_peak_s", "iterations", "points", "seen", "stride")
+
+    def __init__(self) -> None:
+        self.iterations = 0
+        self.busy_s = 0.0
+        self.bound_s = [0.0, 0.0, 0.0]  # compute, memory, fixed
+        self.flops_at_peak_s = 0.0  # Σ F / peak FLOP/s
+        self.hbm_at_peak_s = 0.0  # Σ B / peak bytes/s
+        self.points: list[tuple] = []
+        self.seen = 0
+        self.stride = 1
+
+    def wants(self) -> bool:
+        """Whether the next point is kept (every ``stride``-th); counts it either way."""
+        self.seen += 1
+        return (self.seen - 1) % self.stride == 0
+
+    def keep(self, point: tuple) -> None:
+        """A point :meth:`wants` kept; at twice the cap, every other one kept is dropped and the stride doubles."""
+        self.points.append(point)
+        if len(self.points) >= 2 * POINTS_PER_PHASE:
+            self.points = self.points[::2]
+            self.stride *= 2
+
+
+class IterationBounds:
+    """The run's iteration bounds (module docstring); the replicas record into one (``record``)."""
+
+    def __init__(self) -> None:
+        self.phases = {phase: _Phase() for phase in PHASES}
+
+    def record(self, roofs: Roofs, replica: int, phase: str, start_s: float, steps: int, base: float, slope: float,
+               work: tuple[Work, Work], context_sum0: int, batch: int) -> None:
+        """A finished work of ``steps`` steps on ``replica`` from ``start_s``: step j lasts ``base + slope·j``
+        seconds and does ``work[0] + work[1]·(context_sum0 + j·batch)`` (one iteration: ``work[1]`` zero)."""
+        w0, w1 = work
+        # step j's compute and memory parts: c + dc·j, m + dm·j; its fixed part what its time leaves
+        c, m = w0.compute_s + w1.compute_s * context_sum0, w0.memory_s + w1.memory_s * context_sum0
+        dc, dm = w1.compute_s * batch, w1.memory_s * batch
+        counts = steps * (steps - 1) / 2  # Σ j over the steps
+        seconds = steps * base + slope * counts
+        compute, memory = steps * c + dc * counts, steps * m + dm * counts
+        tokens = steps * context_sum0 + batch * counts  # Σ context sums
+        flops, nbytes = steps * w0.flops + w1.flops * tokens, steps * w0.hbm_bytes + w1.hbm_bytes * tokens
+        totals = self.phases[phase]
+        totals.iterations += steps
+        totals.busy_s += seconds
+        first = _leader(c, m, base - c - m)
+        if steps == 1 or first == _leader(c + dc * (steps - 1), m + dm * (steps - 1),
+                                          base + slope * (steps - 1) - c - m - (dc + dm) * (steps - 1)):
+            totals.bound_s[first] += seconds  # one leader at both ends: all along (each leads an interval)
+        else:
+            lines = [(c, dc), (m, dm), (base - c - m, slope - dc - dm)]
+            for i, part in enumerate(bound_seconds(steps, base, slope, lines)):
+                totals.bound_s[i] += part
+        totals.flops_at_peak_s += flops / roofs.flops
+        totals.hbm_at_peak_s += nbytes / roofs.hbm_bytes_per_s
+        if seconds > 0 and totals.wants():  # (none to plot: a disaggregated decode replica taking a request's KV)
+            bound = BOUNDS[_leader(compute, memory, seconds - compute - memory)]
+            totals.keep((replica, phase, start_s, steps, seconds, flops, nbytes, compute, memory,
+                         seconds - compute - memory, bound, *roofs))
+
+    def summary(self) -> dict[str, Any]:
+        """``iter_<phase>_<stat>`` for each phase and ``all`` (:data:`BOUND_METRICS`; a phase without iterations
+        has NaN shares and fractions)."""
+        out: dict[str, Any] = {}
+        rows = [(phase, [totals]) for phase, totals in self.phases.items()]
+        for phase, parts in [*rows, ("all", list(self.phases.values()))]:
+            busy = sum(p.busy_s for p in parts)
+            bound = [sum(p.bound_s[i] for p in parts) for i in range(3)]
+
+            def share(x: float, busy: float = busy) -> float:
+                return x / busy if busy > 0 else math.nan
+
+            out.update({
+                f"iter_{phase}_iterations": sum(p.iterations for p in parts),
+                f"iter_{phase}_busy_s": busy,
+                f"iter_{phase}_compute_bound_frac": share(bound[0]),
+                f"iter_{phase}_memory_bound_frac": share(bound[1]),
+                f"iter_{phase}_fixed_bound_frac": share(bound[2]),
+                f"iter_{phase}_peak_flops_frac": share(sum(p.flops_at_peak_s for p in parts)),
+                f"iter_{phase}_peak_hbm_frac": share(sum(p.hbm_at_peak_s for p in parts)),
+            })
+        return out
+
+    def points(self) -> pd.DataFrame:
+        """The sampled works (:data:`POINT_COLUMNS`), phase by phase in completion order."""
+        import pandas as pd
+
+        rows = [point for totals in self.phases.values() for point in totals.points]
+        return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
