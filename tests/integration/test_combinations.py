@@ -80,9 +80,9 @@ def test_cancellation_and_admission_account_for_every_request(seed, scheduler, k
                                                               after_s, timeout_s, topology, crashes, scaling,
                                                               asynchronous, blocks, speculative):
     """Client cancellations and timeouts with admission control, faults and retries, disaggregation, autoscaling,
-    speculative decoding on a paged cache (its drafts' KV reserved and released) and every kind of client: each generated request
-    ends exactly once — completed, rejected, cancelled (with its reason, when its deadline came) or failed; all KV
-    is returned; a rerun gives the same table."""
+    speculative decoding on a paged cache (its drafts' KV reserved and released) and every kind of client: each
+    generated request ends exactly once — completed, rejected, cancelled (with its reason, when its deadline came)
+    or failed; all KV is returned; a rerun gives the same table."""
     workload = {"num_requests": 40, "arrival": {"kind": "poisson", "rate": 60.0},
                 "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
                 "output_tokens": {"kind": "uniform", "min": 1, "max": 80},
