@@ -154,7 +154,8 @@ def test_an_idle_power_above_board_power_is_refused():
     from simulator.catalog import load_hardware
 
     spec = load_hardware("h100-sxm").model_dump()
-    with pytest.raises(ValueError, match=r"idle_power_w: 800 W needs a board_power_w above it \(board_power_w: 700 W\)"):
+    with pytest.raises(ValueError, match=r"idle_power_w: 800 W needs a board_power_w above it "
+                                         r"\(board_power_w: 700 W\)"):
         type(load_hardware("h100-sxm")).model_validate({**spec, "idle_power_w": 800})
 
 
