@@ -97,7 +97,14 @@ def active_seconds(steps: int, time: tuple[float, float], flops_s: tuple[float, 
     """Σ over the steps j = 0 … steps−1 of ``min(t_j, max(f_j, b_j))`` — step j's time ``t_j`` times its activity
     ``min(1, max(f_j, b_j) / t_j)`` (:mod:`simulator.results.energy`), where ``f_j`` and ``b_j`` are the seconds its
     FLOPs and HBM bytes would take at the GPU's peaks; each an affine line (p, q): p + q·j. Within a run of
-    :func:`_runs` the three keep their order, so the sum is one line's there, in closed form (O(1) per work)."""
+    :func:`_runs` the three keep their order, so the sum is one line's there, in closed form (O(1) per work). When
+    the same one of f and b is below t and the larger at both ends, it is so all along (the differences are
+    affine): its sum at once."""
+    last = steps - 1
+    for line, other in ((hbm_s, flops_s), (flops_s, hbm_s)):
+        if all(line[0] + line[1] * j >= other[0] + other[1] * j and line[0] + line[1] * j < time[0] + time[1] * j
+               for j in (0, last)):
+            return _line_sum(*line, 0, steps)
     lines = [time, flops_s, hbm_s]
     total = 0.0
     for u, v in _runs(steps, lines):
