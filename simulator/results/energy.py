@@ -15,8 +15,8 @@ the iteration bounds (:mod:`simulator.results.bounds`, on one GPU of the tensor-
 replica (TP × PP, each attention-DP rank's) is taken to run at that activity.
 
 Integrated over a run: each replica's G GPUs draw ``G·P_idle`` for its powered seconds T_r (every replica from 0
-to the last request's end; with an autoscaler, from ready to off: :func:`simulator.results.metrics.
-replica_powered_seconds`, what ``gpu_hours`` integrates), and each work adds ``G·(P_board − P_idle)·Σ_j a_j·t_j``
+to the last request's end; with an autoscaler, from each ``ready`` to its ``off``, a cold start left out:
+:func:`simulator.results.metrics.replica_powered_seconds`), and each work adds ``G·(P_board − P_idle)·Σ_j a_j·t_j``
 over its steps, where ``a_j·t_j = min(t_j, max(F_j / P_flops, B_j / W))`` is affine piecewise in j for a decode run
 and summed in closed form (:func:`simulator.results.bounds.active_seconds`, O(1) per work, nothing per token):
 

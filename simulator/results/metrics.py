@@ -95,10 +95,11 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - energy (with the iteration bounds; :mod:`simulator.results.energy`; None on a GPU whose profile states no
   ``board_power_w``): a GPU draws P_idle when powered and P_idle + (P_board − P_idle)·a_i during iteration i, a_i =
   min(1, max(F_i / (peak FLOP/s · t_i), B_i / (peak HBM bytes/s · t_i))), on every GPU of the replica (TP × PP × DP);
-  energy_j = ``energy.pue`` × Σ over replicas of G·P_idle·(powered seconds, as gpu_hours) + Σ over iterations of
-  G·(P_board − P_idle)·a_i·t_i, joules; energy_j_per_output_token = energy_j / output tokens of every completed
-  request; mean_power_w_per_gpu = the GPUs' joules (PUE left out) / their powered seconds, watts; energy_usd =
-  energy_j / 3.6e6 × ``energy.usd_per_kwh`` (with a price only)
+  energy_j = ``energy.pue`` × (Σ over replicas of G·P_idle·T + Σ over iterations of G·(P_board − P_idle)·a_i·t_i),
+  joules, T a replica's powered seconds (0 to the run's end; with an autoscaler, ready to off);
+  energy_j_per_output_token = energy_j / output tokens of every completed request; mean_power_w_per_gpu = the GPUs'
+  joules (PUE left out) / their powered seconds, watts; energy_usd = energy_j / 3.6e6 × ``energy.usd_per_kwh`` (with
+  a price only)
 """
 
 from __future__ import annotations
@@ -347,7 +348,7 @@ def _run_end(columns: dict[str, np.ndarray]) -> float:
 
 def replica_powered_seconds(columns: dict[str, np.ndarray], totals: RunTotals) -> list[float]:
     """Per replica, its powered seconds within [0, the last request's end]: all of it, or with an autoscaler from
-    each ``ready`` to its ``off`` (:meth:`Scaling.powered_seconds`) — what ``gpu_hours`` integrates."""
+    each ``ready`` to its ``off`` (:meth:`Scaling.powered_seconds`; ``gpu_hours`` also counts cold starts)."""
     end, replicas = _run_end(columns), len(totals.peak_kv_blocks)
     return [end] * replicas if totals.scaling is None else totals.scaling.powered_seconds(replicas, end)
 
