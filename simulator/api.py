@@ -18,7 +18,8 @@ from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
 from simulator.results.bounds import IterationBounds
-from simulator.results.metrics import add_latency_columns, speculative_summary, summarize
+from simulator.results.energy import energy_summary
+from simulator.results.metrics import add_latency_columns, replica_powered_seconds, speculative_summary, summarize
 from simulator.results.observers import Observer
 from simulator.results.token_log import TokenLog
 
@@ -208,7 +209,8 @@ def run(
                           f"with the config")
     classes = config.workload.classes or []
     class_slos = [c.slo for c in classes] or None
-    summary = summarize(recorder.requests.summary_columns(), recorder.itl, output.totals(), config.slo,
+    columns, run_totals = recorder.requests.summary_columns(), output.totals()
+    summary = summarize(columns, recorder.itl, run_totals, config.slo,
                         class_names=[c.name for c in classes], class_slos=class_slos, metrics=config.metrics)
     budget = output.kv_budget  # the memory plan of one GPU (the decode pool's when disaggregated)
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
@@ -216,6 +218,9 @@ def run(
                     "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
     if output.bounds is not None:
         summary.update(output.bounds.summary())
+        output_tokens = int(columns["output_tokens"][columns["finished"]].sum())
+        summary.update(energy_summary(output.bounds, replica_powered_seconds(columns, run_totals), output_tokens,
+                                      config.energy))
     migs = [pool.mig for pool in config.cluster.replica_pools()]
     if any(migs):  # each pool's MIG profile, in pool order ("full": whole GPUs)
         summary["mig"] = ", ".join(mig or "full" for mig in migs)

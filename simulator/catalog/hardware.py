@@ -25,6 +25,14 @@ from simulator.catalog.loading import catalog_names, load_catalog_entry
 from simulator.catalog.paths import HARDWARE_DIR
 from simulator.errors import LLMSimError, renamed
 
+# A GPU's idle draw, where its profile states none, as a share of its board power. No spec sheet states idle power;
+# published readings put an idle H100/H200 with an engine's CUDA context at 10-15% of board power: a serving GPU
+# stays in a high clock state between iterations, its context alone adding 26-50 W over bare idle on HBM parts
+# (arXiv:2605.23918, 18 days of nvidia-smi telemetry on 14 H100s); an H200 measured 80.3 W idle against 700 W
+# (https://api.serialalice.pt/alice-benchmark, 11.5%); hardware guides tabulate idle at ~15% of TDP
+# (https://nemulai.com/blog/gpu-electricity-cost-per-training-run). The upper end: idle counts in every second.
+IDLE_POWER_FRACTION = 0.15
+
 
 class PeakTflops(BaseModel):
     """Dense (not sparse) peak tensor throughput per numeric format, TFLOP/s."""
@@ -110,6 +118,12 @@ class HardwareSpec(StrictCopy):
     price_per_hour_usd: float | None = Field(
         default=None, gt=0, description="optional: what one GPU costs per hour, for llmsim plan"
     )
+    board_power_w: float | None = Field(
+        default=None, gt=0, description="the spec sheet's TDP / maximum board power of one GPU, watts (cited in the "
+        "profile); unstated: no energy figures (simulator.results.energy)")
+    idle_power_w: float | None = Field(
+        default=None, gt=0, description="what one GPU draws between iterations with the engine's CUDA context "
+        "loaded, watts; unstated: IDLE_POWER_FRACTION (0.15) of board_power_w")
     sources: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -134,6 +148,23 @@ class HardwareSpec(StrictCopy):
             # unstated: the balance of exponentials to 16-bit FLOPs of the GPU the generation's fit comes from
             merged["sfu_exp_tera_per_s"] = bf16 * generation_exp_balance(generation)
         return merged
+
+    @model_validator(mode="after")
+    def _idle_below_board(self) -> HardwareSpec:
+        """An idle draw needs a board power above it."""
+        if self.idle_power_w is not None and (self.board_power_w is None or self.idle_power_w >= self.board_power_w):
+            board = "not given" if self.board_power_w is None else f"{self.board_power_w:g} W"
+            raise ValueError(f"idle_power_w: {self.idle_power_w:g} W needs a board_power_w above it (board_power_w: "
+                             f"{board})")
+        return self
+
+    @property
+    def idle_watts(self) -> float | None:
+        """Watts one GPU draws idle: ``idle_power_w``, else :data:`IDLE_POWER_FRACTION` × ``board_power_w`` (None
+        without a board power)."""
+        if self.idle_power_w is not None:
+            return self.idle_power_w
+        return IDLE_POWER_FRACTION * self.board_power_w if self.board_power_w is not None else None
 
     @property
     def memory_bytes(self) -> float:

@@ -18,7 +18,8 @@ A slice is a derived :class:`~simulator.catalog.hardware.HardwareSpec` (:func:`m
 no GPU-to-GPU link (instances share no NVLink or P2P: ``interconnect_gb_per_s`` 0), a node of as many slices as
 its GPUs hold (:func:`instances_per_gpu` each: a node fault stops every slice on it), and the
 fitted efficiencies kept: a kernel reaches the same fraction of a slice's peaks as of the whole GPU's. Its price
-per hour is g/7 of the GPU's (a replica on it uses g/7 of a GPU: the summary's ``num_gpus``)."""
+per hour, its board power and its idle power are g/7 of the GPU's (a replica on it uses g/7 of a GPU: the
+summary's ``num_gpus``; the energy a slice draws is its share of the board's)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,8 @@ def mig_slice(gpu: HardwareSpec, profile: str, field: str = "cluster.mig") -> Ha
         "mig_instances": 0,
         "mig": MigSlice(profile=profile, gpu=gpu.name, compute_sevenths=g, memory_eighths=m),
         "price_per_hour_usd": gpu.price_per_hour_usd * compute if gpu.price_per_hour_usd is not None else None,
+        "board_power_w": gpu.board_power_w * compute if gpu.board_power_w is not None else None,
+        "idle_power_w": gpu.idle_watts * compute if gpu.idle_watts is not None else None,
     })
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -183,8 +184,13 @@ def _build_pool(
 
     replicas = [Replica(env, first_index + i, new_scheduler(first_index + i), cost, recorder, fast_forward,
                         swap_seconds, copy_seconds) for i in range(pool.schedulers)]
-    roofs = Roofs(*gemm_peak(hardware, config.dtype), hardware.memory_bandwidth_gb_per_s * 1e9)
+    gpus = pool.gpus // pool.schedulers  # each scheduler's GPUs (an attention-DP rank's: TP x PP)
+    idle, board = hardware.idle_watts, hardware.board_power_w
+    power = (gpus * idle, gpus * (board - idle)) if idle is not None and board is not None else (math.nan, math.nan)
+    roofs = Roofs(*gemm_peak(hardware, config.dtype), hardware.memory_bandwidth_gb_per_s * 1e9, *power)
     for replica in replicas:
+        if bounds is not None:
+            bounds.power[replica.index] = (gpus, roofs.idle_w)
         replica.new_scheduler = lambda index=replica.index: new_scheduler(index)
         replica.lora_cost = lora_cost
         replica.bounds = (bounds, roofs) if bounds is not None else None

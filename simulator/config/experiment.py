@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from simulator.config.base import MAX_SEED, Strict
 from simulator.config.cluster import ClusterConfig
+from simulator.config.energy import EnergyConfig
 from simulator.config.engine import CostModelConfig, KVCacheConfig, LoRAConfig, SchedulerConfig
 from simulator.config.slo import MetricsConfig, SLOConfig
 from simulator.config.workload import WorkloadConfig
@@ -39,6 +40,7 @@ class ExperimentConfig(Strict):
     workload: WorkloadConfig
     slo: SLOConfig = SLOConfig()
     metrics: MetricsConfig = MetricsConfig()
+    energy: EnergyConfig = EnergyConfig()
     lora: LoRAConfig | None = None
 
     @model_validator(mode="after")

@@ -94,6 +94,18 @@ def iterations_line(summary: dict[str, Any], peak_format: str = "") -> str:
     return "iterations: " + "; ".join(parts) if parts else ""
 
 
+def energy_line(summary: dict[str, Any]) -> str:
+    """The GPUs' energy in one line (:mod:`simulator.results.energy`): joules per output token, the run's kWh, the
+    mean power per GPU and, when priced, the cost; empty when the run has no energy figures (no iteration bounds,
+    or a GPU that states no board power)."""
+    if summary.get("energy_j") is None:
+        return ""
+    price = f", ${_fmt(summary['energy_usd'], 4)}" if summary.get("energy_usd") is not None else ""
+    return (f"energy:     {_fmt(summary['energy_j_per_output_token'], 3)} J per output token, "
+            f"{_fmt(summary['energy_j'] / 3.6e6, 3)} kWh{price}; {_fmt(summary['mean_power_w_per_gpu'], 0)} W "
+            f"per GPU on average")
+
+
 def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
                    offered_rate: float | None = None, formats: str = "", setup: str = "", peak_format: str = "") -> str:
     """The summary as text. ``slo_given``: whether the experiment set an SLO (else attainment is not shown as
@@ -169,6 +181,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
     ]
     if bounds := iterations_line(s, peak_format):
         lines.insert(-1, bounds)
+    if energy := energy_line(s):
+        lines.insert(-1, energy)
     mid, end = s["backlog_mid_arrivals"], s["backlog_end_of_arrivals"]
     if end > OVERLOAD_GROWTH * mid + 10:
         offered = f" at {_fmt(offered_rate, 2)} req/s" if offered_rate else ""

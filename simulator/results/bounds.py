@@ -51,30 +51,67 @@ POINT_COLUMNS = ("replica", "phase", "start_s", "steps", "seconds", "flops", "hb
 
 
 class Roofs(NamedTuple):
-    """A replica's peaks: its GEMMs' tensor-core format and that format's dense FLOP/s, and its HBM bytes/s."""
+    """A replica's peaks: its GEMMs' tensor-core format and that format's dense FLOP/s, and its HBM bytes/s; and its
+    power (:mod:`simulator.results.energy`): its GPUs' idle watts, and the watts they add at activity 1 over idle,
+    G·(P_board − P_idle) (NaN: the GPU states no board power)."""
 
     format: str
     flops: float
     hbm_bytes_per_s: float
+    idle_w: float = math.nan
+    active_w: float = math.nan
+
+
+def _runs(steps: int, lines: list[tuple[float, float]]) -> list[tuple[int, int]]:
+    """Cut the steps j = 0 … steps−1 into runs [u, v) in which no two of the affine ``lines`` (p + q·j each) cross:
+    at the floor x of each crossing and at x + 1 and x + 2 (x may fall just short of a whole crossing) — at most
+    3·C(lines, 2) + 1 runs, whatever the steps."""
+    cuts = {0, steps}
+    for (p1, q1), (p2, q2) in combinations(lines, 2):
+        if q1 != q2:
+            x = (p2 - p1) / (q1 - q2)
+            if -1 < x < steps:
+                cuts.update((math.floor(x), math.floor(x) + 1, math.floor(x) + 2))
+    return list(pairwise(sorted(c for c in cuts if 0 <= c <= steps)))
+
+
+def _line_sum(p: float, q: float, u: int, v: int) -> float:
+    """Σ (p + q·j) over j = u … v−1."""
+    n = v - u
+    return n * p + q * (u + v - 1) * n / 2
 
 
 def bound_seconds(steps: int, base: float, slope: float, lines: list[tuple[float, float]]) -> list[float]:
     """Seconds of the steps j = 0 … steps−1 (step j lasting ``base + slope·j``) whose largest of the affine parts
     ``lines`` (p + q·j each: compute, memory, fixed) is each one (ties to the earlier). A part's lead changes only
-    where two lines cross: cutting at the floor x of each crossing and at x + 1 and x + 2 leaves runs of steps with
-    one leader, or single steps (O(1) per work)."""
-    cuts = {0, steps}
-    for (p1, q1), (p2, q2) in combinations(lines, 2):
-        if q1 != q2:
-            x = (p2 - p1) / (q1 - q2)
-            if -1 < x < steps:  # (and the step after the next: x may fall just short of a whole crossing)
-                cuts.update((math.floor(x), math.floor(x) + 1, math.floor(x) + 2))
+    where two lines cross (:func:`_runs`): O(1) per work."""
     seconds = [0.0] * len(lines)
-    for u, v in pairwise(sorted(c for c in cuts if 0 <= c <= steps)):
+    for u, v in _runs(steps, lines):
         values = [p + q * u for p, q in lines]
-        n = v - u
-        seconds[values.index(max(values))] += n * base + slope * (u + v - 1) * n / 2
+        seconds[values.index(max(values))] += _line_sum(base, slope, u, v)
     return seconds
+
+
+def active_seconds(steps: int, time: tuple[float, float], flops_s: tuple[float, float],
+                   hbm_s: tuple[float, float]) -> float:
+    """Σ over the steps j = 0 … steps−1 of ``min(t_j, max(f_j, b_j))`` — step j's time ``t_j`` times its activity
+    ``min(1, max(f_j, b_j) / t_j)`` (:mod:`simulator.results.energy`), where ``f_j`` and ``b_j`` are the seconds its
+    FLOPs and HBM bytes would take at the GPU's peaks; each an affine line (p, q): p + q·j. Within a run of
+    :func:`_runs` the three keep their order, so the sum is one line's there, in closed form (O(1) per work). When
+    the same one of f and b is below t and the larger at both ends, it is so all along (the differences are
+    affine): its sum at once."""
+    last = steps - 1
+    for line, other in ((hbm_s, flops_s), (flops_s, hbm_s)):
+        if all(line[0] + line[1] * j >= other[0] + other[1] * j and line[0] + line[1] * j < time[0] + time[1] * j
+               for j in (0, last)):
+            return _line_sum(*line, 0, steps)
+    lines = [time, flops_s, hbm_s]
+    total = 0.0
+    for u, v in _runs(steps, lines):
+        t, f, b = (p + q * u for p, q in lines)
+        line = time if t <= max(f, b) else flops_s if f >= b else hbm_s
+        total += _line_sum(*line, u, v)
+    return total
 
 
 def _leader(compute: float, memory: float, fixed: float) -> int:
@@ -117,6 +154,9 @@ class IterationBounds:
 
     def __init__(self) -> None:
         self.phases = {phase: _Phase() for phase in PHASES}
+        # the energy over idle: Σ works G·(P_board − P_idle)·Σ_j min(t_j, max(f_j, b_j)), joules (NaN: no power)
+        self.active_j = 0.0
+        self.power: dict[int, tuple[int, float]] = {}  # per replica: its GPUs and their idle watts (in all)
 
     def record(self, roofs: Roofs, replica: int, phase: str, start_s: float, steps: int, base: float, slope: float,
                work: tuple[Work, Work], context_sum0: int, batch: int) -> None:
@@ -144,10 +184,18 @@ class IterationBounds:
                 totals.bound_s[i] += part
         totals.flops_at_peak_s += flops / roofs.flops
         totals.hbm_at_peak_s += nbytes / roofs.hbm_bytes_per_s
+        f0 = (w0.flops + w1.flops * context_sum0) / roofs.flops
+        b0 = (w0.hbm_bytes + w1.hbm_bytes * context_sum0) / roofs.hbm_bytes_per_s
+        if steps == 1:
+            active = min(seconds, max(f0, b0))
+        else:
+            active = active_seconds(steps, (base, slope), (f0, w1.flops * batch / roofs.flops),
+                                    (b0, w1.hbm_bytes * batch / roofs.hbm_bytes_per_s))
+        self.active_j += roofs.active_w * active
         if seconds > 0 and totals.wants():  # (none to plot: a disaggregated decode replica taking a request's KV)
             bound = BOUNDS[_leader(compute, memory, seconds - compute - memory)]
             totals.keep((replica, phase, start_s, steps, seconds, flops, nbytes, compute, memory,
-                         seconds - compute - memory, bound, *roofs))
+                         seconds - compute - memory, bound, roofs.format, roofs.flops, roofs.hbm_bytes_per_s))
 
     def summary(self) -> dict[str, Any]:
         """``iter_<phase>_<stat>`` for each phase and ``all`` (:data:`BOUND_METRICS`; a phase without iterations

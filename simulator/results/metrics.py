@@ -95,6 +95,14 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   achieved FLOP/s over the spec sheet's dense peak of the format the GEMMs compute in:
   :func:`simulator.cost.work.gemm_peak`), iter_P_peak_hbm_frac = Σ (B_i / peak HBM bytes/s) / Σ t_i; a phase
   without iterations has NaN shares and fractions
+- energy (with the iteration bounds; :mod:`simulator.results.energy`; None on a GPU whose profile states no
+  ``board_power_w``): a GPU draws P_idle when powered and P_idle + (P_board − P_idle)·a_i during iteration i, a_i =
+  min(1, max(F_i / (peak FLOP/s · t_i), B_i / (peak HBM bytes/s · t_i))), on every GPU of the replica (TP × PP × DP);
+  energy_j = ``energy.pue`` × (Σ over replicas of G·P_idle·T + Σ over iterations of G·(P_board − P_idle)·a_i·t_i),
+  joules, T a replica's powered seconds (0 to the run's end; with an autoscaler, ready to off);
+  energy_j_per_output_token = energy_j / output tokens of every completed request; mean_power_w_per_gpu = the GPUs'
+  joules (PUE left out) / their powered seconds, watts; energy_usd = energy_j / 3.6e6 × ``energy.usd_per_kwh`` (with
+  a price only)
 """
 
 from __future__ import annotations
@@ -292,7 +300,7 @@ def summarize(
         token_seconds = sum(blocks) * totals.kv_block_size * duration
         summary["gpu_hours"] = totals.num_gpus * end / 3600
     else:
-        powered = totals.scaling.powered_seconds(len(totals.peak_kv_blocks), end)
+        powered = replica_powered_seconds(columns, totals)
         replica_seconds = sum(powered)
         token_seconds = sum(n * seconds for n, seconds in zip(blocks, powered, strict=True)) * totals.kv_block_size
         summary.update(totals.scaling.summary(columns, latency["slo_met"] & measured, measured, end))
@@ -339,6 +347,13 @@ def _run_end(columns: dict[str, np.ndarray]) -> float:
     ends = np.concatenate([columns["finish_s"], columns["arrival_s"]])
     ends = ends[np.isfinite(ends)]
     return float(ends.max()) if ends.size else 0.0
+
+
+def replica_powered_seconds(columns: dict[str, np.ndarray], totals: RunTotals) -> list[float]:
+    """Per replica, its powered seconds within [0, the last request's end]: all of it, or with an autoscaler from
+    each ``ready`` to its ``off`` (:meth:`Scaling.powered_seconds`; ``gpu_hours`` also counts cold starts)."""
+    end, replicas = _run_end(columns), len(totals.peak_kv_blocks)
+    return [end] * replicas if totals.scaling is None else totals.scaling.powered_seconds(replicas, end)
 
 
 class Scaling:

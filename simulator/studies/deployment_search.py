@@ -41,6 +41,7 @@ from simulator.cluster.pool_setup import PoolSetup, setup_pool
 from simulator.config import ExperimentConfig
 from simulator.config.deployment import Deployment, resolve
 from simulator.errors import LLMSimError
+from simulator.results.energy import ENERGY_METRICS
 from simulator.studies.capacity import capacity_over_seeds
 from simulator.studies.deployment_space import (
     Candidate,
@@ -357,6 +358,19 @@ def simulate_levels(question: PlanQuestion, alive: list[Searched]) -> None:
         entry.levels = [next(results) for _ in _levels(entry, question.requests_per_user)]
         if entry.best is None:
             entry.status = "misses: no simulated concurrency meets the SLO"
+    # the best levels again, their iteration bounds recorded (1.7x one run's time, for one level of each): the
+    # same run, with its energy (simulator.results.energy)
+    best = [(level, (question, entry.candidate, users, ramp)) for entry in alive if (level := entry.best) is not None
+            for users, ramp in _levels(entry, question.requests_per_user) if users == level.users]
+    for (level, _), energy in zip(best, _map(question, _energy, [task for _, task in best]), strict=True):
+        level.summary.update(energy)
+
+
+def _energy(question: PlanQuestion, candidate: Candidate, users: int, ramp_s: float) -> dict[str, Any]:
+    """The energy keys of one level's run (:data:`simulator.results.energy.ENERGY_METRICS`)."""
+    summary = run(load({**_experiment(question, candidate, users, ramp_s),
+                        "metrics": {"iteration_bounds": True}})).summary
+    return {key: summary[key] for key in ENERGY_METRICS if key in summary}
 
 
 def ranked(searched: list[Searched]) -> list[Searched]:

@@ -6,11 +6,12 @@ Columns of ``plan.csv``: the deployment (its label, ``engine``, ``mode``, the de
 count and ``tp``/``pp``/``dp``/``ep``, the prefill workers' where disaggregated), ``gpus`` of one unit, ``status``
 (``ok``, ``invalid: why``, ``infeasible: why``, ``pruned: bound``, ``misses: ...``), the analytic bound, and for
 simulated ones the most closed-loop users meeting the SLO with the output tokens/s per GPU and per user, TTFT and
-TPOT there; for the top ones the capacity (req/s, Poisson; with ``--seeds`` the mean and ``capacity_rps_ci95``, half
-its 95% confidence interval) and per GPU, and the cost; with ``--gpus`` the copies of the unit they hold and the
-capacity those add up to; with ``--rate`` / ``--users`` the units and GPUs that meet it and the TTFT and TPOT their
-confirming run measured (``target_*``). A point is on the Pareto front when no other point has both more output
-tokens/s per GPU and more tokens/s per user.
+TPOT there, and the GPUs' energy per output token there (``energy_j_per_output_token``,
+:mod:`simulator.results.energy`; empty for a GPU whose profile states no board power); for the top ones the capacity
+(req/s, Poisson; with ``--seeds`` the mean and ``capacity_rps_ci95``, half its 95% confidence interval) and per GPU,
+and the cost; with ``--gpus`` the copies of the unit they hold and the capacity those add up to; with ``--rate`` /
+``--users`` the units and GPUs that meet it and the TTFT and TPOT their confirming run measured (``target_*``). A
+point is on the Pareto front when no other point has both more output tokens/s per GPU and more tokens/s per user.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def plan_table(question: PlanQuestion, searched: list[Searched], price: float | 
             "capacity_rps": entry.capacity_rps,
             **({"capacity_rps_ci95": entry.capacity_ci_rps} if question.seeds > 1 else {}),
             "capacity_rps_per_gpu": entry.capacity_rps / candidate.gpus if entry.capacity_rps is not None else None,
+            "energy_j_per_output_token": level.summary.get("energy_j_per_output_token") if level else None,
         }
         if price is not None:
             row["usd_per_hour"] = price * candidate.gpus

@@ -119,3 +119,13 @@ def test_a_disaggregated_cluster_sets_mig_per_pool():
     summary = simulator.run(load_experiment(config)).summary
     assert summary["mig"] == "3g.40gb, full" and summary["num_gpus"] == pytest.approx(10 / 7)
     assert summary["completed"] == 40
+
+
+def test_a_slice_draws_its_share_of_the_board_power():
+    """Seven 1g slices of an H100 (700 W board, idle 15% of it) draw what the whole GPU does: 100 W and 15 W each;
+    a 3g slice 3/7 of both."""
+    h100 = load_hardware("h100-sxm")
+    one, three = mig_slice(h100, "1g.10gb"), mig_slice(h100, "3g.40gb")
+    assert 7 * one.board_power_w == pytest.approx(h100.board_power_w)
+    assert 7 * one.idle_watts == pytest.approx(h100.idle_watts)
+    assert three.board_power_w == pytest.approx(3 / 7 * h100.board_power_w)

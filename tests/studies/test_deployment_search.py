@@ -213,3 +213,17 @@ def test_a_plan_on_ray_is_the_plan_on_local_processes(small_plan, tmp_path):
         ray.shutdown()
     for name in ("plan.csv", "pareto.csv"):
         assert (tmp_path / name).read_bytes() == (small_plan / name).read_bytes()
+
+
+def test_the_energy_per_token_of_each_best_level_is_its_run_s(small_plan):
+    """plan.csv's energy_j_per_output_token is the best level's (:mod:`simulator.results.energy`): the top
+    experiment, run with its iteration bounds, gives it again."""
+    plan = pd.read_csv(small_plan / "plan.csv")
+    simulated = plan[plan["max_users"].notna()]
+    assert (simulated["energy_j_per_output_token"] > 0).all()
+    assert plan.loc[plan["max_users"].isna(), "energy_j_per_output_token"].isna().all()
+    best = plan.iloc[0]
+    config = load(str(small_plan / "top" / f"1-{best['mode']}.yaml"))
+    config = config.model_copy(update={"metrics": config.metrics.model_copy(update={"iteration_bounds": True})})
+    assert run(config).summary["energy_j_per_output_token"] == pytest.approx(best["energy_j_per_output_token"],
+                                                                            rel=1e-12)
