@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simulator.catalog.yaml_text import YAMLInputError, load_yaml
 from simulator.config.workload import TraceConfig
 from simulator.errors import LLMSimError
 from simulator.workload.trace import read_trace
@@ -97,7 +98,10 @@ def _file_section(path: str) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise LLMSimError(f"plan: --workload {path}: cannot read it ({exc})") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)  # as every input is read (YAML 1.2 scalars, no duplicate keys, bounded)
+    except YAMLInputError as exc:
+        where = f"{path}:{exc.line}" if exc.line is not None else path
+        raise LLMSimError(f"plan: --workload {where}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else path
