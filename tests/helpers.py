@@ -31,6 +31,20 @@ def experiment(**overrides) -> dict:
     return base
 
 
+def roofline_experiment(**overrides) -> dict:
+    """Llama-3-8B on an H100 under vLLM's profile, roofline costs and iteration bounds recorded, chunked prefill, a
+    mix of prompts: what the bounds and energy tests run."""
+    config = experiment(
+        cost_model={"kind": "roofline"}, engine="vllm", metrics={"iteration_bounds": True},
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 4096},
+        scheduler={"kind": "chunked", "max_num_seqs": 64, "max_num_batched_tokens": 1024, "max_model_len": 8192},
+        workload={"num_requests": 120, "arrival": {"kind": "poisson", "rate": 15.0},
+                  "input_tokens": {"kind": "uniform", "min": 16, "max": 3000},
+                  "output_tokens": {"kind": "uniform", "min": 2, "max": 200}})
+    config.update(overrides)
+    return config
+
+
 def assert_memory_state_integrates_to_breakdown(kv, seconds: float = 2.5) -> None:
     """The allocator's compact ``memory_state`` held for ``seconds`` integrates to its breakdown × ``seconds``
     (the engine integrates the state and maps it back with ``breakdown_integral``)."""

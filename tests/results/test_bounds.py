@@ -17,7 +17,7 @@ from simulator.cost.work import Work
 from simulator.errors import ConfigError
 from simulator.results import bounds as bounds_module
 from simulator.results.bounds import BOUND_METRICS, IterationBounds, Roofs, bound_seconds
-from tests.helpers import experiment
+from tests.helpers import experiment, roofline_experiment
 
 ROOFS = Roofs("bf16", 1e15, 3e12)
 NO_WORK = Work()
@@ -126,19 +126,6 @@ def test_the_roofline_sample_is_bounded_even_and_the_same_every_time(monkeypatch
     assert set(np.diff(first)) == {64.0}
 
 
-def _roofline_experiment(**overrides) -> dict:
-    """Llama-3-8B on an H100 under vLLM's profile, roofline costs, chunked prefill, a mix of prompts."""
-    config = experiment(
-        cost_model={"kind": "roofline"}, engine="vllm", metrics={"iteration_bounds": True},
-        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 4096},
-        scheduler={"kind": "chunked", "max_num_seqs": 64, "max_num_batched_tokens": 1024, "max_model_len": 8192},
-        workload={"num_requests": 120, "arrival": {"kind": "poisson", "rate": 15.0},
-                  "input_tokens": {"kind": "uniform", "min": 16, "max": 3000},
-                  "output_tokens": {"kind": "uniform", "min": 2, "max": 200}})
-    config.update(overrides)
-    return config
-
-
 def _check_invariants(summary: dict, roofline) -> None:
     for phase in ("prefill", "decode", "mixed", "all"):
         if not summary[f"iter_{phase}_iterations"]:
@@ -154,7 +141,7 @@ def _check_invariants(summary: dict, roofline) -> None:
 
 def test_a_run_records_every_iteration_within_the_peaks():
     """Every iteration is counted once, in one phase; shares sum to 1; no iteration beats the GPU's peaks."""
-    result = simulator.run(load_experiment(_roofline_experiment()))
+    result = simulator.run(load_experiment(roofline_experiment()))
     s = result.summary
     assert s["iter_all_iterations"] == s["num_iterations"]
     assert s["iter_all_iterations"] == sum(s[f"iter_{p}_iterations"] for p in ("prefill", "decode", "mixed"))
@@ -166,19 +153,19 @@ def test_a_run_records_every_iteration_within_the_peaks():
 
 def test_runs_of_decode_steps_record_as_one_step_at_a_time():
     """The closed-form decode runs give the bounds that stepping every iteration gives."""
-    config = load_experiment(_roofline_experiment())
+    config = load_experiment(roofline_experiment())
     fast, slow = simulator.run(config).summary, simulator.run(config, fast_forward=False).summary
     for key in BOUND_METRICS:
         assert fast[key] == pytest.approx(slow[key], rel=1e-9, nan_ok=True), key
 
 
 def test_the_same_seed_gives_byte_identical_bounds():
-    config = load_experiment(_roofline_experiment())
+    config = load_experiment(roofline_experiment())
     assert summary_json(simulator.run(config).summary, config) == summary_json(simulator.run(config).summary, config)
 
 
 def test_off_unless_asked_for():
-    result = simulator.run(load_experiment(_roofline_experiment(metrics={})))
+    result = simulator.run(load_experiment(roofline_experiment(metrics={})))
     assert not any(key.startswith("iter_") for key in result.summary) and result.roofline is None
 
 
@@ -191,11 +178,11 @@ def test_a_cost_model_without_flops_says_so_in_one_line():
 def test_attention_dp_ranks_and_disaggregated_pools_record_their_own():
     """Attention-DP ranks wait for the slowest rank (fixed time, never negative); a disaggregated run's prefill
     pool runs prompt-only iterations and its decode pool the rest."""
-    dp = simulator.run(load_experiment(_roofline_experiment(
+    dp = simulator.run(load_experiment(roofline_experiment(
         model="qwen3-30b-a3b", cluster={"data_parallel": 4, "expert_parallel": 4, "router": "round_robin"})))
     _check_invariants(dp.summary, dp.roofline)
     assert dp.roofline["replica"].nunique() == 4
-    split = simulator.run(load_experiment(_roofline_experiment(
+    split = simulator.run(load_experiment(roofline_experiment(
         cluster={"kind": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1}},
         scheduler={"kind": "continuous", "max_num_seqs": 64, "max_model_len": 8192})))
     _check_invariants(split.summary, split.roofline)

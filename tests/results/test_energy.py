@@ -16,7 +16,7 @@ from simulator.cost.work import Work
 from simulator.errors import ConfigError
 from simulator.results.bounds import IterationBounds, Roofs, active_seconds
 from simulator.results.energy import ENERGY_METRICS, energy_summary
-from tests.helpers import experiment
+from tests.helpers import roofline_experiment
 
 PEAK_FLOPS, PEAK_HBM = 1e15, 3e12
 IDLE_W, BOARD_W = 100.0, 700.0  # per GPU
@@ -103,22 +103,9 @@ def test_active_seconds_match_step_by_step(steps, t0, dt, f0, df, b0, db):
     assert closed == pytest.approx(counted, rel=1e-9, abs=1e-9)
 
 
-def _run_experiment(**overrides) -> dict:
-    """Llama-3-8B on an H100 under vLLM's profile, roofline costs and iteration bounds, chunked prefill."""
-    config = experiment(
-        cost_model={"kind": "roofline"}, engine="vllm", metrics={"iteration_bounds": True},
-        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 4096},
-        scheduler={"kind": "chunked", "max_num_seqs": 64, "max_num_batched_tokens": 1024, "max_model_len": 8192},
-        workload={"num_requests": 120, "arrival": {"kind": "poisson", "rate": 15.0},
-                  "input_tokens": {"kind": "uniform", "min": 16, "max": 3000},
-                  "output_tokens": {"kind": "uniform", "min": 2, "max": 200}})
-    config.update(overrides)
-    return config
-
-
 def test_a_run_draws_between_idle_and_board_power_on_every_gpu():
     """A replica of TP 2 draws between 2 × P_idle and 2 × P_board for the run's GPU-hours; the keys are there."""
-    result = simulator.run(load_experiment(_run_experiment(cluster={"tensor_parallel": 2})))
+    result = simulator.run(load_experiment(roofline_experiment(cluster={"tensor_parallel": 2})))
     s = result.summary
     hardware = simulator.catalog.load_hardware("h100-sxm")
     gpu_seconds = s["gpu_hours"] * 3600
@@ -129,7 +116,7 @@ def test_a_run_draws_between_idle_and_board_power_on_every_gpu():
 
 
 def test_decode_runs_give_the_energy_of_stepping_and_the_same_seed_the_same_joules():
-    config = load_experiment(_run_experiment())
+    config = load_experiment(roofline_experiment())
     fast, again = simulator.run(config).summary, simulator.run(config).summary
     slow = simulator.run(config, fast_forward=False).summary
     assert fast["energy_j"] == again["energy_j"]
@@ -138,16 +125,16 @@ def test_decode_runs_give_the_energy_of_stepping_and_the_same_seed_the_same_joul
 
 def test_a_gpu_without_a_board_power_gives_null_energy():
     """B300's board power is not stated in its profile: the keys are there, None."""
-    s = simulator.run(load_experiment(_run_experiment(hardware="b300", energy={"usd_per_kwh": 0.1}))).summary
+    s = simulator.run(load_experiment(roofline_experiment(hardware="b300", energy={"usd_per_kwh": 0.1}))).summary
     assert all(s[key] is None for key in ENERGY_METRICS)
 
 
 def test_bad_energy_settings_are_one_line_naming_the_field():
     with pytest.raises(ConfigError, match=r"energy\.pue: must be >= 1.0, got 0.9") as info:
-        load_experiment(_run_experiment(energy={"pue": 0.9}))
+        load_experiment(roofline_experiment(energy={"pue": 0.9}))
     assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match=r"energy\.usd_per_kwh"):
-        load_experiment(_run_experiment(energy={"usd_per_kwh": -1}))
+        load_experiment(roofline_experiment(energy={"usd_per_kwh": -1}))
 
 
 def test_an_idle_power_above_board_power_is_refused():
