@@ -17,6 +17,7 @@ import yaml
 from simulator.cluster import simulate
 from simulator.config import ExperimentConfig, load_experiment
 from simulator.errors import LLMSimError
+from simulator.kv.tiers import tier_summary
 from simulator.results.bounds import IterationBounds
 from simulator.results.energy import energy_summary
 from simulator.results.metrics import add_latency_columns, replica_powered_seconds, speculative_summary, summarize
@@ -231,6 +232,10 @@ def run(
         summary.update({"lora_gib_per_gpu": budget.adapter_bytes / 2**30, "adapter_loads": totals["loads"],
                         "adapter_storage_reads": totals["storage_reads"],
                         "adapter_load_time_s": float(totals["load_s"])})
+    offload = getattr(config.kv_cache, "offload", None)
+    if offload is not None:  # the KV tiers below HBM: hit rates, traffic, load time
+        summary.update(tier_summary(offload, recorder.tier_totals, run_totals.prefix_hit_tokens
+                                    + run_totals.prefill_tokens, config.kv_cache.block_size))
     if recorder.accepted_counts is not None:
         summary.update(speculative_summary(recorder.accepted_counts))
     if requests_path is not None:

@@ -536,6 +536,9 @@ class Replica:
             if self.lora_cost is not None:  # the adapters' GEMMs, and the loads of those that joined (blocking)
                 lora: AdapterSlots = scheduler.lora  # type: ignore[assignment]  # set with lora_cost by the pool
                 duration += self.lora_cost.time(tokens, len(lora.running)) + lora.take_pending()
+            tiers = kv.tiers
+            if tiers is not None and tiers.pending_load_s:  # prompts' KV loaded from below HBM (simulator.kv.tiers)
+                duration = tiers.iteration_time(duration)
             self.recorder.copied_tokens += copy_tokens
             return 1, (duration, 0.0, num_decodes, context_sum), tokens, False
         if num_decodes > self._peak_batch_tokens:

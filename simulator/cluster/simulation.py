@@ -38,6 +38,7 @@ from simulator.dtypes import bytes_per_element
 from simulator.errors import ConfigError, LLMSimError
 from simulator.kv import KV_ALLOCATORS, KVBudget, kv_dtype
 from simulator.kv.span_reserve import SpanReserve, span_reserve
+from simulator.kv.tiers import KVTiers
 from simulator.results.bounds import IterationBounds, Roofs
 from simulator.results.metrics import RunTotals, Scaling
 from simulator.results.observers import Observer
@@ -169,10 +170,23 @@ def _build_pool(
         """Replica ``index``'s scheduler seed (its speculative acceptance draws; none without speculation)."""
         return int(np.random.SeedSequence([config.seed, 4, index]).generate_state(1)[0])
 
+    offload = getattr(kv_cfg, "offload", None)
+    gpus = pool.gpus // pool.schedulers  # each scheduler's GPUs (an attention-DP rank's: TP x PP)
+
+    def new_allocator():
+        """An empty KV pool, with empty tiers below it under ``kv_cache.offload`` (simulator.kv.tiers)."""
+        allocator = _allocator(allocator_cls, kv_cfg, budget, max_model_len)
+        if offload is not None:
+            allocator.tiers = KVTiers.build(
+                offload, block_size=budget.block_size, kv_bytes_per_token=budget.kv_bytes_per_token, gpus=gpus,
+                host_link_gb_per_s=hardware.host_link_gb_per_s, layers=deployment.model.num_layers,
+                clock=lambda: env.now, totals=recorder.tier_totals)
+        return allocator
+
     def new_scheduler(index: int) -> Scheduler:
         """An empty scheduler and KV pool for replica ``index`` (also what a crashed replica restarts with)."""
         scheduler = scheduler_cls(
-            _allocator(allocator_cls, kv_cfg, budget, max_model_len), sched, max_model_len, batched_tokens,
+            new_allocator(), sched, max_model_len, batched_tokens,
             swap_capacity, seed=seed_of(index) if getattr(sched, "speculative", None) is not None else 0,
         )
         scheduler.accepted_counts = recorder.accepted_counts  # speculating: the run's acceptance tally
@@ -184,7 +198,6 @@ def _build_pool(
 
     replicas = [Replica(env, first_index + i, new_scheduler(first_index + i), cost, recorder, fast_forward,
                         swap_seconds, copy_seconds) for i in range(pool.schedulers)]
-    gpus = pool.gpus // pool.schedulers  # each scheduler's GPUs (an attention-DP rank's: TP x PP)
     idle, board = hardware.idle_watts, hardware.board_power_w
     power = (gpus * idle, gpus * (board - idle)) if idle is not None and board is not None else (math.nan, math.nan)
     roofs = Roofs(*gemm_peak(hardware, config.dtype), hardware.memory_bandwidth_gb_per_s * 1e9, *power)

@@ -39,6 +39,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from simulator.kv.tiers import KVTiers
 from simulator.registry import Registry
 
 
@@ -75,6 +76,7 @@ class KVAllocator(ABC):
             """KV tokens copied by moves that make room (contiguous slabs); 0 by default."""
     else:
         copied_tokens = 0
+    tiers: KVTiers | None = None  # the tiers below HBM, where an allocator keeps them (simulator.kv.tiers)
 
     @classmethod
     def from_config(cls, config, num_blocks: int, block_size: int, max_model_len: int) -> KVAllocator:

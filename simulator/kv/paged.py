@@ -22,6 +22,9 @@ always computed), and registers its own prefix blocks so later sequences can sha
 cached block it stays cached, evictable, in LRU order (a finished sequence's blocks enter tail-first, so its prefix
 head is evicted last); allocations evict the least recently used ones when the truly free blocks run out.
 
+With ``kv_cache.offload`` it is :class:`TieredPrefixCachingAllocator`: a prompt's run of cached blocks continues in
+the tiers below HBM (:mod:`simulator.kv.tiers`), whose blocks are loaded back instead of computed.
+
 ``free_blocks`` counts free *and* evictable blocks — what an allocation may take — so the growth arithmetic of
 :class:`PagedAllocator` applies unchanged; ``breakdown().cached`` reports the evictable part.
 
@@ -35,16 +38,27 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Literal
 
+from pydantic import model_validator
+
 from simulator.config.engine import KVCacheBase
 from simulator.kv.base import KV_ALLOCATORS, KVAllocator, LazyGrowth, MemoryBreakdown
+from simulator.kv.tiers import KVTiers, OffloadConfig
 from simulator.request import Prefix
 
 
 class PagedKVConfig(KVCacheBase):
-    """PagedAttention-style block pool; ``prefix_caching`` shares cached prompt-prefix blocks (vLLM's APC)."""
+    """PagedAttention-style block pool; ``prefix_caching`` shares cached prompt-prefix blocks (vLLM's APC);
+    ``offload`` keeps prefix blocks in tiers below HBM (:mod:`simulator.kv.tiers`)."""
 
     kind: Literal["paged"] = "paged"
     prefix_caching: bool = False
+    offload: OffloadConfig | None = None
+
+    @model_validator(mode="after")
+    def _offload_needs_prefix_caching(self) -> PagedKVConfig:
+        if self.offload is not None and not self.prefix_caching:
+            raise ValueError("offload: needs prefix_caching: true (offloaded blocks are found again by their prefix)")
+        return self
 
 
 @KV_ALLOCATORS.register("paged", config=PagedKVConfig)
@@ -71,6 +85,8 @@ class PagedAllocator(LazyGrowth, KVAllocator):
     @classmethod
     def from_config(cls, config, num_blocks: int, block_size: int, max_model_len: int) -> PagedAllocator:
         if getattr(config, "prefix_caching", False):
+            if getattr(config, "offload", None) is not None:
+                return TieredPrefixCachingAllocator(num_blocks, block_size)
             return PrefixCachingAllocator(num_blocks, block_size)
         return cls(num_blocks, block_size)
 
@@ -323,3 +339,53 @@ class PrefixCachingAllocator(PagedAllocator):
         bs, cached, used = self.block_size, len(self._lru), self.used_blocks
         internal = bs * (used + self._extra_refs) - self.used_tokens
         return MemoryBreakdown(bs * used - internal, internal, 0, cached * bs, (self.free_blocks - cached) * bs)
+
+
+class TieredPrefixCachingAllocator(PrefixCachingAllocator):
+    """A prefix cache whose blocks also live in tiers below HBM (:mod:`simulator.kv.tiers`): the pool's builder
+    sets ``tiers`` before use. HBM's evictions (``policy: evicted``) or registrations (``all``) are written down;
+    a prompt's cached run continues in the tiers, whose blocks are loaded (counted in ``hit_tokens`` and
+    ``tier_hit_tokens``) and then held in HBM as computed ones are."""
+
+    __slots__ = ("tier_hit_tokens", "tiers")
+    tiers: KVTiers  # type: ignore[assignment]  # set by the pool's builder before the first allocation
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        super().__init__(num_blocks, block_size)
+        self.tier_hit_tokens = 0  # prompt tokens loaded from the tiers
+
+    def cached_prefix_tokens(self, prefix, tokens: int) -> int:
+        if prefix is None:
+            return 0
+        hits = len(self._hits(prefix, tokens))
+        keys = prefix.block_keys(self.block_size, tokens - 1)
+        return (hits + self.tiers.run_length(keys, hits)) * self.block_size
+
+    def allocate(self, seq: int, tokens: int, *, final_tokens: int | None = None, prefix=None) -> int:
+        loaded = 0
+        if prefix is not None:  # load first, so that the writes the allocation causes cannot move the run away
+            keys = prefix.block_keys(self.block_size, tokens - 1)
+            first = len(self._hits(prefix, tokens))
+            loaded = self.tiers.run_length(keys, first)
+            if loaded:
+                self.tiers.load(keys[first:first + loaded])
+                self.tier_hit_tokens += loaded * self.block_size
+                self.hit_tokens += loaded * self.block_size
+        return super().allocate(seq, tokens, final_tokens=final_tokens, prefix=prefix) + loaded * self.block_size
+
+    def _register(self, seq: int, start_tokens: int, end_tokens: int) -> None:
+        shared = self._shared[seq]
+        before = len(shared)
+        super()._register(seq, start_tokens, end_tokens)
+        if self.tiers.policy == "all" and len(shared) > before:
+            self.tiers.write(shared[before:])
+
+    def _evict(self) -> None:
+        lru = self._lru
+        if len(lru) <= self.free_blocks:
+            return
+        evicted = []
+        while len(lru) > self.free_blocks:
+            evicted.append(lru.popitem(last=False)[0])
+        if self.tiers.policy == "evicted":
+            self.tiers.write(evicted)

@@ -52,6 +52,10 @@ class SpanReserve(KVAllocator):
     def copied_tokens(self) -> int:
         return self.inner.copied_tokens
 
+    @property
+    def tiers(self):  # type: ignore[override]  # the wrapped allocator's (a class attribute would hide it)
+        return self.inner.tiers
+
     def can_allocate(self, tokens: int, reserve_growth: bool = False, *, final_tokens: int | None = None,
                      prefix=None) -> bool:
         extra = self.reserve(tokens if final_tokens is None else final_tokens)

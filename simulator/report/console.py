@@ -12,6 +12,17 @@ from simulator.config import ExperimentConfig
 from simulator.config.workload import offered_rate
 
 
+def tiers_line(s: dict) -> str:
+    """One line of the KV tiers below HBM (simulator.kv.tiers): each tier's share of prompt tokens loaded, its
+    traffic and dropped writes; the loads' time and what they added to iterations."""
+    media = [key[3:-9] for key in s if key.startswith("kv_") and key.endswith("_hit_rate")]
+    parts = [f"{m} hit {_fmt(100 * s[f'kv_{m}_hit_rate'])}% of prompt tokens ({_fmt(s[f'kv_{m}_read_gib'], 2)} GiB "
+             f"read, {_fmt(s[f'kv_{m}_written_gib'], 2)} GiB written, {s[f'kv_{m}_dropped_writes']:,} writes dropped)"
+             for m in media]
+    return (f"KV tiers:   {'; '.join(parts)}; loads {_fmt(s['kv_offload_load_s'], 3)} s, adding "
+            f"{_fmt(s['kv_offload_stall_s'], 3)} s to iterations")
+
+
 def _fmt(value: float, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -175,6 +186,7 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         f"external {_fmt(100 * s['kv_external_frac'])}%, cached {_fmt(100 * s['kv_cached_frac'])}%, "
         f"free {_fmt(100 * s['kv_free_frac'])}%; waste {_fmt(100 * s['kv_waste_frac'])}% of the memory in use"
         + (f"; prefix-cache hit rate {_fmt(100 * s['prefix_cache_hit_rate'])}%" if s["prefix_cache_hit_rate"] else ""),
+        *([tiers_line(s)] if "kv_offload_load_s" in s else []),
         f"SLO:        attainment {_fmt(100 * s['slo_attainment'])}%, goodput {_fmt(s['request_goodput'], 2)} req/s"
         if slo_given
         else "SLO:        none set (slo: {ttft_ms, tpot_ms, max_itl_ms, e2el_ms} gives attainment and goodput)",

@@ -8,7 +8,7 @@ Inter-token gaps go into a :class:`~simulator.results.histogram.LogHistogram` pe
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -148,6 +148,7 @@ class Recorder:
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
         self.adapter_totals: Counter[str] = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
+        self.tier_totals: defaultdict[str, float] = defaultdict(float)  # KV tiers below HBM (simulator.kv.tiers)
         # speculative decoding: verification steps (one per sequence and step) by the drafts accepted, 0 … k
         self.accepted_counts: np.ndarray | None = None
         self.running_seconds = [0.0] * num_replicas  # ∫ running sequences dt
