@@ -67,6 +67,11 @@ MEDIUM_DEFAULTS: dict[str, tuple[float | None, float | None, float]] = {
     "remote": (50.0, 50.0, 20.0),
 }
 
+# the summary's keys under kv_cache.offload (tier_summary), for each medium a run may have
+TIER_METRICS = (*(f"kv_{medium}_{name}" for medium in MEDIUM_DEFAULTS
+                  for name in ("hit_rate", "read_gib", "written_gib", "dropped_writes")),
+                "kv_offload_load_s", "kv_offload_stall_s")
+
 
 class OffloadTierConfig(Strict):
     """One tier: its medium, its size for the whole replica (summed over its GPUs, as vLLM's

@@ -65,6 +65,10 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
 - LoRA only (``lora``; added by ``simulator.run``): lora_gib_per_gpu (the max_loras GPU slots, reserved before the
   KV pool), adapter_loads (adapters loaded into a GPU slot), adapter_storage_reads (of them, first read from
   storage), adapter_load_time_s (seconds the loads added to iterations, summed over replicas)
+- KV tiers only (``kv_cache.offload``; added by ``simulator.run``; simulator.kv.tiers), per tier medium m:
+  kv_<m>_hit_rate (prompt tokens loaded from it / prompt tokens found cached or computed; prefix_cache_hit_rate
+  counts them too), kv_<m>_read_gib and kv_<m>_written_gib (all GPUs), kv_<m>_dropped_writes (blocks its full
+  write queue refused); kv_offload_load_s (seconds of loads) and kv_offload_stall_s (what they added to iterations)
 - speculative decoding only (``scheduler.speculative``; added by ``simulator.run``), from every verification step of
   every sequence, n_A of them accepting A of the k drafts (A = 0 … k; as drawn, before a request's last step cuts
   its tokens to its output): mean_accepted_tokens = 1 + Σ_A A·n_A / Σ_A n_A, the tokens a step emits per

@@ -36,6 +36,7 @@ from simulator.config.loader import load_spec, resolve_base
 from simulator.config.slo import SLOConfig
 from simulator.errors import ConfigError
 from simulator.results.bounds import BOUND_METRICS
+from simulator.kv.tiers import TIER_METRICS
 from simulator.results.energy import ENERGY_METRICS
 from simulator.results.histogram import LogHistogram
 from simulator.results.metrics import (
@@ -100,15 +101,16 @@ class ComparisonConfig(Strict):
 
 def summary_keys() -> list[str]:
     """Every key a run's summary can have (from the summary of an empty run, plus the disaggregated and the
-    multi-turn, autoscaling, LoRA, fault, speculative-decoding, iteration-bound, MIG and energy ones, and the memory
-    plan; not the per-position ``acceptance_rate_pos<i>``, one per drafted token)."""
+    multi-turn, autoscaling, LoRA, fault, speculative-decoding, iteration-bound, MIG, energy and KV-tier ones, and the
+    memory plan; not the per-position ``acceptance_rate_pos<i>``, one per drafted token)."""
     empty = {name: np.array([]) for name in SUMMARY_COLUMNS}
     empty["finished"] = empty["failed"] = empty["cancelled"] = np.array([], dtype=bool)
     totals = RunTotals(kv_num_blocks=1, kv_block_size=1, peak_kv_blocks=[0], kv_token_seconds=[0.0], peak_running=[0],
                        iterations=0, num_gpus=1)
     summary = summarize(empty, LogHistogram(), totals, SLOConfig())
     return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS, *AUTOSCALER_METRICS, *LORA_METRICS, *FAULT_METRICS,
-            *MEMORY_PLAN_METRICS, *SPECULATIVE_METRICS, *BOUND_METRICS, *MIG_METRICS, *ENERGY_METRICS]
+            *MEMORY_PLAN_METRICS, *SPECULATIVE_METRICS, *BOUND_METRICS, *MIG_METRICS, *ENERGY_METRICS,
+            *TIER_METRICS]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
