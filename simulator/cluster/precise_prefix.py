@@ -39,7 +39,7 @@ MAX_WEIGHT = 1e6
 MAX_STALENESS_MS = 60_000.0  # a minute: scrape intervals are tens of ms to seconds
 
 
-class Scorers(Strict):
+class PrecisePrefixScorers(Strict):
     """Each scorer's weight in the sum (≥ 0, not all 0). The defaults are the weights llm-d's example profiles give
     the prefix-cache (3), KV-cache-utilisation (2) and queue (2) scorers."""
 
@@ -50,7 +50,7 @@ class Scorers(Strict):
                          description="its waiting + running requests, min-max normalised (fewest: 1, most: 0)")
 
     @model_validator(mode="after")
-    def _some_weight(self) -> Scorers:
+    def _some_weight(self) -> PrecisePrefixScorers:
         if not (self.prefix or self.kv_load or self.queue):
             raise ValueError("every weight is 0; give at least one scorer (prefix, kv_load, queue) a "
                              "positive weight")
@@ -62,7 +62,7 @@ class PrecisePrefixRouterConfig(RouterConfig):
     seen as of up to ``state_staleness_ms`` earlier (:mod:`simulator.cluster.precise_prefix`)."""
 
     kind: Literal["precise_prefix"]
-    scorers: Scorers = Scorers()
+    scorers: PrecisePrefixScorers = PrecisePrefixScorers()
     state_staleness_ms: float = Field(
         default=0.0, ge=0, le=MAX_STALENESS_MS,
         description="the router's view of each replica's KV use and queue is a snapshot refreshed at most every "
