@@ -205,6 +205,11 @@ class Replica:
         lora = self.scheduler.lora
         return lora is not None and adapter in lora.gpu
 
+    def cached_prefix_tokens(self, request: Request) -> int:
+        """Leading prompt tokens of ``request`` this replica's prefix cache holds now (0 without a prefix or with
+        caching off): the scheduler's own answer, so a lower KV tier that the scheduler counts is counted here."""
+        return self.scheduler.cached_tokens(request) if request.prefix else 0
+
     # --- arrivals ----------------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
         """A request arrives at this replica (rejected at once if it can never run here; dropped if its client

@@ -45,6 +45,9 @@ class ReplicaView(Protocol):
     def has_adapter(self, adapter: int) -> bool:
         """Whether LoRA adapter ``adapter`` is in one of its GPU slots."""
 
+    def cached_prefix_tokens(self, request: Request) -> int:
+        """Leading prompt tokens of ``request`` its prefix cache holds now (0 without a prefix or a cache)."""
+
     def submit(self, request: Request) -> None:
         """Hand it a request."""
 
@@ -52,11 +55,24 @@ class ReplicaView(Protocol):
 ROUTERS: Registry[Router] = Registry("cluster.router")
 
 
+class Clock(Protocol):
+    """What tells a router the simulated time (a ``simpy.Environment`` is one)."""
+
+    @property
+    def now(self) -> float: ...
+
+
+class _TimeZero:
+    now = 0.0
+
+
 class Router(ABC):
     def __init__(self, replicas: Sequence[ReplicaView], config: RouterConfig, rng: np.random.Generator) -> None:
         self.replicas = replicas
         self.config = config
         self.rng = rng
+        # the simulated time, for routers that keep state over time (the run sets it to its SimPy environment)
+        self.clock: Clock = _TimeZero()
 
     @property
     def num_replicas(self) -> int:

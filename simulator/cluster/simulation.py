@@ -81,7 +81,7 @@ class SimulationOutput:
             scaling=Scaling(self.scaling_events, self.gpus_per_replica) if self.scaling_events is not None else None)
 
 
-def _router(config: ExperimentConfig, router_config, replicas: list[Replica], stream: int,
+def _router(config: ExperimentConfig, router_config, replicas: list[Replica], stream: int, env: simpy.Environment,
             field: str = "cluster.router") -> Router:
     try:
         cls = ROUTERS.get(router_config.kind)
@@ -90,7 +90,9 @@ def _router(config: ExperimentConfig, router_config, replicas: list[Replica], st
     if not (isinstance(cls, type) and issubclass(cls, Router)):
         raise ConfigError(f"{field}.kind: {router_config.kind!r} is not a subclass of "
                           "simulator.cluster.router.Router")
-    return cls(replicas, router_config, np.random.default_rng(np.random.SeedSequence([config.seed, stream])))
+    router = cls(replicas, router_config, np.random.default_rng(np.random.SeedSequence([config.seed, stream])))
+    router.clock = env
+    return router
 
 
 @dataclass
@@ -278,11 +280,11 @@ def simulate(
     routed = pools[0].replicas if cluster.kind == "disaggregated" else replicas  # the entry pool
     # what arriving requests are submitted to: the entry pool's replicas, or their front ends
     entry: list[Replica] | list[FrontEnd] = routed
-    router = _router(config, cluster.router, routed, 1)
+    router = _router(config, cluster.router, routed, 1, env)
     enter, handoff = None, None
     if cluster.kind == "disaggregated":
         decode = pools[1]
-        decode_router = _router(config, cluster.decode_router, decode.replicas, 2, "cluster.decode_router")
+        decode_router = _router(config, cluster.decode_router, decode.replicas, 2, env, "cluster.decode_router")
         handoff = PrefillToDecode(
             env, pools[0].replicas, decode.replicas, decode_router, cluster.transfer,
             model.kv_bytes_per_token(bytes_per_element(kv_dtype(config.kv_cache.dtype, config.dtype))),

@@ -15,9 +15,10 @@ from simulator.errors import renamed
 
 class RouterConfig(Strict):
     """Which replica takes an arriving request: a router registered in :mod:`simulator.cluster` (round_robin,
-    random, least_outstanding, least_kv_load, power_of_two, session_affinity, prefix_affinity, adapter_affinity) or
-    a user's class by dotted path / ``file.py:Class``; a bare name is the kind. The built-in routers share this
-    section; a router with knobs of its own registers a subclass with its ``kind`` as a ``Literal``."""
+    random, least_outstanding, least_kv_load, power_of_two, session_affinity, prefix_affinity, adapter_affinity,
+    precise_prefix) or a user's class by dotted path / ``file.py:Class``; a bare name is the kind. The built-in
+    routers share this section; a router with knobs of its own registers a subclass with its ``kind`` as a
+    ``Literal`` (precise_prefix: :mod:`simulator.cluster.precise_prefix`)."""
 
     kind: str = "round_robin"
     load_cap: float = Field(

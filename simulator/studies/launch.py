@@ -92,7 +92,8 @@ ROUTER_PORT = 8000
 SGLANG_BOOTSTRAP_PORT = 8998  # --disaggregation-bootstrap-port's default: the router is told it per prefill URL
 SGLANG_POLICIES = {"round_robin": "round_robin", "random": "random", "power_of_two": "power_of_two",
                    "prefix_affinity": "cache_aware"}
-DYNAMO_ROUTER_MODES = {"round_robin": "round-robin", "random": "random", "prefix_affinity": "kv"}
+DYNAMO_ROUTER_MODES = {"round_robin": "round-robin", "random": "random", "prefix_affinity": "kv",
+                       "precise_prefix": "kv"}  # Dynamo's KV router: KV-event overlap and load
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
 BATCHING = {"static": "static batching", "custom": "a custom scheduler", "chunked": "stall-free chunked prefill",
             "decode_first": "decode-first batching", "prefill_first": "prefill-first batching",

@@ -140,4 +140,5 @@ def test_the_json_schema_is_the_union_of_the_registered_kinds(built_in):
         "properties"]
     router = schema["$defs"]["ClusterConfig"]["properties"]["decode_router"]
     assert router["default"]["kind"] == "least_outstanding"  # the field's own default
-    assert {ref["$ref"].rpartition("/")[2] for ref in router["oneOf"]} == {"RouterConfig", "PinnedRouterConfig"}
+    assert {ref["$ref"].rpartition("/")[2] for ref in router["oneOf"]} == {
+        "RouterConfig", "PinnedRouterConfig", "PrecisePrefixRouterConfig"}
