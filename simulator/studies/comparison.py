@@ -35,8 +35,8 @@ from simulator.config.base import Strict
 from simulator.config.loader import load_spec, resolve_base
 from simulator.config.slo import SLOConfig
 from simulator.errors import ConfigError
-from simulator.results.bounds import BOUND_METRICS
 from simulator.kv.tiers import TIER_METRICS
+from simulator.results.bounds import BOUND_METRICS
 from simulator.results.energy import ENERGY_METRICS
 from simulator.results.histogram import LogHistogram
 from simulator.results.metrics import (
