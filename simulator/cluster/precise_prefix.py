@@ -7,8 +7,9 @@ guessing from past routing (as ``prefix_affinity`` does). Here, for a request of
 on replica i:
 
 - ``prefix``: c_i / P, where c_i is the leading prompt tokens replica i's prefix cache holds now (whole blocks, at
-  most P − 1: one token is always computed) — asked through :meth:`Replica.cached_prefix_tokens`, the one place a
-  lower KV tier will add its hits; 0 without a prefix or with caching off;
+  most P − 1: one token is always computed) in HBM and, under ``kv_cache.offload``, in the tiers below it
+  (:mod:`simulator.kv.tiers`) — asked through :meth:`Replica.cached_prefix_tokens`; 0 without a prefix or with
+  caching off;
 - ``kv_load``: 1 − u_i, u_i the fraction of its KV blocks in use (llm-d's kv-cache-utilization scorer);
 - ``queue``: with q_i its requests waiting or running, (q_max − q_i) / (q_max − q_min) over the replicas, and 1 for
   every replica when all q_i are equal (llm-d's queue scorer normalises its waiting queue the same min-max way).

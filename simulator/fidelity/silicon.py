@@ -28,8 +28,9 @@ A row's precision names the weights' family; a checkpoint that ships quantised r
 no server converts: MiniMax-M2.5's, Qwen3-235B-A22B-FP8's and DeepSeek-V3's "fp8" rows serve their 128 × 128
 block-scaled weights (``fp8_block``), gpt-oss-120b's "nvfp4" and "fp8" rows its MXFP4 experts (``fp8`` rows of a
 16-bit checkpoint are quantised per tensor by the server, as the row says); a row stating fewer bits per weight than
-the checkpoint ships ran a quantised derivative of it (DeepSeek-R1's "nvfp4" rows: NVIDIA's NVFP4 checkpoint, under the
-base id), sized and priced in the row's format (:func:`served_format`). Which server arguments each run used is
+the checkpoint ships, or numbers of another kind (floats against the checkpoint's integers), ran a quantised
+derivative of it (DeepSeek-R1's and Kimi-K2.5's "nvfp4" rows: NVIDIA's NVFP4 checkpoints, under the base id), sized
+and priced in the row's format (:func:`served_format`). Which server arguments each run used is
 not stated. Rows of fp8 weights (``FP8_KV_PRECISIONS``) are taken as run
 with an fp8 KV cache, as the file's source configures its fp8 deployments (aiconfigurator's ``kvcache_quant_mode``
 fp8; with the servers' own default, a 16-bit cache for checkpoints that declare no KV format, the fit rows' median
@@ -410,10 +411,14 @@ def row_experiment(
 
 def served_format(stated: str, shipped: str | None) -> str:
     """The weight format a row served: the checkpoint's own (no server converts a quantised checkpoint to another
-    format of its width or wider), unless the row states fewer bits per weight than it ships — then the row ran a
-    quantised derivative of the checkpoint (NVIDIA's NVFP4 DeepSeek-R1 under the base model's id), in the row's
-    format. Widths are the formats' nominal bits (8 for fp8 and fp8_block, 4 for nvfp4, mxfp4 and int4)."""
-    if shipped is None or _nominal_bits(stated) < _nominal_bits(shipped):
+    format of its width or wider: the row's format names the family), unless the row states fewer bits per weight
+    than it ships, or numbers of another kind (floating point where the checkpoint ships integers, or the reverse)
+    — then the row ran a quantised derivative of the checkpoint, in the row's format: NVIDIA's NVFP4 DeepSeek-R1
+    (4 bits against the checkpoint's 8) and Kimi-K2.5 (4-bit floats, E2M1 with fp8 scales, where Moonshot ships
+    4-bit integers) under the base model's id; no kernel runs integer weights as floats. Widths are the formats'
+    nominal bits (8 for fp8 and fp8_block, 4 for nvfp4, mxfp4 and int4)."""
+    if shipped is None or _nominal_bits(stated) < _nominal_bits(shipped) or (
+            stated.startswith("int") != shipped.startswith("int")):
         return stated
     return shipped
 

@@ -3,6 +3,8 @@ row, and (with ../shared/data) every H100 row is ok or unsupported with a reason
 
 from __future__ import annotations
 
+import json
+
 import csv
 import math
 
@@ -105,6 +107,29 @@ def test_a_row_narrower_than_the_shipped_checkpoint_ran_a_quantised_derivative()
     wider = row_experiment(_row(model_path="deepseek-ai/DeepSeek-R1", precision="fp8", gemm_quant_mode="fp8",
                                 tp_size="8", moe_tp_size="8"), "x:3", None)
     assert wider.dtype == "fp8_block"  # the same width: served as it ships
+
+
+def test_a_row_of_floats_on_an_integer_checkpoint_ran_a_derivative_in_its_own_format(tmp_path):
+    """Kimi-K2.5 ships 4-bit integer experts (compressed-tensors, W4A16); a row stating NVFP4 — 4-bit floats, as wide —
+    cannot have run those weights (no kernel runs integers as floats): it ran NVIDIA's NVFP4 derivative, served in the
+    row's format, while its "int4" rows run the checkpoint as shipped. (The format's numbers, not the model, decide:
+    gpt-oss's MXFP4 floats stay MXFP4 under an "nvfp4" row, above.)"""
+    config = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 256,
+              "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+              "vocab_size": 1000, "max_position_embeddings": 4096, "n_routed_experts": 8, "num_experts_per_tok": 2,
+              "moe_intermediate_size": 128, "first_k_dense_replace": 1, "n_shared_experts": 1,
+              "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+              "v_head_dim": 32, "quantization_config": {"quant_method": "compressed-tensors", "config_groups": {
+                  "group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 32,
+                                                                 "symmetric": True, "strategy": "group"}}}}}
+    (tmp_path / "acme--Int4-MoE_config.json").write_text(json.dumps(config))
+    floats = row_experiment(_row(model_path="acme/Int4-MoE", system="b200_sxm", precision="fp4",
+                                 gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", tp_size="4", moe_tp_size="4"),
+                            "x:2", tmp_path)
+    integers = row_experiment(_row(model_path="acme/Int4-MoE", system="b200_sxm", precision="int4",
+                                   gemm_quant_mode="int4_wo", moe_quant_mode="int4_wo", tp_size="4",
+                                   moe_tp_size="4"), "x:3", tmp_path)
+    assert (floats.dtype, integers.dtype) == ("nvfp4", "int4")
 
 
 @pytest.mark.parametrize("mode, dtype, kv", [
