@@ -9,9 +9,8 @@ from simulator.errors import LLMSimError
 from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.base import Workload
-from simulator.workload.copula import correlated_lengths
 from simulator.workload.dataset import sample_dataset
-from simulator.workload.lengths import sample_lengths
+from simulator.workload.lengths import correlated_lengths, sample_lengths
 from simulator.workload.segments import segment_prefixes
 from simulator.workload.sessions import generate_sessions
 from simulator.workload.trace import Trace, read_trace, write_trace

@@ -5,7 +5,7 @@ For a bivariate normal of Pearson correlation r, Spearman's rank correlation is 
 1907; Kruskal 1958), so the copula of rank correlation ρ_s takes r = 2·sin(π·ρ_s/6) (:func:`pearson_for_spearman`).
 A request's pair: u₁ the input's uniform draw (its stream, as without the copula), z₁ = Φ⁻¹(u₁), z₂ = r·z₁ +
 √(1 − r²)·ε with ε a standard normal from the output's stream, u₂ = Φ(z₂); each length is its law's inverse CDF at
-its uniform (:func:`simulator.workload.lengths.length_quantiles`). So each marginal is exactly its law — quantile
+its uniform (:func:`simulator.workload.lengths.correlated_lengths`). So each marginal is exactly its law — quantile
 inputs are even the same draws as without the copula — and only the pairing changes. Ranks survive the monotone
 maps, so the lengths' Spearman is ρ_s but for the ties that rounding to integers makes (a coarse law, or a cap
 holding many requests, ties many: their average ranks pull the sample correlation towards 0). ρ_s = 0 draws the
@@ -18,12 +18,8 @@ lengths independently, exactly as without the copula.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from simulator.config.workload import LengthConfig
 
 _ERFC = np.frompyfunc(math.erfc, 1, 1)
 # Acklam's coefficients: central region |p − ½| ≤ ½ − P_LOW, tails below P_LOW and above 1 − P_LOW
@@ -94,20 +90,3 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     if rx.std() == 0 or ry.std() == 0:
         return math.nan
     return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def correlated_lengths(inputs: LengthConfig, outputs: LengthConfig, rank_correlation: float, n: int,
-                       input_rng: np.random.Generator,
-                       output_rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` input and output lengths paired by the Gaussian copula of Spearman ``rank_correlation`` (module
-    docstring); 0 draws them as :func:`~simulator.workload.lengths.sample_lengths` does, independently."""
-    from simulator.workload.lengths import length_quantiles, sample_lengths
-
-    if rank_correlation == 0:
-        return sample_lengths(inputs, n, input_rng), sample_lengths(outputs, n, output_rng)
-    r = pearson_for_spearman(rank_correlation)
-    u_in = input_rng.random(size=n)
-    z_in = normal_quantile(u_in)
-    with np.errstate(invalid="ignore"):  # z_in = −inf (u = 0, once in 2^53) stays infinite
-        z_out = r * z_in + math.sqrt(max(0.0, 1 - r * r)) * output_rng.standard_normal(size=n)
-    return length_quantiles(inputs, u_in), length_quantiles(outputs, normal_cdf(z_out))

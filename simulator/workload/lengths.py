@@ -19,7 +19,7 @@ from simulator.config.workload import (
     UniformLength,
 )
 from simulator.errors import LLMSimError
-from simulator.workload.copula import normal_cdf, normal_quantile
+from simulator.workload.copula import normal_cdf, normal_quantile, pearson_for_spearman
 
 if TYPE_CHECKING:
     pass
@@ -110,3 +110,18 @@ def length_quantiles(config: LengthConfig, u: np.ndarray) -> np.ndarray:
         values = np.rint(np.interp(u, probabilities, config.values))
         return np.minimum(values, config.max if config.max is not None else np.inf).astype(np.int64)
     raise TypeError(f"unsupported length config {config!r}")
+
+
+def correlated_lengths(inputs: LengthConfig, outputs: LengthConfig, rank_correlation: float, n: int,
+                       input_rng: np.random.Generator,
+                       output_rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` input and output lengths paired by the Gaussian copula of Spearman ``rank_correlation``
+    (:mod:`simulator.workload.copula`); 0 draws them as :func:`sample_lengths` does, independently."""
+    if rank_correlation == 0:
+        return sample_lengths(inputs, n, input_rng), sample_lengths(outputs, n, output_rng)
+    r = pearson_for_spearman(rank_correlation)
+    u_in = input_rng.random(size=n)
+    z_in = normal_quantile(u_in)
+    with np.errstate(invalid="ignore"):  # z_in = −inf (u = 0, once in 2^53) stays infinite
+        z_out = r * z_in + math.sqrt(max(0.0, 1 - r * r)) * output_rng.standard_normal(size=n)
+    return length_quantiles(inputs, u_in), length_quantiles(outputs, normal_cdf(z_out))

@@ -25,13 +25,12 @@ from simulator.config.workload import (
 from simulator.workload import generate_requests, sample_lengths
 from simulator.workload.copula import (
     average_ranks,
-    correlated_lengths,
     normal_cdf,
     normal_quantile,
     pearson_for_spearman,
     spearman,
 )
-from simulator.workload.lengths import length_quantiles
+from simulator.workload.lengths import correlated_lengths, length_quantiles
 
 UNIFORM = UniformLength(kind="uniform", min=1, max=1000)
 LOGNORMAL = LognormalLength(kind="lognormal", mean=250, sigma=0.6)
