@@ -138,6 +138,21 @@ def _read_csv(path: str | Path) -> pd.DataFrame:
         raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
 
+def read_lengths(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """The input and output lengths of a CSV of one row per request (``num_prefill_tokens``, ``num_decode_tokens``
+    or ``input_length``, ``output_length``; no arrival times needed), as a preset is fitted to them: the lengths-only
+    sources (MLPerf summaries, arXiv) that trace replay does not read."""
+    frame = _read_csv(path)
+    frame = frame.rename(columns={k: v for k, v in ALIASES.items() if v not in frame.columns})
+    missing = [c for c in (COLUMNS["input"], COLUMNS["output"]) if c not in frame.columns]
+    if missing or frame.empty:
+        raise LLMSimError(f"{path}: " + (f"missing column(s) {missing} (lengths are read from "
+                                         f"{COLUMNS['input']}, {COLUMNS['output']} or {', '.join(ALIASES)})"
+                                         if missing else "no rows"))
+    inputs, outputs = (_column(frame, COLUMNS[k], path, minimum=1) for k in ("input", "output"))
+    return inputs.astype(np.int64), outputs.astype(np.int64)
+
+
 def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None, order: list[str] | None = None,
                rate_only: bool = False, slo: dict[str, float] | None = None) -> dict[str, Any]:
     """A preset fitted to a CSV with ``num_prefill_tokens``, ``num_decode_tokens`` (or ``input_length``,

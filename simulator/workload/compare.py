@@ -4,7 +4,8 @@ The preset's side is drawn, not read from its file: ``workload: {preset: NAME, n
 seed :data:`SEED` (a preset without an arrival gets a Poisson one, which no statistic here looks at), N = the
 trace's request count within [:data:`MIN_REQUESTS`, :data:`MAX_REQUESTS`] — enough for stable percentiles (at 20,000
 draws a p99's rank moves by about √(0.99·0.01·n) ≈ 14 requests), bounded so a comparison takes seconds. The trace's
-side is :func:`simulator.workload.trace.read_trace` of the file, every request.
+side is :func:`simulator.workload.trace.read_trace` of the file, every request (a CSV of lengths without arrival
+times, the lengths-only sources some presets are fitted to, is read as ``--fit`` reads it: format ``lengths``).
 
 Statistics of each side: the request count; mean, p50, p90 and p99 of the input and the output lengths (numpy's
 linear percentiles); the input–output Spearman rank correlation (average ranks for ties,
@@ -15,6 +16,7 @@ difference is relative: (preset − trace) / |trace| (none where the trace's val
 
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from simulator.catalog.paths import PROJECT_ROOT
-from simulator.catalog.workloads import PRESETS_DIR, load_preset
+from simulator.catalog.workloads import PRESETS_DIR, load_preset, read_lengths
 from simulator.config.workload import TraceConfig, WorkloadConfig
 from simulator.errors import LLMSimError
 from simulator.request import Prefix
@@ -112,23 +114,43 @@ def _preset_requests(name: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return workload.input_tokens, workload.output_tokens, workload.prefixes
 
 
+def _trace_requests(trace: TraceConfig, path: Path) -> tuple[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """The trace's format and its requests' input lengths, output lengths and prefixes, read as replay reads it;
+    ``auto`` on a CSV of lengths without arrival times (a preset's lengths-only source: MLPerf, arXiv) reads its
+    lengths as ``--fit`` does (format ``lengths``)."""
+    fmt: str = trace.format
+    if fmt == "auto":
+        try:
+            fmt = detect_format(path)
+        except LLMSimError:
+            if path.suffix.lower() != ".csv" or not ({"num_prefill_tokens", "input_length"} & set(_csv_header(path))):
+                raise
+            return "lengths", (*read_lengths(path), None)
+    read = read_trace(trace)
+    return fmt, (read.input_tokens, read.output_tokens, read.prefixes)
+
+
+def _csv_header(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        return [name.strip() for name in next(csv.reader(handle), [])]
+
+
 def compare(preset: str, trace: TraceConfig, requests: int | None = None) -> Comparison:
     """The preset ``preset`` against the trace ``trace`` (module docstring); ``requests`` overrides how many are
     drawn from the preset."""
     path = Path(trace.path)
     if not path.is_file():
         raise LLMSimError(f"--compare: trace {path}: " + ("is a folder" if path.is_dir() else "no such file"))
-    read = read_trace(trace)
-    n = requests if requests is not None else min(max(len(read.input_tokens), MIN_REQUESTS), MAX_REQUESTS)
+    fmt, (trace_inputs, trace_outputs, trace_prefixes) = _trace_requests(trace, path)
+    n = requests if requests is not None else min(max(len(trace_inputs), MIN_REQUESTS), MAX_REQUESTS)
     inputs, outputs, prefixes = _preset_requests(preset, n)
     ours = statistics(inputs, outputs, prefixes)
-    theirs = statistics(read.input_tokens, read.output_tokens, read.prefixes)
+    theirs = statistics(trace_inputs, trace_outputs, trace_prefixes)
     notes = []
     if (SEEN_BEFORE in ours) != (SEEN_BEFORE in theirs):
         which = "the preset" if SEEN_BEFORE not in ours else "the trace"
         notes.append(f"{SEEN_BEFORE}: not compared, {which} has no prefix ids")
     rows = [Row(key, value, theirs[key]) for key, value in ours.items() if key in theirs]
-    fmt = detect_format(path) if trace.format == "auto" else trace.format
     return Comparison(preset, PRESETS_DIR / f"{preset}.yaml", str(path), fmt, n, rows, notes)
 
 

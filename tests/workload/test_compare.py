@@ -12,6 +12,7 @@ import pytest
 
 from simulator.cli import main
 from simulator.config.workload import TraceConfig
+from simulator.errors import LLMSimError
 from simulator.request import Prefix
 from simulator.workload.compare import SEEN_BEFORE, blocks_seen_before, compare, statistics
 from simulator.workload.segments import SegmentIds
@@ -43,6 +44,19 @@ def test_a_small_traces_statistics_by_hand(tmp_path):
     for row in comparison.rows:
         assert row.relative_difference == pytest.approx((row.preset - row.trace) / abs(row.trace))
     assert SEEN_BEFORE not in {row.statistic for row in comparison.rows}  # neither side has prefix ids
+
+
+def test_a_lengths_only_source_is_read_as_fit_reads_it(tmp_path):
+    """A CSV of lengths without arrival times (MLPerf's summaries, named input_length, output_length), which replay
+    does not read: the same statistics by hand, format ``lengths``; a CSV with neither stays replay's error."""
+    path = tmp_path / "lengths.csv"
+    path.write_text("input_length,output_length\n" + "".join(f"{i},{o}\n" for _, i, o in SMALL))
+    comparison = compare("mlperf-mixtral-8x7b", TraceConfig(path=str(path)), requests=1000)
+    assert comparison.trace_format == "lengths"
+    assert {row.statistic: row.trace for row in comparison.rows} == pytest.approx(SMALL_STATISTICS)
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(LLMSimError, match="unrecognised trace header"):
+        compare("azure-conv", TraceConfig(path=str(tmp_path / "other.csv")))
 
 
 def test_the_command_names_both_sides_and_writes_csv(tmp_path, capsys):
