@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from simulator.catalog.workloads import load_preset
+from simulator.cli import main
 from simulator.config.workload import (
     GaussianCopula,
     LognormalLength,
@@ -204,3 +205,10 @@ def test_a_correlation_needs_both_lengths_of_the_section():
         WorkloadConfig(num_requests=10, arrival={"kind": "poisson", "rate": 1.0}, input_tokens=UNIFORM.model_dump(),
                        length_correlation=copula)
     assert WorkloadConfig(preset="rag-ragpulse", num_requests=10, length_correlation=None).length_correlation is None
+
+
+def test_the_console_states_the_rank_correlation(capsys):
+    """The run's workload line says the lengths are drawn together (and says nothing when they are not)."""
+    assert main(["run", "--set", "workload.num_requests=20", "--set",
+                 "workload.length_correlation={kind: gaussian_copula, spearman: 0.42}"]) == 0
+    assert "outputs 200 tokens (rank correlation 0.42)" in capsys.readouterr().out
