@@ -119,13 +119,17 @@ def _trace_requests(trace: TraceConfig, path: Path) -> tuple[str, tuple[np.ndarr
     ``auto`` on a CSV of lengths without arrival times (a preset's lengths-only source: MLPerf, arXiv) reads its
     lengths as ``--fit`` does (format ``lengths``)."""
     fmt: str = trace.format
-    if fmt == "auto":
-        try:
-            fmt = detect_format(path)
-        except LLMSimError:
-            if path.suffix.lower() != ".csv" or not ({"num_prefill_tokens", "input_length"} & set(_csv_header(path))):
-                raise
-            return "lengths", (*read_lengths(path), None)
+    try:
+        if fmt == "auto":
+            try:
+                fmt = detect_format(path)
+            except LLMSimError:
+                if path.suffix.lower() != ".csv" or not ({"num_prefill_tokens", "input_length"}
+                                                         & set(_csv_header(path))):
+                    raise
+                return "lengths", (*read_lengths(path), None)
+    except UnicodeDecodeError:
+        raise LLMSimError(f"--compare: trace {path}: not UTF-8 text") from None
     read = read_trace(trace)
     return fmt, (read.input_tokens, read.output_tokens, read.prefixes)
 

@@ -22,7 +22,9 @@ import math
 import numpy as np
 
 _ERFC = np.frompyfunc(math.erfc, 1, 1)
-# Acklam's coefficients: central region |p − ½| ≤ ½ − P_LOW, tails below P_LOW and above 1 − P_LOW
+# Acklam's coefficients (P. J. Acklam, "An algorithm for computing the inverse normal cumulative distribution
+# function"; checked against the standard library's Φ⁻¹ in tests/workload/test_copula.py): central region
+# |p − ½| ≤ ½ − P_LOW, tails below P_LOW and above 1 − P_LOW
 _A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
       -3.066479806614716e01, 2.506628277459239e00)
 _B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,

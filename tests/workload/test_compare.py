@@ -124,10 +124,14 @@ def test_blocks_seen_before_by_hand(tmp_path):
      "preset 'servegen-language-large' gives no input_tokens or output_tokens"),
     (["workloads", "--trace-format", "processed"], "--trace-format is for --compare PRESET TRACE"),
     (["workloads", "--compare", "azure-conv", "TRACE", "--json"], "--compare does not combine with --json"),
+    (["workloads", "--compare", "azure-conv", "BINARY"], "binary.csv: not UTF-8 text"),
 ])
 def test_a_bad_comparison_is_one_line_and_status_2(argv, message, tmp_path, capsys):
     path = _small_trace(tmp_path)
-    assert main([str(path) if arg == "TRACE" else arg for arg in argv]) == 2
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00\x81arrived_at\n\x9c\n")
+    files = {"TRACE": str(path), "BINARY": str(binary)}
+    assert main([files.get(arg, arg) for arg in argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
