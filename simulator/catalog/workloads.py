@@ -4,8 +4,10 @@ override the preset's, key by key) and listed by ``llmsim workloads``.
 
 A preset file holds ``name``, ``description``, ``source``, ``fitted_by`` (the command that reproduces it),
 ``statistics`` (the source's percentiles, rate and burstiness) and ``workload`` (the fitted section). Lengths are
-fitted as their percentiles 0…99, 99.1…99.9 and 100 (:class:`simulator.config.workload.QuantileLength`, drawn
-independently for input and output: the statistics give the source's rank correlation between them); arrivals, where
+fitted as their percentiles 0…99, 99.1…99.9 and 100 (:class:`simulator.config.workload.QuantileLength`), drawn
+together by a Gaussian copula of the source's input–output Spearman rank correlation when it is at least
+:data:`MIN_RANK_CORRELATION` in size (``length_correlation``, :mod:`simulator.workload.copula`; the statistics give
+it either way), independently otherwise; arrivals, where
 the source has timestamps, as vLLM bench's gamma process with the source's mean rate and ``burstiness`` = 1 / CV² of
 its gaps (evenly spaced gaps, CV 0: constant arrivals). A source without timestamps whose arrivals are Poisson by
 definition (MLPerf's Server scenario, at the rate under test) gets ``--poisson RATE``: a Poisson arrival at that
@@ -13,7 +15,8 @@ rate, a starting point that ``llmsim capacity`` searches from.
 
 A source that publishes distributions rather than requests (ServeGen: a ``field,value,probability`` probability mass
 function per length field) is fitted the same way from the PMF: its inverse CDF at the same percentiles, its mean and
-percentiles as the statistics (no request count, no rank correlation: the fields are independent marginals), and
+percentiles as the statistics (no request count, no rank correlation: the fields are independent marginals, which
+the statistics say as ``input_output_correlation``), and
 every other field's mean and median recorded as documentation (DeepSeek-R1's ``reason_ratio``).
 
 A source that publishes only a mean and the bounds of its lengths (a paper's or a blog's "average 202 tokens") gets
@@ -78,6 +81,10 @@ LINE = "\0line"  # where a JSON-lines record keeps its line number (no source fi
 MAX_JSON_TOKENS = 10**9  # a JSON-lines request's input or output length (kept as a 64-bit integer)
 RATE_COLUMNS = ("time_s", "rate_per_s")  # an arrival-rate series: each bin's start (s) and its rate (requests/s)
 MAX_PIECES = 100_000  # rates of a piecewise arrival, so bins of a rate series (14 days of 600-s bins: 2,016)
+# a source's input-output Spearman rank correlation at least this large (in size) is kept as a Gaussian copula; a
+# smaller one is drawn independently (chat traces' ~0.07: below what a copula is worth stating)
+MIN_RANK_CORRELATION = 0.1
+MARGINALS_ONLY = "none: the source gives marginals only (drawn independently)"
 
 
 def preset_names() -> list[str]:
@@ -129,6 +136,21 @@ def _read_csv(path: str | Path) -> pd.DataFrame:
         raise LLMSimError(f"{path}: empty file (a preset is fitted to a CSV with a header and rows)") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise LLMSimError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def read_lengths(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """The input and output lengths of a CSV of one row per request (``num_prefill_tokens``, ``num_decode_tokens``
+    or ``input_length``, ``output_length``; no arrival times needed), as a preset is fitted to them: the lengths-only
+    sources (MLPerf summaries, arXiv) that trace replay does not read."""
+    frame = _read_csv(path)
+    frame = frame.rename(columns={k: v for k, v in ALIASES.items() if v not in frame.columns})
+    missing = [c for c in (COLUMNS["input"], COLUMNS["output"]) if c not in frame.columns]
+    if missing or frame.empty:
+        raise LLMSimError(f"{path}: " + (f"missing column(s) {missing} (lengths are read from "
+                                         f"{COLUMNS['input']}, {COLUMNS['output']} or {', '.join(ALIASES)})"
+                                         if missing else "no rows"))
+    inputs, outputs = (_column(frame, COLUMNS[k], path, minimum=1) for k in ("input", "output"))
+    return inputs.astype(np.int64), outputs.astype(np.int64)
 
 
 def fit_preset(path: str | Path, name: str, poisson_rate: float | None = None, order: list[str] | None = None,
@@ -256,6 +278,9 @@ def _fit_requests(frame: pd.DataFrame, path: str | Path,
     workload: dict[str, Any] = {
         part: _lengths(np.percentile(values, PERCENTILES), float(np.mean(values == values.max())))
         for part, values in (("input_tokens", inputs), ("output_tokens", outputs))}
+    if abs(statistics["input_output_rank_correlation"]) >= MIN_RANK_CORRELATION:
+        workload["length_correlation"] = {"kind": "gaussian_copula",
+                                          "spearman": statistics["input_output_rank_correlation"]}
     if COLUMNS["arrival"] not in frame.columns:
         if rate_only:
             raise LLMSimError(f"--rate-only: {path} has no arrival times ({COLUMNS['arrival']}); give --poisson RATE")
@@ -437,6 +462,7 @@ def _fit_pmf(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dic
         else:
             median = pmf_quantiles(v, p, np.array([0.5]))[0]
             statistics[field] = {"mean": round(mean, 3), "p50": round(float(median), 3)}
+    statistics["input_output_correlation"] = MARGINALS_ONLY
     return statistics, {part: workload[field] for part, field in PMF_FIELDS.items()}
 
 
@@ -488,8 +514,9 @@ def max_entropy_preset(name: str, lengths: dict[str, tuple[float, int, int]]) ->
     spec = " ".join(f"--max-entropy {part}={mean:g}:{low}:{high}" for part, (mean, low, high) in lengths.items())
     return {"name": name, "description": "", "source": "",
             "fitted_by": f"llmsim workloads {spec} --name {name} (workload)",
-            "statistics": {part: {"mean": mean, "min": low, "max": high}
-                           for part, (mean, low, high) in lengths.items()},
+            "statistics": {**{part: {"mean": mean, "min": low, "max": high}
+                              for part, (mean, low, high) in lengths.items()},
+                           "input_output_correlation": MARGINALS_ONLY},
             "workload": {part: max_entropy_lengths(mean, low, high) for part, (mean, low, high) in lengths.items()}}
 
 

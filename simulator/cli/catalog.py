@@ -4,6 +4,7 @@ traces rewritten in the canonical form."""
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ from simulator.errors import LLMSimError
 from simulator.kv.sizing import kv_cache_bytes
 from simulator.results.progress import note
 from simulator.workload import read_trace, write_trace
+from simulator.workload.compare import compare
+from simulator.workload.compare import csv_rows as comparison_rows
+from simulator.workload.compare import table as comparison_table
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -76,7 +80,14 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML."""
+    """The workload presets with their sources and statistics, or (``--fit``) a new preset's YAML, or
+    (``--compare``) a preset's statistics beside a trace's."""
+    if args.compare:
+        return _compare_workloads(args)
+    for flag, given in (("--trace-format", args.trace_format != "auto"), ("--requests", args.requests is not None),
+                        ("--output", args.output is not None)):
+        if given:
+            raise LLMSimError(f"workloads: {flag} is for --compare PRESET TRACE")
     if args.fit:
         slo = parse_slo(args.slo) if args.slo else None
         print(preset_yaml(fit_preset(args.fit, args.name, poisson_rate=args.poisson, order=args.order,
@@ -108,6 +119,33 @@ def cmd_workloads(args: argparse.Namespace) -> int:
             print(f"{'':24} slo: {', '.join(f'{key} <= {limit:g}' for key, limit in preset['slo'].items())}")
     print("use as workload: {preset: NAME, ...}; the section's own keys override the preset's; llmsim capacity "
           "holds a preset's slo when given no --slo")
+    return 0
+
+
+def _compare_workloads(args: argparse.Namespace) -> int:
+    """``--compare PRESET TRACE``: the table, and the rows as CSV to ``--output``."""
+    clashes = [flag for flag, given in (("--fit", args.fit), ("--max-entropy", args.max_entropy),
+                                        ("--json", args.json)) if given]
+    if clashes:
+        raise LLMSimError(f"workloads: --compare does not combine with {', '.join(clashes)}")
+    preset, path = args.compare
+    try:
+        trace = TraceConfig(path=path, format=args.trace_format)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise LLMSimError(f"--compare: trace {where}: {error['msg'].removeprefix('Value error, ')}") from None
+    if args.output:
+        check_output_file(Path(args.output), "--output")
+    comparison = compare(preset, trace, args.requests)
+    print(comparison_table(comparison))
+    if args.output:
+        with Path(args.output).open("w", newline="", encoding="utf-8") as handle:
+            rows = comparison_rows(comparison)
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        note(f"wrote {args.output}: {len(rows)} rows")
     return 0
 
 

@@ -361,6 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="with --fit: the SLO the preset states (its benchmark's percentile bounds, e.g. "
                          "p99_ttft_ms=2000), which llmsim capacity holds when given no --slo; repeatable")
     presets.add_argument("--name", default="my-workload", help="the fitted preset's name")
+    presets.add_argument("--compare", nargs=2, metavar=("PRESET", "TRACE"),
+                         help="print a preset's statistics beside a trace file's instead: request count, mean and "
+                         "p50/p90/p99 input and output lengths, their Spearman correlation, the share of prompt "
+                         "blocks seen before (where both have prefix ids), each with the relative difference")
+    presets.add_argument("--trace-format", default="auto", metavar="FORMAT",
+                         help="with --compare: the trace's format (auto, processed, azure, burstgpt, mooncake; "
+                         "default auto: from its header or suffix)")
+    presets.add_argument("--requests", type=_bounded_int(1, 1_000_000), metavar="N",
+                         help="with --compare: requests drawn from the preset (default the trace's count, within "
+                         "20,000 and 200,000)")
+    presets.add_argument("--output", metavar="FILE.csv", help="with --compare: also write the rows as CSV")
     presets.set_defaults(handler=("catalog", "cmd_workloads"))
 
     kv = sub.add_parser("kv-size", help="KV-cache bytes for a model, context and batch")

@@ -220,6 +220,19 @@ LengthConfig = Annotated[
 ]
 
 
+class GaussianCopula(Strict):
+    """Input and output lengths drawn together with Spearman rank correlation ``spearman``: a pair of standard
+    normals of Pearson correlation 2·sin(π·spearman/6), each mapped through Φ to a uniform and through its length
+    law's inverse CDF, so each marginal stays exactly its law (:mod:`simulator.workload.copula`); 0 draws them
+    independently, as without it."""
+
+    kind: Literal["gaussian_copula"]
+    spearman: float = Field(ge=-1, le=1, description="the input-output rank correlation, -1 to 1")
+
+
+LengthCorrelation = Annotated[GaussianCopula, Field(discriminator="kind")]
+
+
 class TraceConfig(Strict):
     """Replay a request trace. Formats (``auto`` picks by header or suffix): ``processed`` (``arrived_at`` s,
     ``num_prefill_tokens``, ``num_decode_tokens``, optional ``hash_ids``), ``azure`` (``TIMESTAMP`` datetime,
@@ -380,6 +393,9 @@ class WorkloadConfig(Strict):
     arrival: ArrivalConfig | None = None
     input_tokens: LengthConfig | None = None
     output_tokens: LengthConfig | None = None
+    length_correlation: LengthCorrelation | None = Field(
+        default=None, description="how input_tokens and output_tokens are drawn together (a gaussian_copula of a "
+        "Spearman rank correlation); none: independently")
     trace: TraceConfig | None = None
     classes: list[RequestClass] | None = Field(default=None, min_length=1)
     max_concurrency: int | None = Field(
@@ -438,6 +454,18 @@ class WorkloadConfig(Strict):
                                              self.prefix is not None)) if given]
         if clashes:
             raise ValueError(f"segments describe the content of generated prompts; not with {', '.join(clashes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _correlation_fits(self) -> WorkloadConfig:
+        if self.length_correlation is None:
+            return self
+        clashes = [name for name, given in (("trace", self.trace is not None), ("dataset", self.dataset is not None),
+                                            ("sessions", self.sessions is not None)) if given]
+        clashes += [f"no {key}" for key in ("input_tokens", "output_tokens") if getattr(self, key) is None]
+        if clashes:
+            raise ValueError(f"length_correlation pairs the section's input_tokens and output_tokens draws; not "
+                             f"with {', '.join(clashes)} (length_correlation: null draws them independently)")
         return self
 
     @model_validator(mode="after")

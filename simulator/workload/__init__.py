@@ -10,7 +10,7 @@ from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.base import Workload
 from simulator.workload.dataset import sample_dataset
-from simulator.workload.lengths import sample_lengths
+from simulator.workload.lengths import correlated_lengths, sample_lengths
 from simulator.workload.segments import segment_prefixes
 from simulator.workload.sessions import generate_sessions
 from simulator.workload.trace import Trace, read_trace, write_trace
@@ -84,6 +84,11 @@ def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> W
         if config.dataset is not None:
             inputs, outputs, skipped = sample_dataset(config.dataset, n, input_rng)
             workload = Workload(arrivals, inputs, outputs, skipped=skipped)
+        elif config.length_correlation is not None:  # the schema: both lengths given
+            assert config.input_tokens is not None and config.output_tokens is not None
+            inputs, outputs = correlated_lengths(config.input_tokens, config.output_tokens,
+                                                 config.length_correlation.spearman, n, input_rng, output_rng)
+            workload = Workload(arrivals, inputs, outputs)
         else:
             workload = Workload(
                 arrivals,

@@ -19,6 +19,7 @@ from simulator.config.workload import (
     UniformLength,
 )
 from simulator.errors import LLMSimError
+from simulator.workload.copula import normal_cdf, normal_quantile, pearson_for_spearman
 
 if TYPE_CHECKING:
     pass
@@ -75,3 +76,52 @@ def sample_lengths(config: LengthConfig, n: int, rng: np.random.Generator) -> np
         values = np.rint(np.interp(rng.random(size=n), probabilities, config.values))
         return np.minimum(values, config.max if config.max is not None else np.inf).astype(np.int64)
     raise TypeError(f"unsupported length config {config!r}")
+
+
+def length_quantiles(config: LengthConfig, u: np.ndarray) -> np.ndarray:
+    """Each law's inverse CDF at the uniforms ``u`` (in [0, 1]): lengths with the same law as
+    :func:`sample_lengths` draws, a monotone function of ``u`` (what a copula pairs). Uniform: min + ⌊u·(max − min
+    + 1)⌋. Lognormal: exp(μ + σ·Φ⁻¹(u)), rounded and clipped. Normal: the normal truncated to [min − ½, max + ½]
+    (the draws whose rounding lies in [min, max], as the redrawing keeps), Φ⁻¹ of Φ(a) + u·(Φ(b) − Φ(a)).
+    Empirical: the sorted column at ⌊u·N⌋. Quantiles: as :func:`sample_lengths` maps its uniforms (the same
+    uniforms give the same lengths)."""
+    u = np.asarray(u, dtype=float)
+    if isinstance(config, FixedLength):
+        return np.full(u.shape, config.value, dtype=np.int64)
+    if isinstance(config, UniformLength):
+        span = config.max - config.min + 1
+        return np.minimum(config.min + np.floor(u * span), config.max).astype(np.int64)
+    if isinstance(config, LognormalLength):
+        mu = math.log(config.mean) - config.sigma**2 / 2
+        values = np.rint(np.exp(mu + config.sigma * normal_quantile(u)))
+        upper = config.max if config.max is not None else np.inf
+        return np.clip(values, config.min, upper).astype(np.int64)
+    if isinstance(config, NormalLength):
+        upper = config.max if config.max is not None else np.inf
+        low, high = normal_cdf(np.array([config.min - 0.5 - config.mean, upper + 0.5 - config.mean]) / config.std)
+        values = np.rint(config.mean + config.std * normal_quantile(low + u * (high - low)))
+        return np.clip(values, config.min, upper).astype(np.int64)
+    if isinstance(config, EmpiricalLength):
+        pool = np.sort(_column(str(Path(config.path)), config.column))
+        values = pool[np.minimum((u * pool.size).astype(np.int64), pool.size - 1)]
+        return np.minimum(values, config.max) if config.max is not None else values
+    if isinstance(config, QuantileLength):
+        probabilities = config.probabilities or np.linspace(0, 1, len(config.values))
+        values = np.rint(np.interp(u, probabilities, config.values))
+        return np.minimum(values, config.max if config.max is not None else np.inf).astype(np.int64)
+    raise TypeError(f"unsupported length config {config!r}")
+
+
+def correlated_lengths(inputs: LengthConfig, outputs: LengthConfig, rank_correlation: float, n: int,
+                       input_rng: np.random.Generator,
+                       output_rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` input and output lengths paired by the Gaussian copula of Spearman ``rank_correlation``
+    (:mod:`simulator.workload.copula`); 0 draws them as :func:`sample_lengths` does, independently."""
+    if rank_correlation == 0:
+        return sample_lengths(inputs, n, input_rng), sample_lengths(outputs, n, output_rng)
+    r = pearson_for_spearman(rank_correlation)
+    u_in = input_rng.random(size=n)
+    z_in = normal_quantile(u_in)
+    with np.errstate(invalid="ignore"):  # z_in = −inf (u = 0, once in 2^53) stays infinite
+        z_out = r * z_in + math.sqrt(max(0.0, 1 - r * r)) * output_rng.standard_normal(size=n)
+    return length_quantiles(inputs, u_in), length_quantiles(outputs, normal_cdf(z_out))

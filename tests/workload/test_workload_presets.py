@@ -144,6 +144,45 @@ def test_a_preset_fits_lengths_under_their_other_names(tmp_path):
         fit_preset(tmp_path / "bad.csv", "bad")
 
 
+@pytest.mark.parametrize(("outputs", "kept"), [
+    ([8, 4, 1, 3, 7, 9, 10, 2, 5, 6], 0.103),  # Σd² = 148: ρ_s = 1 − 6·148/(10·99) = 0.1030…, kept
+    ([9, 2, 3, 8, 1, 6, 10, 4, 7, 5], None),  # Σd² = 150: ρ_s = 0.0909…, below 0.1: drawn independently
+    ([10, 9, 8, 7, 6, 5, 4, 3, 2, 1], -1.0),  # reversed: Σd² = 330, ρ_s = −1
+])
+def test_a_fit_keeps_a_rank_correlation_of_at_least_a_tenth(outputs, kept, tmp_path):
+    """Inputs 1…10 against a permutation of 1…10 as outputs: Spearman's ρ_s = 1 − 6·Σd²/(n·(n² − 1)) by hand; the
+    fit states it among the statistics always and as the workload's Gaussian copula when |ρ_s| ≥ 0.1."""
+    path = tmp_path / "pairs.csv"
+    path.write_text("input_length,output_length\n" + "".join(f"{i},{o}\n" for i, o in enumerate(outputs, 1)))
+    preset = fit_preset(path, "pairs")
+    rho = 1 - 6 * sum((i - o) ** 2 for i, o in enumerate(outputs, 1)) / (10 * 99)
+    assert preset["statistics"]["input_output_rank_correlation"] == round(rho, 3)
+    if kept is None:
+        assert "length_correlation" not in preset["workload"]
+    else:
+        assert preset["workload"]["length_correlation"] == {"kind": "gaussian_copula", "spearman": kept}
+        assert list(preset["workload"])[:3] == ["input_tokens", "output_tokens", "length_correlation"]
+        WorkloadConfig(**preset["workload"], num_requests=5, arrival={"kind": "poisson", "rate": 1.0})  # valid
+
+
+def test_rag_ragpulse_draws_the_traces_rank_correlation(shared_data):
+    """RAGPulse's input and output lengths have Spearman 0.42 (data README; 0.4213 from the CSV here, with pandas'
+    average ranks): 20,000 requests of the rag-ragpulse preset have it within 3/√n (module test_copula derives the
+    bound), and a preset from a source that gives marginals only says so."""
+    frame = pd.read_csv(shared_data / "traces" / "ragpulse_rag_2025.csv")
+    source = frame["num_prefill_tokens"].rank().corr(frame["num_decode_tokens"].rank())
+    preset = load_preset("rag-ragpulse")
+    assert preset["workload"]["length_correlation"]["spearman"] == round(source, 3) == 0.421
+    workload = generate_requests(WorkloadConfig(preset="rag-ragpulse", num_requests=20_000),
+                                 np.random.SeedSequence(54))
+    drawn = pd.Series(workload.input_tokens).rank().corr(pd.Series(workload.output_tokens).rank())
+    assert drawn == pytest.approx(source, abs=3 / np.sqrt(20_000))
+    for name in ("reasoning-servegen-r1", "chat-sharegpt"):
+        assert load_preset(name)["statistics"]["input_output_correlation"].startswith("none: the source gives "
+                                                                                      "marginals only")
+        assert "length_correlation" not in load_preset(name)["workload"]
+
+
 def test_evenly_spaced_arrivals_fit_a_constant_rate_not_an_infinite_burstiness(tmp_path):
     """Arrivals every 0.5 s (gap CV 0): 11 requests over 5 s is 2.2 req/s, constant — gamma's 1 / CV² would be
     infinite."""
@@ -253,11 +292,13 @@ def test_a_max_entropy_preset_keeps_its_published_means_and_bounds_and_regenerat
     from simulator.catalog.workloads import max_entropy_preset
 
     preset = load_preset(name)
-    for part, stats in preset["statistics"].items():
+    parts = {part: stats for part, stats in preset["statistics"].items() if part.endswith("_tokens")}
+    assert preset["statistics"]["input_output_correlation"].startswith("none: the source gives marginals only")
+    for part, stats in parts.items():
         drawn = sample_lengths(QuantileLength(**preset["workload"][part]), 200_000, np.random.default_rng(5))
         assert drawn.mean() == pytest.approx(stats["mean"], rel=0.01), part
         assert stats["min"] <= drawn.min() and drawn.max() <= stats["max"], part
-    published = {part: (s["mean"], s["min"], s["max"]) for part, s in preset["statistics"].items()}
+    published = {part: (s["mean"], s["min"], s["max"]) for part, s in parts.items()}
     again = max_entropy_preset(name, published)
     assert again["workload"] == preset["workload"]
 
