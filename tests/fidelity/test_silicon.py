@@ -3,9 +3,8 @@ row, and (with ../shared/data) every H100 row is ok or unsupported with a reason
 
 from __future__ import annotations
 
-import json
-
 import csv
+import json
 import math
 
 import numpy as np
