@@ -378,32 +378,58 @@ def _mtp(config: dict[str, Any], kinds: list[str], ffns: list[FFN], where: str) 
     return LayerGroup(count=count, attention=_attention(config, kinds[last_full], where), ffn=ffns[-1])
 
 
-def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
-    """Whether layer ``index`` (0-based) runs the routed experts, by the family's pattern fields."""
-    for key in ("first_k_dense_replace", "moe_layer_start_index"):
-        first_dense = config.get(key) or 0
-        if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
-            raise LLMSimError(f"{where}: {key} must be a non-negative integer, got {_shown(first_dense)}")
-        if index < first_dense:
-            return False
-    last = config.get("moe_layer_end_index")
-    if last is not None:
-        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
-            raise LLMSimError(f"{where}: moe_layer_end_index must be a non-negative integer, got {_shown(last)}")
-        if index > last:
-            return False
-    if index in (_int_list(config, "mlp_only_layers", where) or []):
-        return False
-    for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
-                        ("moe_layer_interval", 1)):
-        step = config.get(key)
-        if step is None:
-            continue
-        if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
-            raise LLMSimError(f"{where}: {key} must be a positive integer, got {_shown(step, 40)}")
-        if (index + offset) % step:
-            return False
-    return True
+def _whole(config: dict[str, Any], key: str, where: str, low: int, default: int | None = None) -> int | None:
+    """``key`` as a whole number of at least ``low`` (at most :data:`MAX_COUNT`), ``default`` when absent or null;
+    anything else is one line naming the field, its value and what is allowed."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        allowed = "a positive integer" if low == 1 else "a non-negative integer"
+        raise LLMSimError(f"{where}: {key} must be {allowed}, got {_shown(value)}")
+    return value
+
+
+def _moe_layer_list(config: dict[str, Any], layers: int, where: str) -> list[bool] | None:
+    """``moe_layer_freq`` written as one 0 or 1 (or false / true) per layer (MiMo-V2-Flash, MiniMax-M3): which layers
+    run the routed experts; None when it is absent or one integer (every N-th layer, read by :func:`_moe_layers`)."""
+    value = config.get("moe_layer_freq")
+    allowed = f"allowed: a positive integer (every N-th layer) or a list of one 0 or 1 per layer ({layers})"
+    if not isinstance(value, list):
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_COUNT):
+            return None
+        raise LLMSimError(f"{where}: moe_layer_freq: {_shown(value)} is not a layer pattern; {allowed}")
+    bad = next((v for v in value if not isinstance(v, int) or v not in (0, 1)), None)
+    if bad is not None or len(value) != layers:
+        problem = f"entry {_shown(bad)}" if bad is not None else f"{len(value)} entries"
+        raise LLMSimError(f"{where}: moe_layer_freq: {problem} in {_shown(value, 60)}; {allowed}")
+    return [bool(v) for v in value]
+
+
+def _moe_layers(config: dict[str, Any], layers: int, where: str) -> list[bool]:
+    """Which layers (0-based) run the routed experts, by the family's pattern fields: not the first
+    ``first_k_dense_replace`` / ``moe_layer_start_index``, none after ``moe_layer_end_index``, none listed in
+    ``mlp_only_layers``, and only those ``moe_layer_freq`` marks (a per-layer list) or every N-th by
+    ``moe_layer_freq`` / ``decoder_sparse_step`` / ``interleave_moe_layer_step`` / ``moe_layer_interval``."""
+    first = max(_whole(config, key, where, 0, 0) or 0 for key in ("first_k_dense_replace", "moe_layer_start_index"))
+    last = _whole(config, "moe_layer_end_index", where, 0)
+    dense_only = _int_list(config, "mlp_only_layers", where) or []
+    if any(not 0 <= i < layers for i in dense_only):
+        raise LLMSimError(f"{where}: mlp_only_layers must list layer indices in [0, {layers}), got "
+                          f"{_shown(dense_only, 60)}")
+    listed = _moe_layer_list(config, layers, where)
+    steps = [(key, offset, _whole(config, key, where, 1))
+             for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
+                                 ("moe_layer_interval", 1)) if not (key == "moe_layer_freq" and listed is not None)]
+    mask = [first <= i and (last is None or i <= last) for i in range(layers)]
+    for i in dense_only:
+        mask[i] = False
+    if listed is not None:
+        mask = [m and on for m, on in zip(mask, listed, strict=True)]
+    for _, offset, step in steps:
+        if step is not None:
+            mask = [m and (i + offset) % step == 0 for i, m in enumerate(mask)]
+    return mask
 
 
 def _no_routed_experts(config: dict[str, Any]) -> bool:
@@ -457,7 +483,7 @@ def _ffns(config: dict[str, Any], layers: int, where: str) -> list[FFN]:
     dense, moe = _dense_ffn(config, where), _moe_ffn(config, where)
     if moe is None:
         return [dense] * layers
-    return [moe if _is_moe_layer(config, i, where) else dense for i in range(layers)]
+    return [moe if is_moe else dense for is_moe in _moe_layers(config, layers, where)]
 
 
 def quantization(config: dict[str, Any], path: Path | None, where: str) -> dict[str, Any] | None:

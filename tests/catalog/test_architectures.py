@@ -963,3 +963,35 @@ def test_expert_fields_given_per_layer(tmp_path):
         _load(tmp_path, {**config, "moe_topk": [8] * (layers - 1) + [4]})
     with pytest.raises(LLMSimError, match="use_cla: KV caches shared across layers"):
         _load(tmp_path, {**config, "use_cla": True})
+
+
+def test_moe_layer_freq_given_per_layer(tmp_path):
+    """MiMo-V2-Flash and MiniMax-M3 write moe_layer_freq as one 0 or 1 per layer: the experts run where it says 1
+    (a list of true / false reads the same); the integer form keeps DeepSeek's meaning (every N-th layer from layer
+    0). A list of the wrong length or with other values is refused in one line naming the field and the value."""
+    config = {"model_type": "mimo_v2_flash", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 8,
+              "num_experts_per_tok": 2, "vocab_size": 100, "moe_layer_freq": [0, 1, 1, 0]}
+    kinds = [g.ffn.kind for g in _load(tmp_path, config).layers for _ in range(g.count)]
+    assert sorted(kinds) == ["dense", "dense", "moe", "moe"]
+    assert _load(tmp_path, {**config, "moe_layer_freq": [False, True, True, False]}).layers == \
+        _load(tmp_path, config).layers
+    every_other = _load(tmp_path, {**config, "moe_layer_freq": 2})
+    assert {g.ffn.kind: g.count for g in every_other.layers} == {"moe": 2, "dense": 2}
+    dense_first = _load(tmp_path, {**config, "moe_layer_freq": [1, 1, 1, 1], "first_k_dense_replace": 1})
+    assert {g.ffn.kind: g.count for g in dense_first.layers} == {"dense": 1, "moe": 3}
+    for bad, problem in (([0, 1, 1], "3 entries"), ([0, 2, 1, 0], "entry 2"), ([0, 1, "1", 0], "entry '1'"),
+                         ("1", "'1' is not a layer pattern; allowed: a positive integer"),
+                         (0, "0 is not a layer pattern")):
+        with pytest.raises(LLMSimError) as caught:
+            _load(tmp_path, {**config, "moe_layer_freq": bad})
+        message = str(caught.value)
+        assert "\n" not in message and "moe_layer_freq" in message and problem in message, message
+
+
+def test_mlp_only_layers_out_of_range_is_refused(tmp_path):
+    config = {"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "intermediate_size": 512, "moe_intermediate_size": 64, "num_experts": 8, "num_experts_per_tok": 2,
+              "vocab_size": 100, "mlp_only_layers": [4]}
+    with pytest.raises(LLMSimError, match=r"mlp_only_layers must list layer indices in \[0, 4\), got \[4\]"):
+        _load(tmp_path, config)
