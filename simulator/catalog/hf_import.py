@@ -77,7 +77,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
                           "moe_topk"),
     "expert_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
     "shared_experts": ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "num_shared_expert"),
-    "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size"),
+    "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size",
+                                 "moe_shared_expert_intermediate_size"),
+    "expert_latent_size": ("moe_latent_size",),
     "window": ("sliding_window", "attention_window"),
     "chunk": ("attention_chunk_size",),
     **{key: (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
@@ -475,7 +477,7 @@ def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
     return validate(MoEFFN, {
         "kind": "moe", "intermediate_size": expert_width, "gated": config.get("model_type") not in UNGATED_MODEL_TYPES,
         "num_experts": experts, "experts_per_token": _get(config, "experts_per_token", where, 1),
-        "shared_intermediate_size": shared,
+        "shared_intermediate_size": shared, "latent_size": _get(config, "expert_latent_size", where, 0),
     }, where)
 
 

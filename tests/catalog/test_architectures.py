@@ -995,3 +995,57 @@ def test_mlp_only_layers_out_of_range_is_refused(tmp_path):
               "vocab_size": 100, "mlp_only_layers": [4]}
     with pytest.raises(LLMSimError, match=r"mlp_only_layers must list layer indices in \[0, 4\), got \[4\]"):
         _load(tmp_path, config)
+
+
+# nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16's config.json (https://huggingface.co/nvidia/
+# NVIDIA-Nemotron-3-Super-120B-A12B-BF16/blob/main/config.json; its NVFP4 sibling's is the same), architecture fields
+NEMOTRON_3_SUPER = {
+    "model_type": "nemotron_h", "num_hidden_layers": 88, "hidden_size": 4096, "vocab_size": 131072,
+    "hybrid_override_pattern": "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME",
+    "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+    "expand": 2, "mamba_ssm_cache_dtype": "float32", "num_attention_heads": 32, "num_key_value_heads": 2,
+    "head_dim": 128, "intermediate_size": 2688, "n_routed_experts": 512, "n_shared_experts": 1,
+    "num_experts_per_tok": 22, "moe_latent_size": 1024, "moe_intermediate_size": 2688,
+    "moe_shared_expert_intermediate_size": 5376, "mlp_hidden_act": "relu2", "mtp_hybrid_override_pattern": "*E",
+    "num_nextn_predict_layers": 1, "tie_word_embeddings": False, "max_position_embeddings": 262144}
+
+
+def test_latent_experts_of_nemotron_3_super(tmp_path):
+    """LatentMoE (moe_latent_size L = 1024): the 512 routed experts (relu2, up and down) work at width L between a
+    4096 → 1024 and a 1024 → 4096 projection every token runs; the router and the 5376-wide shared expert stay at
+    4096. NVIDIA publishes 120B total and 12B active (research.nvidia.com/labs/nemotron/Nemotron-3-Super: "a 12B
+    active 120B total parameter Mixture-of-Experts hybrid Mamba-Transformer model"); read at the hidden width, as
+    before moe_latent_size was read, it was 457.7B and 26.1B. Its MTP module (one attention and one MoE layer) is
+    kept apart, as the published count does."""
+    model = _load(tmp_path, NEMOTRON_3_SUPER)
+    moe = next(g.ffn for g in model.layers if g.ffn.kind == "moe")
+    D, L = 4096, 1024
+    assert (moe.latent_size, moe.intermediate_size, moe.shared_intermediate_size, moe.gated) == (L, 2688, 5376, False)
+    assert moe.params(D) == 512 * 2 * L * 2688 + 2 * D * 5376 + 2 * D * L + D * 512
+    assert moe.idle_params(D) == (512 - 22) * 2 * L * 2688
+    assert abs(model.num_params / 120e9 - 1) <= 0.06, model.num_params
+    assert abs(model.active_params / 12e9 - 1) <= 0.10, model.active_params
+    assert model.mtp is not None and model.mtp.ffn == moe
+    wide = _load(tmp_path, {key: value for key, value in NEMOTRON_3_SUPER.items() if key != "moe_latent_size"})
+    assert wide.num_params > 3 * model.num_params
+
+
+def test_latent_experts_cost_their_latent_width():
+    """Priced at the latent width, a latent MoE layer's grouped GEMMs read L/D of the weights the same experts at the
+    hidden width would, so its decode step is cheaper; its projections are two more GEMMs every token runs; under
+    attention data parallelism its tokens cross the all-to-all at width L."""
+    from simulator.catalog.layers import MoEFFN, NoAttention
+    from simulator.catalog.model_spec import ModelSpec
+    from simulator.cost.base import IterationShape
+
+    def model(latent):
+        ffn = MoEFFN(intermediate_size=2688, gated=False, num_experts=512, experts_per_token=22, latent_size=latent)
+        return ModelSpec(name=f"latent-{latent}", hidden_size=4096, vocab_size=1000, max_position_embeddings=4096,
+                         layers=[{"count": 4, "attention": NoAttention(), "ffn": ffn}])
+
+    hw = load_hardware("h100-sxm")
+    latent, wide = (RooflineCostModel(model(L), hw, 1, "bf16") for L in (1024, 0))
+    shape = IterationShape((), 64, 64 * 100)
+    assert latent.groups[0].expert_hidden == 1024 and wide.groups[0].expert_hidden == 4096
+    assert latent.iteration_time(shape) < wide.iteration_time(shape) / 2
+    assert model(1024).num_params - model(0).num_params == 4 * (512 * 2 * 2688 * (1024 - 4096) + 2 * 4096 * 1024)
