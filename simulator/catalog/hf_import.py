@@ -80,6 +80,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size",
                                  "moe_shared_expert_intermediate_size"),
     "expert_latent_size": ("moe_latent_size",),
+    "global_head_dim": ("global_head_dim",),
+    "global_kv_heads": ("num_global_key_value_heads",),
     "window": ("sliding_window", "attention_window"),
     "chunk": ("attention_chunk_size",),
     **{key: (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
@@ -118,6 +120,10 @@ HYBRID_BLOCKS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "d
 UNMODELLED_LAYOUTS = {"attn_type_list": "lightning (linear) attention layers (MiniMax-Text-01, MiniMax-M1)",
                       "linear_attn_config": "Kimi Delta Attention layers (Kimi-Linear)",
                       "attn_layer_period": "Mamba-1 layers between attention layers (Jamba)"}
+# features a config switches on (a true or a count above 0) that the importer does not model: the field, and what it is
+UNMODELLED_FEATURES = {"use_cla": "KV caches shared across layers (Hunyuan's cross-layer attention)",
+                       "num_kv_shared_layers": "KV caches shared across layers (Gemma 3n, Gemma 4 E2B/E4B)",
+                       "hidden_size_per_layer_input": "per-layer input embeddings (Gemma 3n, Gemma 4 E2B/E4B)"}
 # the fields that count a checkpoint's multi-token-prediction modules (DeepSeek-V3/R1, GLM-4.5 and GLM-5, MiMo:
 # num_nextn_predict_layers; Qwen3.5: mtp_num_hidden_layers), and the families that ship them without saying how many
 # (vLLM's qwen3_next_mtp.py reads num_nextn_predict_layers with a default of 1: Qwen3-Next's config has none)
@@ -277,6 +283,7 @@ def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool
         return NoAttention()
     heads, hidden = _get(config, "num_heads", where), _get(config, "hidden_size", where)
     fields: dict[str, Any] = {"num_heads": heads}
+    values_are_keys = False
     output_gate = _flag(config, "attn_output_gate", where, False)
     if config.get("kv_lora_rank") is not None:
         rope = _get(config, "qk_rope_head_dim", where)
@@ -292,12 +299,16 @@ def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool
                 fields.update(index_heads=_get(config, "index_heads", where),
                               index_head_dim=_get(config, "index_head_dim", where))
         return validate(ATTENTION_KINDS.get("mla"), fields, where)
+    if kind == "full" and any(config.get(key) is not None for key in ("global_head_dim", "num_global_key_value_heads",
+                                                                      "attention_k_eq_v")):
+        config, values_are_keys = _global_layer(config, where)
     if hidden % heads and _get(config, "head_dim", where, None) is None:
         raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
                           "head_dim is not given")
     fields.update(kind=kind, output_gate=output_gate, num_kv_heads=_get(config, "num_kv_heads", where, heads),
                   head_dim=_get(config, "head_dim", where, hidden // heads),
                   sinks=config.get("model_type") in SINK_FAMILIES,
+                  values_are_keys=values_are_keys,
                   qk_norm_across_heads=_flag(config, "use_qk_norm", where, False)
                   and str(config.get("qk_norm_type", "")).lower() == "per_layer")
     if kind in ("sliding", "chunked"):
@@ -307,6 +318,20 @@ def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool
         else:
             fields["kind"] = "full"
     return validate(ATTENTION_KINDS.get(fields["kind"]), fields, where)
+
+
+def _global_layer(config: dict[str, Any], where: str) -> tuple[dict[str, Any], bool]:
+    """The fields of a global (full-attention) layer where the config shapes them apart from its local ones (Gemma 4:
+    ``global_head_dim``, ``num_global_key_value_heads``), and whether its keys serve as values
+    (``attention_k_eq_v``)."""
+    config = dict(config)
+    for fact, key in (("global_head_dim", "head_dim"), ("global_kv_heads", "num_key_value_heads")):
+        value = _get(config, fact, where, None)
+        if value is not None:
+            for alias in ALIASES["head_dim" if key == "head_dim" else "num_kv_heads"]:
+                config.pop(alias, None)
+            config[key] = value
+    return config, _flag(config, "attention_k_eq_v", where, False)
 
 
 def _state_mixer(config: dict[str, Any], kind: str, where: str) -> Attention:
@@ -453,11 +478,19 @@ def _dense_ffn(config: dict[str, Any], where: str) -> FFN:
 
 
 def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
-    """The routed-experts FFN the config describes, or None without routed experts (none named, one, or 0)."""
-    if _no_routed_experts(config):
+    """The routed-experts FFN the config describes, or None without routed experts (none named, one, or 0, or
+    ``enable_moe_block: false``). With ``enable_moe_block: true`` (Gemma 4) the experts run beside the layer's dense
+    MLP of ``intermediate_size``, which every token runs: a shared expert of that width."""
+    beside_dense = config.get("enable_moe_block")
+    if beside_dense is not None and not isinstance(beside_dense, bool):
+        raise LLMSimError(f"{where}: enable_moe_block must be true or false, got {_shown(beside_dense)}")
+    if _no_routed_experts(config) or beside_dense is False:
         return None
     experts = _get(config, "num_experts", where, 1)
     if experts == 1:
+        if beside_dense:
+            raise LLMSimError(f"{where}: enable_moe_block is true but the config names no routed experts "
+                              f"({' / '.join(ALIASES['num_experts'])})")
         return None
     if _get(config, "experts_per_token", where, None) is None:
         raise LLMSimError(f"{where}: the config names {experts} routed experts but not how many each token is sent to "
@@ -467,13 +500,16 @@ def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
     family = str(config.get("model_type", "")).split("_")[0]
     stated = {key: config[key] for key in (*ALIASES["shared_intermediate_size"], *ALIASES["shared_experts"])
               if config.get(key) is not None}
-    if any((value == 0 and not isinstance(value, bool)) or (isinstance(value, list) and set(value) == {0})
+    if any((value == 0 and not isinstance(value, bool))
+           or (isinstance(value, list) and value and all(v == 0 and not isinstance(v, bool) for v in value))
            for value in stated.values()):
         shared = 0  # "no shared experts", said explicitly
     else:
         shared = _get(config, "shared_intermediate_size", where, None)
         if shared is None:
             shared = _get(config, "shared_experts", where, SHARED_EXPERTS_BY_FAMILY.get(family, 0)) * expert_width
+    if beside_dense:  # Gemma 4: every layer's dense MLP runs beside its experts, as a shared expert would
+        shared += _get(config, "intermediate_size", where)
     return validate(MoEFFN, {
         "kind": "moe", "intermediate_size": expert_width, "gated": config.get("model_type") not in UNGATED_MODEL_TYPES,
         "num_experts": experts, "experts_per_token": _get(config, "experts_per_token", where, 1),
@@ -603,9 +639,13 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
     for key, layout in UNMODELLED_LAYOUTS.items():
         if text.get(key) is not None:
             raise LLMSimError(f"{where}: {key}: {layout} are not modelled yet")
-    if text.get("use_cla") is True:
-        raise LLMSimError(f"{where}: use_cla: KV caches shared across layers (Hunyuan's cross-layer attention) are not "
-                          "modelled yet")
+    for key, feature in UNMODELLED_FEATURES.items():
+        value = text.get(key)
+        if value is None or value is False or value == 0 and isinstance(value, int):
+            continue
+        if value is True or isinstance(value, int) and 0 < value <= MAX_COUNT:
+            raise LLMSimError(f"{where}: {key}: {feature} are not modelled yet")
+        raise LLMSimError(f"{where}: {key} must be true / false or a non-negative integer, got {_shown(value)}")
     layers = _get(text, "num_layers", where)
     blocks = _hybrid_blocks(text, layers, where)
     if blocks is None:

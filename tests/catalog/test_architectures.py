@@ -1049,3 +1049,62 @@ def test_latent_experts_cost_their_latent_width():
     assert latent.groups[0].expert_hidden == 1024 and wide.groups[0].expert_hidden == 4096
     assert latent.iteration_time(shape) < wide.iteration_time(shape) / 2
     assert model(1024).num_params - model(0).num_params == 4 * (512 * 2 * 2688 * (1024 - 4096) + 2 * 4096 * 1024)
+
+
+# google/gemma-4-26B-A4B-it's config.json (https://huggingface.co/google/gemma-4-26B-A4B-it/blob/main/config.json),
+# the architecture fields of its text_config (its vision tower is not modelled)
+GEMMA_4_26B_A4B = {"model_type": "gemma4", "tie_word_embeddings": True, "text_config": {
+    "model_type": "gemma4_text", "num_hidden_layers": 30, "hidden_size": 2816, "intermediate_size": 2112,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "global_head_dim": 512,
+    "num_global_key_value_heads": 2, "attention_k_eq_v": True, "num_kv_shared_layers": 0,
+    "hidden_size_per_layer_input": 0, "use_double_wide_mlp": False, "vocab_size": 262144,
+    "max_position_embeddings": 262144, "sliding_window": 1024, "tie_word_embeddings": True,
+    "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
+    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5}}
+
+
+def test_gemma_4_moe_runs_its_experts_beside_a_dense_mlp(tmp_path):
+    """Gemma 4's enable_moe_block: each layer runs its dense MLP (intermediate_size 2112) and, beside it, 8 of 128
+    routed experts of 704 — the dense MLP counts as a shared expert every token runs. Its 5 global layers have their
+    own shape: 2 KV heads of global_head_dim 512, the keys serving as values (attention_k_eq_v: no value projection).
+    Google's model card (google/gemma-4-26B-A4B-it): 25.2B total, 3.8B active; before enable_moe_block and the
+    global layers' fields were read, the dense MLP was left out and it was 24.6B total, 3.2B active. Its dense
+    sibling Gemma-4-31B (the same global-layer fields; model card: 30.7B) was 30.1B."""
+    model = _load(tmp_path, GEMMA_4_26B_A4B)
+    moe = model.layers[0].ffn
+    assert (moe.num_experts, moe.experts_per_token, moe.intermediate_size, moe.shared_intermediate_size) == (
+        128, 8, 704, 2112)
+    full = next(g.attention for g in model.layers if g.attention.kind == "full")
+    assert (full.num_kv_heads, full.head_dim, full.values_are_keys) == (2, 512, True)
+    assert full.params(2816) == 2816 * (16 + 2) * 512 + 16 * 512 * 2816
+    assert full.kv_elements_per_token() == 2 * 2 * 512
+    assert {(g.attention.kind, g.attention.head_dim, g.count) for g in model.layers} == {("sliding", 256, 25),
+                                                                                        ("full", 512, 5)}
+    assert abs(model.num_params / 25.2e9 - 1) <= 0.06, model.num_params
+    assert abs(model.active_params / 3.8e9 - 1) <= 0.10, model.active_params
+    dense = _load(tmp_path, {**GEMMA_4_26B_A4B, "text_config": {**GEMMA_4_26B_A4B["text_config"],
+                                                                "enable_moe_block": False}})
+    assert {g.ffn.kind for g in dense.layers} == {"dense"}
+    # google/gemma-4-31B-it's config.json: no experts (enable_moe_block false, num_experts null), 60 layers
+    dense_31b = {**GEMMA_4_26B_A4B["text_config"], "num_hidden_layers": 60, "hidden_size": 5376,
+                 "intermediate_size": 21504, "num_attention_heads": 32, "num_key_value_heads": 16,
+                 "num_global_key_value_heads": 4, "enable_moe_block": False, "num_experts": None,
+                 "top_k_experts": None, "moe_intermediate_size": None,
+                 "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 10}
+    assert _close(_load(tmp_path, {**GEMMA_4_26B_A4B, "text_config": dense_31b}).num_params / 1e9, 30.7)
+
+
+@pytest.mark.parametrize("field, value, problem", [
+    ("num_kv_shared_layers", 20, "num_kv_shared_layers: KV caches shared across layers"),
+    ("hidden_size_per_layer_input", 256, "hidden_size_per_layer_input: per-layer input embeddings"),
+    ("enable_moe_block", "yes", "enable_moe_block must be true or false, got 'yes'"),
+    ("attention_k_eq_v", 1, "attention_k_eq_v must be true or false, got 1"),
+    ("global_head_dim", "512", "global_head_dim must be a positive integer, got '512'"),
+])
+def test_gemma_4_fields_not_modelled_or_mistyped_are_one_line(tmp_path, field, value, problem):
+    """Gemma 4 E2B/E4B's per-layer embeddings and layers sharing another layer's KV cache are refused, not counted
+    as the plain model they are not."""
+    config = {**GEMMA_4_26B_A4B, "text_config": {**GEMMA_4_26B_A4B["text_config"], field: value}}
+    with pytest.raises(LLMSimError) as caught:
+        _load(tmp_path, config)
+    assert "\n" not in str(caught.value) and problem in str(caught.value), str(caught.value)
