@@ -793,7 +793,7 @@ def test_attention_layer_indices_place_attention_among_mamba_layers(tmp_path):
               "mamba_n_heads": 8, "mamba_d_head": 64, "mamba_d_state": 16, "vocab_size": 100}
     kinds = [g.attention.kind for g in _load(tmp_path, config).layers for _ in range(g.count)]
     assert sorted(kinds) == ["full"] * 2 + ["mamba"] * 4
-    with pytest.raises(LLMSimError, match=r"attn_layer_indices must be layer indices in \[0, 6\)"):
+    with pytest.raises(LLMSimError, match=r"attn_layer_indices must list layer indices in \[0, 6\)"):
         _load(tmp_path, {**config, "attn_layer_indices": [6]})
 
 
@@ -923,7 +923,7 @@ def test_ernie_moe_layer_range_and_top_k(tmp_path):
         64, 6, 1536, 2 * 1536)
     ranged = _load(tmp_path, {**config, "moe_layer_end_index": 20, "moe_layer_interval": 2})
     assert sorted(g.count for g in ranged.layers if g.ffn.kind == "moe") == [10]  # layers 1, 3, ..., 19
-    with pytest.raises(LLMSimError, match="names 64 routed experts but not how many each token is sent to"):
+    with pytest.raises(LLMSimError, match=r"names 64 routed experts \(moe_num_experts\) but not how many each token"):
         _load(tmp_path, {key: value for key, value in config.items() if key != "moe_k"})
 
 
@@ -993,7 +993,8 @@ def test_mlp_only_layers_out_of_range_is_refused(tmp_path):
     config = {"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
               "intermediate_size": 512, "moe_intermediate_size": 64, "num_experts": 8, "num_experts_per_tok": 2,
               "vocab_size": 100, "mlp_only_layers": [4]}
-    with pytest.raises(LLMSimError, match=r"mlp_only_layers must list layer indices in \[0, 4\), got \[4\]"):
+    with pytest.raises(LLMSimError, match=r"mlp_only_layers must list layer indices in \[0, 4\) "
+                                          r"\(num_hidden_layers = 4\), got \[4\]"):
         _load(tmp_path, config)
 
 
@@ -1001,7 +1002,8 @@ def test_mlp_only_layers_out_of_range_is_refused(tmp_path):
 # NVIDIA-Nemotron-3-Super-120B-A12B-BF16/blob/main/config.json; its NVFP4 sibling's is the same), architecture fields
 NEMOTRON_3_SUPER = {
     "model_type": "nemotron_h", "num_hidden_layers": 88, "hidden_size": 4096, "vocab_size": 131072,
-    "hybrid_override_pattern": "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME",
+    "hybrid_override_pattern": "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*"
+                               "EMEMEMEM*EMEMEMEME",
     "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
     "expand": 2, "mamba_ssm_cache_dtype": "float32", "num_attention_heads": 32, "num_key_value_heads": 2,
     "head_dim": 128, "intermediate_size": 2688, "n_routed_experts": 512, "n_shared_experts": 1,
