@@ -121,7 +121,10 @@ LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunke
                "linear_attention": "linear", "attention": "full", "mamba": "mamba"}
 HYBRID_BLOCKS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
 # layouts of sequence mixers the importer does not model: the field that declares one, and what it declares
-UNMODELLED_LAYOUTS = {"attn_type_list": "lightning (linear) attention layers (MiniMax-Text-01, MiniMax-M1)",
+UNMODELLED_LAYOUTS = {"compress_ratios": "compressed and heavily compressed sparse attention layers (DeepSeek-V4's "
+                                         "CSA and HCA)",
+                      "hc_mult": "manifold-constrained hyper-connections in place of residuals (DeepSeek-V4's mHC)",
+                      "attn_type_list": "lightning (linear) attention layers (MiniMax-Text-01, MiniMax-M1)",
                       "linear_attn_config": "Kimi Delta Attention layers (Kimi-Linear)",
                       "attn_layer_period": "Mamba-1 layers between attention layers (Jamba)"}
 # the fields that place layers of each kind (the model_type where the family decides)

@@ -111,6 +111,8 @@ TINY = {"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 256, "
     ({"num_key_value_heads": 3}, "num_attention_heads (4) must be a multiple of num_key_value_heads (3)"),
     ({"num_experts_per_tok": 9}, "num_experts_per_tok must be <= num_experts, got 9 > 8"),
     ({"kv_lora_rank": 32}, "lacks required key 'qk_rope_head_dim', needed by kv_lora_rank's latent attention"),
+    # DeepSeek-V4 (out of scope): refused by the field that declares what is not modelled, not by a side effect
+    ({"compress_ratios": [0, 4, 128, 4], "index_topk": 512}, "compress_ratios: compressed and heavily compressed"),
 ])
 def test_a_field_the_importer_cannot_read_is_one_line_naming_it(fields, problem):
     with pytest.raises(LLMSimError) as caught:
