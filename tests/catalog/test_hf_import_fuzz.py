@@ -51,7 +51,7 @@ def _config(name: str) -> dict[str, Any]:
 
 def _fields(config: dict[str, Any]) -> list[tuple[str, ...]]:
     """Every field of the config: the top level's, and those of its :data:`SECTIONS`."""
-    paths = {(key,) for key in (*config, *READ)}
+    paths: set[tuple[str, ...]] = {(key,) for key in (*config, *READ)}
     for section in SECTIONS:
         if isinstance(config.get(section), dict):
             more = QUANTIZATION_READ if section == "quantization_config" else READ
