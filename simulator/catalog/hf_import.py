@@ -14,12 +14,18 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
   (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
 - FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` (DeepSeek) or
-  ``moe_layer_start_index`` (ERNIE 4.5) layers, those after ``moe_layer_end_index``, layers off ``moe_layer_freq`` /
-  ``decoder_sparse_step`` / ``interleave_moe_layer_step`` / ``moe_layer_interval``, and ``mlp_only_layers``; routed
+  ``moe_layer_start_index`` (ERNIE 4.5) layers, those after ``moe_layer_end_index``, layers off ``moe_layer_freq``
+  (every N-th layer, or one 0 or 1 per layer: MiMo-V2-Flash, MiniMax-M3) / ``decoder_sparse_step`` /
+  ``interleave_moe_layer_step`` / ``moe_layer_interval``, and ``mlp_only_layers``; routed
   experts of ``moe_intermediate_size`` (else ``intermediate_size``), as many per token as the config says (routed
   experts without a top-k are one line, not a silent 1); dense layers of ``intermediate_size_mlp`` (Llama 4) or
   ``intermediate_size``; shared experts of ``shared_expert_intermediate_size`` or ``n_shared_experts`` × the expert
-  width (Llama 4 runs one shared expert per MoE layer);
+  width (Llama 4 runs one shared expert per MoE layer), or ``moe_shared_expert_intermediate_size``; experts at a
+  ``moe_latent_size`` (LatentMoE, Nemotron-3-Super) between a down and an up projection every token runs; with
+  ``enable_moe_block`` (Gemma 4) the experts run beside the layer's dense MLP of ``intermediate_size``, which counts
+  as a shared expert (``false``: dense);
+- Gemma 4's global (full-attention) layers: ``global_head_dim``, ``num_global_key_value_heads``, and
+  ``attention_k_eq_v`` (keys serving as values: no value projection);
 - a ``hybrid_override_pattern`` (Nemotron-H) gives one block per layer: ``M`` a Mamba2 mixer (``mamba_*``,
   ``ssm_state_size``, ``n_groups``, ``conv_kernel``), ``*`` attention, ``-`` an MLP, ``E`` a mixture of experts.
   A Mamba2 mixer's heads × head width is ``mamba_expand`` × ``hidden_size``, so a config may give either (or a
@@ -33,7 +39,12 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   ``scheduler.speculative.method: mtp``;
 - mixers not modelled are refused in one line naming the field, never priced as full attention:
   ``attn_type_list`` (lightning attention), ``linear_attn_config`` (Kimi Delta Attention), ``attn_layer_period``
-  (Jamba's Mamba-1), and Mamba fields no layer pattern places (Falcon-H1's attention and Mamba side by side).
+  (Jamba's Mamba-1), ``compress_ratios`` and ``hc_mult`` (DeepSeek-V4's compressed attention and hyper-connections),
+  and Mamba fields no layer pattern places (Falcon-H1's attention and Mamba side by side); so are features switched
+  on that are not modelled (:data:`UNMODELLED_FEATURES`: cross-layer KV sharing, per-layer input embeddings);
+- every field the importer reads is checked wherever the config gives it (:func:`_check_fields`, and
+  :func:`_check_quantization` for the quantisation's): a mistyped or out-of-range one is one line naming the field,
+  its value and what is allowed; a spec's validation error names the config's fields (:func:`_checked`).
 
 ``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
 ``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
