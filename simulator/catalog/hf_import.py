@@ -545,9 +545,11 @@ def _whole(config: dict[str, Any], key: str, where: str, low: int, default: int 
     value = config.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
         allowed = "a positive integer" if low == 1 else "a non-negative integer"
         raise LLMSimError(f"{where}: {key} must be {allowed}, got {_shown(value)}")
+    if value > MAX_COUNT:
+        raise LLMSimError(f"{where}: {key}: {value:,} is above {MAX_COUNT:,}, more than any model has")
     return value
 
 
