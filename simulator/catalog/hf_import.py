@@ -14,12 +14,18 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   ``attention_chunk_size`` (Llama 4: RoPE layers chunked, NoPE layers global) or ``sliding_window`` on every layer
   (Mistral; Qwen's ``use_sliding_window`` with ``max_window_layers`` full layers first);
 - FFN: mixture-of-experts when there are routed experts, except the first ``first_k_dense_replace`` (DeepSeek) or
-  ``moe_layer_start_index`` (ERNIE 4.5) layers, those after ``moe_layer_end_index``, layers off ``moe_layer_freq`` /
-  ``decoder_sparse_step`` / ``interleave_moe_layer_step`` / ``moe_layer_interval``, and ``mlp_only_layers``; routed
+  ``moe_layer_start_index`` (ERNIE 4.5) layers, those after ``moe_layer_end_index``, layers off ``moe_layer_freq``
+  (every N-th layer, or one 0 or 1 per layer: MiMo-V2-Flash, MiniMax-M3) / ``decoder_sparse_step`` /
+  ``interleave_moe_layer_step`` / ``moe_layer_interval``, and ``mlp_only_layers``; routed
   experts of ``moe_intermediate_size`` (else ``intermediate_size``), as many per token as the config says (routed
   experts without a top-k are one line, not a silent 1); dense layers of ``intermediate_size_mlp`` (Llama 4) or
   ``intermediate_size``; shared experts of ``shared_expert_intermediate_size`` or ``n_shared_experts`` × the expert
-  width (Llama 4 runs one shared expert per MoE layer);
+  width (Llama 4 runs one shared expert per MoE layer), or ``moe_shared_expert_intermediate_size``; experts at a
+  ``moe_latent_size`` (LatentMoE, Nemotron-3-Super) between a down and an up projection every token runs; with
+  ``enable_moe_block`` (Gemma 4) the experts run beside the layer's dense MLP of ``intermediate_size``, which counts
+  as a shared expert (``false``: dense);
+- Gemma 4's global (full-attention) layers: ``global_head_dim``, ``num_global_key_value_heads``, and
+  ``attention_k_eq_v`` (keys serving as values: no value projection);
 - a ``hybrid_override_pattern`` (Nemotron-H) gives one block per layer: ``M`` a Mamba2 mixer (``mamba_*``,
   ``ssm_state_size``, ``n_groups``, ``conv_kernel``), ``*`` attention, ``-`` an MLP, ``E`` a mixture of experts.
   A Mamba2 mixer's heads × head width is ``mamba_expand`` × ``hidden_size``, so a config may give either (or a
@@ -33,7 +39,12 @@ top level. Per-family *layer patterns*, never per-model branches, decide each la
   ``scheduler.speculative.method: mtp``;
 - mixers not modelled are refused in one line naming the field, never priced as full attention:
   ``attn_type_list`` (lightning attention), ``linear_attn_config`` (Kimi Delta Attention), ``attn_layer_period``
-  (Jamba's Mamba-1), and Mamba fields no layer pattern places (Falcon-H1's attention and Mamba side by side).
+  (Jamba's Mamba-1), ``compress_ratios`` and ``hc_mult`` (DeepSeek-V4's compressed attention and hyper-connections),
+  and Mamba fields no layer pattern places (Falcon-H1's attention and Mamba side by side); so are features switched
+  on that are not modelled (:data:`UNMODELLED_FEATURES`: cross-layer KV sharing, per-layer input embeddings);
+- every field the importer reads is checked wherever the config gives it (:func:`_check_fields`, and
+  :func:`_check_quantization` for the quantisation's): a mistyped or out-of-range one is one line naming the field,
+  its value and what is allowed; a spec's validation error names the config's fields (:func:`_checked`).
 
 ``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside the file) sets the checkpoint's weight dtype:
 ``fp8`` (``fp8_block`` with a ``weight_block_size``), ``mxfp4``, ModelOpt ``FP8`` / ``NVFP4``, compressed-tensors
@@ -50,16 +61,20 @@ an ``attn_config`` or ``ffn_config`` (DBRX, MPT) read as if at the top level. A 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import re2
+from pydantic import ValidationError
 
 from simulator.catalog.architecture import MAX_LAYERS, LayerGroup, group_layers
 from simulator.catalog.layers import ATTENTION_KINDS, FFN, Attention, DenseFFN, MoEFFN, NoAttention, NoFFN
 from simulator.catalog.loading import validate
 from simulator.catalog.model_spec import ModelSpec
-from simulator.errors import LLMSimError
+from simulator.errors import LLMSimError, format_validation_error
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "num_layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
@@ -77,7 +92,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                           "moe_topk"),
     "expert_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
     "shared_experts": ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "num_shared_expert"),
-    "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size"),
+    "shared_intermediate_size": ("shared_expert_intermediate_size", "shared_intermediate_size",
+                                 "moe_shared_expert_intermediate_size"),
+    "expert_latent_size": ("moe_latent_size",),
+    "global_head_dim": ("global_head_dim",),
+    "global_kv_heads": ("num_global_key_value_heads",),
     "window": ("sliding_window", "attention_window"),
     "chunk": ("attention_chunk_size",),
     **{key: (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
@@ -113,9 +132,20 @@ LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "chunke
                "linear_attention": "linear", "attention": "full", "mamba": "mamba"}
 HYBRID_BLOCKS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
 # layouts of sequence mixers the importer does not model: the field that declares one, and what it declares
-UNMODELLED_LAYOUTS = {"attn_type_list": "lightning (linear) attention layers (MiniMax-Text-01, MiniMax-M1)",
+UNMODELLED_LAYOUTS = {"compress_ratios": "compressed and heavily compressed sparse attention layers (DeepSeek-V4's "
+                                         "CSA and HCA)",
+                      "hc_mult": "manifold-constrained hyper-connections in place of residuals (DeepSeek-V4's mHC)",
+                      "attn_type_list": "lightning (linear) attention layers (MiniMax-Text-01, MiniMax-M1)",
                       "linear_attn_config": "Kimi Delta Attention layers (Kimi-Linear)",
                       "attn_layer_period": "Mamba-1 layers between attention layers (Jamba)"}
+# the fields that place layers of each kind (the model_type where the family decides)
+PATTERN_FIELDS = ("hybrid_override_pattern", "layer_types", "attn_layer_indices", "full_attention_interval")
+# fields read as names (a family, a norm's kind, a dtype)
+TEXT_FIELDS = ("model_type", "qk_norm_type", "mamba_ssm_dtype")
+# features a config switches on (a true or a count above 0) that the importer does not model: the field, and what it is
+UNMODELLED_FEATURES = {"use_cla": "KV caches shared across layers (Hunyuan's cross-layer attention)",
+                       "num_kv_shared_layers": "KV caches shared across layers (Gemma 3n, Gemma 4 E2B/E4B)",
+                       "hidden_size_per_layer_input": "per-layer input embeddings (Gemma 3n, Gemma 4 E2B/E4B)"}
 # the fields that count a checkpoint's multi-token-prediction modules (DeepSeek-V3/R1, GLM-4.5 and GLM-5, MiMo:
 # num_nextn_predict_layers; Qwen3.5: mtp_num_hidden_layers), and the families that ship them without saying how many
 # (vLLM's qwen3_next_mtp.py reads num_nextn_predict_layers with a default of 1: Qwen3-Next's config has none)
@@ -159,6 +189,82 @@ def _get(config: dict[str, Any], fact: str, where: str, default: Any = ...) -> A
     return default
 
 
+# the fields the importer reads beside the :data:`ALIASES`, by what each must be: checked wherever a config gives one
+# (not null), whether or not its layer pattern reads it, so a mistyped field is never silently dropped
+COUNT_FIELDS = ("decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_interval", "full_attention_interval",
+                "index_topk_freq", "mamba_expand")
+WHOLE_FIELDS = ("first_k_dense_replace", "moe_layer_start_index", "moe_layer_end_index", "max_window_layers",
+                "index_skip_topk_offset")  # (the MTP fields: always read, by _mtp)
+FLAG_FIELDS = ("use_sliding_window", "tie_word_embeddings", "attn_output_gate", "use_qk_norm", "attention_k_eq_v",
+               "enable_moe_block")
+INDEX_FIELDS = ("mlp_only_layers", "attn_layer_indices")
+# facts a config may state as 0 (no routed or no shared experts), and a Mamba head width of "auto" (Granite-4.0-H)
+ZERO_MEANS_NONE = ("num_experts", "shared_experts", "shared_intermediate_size")
+
+
+def _check_fields(config: dict[str, Any], layers: int, where: str) -> None:
+    """Every field the importer reads that the config gives, checked against what it must be before any is used: a
+    one-line refusal names the field, its value and what is allowed."""
+    for fact, keys in ALIASES.items():
+        for key in keys:
+            value = config.get(key)
+            if value is None or (fact in ZERO_MEANS_NONE and value == 0 and not isinstance(value, bool)) or (
+                    key == "mamba_d_head" and value == "auto"):
+                continue
+            if fact in ZERO_MEANS_NONE and isinstance(value, list) and value and all(
+                    v == 0 and not isinstance(v, bool) for v in value):
+                continue
+            _get({key: value}, fact, where)  # that field alone: each alias a config gives is checked
+    for key in COUNT_FIELDS:
+        _whole(config, key, where, 1)
+    for key in WHOLE_FIELDS:
+        _whole(config, key, where, 0)
+    for key in FLAG_FIELDS:
+        _flag(config, key, where, False)
+    for key in INDEX_FIELDS:
+        indices = _int_list(config, key, where) or []
+        if any(not 0 <= i < layers for i in indices):
+            raise LLMSimError(f"{where}: {key} must list layer indices in [0, {layers}) ({_depth(config, layers)}), "
+                              f"got {_shown(indices, 60)}")
+    _int_list(config, "no_rope_layers", where, layers)
+    _moe_layer_list(config, layers, where)
+
+
+def _depth(config: dict[str, Any], layers: int) -> str:
+    """The config's layer count as it names it (``num_hidden_layers = 36``): what a per-layer field must match."""
+    return f"{_key(config, 'num_layers')} = {layers}"
+
+
+@contextmanager
+def _needed_by(what: str) -> Iterator[None]:
+    """A required key found missing (or not positive) inside is named with what needs it (the field that switched a
+    layer kind on)."""
+    try:
+        yield
+    except LLMSimError as exc:
+        if ("lacks required key" not in str(exc) and "must be a positive integer" not in str(exc)) or (
+                "needed by" in str(exc)):
+            raise
+        raise LLMSimError(f"{exc}, needed by {what}") from None
+
+
+def _key(config: dict[str, Any], fact: str) -> str:
+    """The config's name for ``fact``: the first of its aliases the config gives (else the first alias)."""
+    return next((key for key in ALIASES[fact] if config.get(key) is not None), ALIASES[fact][0])
+
+
+def _checked(cls: Any, fields: dict[str, Any], where: str, config: dict[str, Any], names: dict[str, str]) -> Any:
+    """``fields`` validated as ``cls``; a refusal names the config's fields, not the spec's: ``names`` maps a spec
+    field to the fact (:data:`ALIASES`) it was read from."""
+    try:
+        return cls.model_validate(fields)
+    except ValidationError as exc:
+        message = format_validation_error(exc, cls).removeprefix("(top level): ")
+    keys = {field: _key(config, fact) for field, fact in names.items()}
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(keys, key=len, reverse=True))) + r")\b")
+    raise LLMSimError(f"{where}: {pattern.sub(lambda match: keys[match.group(1)], message)}")
+
+
 def _flag(config: dict[str, Any], key: str, where: str, default: bool) -> bool:
     value = config.get(key, default)
     if value is None:
@@ -175,7 +281,7 @@ def _int_list(config: dict[str, Any], key: str, where: str, length: int | None =
     if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
         raise LLMSimError(f"{where}: {key} must be a list of integers, got {_shown(value, 60)}")
     if length is not None and len(value) != length:
-        raise LLMSimError(f"{where}: {key} has {len(value)} entries for {length} layers")
+        raise LLMSimError(f"{where}: {key} has {len(value)} entries for {length} layers ({_depth(config, length)})")
     return value
 
 
@@ -207,7 +313,8 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
     types = config.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
-            raise LLMSimError(f"{where}: layer_types must list one kind per layer ({layers}), got {_shown(types, 60)}")
+            raise LLMSimError(f"{where}: layer_types must list one kind per layer ({_depth(config, layers)}), got "
+                              f"{_shown(types, 60)}")
         for kind in types:
             if kind not in LAYER_KINDS:
                 raise LLMSimError(f"{where}: layer_types: unknown layer kind {kind!r} (known: "
@@ -216,7 +323,8 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
     indices = _int_list(config, "attn_layer_indices", where)
     if indices is not None:  # Bamba: attention on these layers, Mamba2 on the others
         if any(not 0 <= i < layers for i in indices):
-            raise LLMSimError(f"{where}: attn_layer_indices must be layer indices in [0, {layers}), got "
+            raise LLMSimError(f"{where}: attn_layer_indices must list layer indices in [0, {layers}) "
+                              f"({_depth(config, layers)}), got "
                               f"{_shown(indices, 60)}")
         return ["full" if i in indices else "mamba" for i in range(layers)]
     family = str(config.get("model_type", ""))
@@ -240,8 +348,7 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
                               f"and G (global), got {pattern!r}")
         return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
     if _get(config, "window", where, None) and _flag(config, "use_sliding_window", where, True):
-        full_first = config.get("max_window_layers") if "use_sliding_window" in config else 0
-        full_first = full_first if isinstance(full_first, int) and not isinstance(full_first, bool) else 0
+        full_first = (_whole(config, "max_window_layers", where, 0, 0) or 0) if "use_sliding_window" in config else 0
         return ["full" if i < full_first else "sliding" for i in range(layers)]
     return ["full"] * layers
 
@@ -257,7 +364,8 @@ def _index_shared(config: dict[str, Any], layers: int, where: str) -> list[bool]
     types = config.get("indexer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers or any(t not in ("full", "shared") for t in types):
-            raise LLMSimError(f"{where}: indexer_types must list 'full' or 'shared' for each of the {layers} layers, "
+            raise LLMSimError(f"{where}: indexer_types must list 'full' or 'shared' for each of the {layers} layers "
+                              f"({_depth(config, layers)}), "
                               f"got {_shown(types, 60)}")
         return [t == "shared" for t in types]
     freq, offset = config.get("index_topk_freq", 1), config.get("index_skip_topk_offset", 0)
@@ -268,34 +376,67 @@ def _index_shared(config: dict[str, Any], layers: int, where: str) -> list[bool]
     return [i >= offset and (i - offset + 1) % freq != 0 for i in range(layers)]
 
 
-def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool = False) -> Attention:
+def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool = False,
+               placed_by: str = "model_type") -> Attention:
+    """One layer's attention of ``kind``; ``placed_by``: the field whose layer pattern put it there."""
     if kind in ("linear", "mamba"):
-        return _state_mixer(config, kind, where)
+        with _needed_by(f"the {kind} layers of {placed_by}"):
+            return _state_mixer(config, kind, where)
     if kind == "none":
         return NoAttention()
-    heads, hidden = _get(config, "num_heads", where), _get(config, "hidden_size", where)
-    fields: dict[str, Any] = {"num_heads": heads}
-    output_gate = _flag(config, "attn_output_gate", where, False)
+    fields: dict[str, Any] = {"num_heads": _get(config, "num_heads", where)}
     if config.get("kv_lora_rank") is not None:
-        rope = _get(config, "qk_rope_head_dim", where)
-        fields.update(
-            kind="mla", num_kv_heads=heads, q_lora_rank=_get(config, "q_lora_rank", where, 0),
-            kv_lora_rank=_get(config, "kv_lora_rank", where), qk_rope_head_dim=rope,
-            head_dim=_get(config, "qk_nope_head_dim", where) + rope, v_head_dim=_get(config, "v_head_dim", where),
-        )
-        topk = _get(config, "index_topk", where, 0)
-        if topk:  # DeepSeek Sparse Attention: a lightning indexer picks each query's cached tokens
-            fields.update(index_topk=topk, index_shared=index_shared)
-            if not index_shared:
+        with _needed_by("kv_lora_rank's latent attention"):
+            return _latent(config, fields, where, index_shared)
+    return _softmax(config, kind, fields, where)
+
+
+def _latent(config: dict[str, Any], fields: dict[str, Any], where: str, index_shared: bool) -> Attention:
+    """Multi-head latent attention (DeepSeek), with its sparse-attention indexer where ``index_topk`` asks."""
+    heads = fields["num_heads"]
+    rope = _get(config, "qk_rope_head_dim", where)
+    fields.update(
+        kind="mla", num_kv_heads=heads, q_lora_rank=_get(config, "q_lora_rank", where, 0),
+        kv_lora_rank=_get(config, "kv_lora_rank", where), qk_rope_head_dim=rope,
+        head_dim=_get(config, "qk_nope_head_dim", where) + rope, v_head_dim=_get(config, "v_head_dim", where),
+    )
+    topk = _get(config, "index_topk", where, 0)
+    if topk:  # DeepSeek Sparse Attention: a lightning indexer picks each query's cached tokens
+        fields.update(index_topk=topk, index_shared=index_shared)
+        if not index_shared:
+            with _needed_by("index_topk's sparse attention"):
                 fields.update(index_heads=_get(config, "index_heads", where),
                               index_head_dim=_get(config, "index_head_dim", where))
-        return validate(ATTENTION_KINDS.get("mla"), fields, where)
+    return _checked(ATTENTION_KINDS.get("mla"), fields, where, config, {
+        "num_heads": "num_heads", "q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
+        "qk_rope_head_dim": "qk_rope_head_dim", "head_dim": "qk_nope_head_dim", "v_head_dim": "v_head_dim",
+        "index_topk": "index_topk", "index_heads": "index_heads", "index_head_dim": "index_head_dim"})
+
+
+def _softmax(config: dict[str, Any], kind: str, fields: dict[str, Any], where: str) -> Attention:
+    """Softmax attention of ``kind`` (``full``, ``sliding``, ``chunked``): a window as long as the context is full;
+    a global layer shaped apart from the local ones where the config says so (:func:`_global_layer`)."""
+    heads, hidden = fields["num_heads"], _get(config, "hidden_size", where)
+    values_are_keys = False
+    output_gate = _flag(config, "attn_output_gate", where, False)
+    names = {"num_heads": "num_heads", "num_kv_heads": "num_kv_heads", "head_dim": "head_dim",
+             "window": "window" if kind == "sliding" else "chunk"}
+    if kind == "full" and any(config.get(key) is not None for key in ("global_head_dim", "num_global_key_value_heads",
+                                                                      "attention_k_eq_v")):
+        names.update({field: fact for field, fact in (("head_dim", "global_head_dim"),
+                                                      ("num_kv_heads", "global_kv_heads"))
+                      if _get(config, fact, where, None) is not None})
+        source = config
+        config, values_are_keys = _global_layer(config, where)
+    else:
+        source = config
     if hidden % heads and _get(config, "head_dim", where, None) is None:
         raise LLMSimError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
                           "head_dim is not given")
     fields.update(kind=kind, output_gate=output_gate, num_kv_heads=_get(config, "num_kv_heads", where, heads),
                   head_dim=_get(config, "head_dim", where, hidden // heads),
                   sinks=config.get("model_type") in SINK_FAMILIES,
+                  values_are_keys=values_are_keys,
                   qk_norm_across_heads=_flag(config, "use_qk_norm", where, False)
                   and str(config.get("qk_norm_type", "")).lower() == "per_layer")
     if kind in ("sliding", "chunked"):
@@ -304,7 +445,21 @@ def _attention(config: dict[str, Any], kind: str, where: str, index_shared: bool
             fields["window"] = window
         else:
             fields["kind"] = "full"
-    return validate(ATTENTION_KINDS.get(fields["kind"]), fields, where)
+    return _checked(ATTENTION_KINDS.get(fields["kind"]), fields, where, source, names)
+
+
+def _global_layer(config: dict[str, Any], where: str) -> tuple[dict[str, Any], bool]:
+    """The fields of a global (full-attention) layer where the config shapes them apart from its local ones (Gemma 4:
+    ``global_head_dim``, ``num_global_key_value_heads``), and whether its keys serve as values
+    (``attention_k_eq_v``)."""
+    config = dict(config)
+    for fact, key in (("global_head_dim", "head_dim"), ("global_kv_heads", "num_key_value_heads")):
+        value = _get(config, fact, where, None)
+        if value is not None:
+            for alias in ALIASES["head_dim" if key == "head_dim" else "num_kv_heads"]:
+                config.pop(alias, None)
+            config[key] = value
+    return config, _flag(config, "attention_k_eq_v", where, False)
 
 
 def _state_mixer(config: dict[str, Any], kind: str, where: str) -> Attention:
@@ -322,7 +477,12 @@ def _state_mixer(config: dict[str, Any], kind: str, where: str) -> Attention:
                   "state_size": _get(config, "ssm_state_size", where),
                   "groups": _get(config, "mamba_groups", where, 1), "conv_kernel": _get(config, "mamba_conv", where, 4),
                   "state_bytes": state_bytes}
-    return validate(ATTENTION_KINDS.get(kind), fields, where)
+    names = ({"num_heads": "linear_num_value_heads", "num_kv_heads": "linear_num_key_heads",
+              "head_dim": "linear_key_head_dim", "v_head_dim": "linear_value_head_dim", "conv_kernel": "linear_conv"}
+             if kind == "linear" else
+             {"num_heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "state_size": "ssm_state_size",
+              "groups": "mamba_groups", "conv_kernel": "mamba_conv"})
+    return _checked(ATTENTION_KINDS.get(kind), fields, where, config, names)
 
 
 def _mamba_heads(config: dict[str, Any], where: str) -> tuple[int, int]:
@@ -352,7 +512,8 @@ def _hybrid_blocks(config: dict[str, Any], layers: int, where: str) -> list[tupl
     if pattern is None:
         return None
     if not isinstance(pattern, str) or len(pattern) != layers:
-        raise LLMSimError(f"{where}: hybrid_override_pattern must be a string of one character per layer ({layers}),"
+        raise LLMSimError(f"{where}: hybrid_override_pattern must be a string of one character per layer "
+                          f"({_depth(config, layers)}),"
                           f" got {_shown(pattern, 60)}")
     unknown = sorted(set(pattern) - set(HYBRID_BLOCKS))
     if unknown:
@@ -378,32 +539,62 @@ def _mtp(config: dict[str, Any], kinds: list[str], ffns: list[FFN], where: str) 
     return LayerGroup(count=count, attention=_attention(config, kinds[last_full], where), ffn=ffns[-1])
 
 
-def _is_moe_layer(config: dict[str, Any], index: int, where: str) -> bool:
-    """Whether layer ``index`` (0-based) runs the routed experts, by the family's pattern fields."""
-    for key in ("first_k_dense_replace", "moe_layer_start_index"):
-        first_dense = config.get(key) or 0
-        if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
-            raise LLMSimError(f"{where}: {key} must be a non-negative integer, got {_shown(first_dense)}")
-        if index < first_dense:
-            return False
-    last = config.get("moe_layer_end_index")
-    if last is not None:
-        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
-            raise LLMSimError(f"{where}: moe_layer_end_index must be a non-negative integer, got {_shown(last)}")
-        if index > last:
-            return False
-    if index in (_int_list(config, "mlp_only_layers", where) or []):
-        return False
-    for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
-                        ("moe_layer_interval", 1)):
-        step = config.get(key)
-        if step is None:
-            continue
-        if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
-            raise LLMSimError(f"{where}: {key} must be a positive integer, got {_shown(step, 40)}")
-        if (index + offset) % step:
-            return False
-    return True
+def _whole(config: dict[str, Any], key: str, where: str, low: int, default: int | None = None) -> int | None:
+    """``key`` as a whole number of at least ``low`` (at most :data:`MAX_COUNT`), ``default`` when absent or null;
+    anything else is one line naming the field, its value and what is allowed."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        allowed = "a positive integer" if low == 1 else "a non-negative integer"
+        raise LLMSimError(f"{where}: {key} must be {allowed}, got {_shown(value)}")
+    if value > MAX_COUNT:
+        raise LLMSimError(f"{where}: {key}: {value:,} is above {MAX_COUNT:,}, more than any model has")
+    return value
+
+
+def _moe_layer_list(config: dict[str, Any], layers: int, where: str) -> list[bool] | None:
+    """``moe_layer_freq`` written as one 0 or 1 (or false / true) per layer (MiMo-V2-Flash, MiniMax-M3): which layers
+    run the routed experts; None when it is absent or one integer (every N-th layer, read by :func:`_moe_layers`)."""
+    value = config.get("moe_layer_freq")
+    allowed = (f"allowed: a positive integer (every N-th layer) or a list of one 0 or 1 per layer "
+               f"({_depth(config, layers)})")
+    if not isinstance(value, list):
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_COUNT):
+            return None
+        raise LLMSimError(f"{where}: moe_layer_freq: {_shown(value)} is not a layer pattern; {allowed}")
+    bad = next((v for v in value if not isinstance(v, int) or v not in (0, 1)), None)
+    if bad is not None or len(value) != layers:
+        problem = f"entry {_shown(bad)}" if bad is not None else f"{len(value)} entries"
+        raise LLMSimError(f"{where}: moe_layer_freq: {problem} in {_shown(value, 60)}; {allowed}")
+    return [bool(v) for v in value]
+
+
+def _moe_layers(config: dict[str, Any], layers: int, where: str) -> list[bool]:
+    """Which layers (0-based) run the routed experts, by the family's pattern fields: not the first
+    ``first_k_dense_replace`` / ``moe_layer_start_index``, none after ``moe_layer_end_index``, none listed in
+    ``mlp_only_layers``, and only those ``moe_layer_freq`` marks (a per-layer list) or every N-th by
+    ``moe_layer_freq`` / ``decoder_sparse_step`` / ``interleave_moe_layer_step`` / ``moe_layer_interval``."""
+    first = max(_whole(config, key, where, 0, 0) or 0 for key in ("first_k_dense_replace", "moe_layer_start_index"))
+    last = _whole(config, "moe_layer_end_index", where, 0)
+    dense_only = _int_list(config, "mlp_only_layers", where) or []
+    if any(not 0 <= i < layers for i in dense_only):
+        raise LLMSimError(f"{where}: mlp_only_layers must list layer indices in [0, {layers}) "
+                          f"({_depth(config, layers)}), got "
+                          f"{_shown(dense_only, 60)}")
+    listed = _moe_layer_list(config, layers, where)
+    steps = [(key, offset, _whole(config, key, where, 1))
+             for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
+                                 ("moe_layer_interval", 1)) if not (key == "moe_layer_freq" and listed is not None)]
+    mask = [first <= i and (last is None or i <= last) for i in range(layers)]
+    for i in dense_only:
+        mask[i] = False
+    if listed is not None:
+        mask = [m and on for m, on in zip(mask, listed, strict=True)]
+    for _, offset, step in steps:
+        if step is not None:
+            mask = [m and (i + offset) % step == 0 for i, m in enumerate(mask)]
+    return mask
 
 
 def _no_routed_experts(config: dict[str, Any]) -> bool:
@@ -419,45 +610,59 @@ def _dense_ffn(config: dict[str, Any], where: str) -> FFN:
     gated = config.get("model_type") not in UNGATED_MODEL_TYPES
     inter = _get(config, "intermediate_size", where, 4 * _get(config, "hidden_size", where))
     if _no_routed_experts(config):
-        inter = _get(config, "shared_intermediate_size", where, inter)
-    return validate(DenseFFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
-                          "gated": gated}, where)
+        with _needed_by(f"{_key(config, 'num_experts')} = 0 (no routed experts: the shared MLP alone)"):
+            inter = _get(config, "shared_intermediate_size", where, inter)
+    return _checked(DenseFFN, {"intermediate_size": _get(config, "dense_intermediate_size", where, inter),
+                               "gated": gated}, where, config, {"intermediate_size": "intermediate_size"})
 
 
 def _moe_ffn(config: dict[str, Any], where: str) -> FFN | None:
-    """The routed-experts FFN the config describes, or None without routed experts (none named, one, or 0)."""
-    if _no_routed_experts(config):
+    """The routed-experts FFN the config describes, or None without routed experts (none named, one, or 0, or
+    ``enable_moe_block: false``). With ``enable_moe_block: true`` (Gemma 4) the experts run beside the layer's dense
+    MLP of ``intermediate_size``, which every token runs: a shared expert of that width."""
+    beside_dense = config.get("enable_moe_block")
+    if beside_dense is not None and not isinstance(beside_dense, bool):
+        raise LLMSimError(f"{where}: enable_moe_block must be true or false, got {_shown(beside_dense)}")
+    if _no_routed_experts(config) or beside_dense is False:
         return None
     experts = _get(config, "num_experts", where, 1)
     if experts == 1:
+        if beside_dense:
+            raise LLMSimError(f"{where}: enable_moe_block is true but the config names no routed experts "
+                              f"({' / '.join(ALIASES['num_experts'])})")
         return None
     if _get(config, "experts_per_token", where, None) is None:
-        raise LLMSimError(f"{where}: the config names {experts} routed experts but not how many each token is sent to "
-                          f"({' / '.join(ALIASES['experts_per_token'])})")
+        raise LLMSimError(f"{where}: the config names {experts} routed experts ({_key(config, 'num_experts')}) but "
+                          f"not how many each token is sent to ({' / '.join(ALIASES['experts_per_token'])})")
     expert_width = _get(config, "expert_intermediate_size", where,
                         _get(config, "intermediate_size", where, 4 * _get(config, "hidden_size", where)))
     family = str(config.get("model_type", "")).split("_")[0]
     stated = {key: config[key] for key in (*ALIASES["shared_intermediate_size"], *ALIASES["shared_experts"])
               if config.get(key) is not None}
-    if any((value == 0 and not isinstance(value, bool)) or (isinstance(value, list) and set(value) == {0})
+    if any((value == 0 and not isinstance(value, bool))
+           or (isinstance(value, list) and value and all(v == 0 and not isinstance(v, bool) for v in value))
            for value in stated.values()):
         shared = 0  # "no shared experts", said explicitly
     else:
         shared = _get(config, "shared_intermediate_size", where, None)
         if shared is None:
             shared = _get(config, "shared_experts", where, SHARED_EXPERTS_BY_FAMILY.get(family, 0)) * expert_width
-    return validate(MoEFFN, {
+    if beside_dense:  # Gemma 4: every layer's dense MLP runs beside its experts, as a shared expert would
+        shared += _get(config, "intermediate_size", where)
+    return _checked(MoEFFN, {
         "kind": "moe", "intermediate_size": expert_width, "gated": config.get("model_type") not in UNGATED_MODEL_TYPES,
         "num_experts": experts, "experts_per_token": _get(config, "experts_per_token", where, 1),
-        "shared_intermediate_size": shared,
-    }, where)
+        "shared_intermediate_size": shared, "latent_size": _get(config, "expert_latent_size", where, 0),
+    }, where, config, {"intermediate_size": "expert_intermediate_size", "num_experts": "num_experts",
+                       "experts_per_token": "experts_per_token", "shared_intermediate_size": "shared_intermediate_size",
+                       "latent_size": "expert_latent_size"})
 
 
 def _ffns(config: dict[str, Any], layers: int, where: str) -> list[FFN]:
     dense, moe = _dense_ffn(config, where), _moe_ffn(config, where)
     if moe is None:
         return [dense] * layers
-    return [moe if _is_moe_layer(config, i, where) else dense for i in range(layers)]
+    return [moe if is_moe else dense for is_moe in _moe_layers(config, layers, where)]
 
 
 def quantization(config: dict[str, Any], path: Path | None, where: str) -> dict[str, Any] | None:
@@ -471,12 +676,15 @@ def quantization(config: dict[str, Any], path: Path | None, where: str) -> dict[
                     modelopt = json.loads(sibling.read_text(encoding="utf-8")).get("quantization") or {}
                 except (OSError, ValueError, AttributeError):
                     raise LLMSimError(f"{sibling}: not a ModelOpt hf_quant_config.json") from None
+                if not isinstance(modelopt, dict):
+                    raise LLMSimError(f"{sibling}: quantization must be a mapping, got {_shown(modelopt)}")
                 method = {"quant_method": "modelopt", **modelopt}
                 break
     if method is None:
         return None
     if not isinstance(method, dict):
         raise LLMSimError(f"{where}: quantization_config must be a mapping, got {_shown(method, 40)}")
+    _check_quantization(method, where)
     name = str(method.get("quant_method", "")).lower()
     algo = str(method.get("quant_algo", "")).upper()
     bits = method.get("bits") or method.get("w_bit")
@@ -499,6 +707,49 @@ def quantization(config: dict[str, Any], path: Path | None, where: str) -> dict[
     parts = [part for part in ("attention", "dense_ffn", "experts") if not any(
         _leaves_out(module, part) for module in kept)]
     return {"dtype": dtype, "parts": parts, "kv_cache": declared_kv_cache(method)}
+
+
+# what each quantisation field the importer reads must be (null: not given)
+QUANTIZATION_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    **dict.fromkeys(("quant_method", "quant_algo", "format", "kv_cache_quant_algo"), ((str,), "a string")),
+    **dict.fromkeys(("bits", "w_bit"), ((int,), "an integer")),
+    **dict.fromkeys(("modules_to_not_convert", "exclude_modules", "ignore"), ((list,), "a list of module names")),
+    **dict.fromkeys(("config_groups", "kv_cache_scheme"), ((dict,), "a mapping")),
+}
+SCHEME_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "type": ((str,), "a string"), "num_bits": ((int,), "an integer"), "strategy": ((str,), "a string"),
+    "group_size": ((int,), "an integer"), "block_structure": ((list,), "a list")}
+
+
+def _check_quantization(method: dict[str, Any], where: str) -> None:
+    """The quantisation fields the importer reads, each what it must be: one line naming the one that is not."""
+    def check(section: dict[str, Any], fields: dict[str, tuple[tuple[type, ...], str]], prefix: str) -> None:
+        for key, (types, what) in fields.items():
+            value = section.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+                raise LLMSimError(f"{where}: quantization_config: {prefix}{key} must be {what}, got {_shown(value)}")
+
+    check(method, QUANTIZATION_FIELDS, "")
+    for key in ("modules_to_not_convert", "exclude_modules", "ignore"):
+        if any(not isinstance(module, str) for module in method.get(key) or []):
+            raise LLMSimError(f"{where}: quantization_config: {key} must be a list of module names, got "
+                              f"{_shown(method[key])}")
+    block = method.get("weight_block_size")
+    if block is not None and (not isinstance(block, list) or len(block) != 2 or any(
+            isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_COUNT for n in block)):
+        raise LLMSimError(f"{where}: quantization_config: weight_block_size must be a list of two positive integers "
+                          f"(rows, columns), got {_shown(block)}")
+    for name, group in (method.get("config_groups") or {}).items():
+        if not isinstance(group, dict):
+            raise LLMSimError(f"{where}: quantization_config: config_groups: {name} must be a mapping, got "
+                              f"{_shown(group)}")
+        for part in ("weights", "input_activations"):
+            scheme = group.get(part)
+            if scheme is not None and not isinstance(scheme, dict):
+                raise LLMSimError(f"{where}: quantization_config: config_groups: {name}: {part} must be a mapping, "
+                                  f"got {_shown(scheme)}")
+            check(scheme or {}, SCHEME_FIELDS, f"config_groups: {name}: {part}: ")
+    check(method.get("kv_cache_scheme") or {}, SCHEME_FIELDS, "kv_cache_scheme: ")
 
 
 # a module of each quantisable part, as checkpoints name them (the expert's of DeepSeek-style and Mixtral-style MoE)
@@ -571,14 +822,22 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         if isinstance(value, list | dict):
             raise LLMSimError(f"{where}: {key} must be a single value, got {_shown(value, 60)}")
     text = text_config(config, where)
+    for key in TEXT_FIELDS:
+        if text.get(key) is not None and not isinstance(text[key], str):
+            raise LLMSimError(f"{where}: {key} must be a string, got {_shown(text[key])}")
     text = {**INDEXER_DEFAULTS_BY_FAMILY.get(str(text.get("model_type", "")), {}), **text}
     for key, layout in UNMODELLED_LAYOUTS.items():
         if text.get(key) is not None:
             raise LLMSimError(f"{where}: {key}: {layout} are not modelled yet")
-    if text.get("use_cla") is True:
-        raise LLMSimError(f"{where}: use_cla: KV caches shared across layers (Hunyuan's cross-layer attention) are not "
-                          "modelled yet")
+    for key, feature in UNMODELLED_FEATURES.items():
+        value = text.get(key)
+        if value is None or value is False or (value == 0 and isinstance(value, int)):
+            continue
+        if value is True or (isinstance(value, int) and 0 < value <= MAX_COUNT):
+            raise LLMSimError(f"{where}: {key}: {feature} are not modelled yet")
+        raise LLMSimError(f"{where}: {key} must be true / false or a non-negative integer, got {_shown(value)}")
     layers = _get(text, "num_layers", where)
+    _check_fields(text, layers, where)
     blocks = _hybrid_blocks(text, layers, where)
     if blocks is None:
         kinds, ffns = _attention_kinds(text, layers, where), _ffns(text, layers, where)
@@ -599,7 +858,8 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         raise LLMSimError(f"{where}: index_topk: sparse attention over other than latent (MLA) attention is not "
                           "modelled yet")
     shared = _index_shared(text, layers, where) if sparse else [False] * layers
-    attentions = {(kind, reuse): _attention(text, kind, where, reuse)
+    placed_by = next((key for key in PATTERN_FIELDS if text.get(key) is not None), "model_type")
+    attentions = {(kind, reuse): _attention(text, kind, where, reuse, placed_by)
                   for kind, reuse in set(zip(kinds, shared, strict=True))}
     family = str(text.get("model_type", ""))
     fields = {

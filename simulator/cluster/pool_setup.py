@@ -174,7 +174,8 @@ def _expert_replication(config: ExperimentConfig, model, expert_parallel: int) -
     if not slots:
         return 1.0
     routing, shared = next((r, g.ffn.dense_width) for g in model.layers if (r := g.ffn.routing))
-    routed = routing.experts * routing.width
-    return (slots * routing.width + shared) / (routed + shared)
+    expert = routing.width * (routing.hidden or model.hidden_size)  # a latent MoE's experts at their latent width
+    shared *= model.hidden_size
+    return (slots * expert + shared) / (routing.experts * expert + shared)
 
 

@@ -14,7 +14,9 @@ FFN GEMMs (widths split over ``t``):
 - routed experts (``FFNSpec.routing``): the router (T × D)·(D × E) in 16-bit;
   the routed experts as two *grouped* GEMMs over the experts the batch touches (one kernel per projection, as
   fused-MoE kernels run them; :mod:`simulator.cost.moe`), spread over ``expert_parallel`` of the ``t`` GPUs with
-  each expert's width split over the other ``t / expert_parallel``; ``none``: no FFN.
+  each expert's width split over the other ``t / expert_parallel``; a latent MoE's experts (``Routing.hidden`` L)
+  see L-wide tokens, behind its projections (T × D)·(D × L) and (T × L)·(L × D), replicated on every GPU as vLLM and
+  TensorRT-LLM run them; ``none``: no FFN.
 
 Elementwise kernels (two norms, the activation, two residual adds, and for MoE the weighted sum of each token's k
 expert outputs): T·(10·D + 3·A)·w bytes, A = the activation width per token (dense I/t; MoE k·I/t plus the shared
@@ -151,8 +153,11 @@ class GroupCost:
         dense, self.up_matrices = f.dense_width / t, f.up_matrices
         self.up_width, self.down_width = self.up_matrices * dense, dense
         self.experts, self.topk, self.expert_width, self.activation_width = 0, 0, 0.0, dense
+        self.latent, self.expert_hidden = 0, hidden  # a latent MoE's width, and the width its experts see
         if routing is not None:
             self.experts, self.topk = routing.experts, routing.per_token
+            self.latent = routing.hidden
+            self.expert_hidden = routing.hidden or hidden
             self.expert_width = routing.width * expert_parallel / (t * data_parallel)  # I / (MoE TP)
             self.activation_width = self.topk * (routing.width / t) + dense
         self._decode_block_cost = float(attention.decode_block_cost(self.heads, self.kv_blocks))
@@ -222,7 +227,7 @@ class GroupCost:
         collectives per layer (and the all-reduce of a query/key norm over all heads)."""
         ffn = 0
         if self.moe:
-            ffn = 2 + (2 if self.down_width else 0)
+            ffn = 2 + (2 if self.down_width else 0) + (2 if self.latent else 0)
         elif self.has_ffn:
             ffn = 2
         collectives = all_reduces + self.norm_reduces
@@ -244,6 +249,8 @@ class GroupCost:
         if self.down_width:  # shared experts
             ffn = self.ffn_gemm
             time += ffn.time(T, self.up_width, D) + ffn.time(T, D, self.down_width)
+        if self.latent:  # the projections into and out of a latent MoE's width
+            time += self.ffn_gemm.time(T, self.latent, D) + self.ffn_gemm.time(T, D, self.latent)
         return self.count * time + self.experts_time(T)
 
     def gemm_work(self, tokens: int) -> Work:
@@ -262,6 +269,8 @@ class GroupCost:
         if self.down_width:
             ffn = self.ffn_gemm
             work += ffn.work(T, self.up_width, D) + ffn.work(T, D, self.down_width)
+        if self.latent:
+            work += self.ffn_gemm.work(T, self.latent, D) + self.ffn_gemm.work(T, D, self.latent)
         return work * self.count + self.experts_work(T)
 
     def experts_work(self, tokens: float) -> Work:
@@ -270,7 +279,7 @@ class GroupCost:
             return Work()
         everyone = tokens * self.data_parallel
         handed = everyone * self.topk / self.expert_parallel if self.data_parallel > 1 else everyone
-        return self.experts_model.work(everyone, self.hidden, self.expert_width, self.up_matrices, self.topk,
+        return self.experts_model.work(everyone, self.expert_hidden, self.expert_width, self.up_matrices, self.topk,
                                        self.experts, self.expert_parallel, self.expert_load_cv, self.expert_slots,
                                        handed) * self.count
 
@@ -312,7 +321,7 @@ class GroupCost:
         everyone = tokens * self.data_parallel
         # attention data parallelism: the all-to-all hands a GPU the assignments it serves; else every token
         handed = everyone * self.topk / self.expert_parallel if self.data_parallel > 1 else everyone
-        return self.count * self.experts_model.time(everyone, self.hidden, self.expert_width, self.up_matrices,
+        return self.count * self.experts_model.time(everyone, self.expert_hidden, self.expert_width, self.up_matrices,
                                                     self.topk, self.experts, self.expert_parallel, "uniform",
                                                     self.expert_load_cv, self.expert_slots, handed)
 

@@ -288,9 +288,10 @@ class RooflineCostModel(CostModel):
         """The MoE layers' dispatch and combine under attention data parallelism (0 without it)."""
         if self.dp <= 1:
             return 0.0
-        D, w = self.model.hidden_size, self.w
+        w = self.w  # a latent MoE exchanges its latent-width tokens
         return sum(group.count * exchange_time(self.network, self.all_to_all, self.tp * self.dp, num_tokens / self.tp,
-                                               group.topk, D, w, decode_only) for group in self.groups if group.moe)
+                                               group.topk, group.expert_hidden, w, decode_only)
+                   for group in self.groups if group.moe)
 
     def stage_transfer_time(self, nbytes: float) -> float:
         """Hidden states from one pipeline stage to the next: a send/recv within the node, or over the stage's

@@ -793,7 +793,7 @@ def test_attention_layer_indices_place_attention_among_mamba_layers(tmp_path):
               "mamba_n_heads": 8, "mamba_d_head": 64, "mamba_d_state": 16, "vocab_size": 100}
     kinds = [g.attention.kind for g in _load(tmp_path, config).layers for _ in range(g.count)]
     assert sorted(kinds) == ["full"] * 2 + ["mamba"] * 4
-    with pytest.raises(LLMSimError, match=r"attn_layer_indices must be layer indices in \[0, 6\)"):
+    with pytest.raises(LLMSimError, match=r"attn_layer_indices must list layer indices in \[0, 6\)"):
         _load(tmp_path, {**config, "attn_layer_indices": [6]})
 
 
@@ -923,7 +923,7 @@ def test_ernie_moe_layer_range_and_top_k(tmp_path):
         64, 6, 1536, 2 * 1536)
     ranged = _load(tmp_path, {**config, "moe_layer_end_index": 20, "moe_layer_interval": 2})
     assert sorted(g.count for g in ranged.layers if g.ffn.kind == "moe") == [10]  # layers 1, 3, ..., 19
-    with pytest.raises(LLMSimError, match="names 64 routed experts but not how many each token is sent to"):
+    with pytest.raises(LLMSimError, match=r"names 64 routed experts \(moe_num_experts\) but not how many each token"):
         _load(tmp_path, {key: value for key, value in config.items() if key != "moe_k"})
 
 
@@ -963,3 +963,150 @@ def test_expert_fields_given_per_layer(tmp_path):
         _load(tmp_path, {**config, "moe_topk": [8] * (layers - 1) + [4]})
     with pytest.raises(LLMSimError, match="use_cla: KV caches shared across layers"):
         _load(tmp_path, {**config, "use_cla": True})
+
+
+def test_moe_layer_freq_given_per_layer(tmp_path):
+    """MiMo-V2-Flash and MiniMax-M3 write moe_layer_freq as one 0 or 1 per layer: the experts run where it says 1
+    (a list of true / false reads the same); the integer form keeps DeepSeek's meaning (every N-th layer from layer
+    0). A list of the wrong length or with other values is refused in one line naming the field and the value."""
+    config = {"model_type": "mimo_v2_flash", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 8,
+              "num_experts_per_tok": 2, "vocab_size": 100, "moe_layer_freq": [0, 1, 1, 0]}
+    kinds = [g.ffn.kind for g in _load(tmp_path, config).layers for _ in range(g.count)]
+    assert sorted(kinds) == ["dense", "dense", "moe", "moe"]
+    assert _load(tmp_path, {**config, "moe_layer_freq": [False, True, True, False]}).layers == \
+        _load(tmp_path, config).layers
+    every_other = _load(tmp_path, {**config, "moe_layer_freq": 2})
+    assert {g.ffn.kind: g.count for g in every_other.layers} == {"moe": 2, "dense": 2}
+    dense_first = _load(tmp_path, {**config, "moe_layer_freq": [1, 1, 1, 1], "first_k_dense_replace": 1})
+    assert {g.ffn.kind: g.count for g in dense_first.layers} == {"dense": 1, "moe": 3}
+    for bad, problem in (([0, 1, 1], "3 entries"), ([0, 2, 1, 0], "entry 2"), ([0, 1, "1", 0], "entry '1'"),
+                         ("1", "'1' is not a layer pattern; allowed: a positive integer"),
+                         (0, "0 is not a layer pattern")):
+        with pytest.raises(LLMSimError) as caught:
+            _load(tmp_path, {**config, "moe_layer_freq": bad})
+        message = str(caught.value)
+        assert "\n" not in message and "moe_layer_freq" in message and problem in message, message
+
+
+def test_mlp_only_layers_out_of_range_is_refused(tmp_path):
+    config = {"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "intermediate_size": 512, "moe_intermediate_size": 64, "num_experts": 8, "num_experts_per_tok": 2,
+              "vocab_size": 100, "mlp_only_layers": [4]}
+    with pytest.raises(LLMSimError, match=r"mlp_only_layers must list layer indices in \[0, 4\) "
+                                          r"\(num_hidden_layers = 4\), got \[4\]"):
+        _load(tmp_path, config)
+
+
+# nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16's config.json (https://huggingface.co/nvidia/
+# NVIDIA-Nemotron-3-Super-120B-A12B-BF16/blob/main/config.json; its NVFP4 sibling's is the same), architecture fields
+NEMOTRON_3_SUPER = {
+    "model_type": "nemotron_h", "num_hidden_layers": 88, "hidden_size": 4096, "vocab_size": 131072,
+    "hybrid_override_pattern": "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*"
+                               "EMEMEMEM*EMEMEMEME",
+    "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+    "expand": 2, "mamba_ssm_cache_dtype": "float32", "num_attention_heads": 32, "num_key_value_heads": 2,
+    "head_dim": 128, "intermediate_size": 2688, "n_routed_experts": 512, "n_shared_experts": 1,
+    "num_experts_per_tok": 22, "moe_latent_size": 1024, "moe_intermediate_size": 2688,
+    "moe_shared_expert_intermediate_size": 5376, "mlp_hidden_act": "relu2", "mtp_hybrid_override_pattern": "*E",
+    "num_nextn_predict_layers": 1, "tie_word_embeddings": False, "max_position_embeddings": 262144}
+
+
+def test_latent_experts_of_nemotron_3_super(tmp_path):
+    """LatentMoE (moe_latent_size L = 1024): the 512 routed experts (relu2, up and down) work at width L between a
+    4096 → 1024 and a 1024 → 4096 projection every token runs; the router and the 5376-wide shared expert stay at
+    4096. NVIDIA publishes 120B total and 12B active (research.nvidia.com/labs/nemotron/Nemotron-3-Super: "a 12B
+    active 120B total parameter Mixture-of-Experts hybrid Mamba-Transformer model"); read at the hidden width, as
+    before moe_latent_size was read, it was 457.7B and 26.1B. Its MTP module (one attention and one MoE layer) is
+    kept apart, as the published count does."""
+    model = _load(tmp_path, NEMOTRON_3_SUPER)
+    moe = next(g.ffn for g in model.layers if g.ffn.kind == "moe")
+    D, L = 4096, 1024
+    assert (moe.latent_size, moe.intermediate_size, moe.shared_intermediate_size, moe.gated) == (L, 2688, 5376, False)
+    assert moe.params(D) == 512 * 2 * L * 2688 + 2 * D * 5376 + 2 * D * L + D * 512
+    assert moe.idle_params(D) == (512 - 22) * 2 * L * 2688
+    assert abs(model.num_params / 120e9 - 1) <= 0.06, model.num_params
+    assert abs(model.active_params / 12e9 - 1) <= 0.10, model.active_params
+    assert model.mtp is not None and model.mtp.ffn == moe
+    wide = _load(tmp_path, {key: value for key, value in NEMOTRON_3_SUPER.items() if key != "moe_latent_size"})
+    assert wide.num_params > 3 * model.num_params
+
+
+def test_latent_experts_cost_their_latent_width():
+    """Priced at the latent width, a latent MoE layer's grouped GEMMs read L/D of the weights the same experts at the
+    hidden width would, so its decode step is cheaper; its projections are two more GEMMs every token runs; under
+    attention data parallelism its tokens cross the all-to-all at width L."""
+    from simulator.catalog.layers import MoEFFN, NoAttention
+    from simulator.catalog.model_spec import ModelSpec
+    from simulator.cost.base import IterationShape
+
+    def model(latent):
+        ffn = MoEFFN(intermediate_size=2688, gated=False, num_experts=512, experts_per_token=22, latent_size=latent)
+        return ModelSpec(name=f"latent-{latent}", hidden_size=4096, vocab_size=1000, max_position_embeddings=4096,
+                         layers=[{"count": 4, "attention": NoAttention(), "ffn": ffn}])
+
+    hw = load_hardware("h100-sxm")
+    latent, wide = (RooflineCostModel(model(L), hw, 1, "bf16") for L in (1024, 0))
+    shape = IterationShape((), 64, 64 * 100)
+    assert latent.groups[0].expert_hidden == 1024 and wide.groups[0].expert_hidden == 4096
+    assert latent.iteration_time(shape) < wide.iteration_time(shape) / 2
+    assert model(1024).num_params - model(0).num_params == 4 * (512 * 2 * 2688 * (1024 - 4096) + 2 * 4096 * 1024)
+
+
+# google/gemma-4-26B-A4B-it's config.json (https://huggingface.co/google/gemma-4-26B-A4B-it/blob/main/config.json),
+# the architecture fields of its text_config (its vision tower is not modelled)
+GEMMA_4_26B_A4B = {"model_type": "gemma4", "tie_word_embeddings": True, "text_config": {
+    "model_type": "gemma4_text", "num_hidden_layers": 30, "hidden_size": 2816, "intermediate_size": 2112,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "global_head_dim": 512,
+    "num_global_key_value_heads": 2, "attention_k_eq_v": True, "num_kv_shared_layers": 0,
+    "hidden_size_per_layer_input": 0, "use_double_wide_mlp": False, "vocab_size": 262144,
+    "max_position_embeddings": 262144, "sliding_window": 1024, "tie_word_embeddings": True,
+    "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
+    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5}}
+
+
+def test_gemma_4_moe_runs_its_experts_beside_a_dense_mlp(tmp_path):
+    """Gemma 4's enable_moe_block: each layer runs its dense MLP (intermediate_size 2112) and, beside it, 8 of 128
+    routed experts of 704 — the dense MLP counts as a shared expert every token runs. Its 5 global layers have their
+    own shape: 2 KV heads of global_head_dim 512, the keys serving as values (attention_k_eq_v: no value projection).
+    Google's model card (google/gemma-4-26B-A4B-it): 25.2B total, 3.8B active; before enable_moe_block and the
+    global layers' fields were read, the dense MLP was left out and it was 24.6B total, 3.2B active. Its dense
+    sibling Gemma-4-31B (the same global-layer fields; model card: 30.7B) was 30.1B."""
+    model = _load(tmp_path, GEMMA_4_26B_A4B)
+    moe = model.layers[0].ffn
+    assert (moe.num_experts, moe.experts_per_token, moe.intermediate_size, moe.shared_intermediate_size) == (
+        128, 8, 704, 2112)
+    full = next(g.attention for g in model.layers if g.attention.kind == "full")
+    assert (full.num_kv_heads, full.head_dim, full.values_are_keys) == (2, 512, True)
+    assert full.params(2816) == 2816 * (16 + 2) * 512 + 16 * 512 * 2816
+    assert full.kv_elements_per_token() == 2 * 2 * 512
+    assert {(g.attention.kind, g.attention.head_dim, g.count) for g in model.layers} == {("sliding", 256, 25),
+                                                                                        ("full", 512, 5)}
+    assert abs(model.num_params / 25.2e9 - 1) <= 0.06, model.num_params
+    assert abs(model.active_params / 3.8e9 - 1) <= 0.10, model.active_params
+    dense = _load(tmp_path, {**GEMMA_4_26B_A4B, "text_config": {**GEMMA_4_26B_A4B["text_config"],
+                                                                "enable_moe_block": False}})
+    assert {g.ffn.kind for g in dense.layers} == {"dense"}
+    # google/gemma-4-31B-it's config.json: no experts (enable_moe_block false, num_experts null), 60 layers
+    dense_31b = {**GEMMA_4_26B_A4B["text_config"], "num_hidden_layers": 60, "hidden_size": 5376,
+                 "intermediate_size": 21504, "num_attention_heads": 32, "num_key_value_heads": 16,
+                 "num_global_key_value_heads": 4, "enable_moe_block": False, "num_experts": None,
+                 "top_k_experts": None, "moe_intermediate_size": None,
+                 "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 10}
+    assert _close(_load(tmp_path, {**GEMMA_4_26B_A4B, "text_config": dense_31b}).num_params / 1e9, 30.7)
+
+
+@pytest.mark.parametrize("field, value, problem", [
+    ("num_kv_shared_layers", 20, "num_kv_shared_layers: KV caches shared across layers"),
+    ("hidden_size_per_layer_input", 256, "hidden_size_per_layer_input: per-layer input embeddings"),
+    ("enable_moe_block", "yes", "enable_moe_block must be true or false, got 'yes'"),
+    ("attention_k_eq_v", 1, "attention_k_eq_v must be true or false, got 1"),
+    ("global_head_dim", "512", "global_head_dim must be a positive integer, got '512'"),
+])
+def test_gemma_4_fields_not_modelled_or_mistyped_are_one_line(tmp_path, field, value, problem):
+    """Gemma 4 E2B/E4B's per-layer embeddings and layers sharing another layer's KV cache are refused, not counted
+    as the plain model they are not."""
+    config = {**GEMMA_4_26B_A4B, "text_config": {**GEMMA_4_26B_A4B["text_config"], field: value}}
+    with pytest.raises(LLMSimError) as caught:
+        _load(tmp_path, config)
+    assert "\n" not in str(caught.value) and problem in str(caught.value), str(caught.value)

@@ -124,12 +124,12 @@ def test_mixtral_config_json(tmp_path):
     ({"num_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": "1"},
      "first_k_dense_replace must be a non-negative integer"),
     ({"layer_types": ["full_attention", "cross_attention"]}, "layer_types: unknown layer kind 'cross_attention'"),
-    ({"layer_types": ["full_attention"]}, r"layer_types must list one kind per layer \(2\)"),
+    ({"layer_types": ["full_attention"]}, r"layer_types must list one kind per layer \(num_hidden_layers = 2\)"),
     ({"quantization_config": {"quant_method": "bitsandbytes"}}, "quant_method 'bitsandbytes' is not modelled"),
     ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {
         "weights": {"type": "int", "num_bits": 8}, "input_activations": None}}}},
      "compressed-tensors weights of 8 bit int .without quantised activations. are not modelled"),
-    ({"num_local_experts": 4, "num_experts_per_tok": 8}, "experts_per_token must be <= num_experts, got 8 > 4"),
+    ({"num_local_experts": 4, "num_experts_per_tok": 8}, "num_experts_per_tok must be <= num_local_experts, got 8 > 4"),
     ({"sliding_window": 0, "layer_types": ["sliding_attention"] * 2}, "sliding_window must be a positive integer"),
 ])
 def test_configs_the_importer_cannot_honour_are_one_line_naming_the_field(tmp_path, fields, problem):

@@ -77,11 +77,13 @@ class IndexerShape(NamedTuple):
 
 
 class Routing(NamedTuple):
-    """An FFN's routed experts: how many, how many each token is sent to, and each one's width."""
+    """An FFN's routed experts: how many, how many each token is sent to, each one's width, and the width of the
+    tokens they see (``hidden``: a latent MoE's latent width; 0: the model's hidden width)."""
 
     experts: int
     per_token: int
     width: int
+    hidden: int = 0
 
 
 class LayerSpec(BaseModel, ABC):

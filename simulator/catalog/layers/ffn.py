@@ -6,7 +6,11 @@ up, gate, down), else 2:
   router ``D·E``, and optionally shared experts that every token runs (one dense MLP of
   ``shared_intermediate_size`` S, the shared experts' sizes summed): ``E·k·D·I + k·D·S + D·E`` weights, of which a
   token leaves ``(E − top-k)·k·D·I`` idle. The experts' weights (routed and shared) are the ``experts`` part a
-  checkpoint may quantise; the router stays 16-bit.
+  checkpoint may quantise; the router stays 16-bit. A *latent* MoE (``latent_size`` L > 0: NVIDIA's LatentMoE,
+  Nemotron-3-Super's ``moe_latent_size``) runs its routed experts at width L instead of D, between a down projection
+  D → L and an up projection L → D that every token runs (shared by the experts, beside the router and the shared
+  experts, which stay at D): ``E·k·L·I + 2·D·L`` in place of ``E·k·D·I``, a token leaving ``(E − top-k)·k·L·I``
+  idle; the projections are part of ``experts``.
 - ``none``: no FFN in this layer (a mixer-only layer of a hybrid stack).
 
 The cost model (:mod:`simulator.cost.layers`) prices the dense MLP as two GEMMs (up, gate and up fused, and down,
@@ -71,6 +75,8 @@ class MoEFFN(MLP):
     num_experts: int = Field(default=1, ge=1)
     experts_per_token: int = Field(default=1, ge=1)
     shared_intermediate_size: int = Field(default=0, ge=0, description="the shared experts' widths summed")
+    latent_size: int = Field(default=0, ge=0, description="the width the routed experts work at, between a D → L "
+                             "and an L → D projection every token runs (LatentMoE); 0: the model's hidden width")
 
     @model_validator(mode="after")
     def _consistent(self) -> MoEFFN:
@@ -79,18 +85,26 @@ class MoEFFN(MLP):
                              f"{self.num_experts}")
         return self
 
+    def expert_params(self, hidden: int) -> int:
+        """One routed expert, at the latent width where there is one."""
+        return self.matrices * (self.latent_size or hidden) * self.intermediate_size
+
     def shared_params(self, hidden: int) -> int:
         return self.matrices * hidden * self.shared_intermediate_size
+
+    def latent_params(self, hidden: int) -> int:
+        """The down and up projections around latent experts (0 without)."""
+        return 2 * hidden * self.latent_size
 
     def router_params(self, hidden: int) -> int:
         return hidden * self.num_experts
 
     def params(self, hidden: int) -> int:
-        return self.num_experts * self.expert_params(hidden) + self.shared_params(hidden) + self.router_params(hidden)
+        return sum(self.part_params(hidden).values())
 
     def part_params(self, hidden: int) -> dict[str, int]:
-        return {"experts": self.num_experts * self.expert_params(hidden) + self.shared_params(hidden),
-                "other": self.router_params(hidden)}
+        return {"experts": self.num_experts * self.expert_params(hidden) + self.shared_params(hidden)
+                + self.latent_params(hidden), "other": self.router_params(hidden)}
 
     def idle_params(self, hidden: int) -> int:
         return (self.num_experts - self.experts_per_token) * self.expert_params(hidden)
@@ -101,7 +115,7 @@ class MoEFFN(MLP):
 
     @property
     def routing(self) -> Routing:
-        return Routing(self.num_experts, self.experts_per_token, self.intermediate_size)
+        return Routing(self.num_experts, self.experts_per_token, self.intermediate_size, self.latent_size)
 
     @property
     def activation_width(self) -> int:

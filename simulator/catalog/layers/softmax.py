@@ -7,6 +7,9 @@ Per layer, with ``t``-way tensor parallelism, ``H`` heads, ``G`` KV heads, ``d``
   on the output; ``sinks`` (gpt-oss) one learned logit per head in the softmax's denominator — H parameters, no KV,
   and no cost the kernel tables can resolve. KV elements per token: ``2·G·d``, split over ``t`` (``ceil(G/t)`` heads
   per GPU: a KV head is replicated when ``t > G``).
+  ``values_are_keys`` (Gemma 4's ``attention_k_eq_v`` on its global layers): no value projection — the keys serve
+  as values — so ``D·G·d`` fewer weights and QKV columns; the cache is still taken to hold both, as the engines'
+  attention kernels read a K and a V.
 - ``sliding``: the same over the last ``window`` tokens only (Mistral, Gemma 2/3, gpt-oss): a sequence holds at
   most ``window`` tokens of KV in such a layer.
 - ``chunked``: chunked local attention (Llama 4): a token sees the earlier tokens of its own chunk of ``window``
@@ -51,6 +54,9 @@ class SoftmaxAttention(AttentionSpec):
         "qk_norm_type per_layer), not head by head: under tensor parallelism each GPU holds some heads, so every "
         "token's sum of squares is all-reduced (simulator.cost.roofline)")
 
+    values_are_keys: bool = Field(default=False, description="no value projection: the keys serve as values "
+                                  "(Gemma 4's attention_k_eq_v)")
+
     @model_validator(mode="after")
     def _grouped(self) -> SoftmaxAttention:
         if problem := grouping_problem(self.num_heads, self.num_kv_heads):
@@ -60,7 +66,13 @@ class SoftmaxAttention(AttentionSpec):
     def params(self, hidden: int) -> int:
         h, d, D = self.num_heads, self.head_dim, hidden
         sinks = h if self.sinks else 0
-        return D * (h * (2 if self.output_gate else 1) + 2 * self.num_kv_heads) * d + h * d * D + sinks
+        projections = h * (2 if self.output_gate else 1) + self.kv_projections * self.num_kv_heads
+        return D * projections * d + h * d * D + sinks
+
+    @property
+    def kv_projections(self) -> int:
+        """Projections per KV head: a key and a value, or the key alone where it serves as the value."""
+        return 1 if self.values_are_keys else 2
 
     def kv_elements_per_token(self, tensor_parallel: int = 1) -> int:
         return 2 * math.ceil(self.num_kv_heads / tensor_parallel) * self.head_dim
@@ -70,7 +82,8 @@ class SoftmaxAttention(AttentionSpec):
         H = self.num_heads / t
         G, d = math.ceil(self.num_kv_heads / t), self.head_dim
         queries = H * (2 if self.output_gate else 1)
-        return AttentionShapes(H, [((queries + 2 * G) * d, D), (D, H * d)], 2 * d, 2 * G * d, 2 * d, 2 * G * d, G,
+        return AttentionShapes(H, [((queries + self.kv_projections * G) * d, D), (D, H * d)], 2 * d, 2 * G * d, 2 * d,
+                               2 * G * d, G,
                                head_dim=d)
 
     @property
