@@ -20,7 +20,9 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL, max ITL) is the population standard deviation, as vLLM's ``std_*``
 - total_input_tokens / total_output_tokens: the tokens of the completed (measured) requests
 - memory plan of one GPU (:mod:`simulator.kv.sizing`; the decode pool's when disaggregated): weights_gib_per_gpu,
-  workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``
+  workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``;
+  draft_gib_per_gpu: a speculative draft's weights (an MTP module, an EAGLE head, a draft model), where one is held
+  on the GPUs, a part of weights_gib_per_gpu (the pool is what the two leave, less the workspace)
 - duration_s = last finish − first arrival (of the measured requests); throughputs divide completed requests /
   output tokens / input+output tokens of completed requests by it
 - a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT), its max
@@ -430,6 +432,7 @@ class Scaling:
 
 
 MEMORY_PLAN_METRICS = ("weights_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu")  # by simulator.run
+DRAFT_MEMORY_METRICS = ("draft_gib_per_gpu",)  # by simulator.run with a draft held on the GPUs (head or model)
 FAULT_METRICS = ("retried_requests", "mean_ttft_retried_ms", "p99_ttft_retried_ms", "replica_crashes")
 MIG_METRICS = ("mig",)  # by simulator.run on MIG slices: each pool's profile, in pool order ("full": whole GPUs)
 LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")
