@@ -324,7 +324,7 @@ def simulate(
     deadlines = client_deadlines(config.workload, len(workload.arrival_s),
                                  np.random.default_rng(np.random.SeedSequence([config.seed, 8])))
     if deadlines is not None:
-        watch = ClientCancellations(env, replicas, recorder, *deadlines, handoff).watch
+        watch = ClientCancellations(env, replicas, recorder, *deadlines, handoff=handoff).watch
     factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter, adapters, watch)
     delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (
         workload.input_tokens
