@@ -81,10 +81,12 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   rate is their running product)
 - requests end completed, rejected (``num_rejected``: by a replica's limits, ``cluster.admission`` or a session
   whose earlier turn did not complete), failed (``num_failed``: faults) or cancelled (``num_cancelled``: their
-  clients gave up, ``workload.cancel`` / ``workload.client_timeout_s``); the four add up to num_requests. A
+  clients gave up, ``workload.cancel`` / ``workload.client_timeout_s``; reason ``client cancel``, ``client timeout``
+  or, stopped after ``cancel.after_tokens`` N tokens, ``client stop``); the four add up to num_requests. A
   cancelled request's E2EL would be its cancellation: it is no latency sample, and it never meets the SLO;
   cancelled_output_tokens = output tokens generated for requests that were then cancelled (their replica
-  drops them at the end of the iteration in progress, whose tokens count) — decode work done for nothing
+  drops them at the end of the iteration in progress, whose tokens count; a client stop's N exactly) — decode work
+  done for nothing
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 - iteration bounds only (``metrics.iteration_bounds``, which ``llmsim run`` sets; these keys appear only then;
