@@ -217,6 +217,8 @@ def run(
     summary.update({"weights_gib_per_gpu": budget.weight_bytes / 2**30,
                     "workspace_gib_per_gpu": budget.workspace_bytes / 2**30,
                     "kv_pool_gib_per_gpu": budget.num_blocks * budget.block_size * budget.kv_bytes_per_token / 2**30})
+    if budget.draft_bytes:  # a speculative draft held on the GPUs: its share of the weights
+        summary["draft_gib_per_gpu"] = budget.draft_bytes / 2**30
     if output.bounds is not None:
         summary.update(output.bounds.summary())
         output_tokens = int(columns["output_tokens"][columns["finished"]].sum())

@@ -16,6 +16,16 @@ wakeup does nothing. Otherwise its client cancels it there and then:
   timeout to a crashed replica) is dropped where it arrives next: replicas take no cancelled request and faults
   retry none.
 
+A client that stops after N output tokens (``workload.cancel.after_tokens``) sets no timer: the server would have
+generated up to N tokens when the client's cancellation reaches it, so its request runs as one of N output tokens
+(the same work, the same iterations) and, when its N-th token is emitted, ends there as cancelled, reason
+``client stop``, its KV freed as at any completion and its N tokens counted in ``cancelled_output_tokens``; its row
+states the output it asked for. The engine does not know the cut ahead: nothing it decides (admission, routing,
+batching) reads more than a request's remaining output — but a contiguous cache's ``reserve: requested`` and
+``capacity_policy: guaranteed_no_evict``, which reserve a request's whole length, reserve N tokens, not what it
+asked for. A request of at most N output tokens completes; one whose ``after_s`` or timeout comes first is
+cancelled then, as above. The work stays proportional to the events: one cut per request when it is sent.
+
 Every generated request still ends exactly once: completed, rejected, failed or cancelled.
 """
 
@@ -28,9 +38,9 @@ import simpy
 
 from simulator.cluster.replica import Replica
 from simulator.cluster.wakeup import Wakeup
-from simulator.request import CANCELLED, Request
+from simulator.request import CANCELLED, FINISHED, Request
 from simulator.results.recorder import Recorder
-from simulator.workload.cancellation import CLIENT_CANCEL, CLIENT_TIMEOUT
+from simulator.workload.cancellation import CLIENT_CANCEL, CLIENT_STOP, CLIENT_TIMEOUT
 
 if TYPE_CHECKING:
     from simulator.cluster.disaggregated import PrefillToDecode
@@ -40,18 +50,26 @@ class ClientCancellations:
     """Arms each cancellable request's timer and carries the cancellation out."""
 
     def __init__(self, env: simpy.Environment, replicas: list[Replica], recorder: Recorder, delays: np.ndarray,
-                 chosen: np.ndarray, handoff: PrefillToDecode | None = None) -> None:
+                 chosen: np.ndarray, stops: np.ndarray | None = None, handoff: PrefillToDecode | None = None) -> None:
         """``replicas``: every replica, by index; ``delays[i]``: seconds from request i's send to its cancellation
-        (``inf``: none); ``chosen[i]``: a chosen cancellation (else a timeout); ``handoff``: a disaggregated
-        cluster's prefill-to-decode hand-off."""
+        (``inf``: none); ``chosen[i]``: a chosen cancellation (else a timeout); ``stops[i]``: the output tokens
+        after which request i's client stops it (0: none); ``handoff``: a disaggregated cluster's
+        prefill-to-decode hand-off."""
         self.env, self.replicas, self.recorder, self.handoff = env, replicas, recorder, handoff
         self._delays = delays.tolist()
         self._chosen = chosen.tolist()
+        self._stops = stops.tolist() if stops is not None and stops.any() else None
         self._live: set[int] = set()  # ids of the requests with a timer set that have not ended
+        self._asked: dict[int, int] = {}  # requests cut at their stop: the output tokens each asked for
         recorder.on_complete.append(self._ended)
+        if self._stops is not None:
+            recorder.on_end.append(self._stopped)
 
     def watch(self, request: Request) -> None:
-        """``request`` was just sent: set its timer, if its client has a deadline."""
+        """``request`` was just sent: cut its output at its client's stop and set its timer, if its client has
+        them."""
+        if self._stops is not None:
+            self._cut(request, self._stops[request.request_id])
         delay = self._delays[request.request_id]
         if delay == float("inf"):
             return
@@ -61,6 +79,29 @@ class ClientCancellations:
 
     def _ended(self, request: Request) -> None:
         self._live.discard(request.request_id)
+
+    def _cut(self, request: Request, stop: int) -> None:
+        """Make ``request`` one of ``stop`` output tokens where it asked for more (disaggregated: the output its
+        decode replica runs; its prefill replica's one token stays)."""
+        asked = request.decode_output_tokens  # what the client asked for (also while a prefill replica runs it)
+        if not 0 < stop < asked:
+            return
+        self._asked[request.request_id] = asked
+        if request.output_tokens == asked:
+            request.output_tokens = stop
+        else:
+            request.decode_output_tokens = stop
+
+    def _stopped(self, request: Request) -> None:
+        """``request`` is about to be recorded: one cut at its client's stop that ran to it ends cancelled there,
+        its tokens wasted; its row states the output it asked for."""
+        asked = self._asked.pop(request.request_id, 0)
+        if not asked:
+            return
+        if request.status == FINISHED:
+            request.status, request.reject_reason = CANCELLED, CLIENT_STOP
+            self.recorder.cancelled_output_tokens += request.output_tokens
+        request.output_tokens = asked
 
     def _cancel(self, request: Request) -> None:
         if request.request_id not in self._live:

@@ -81,6 +81,7 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         adapter_bytes=adapter_bytes,
         expert_replication=_expert_replication(config, model, pool.expert_parallel),
         data_parallel=pool.data_parallel, expert_parallel=pool.expert_parallel, draft=deployment.draft_head,
+        draft_model=deployment.draft_model, draft_tensor_parallel=draft_tensor_parallel(sched, pool, label),
     )
     if running_from_pool:  # SGLang sets its running requests from the pool (its activations live outside it)
         sched = sched.model_copy(update={"max_num_seqs": sglang_memory.max_running_requests(
@@ -91,6 +92,17 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})
     cost = build_cost_model(shaped, model, hardware, engine)
     return PoolSetup(config, sched, max_model_len, batched_tokens, mem_fraction, budget, cost, lora_cost, shaped)
+
+
+def draft_tensor_parallel(sched: Any, pool: PoolConfig, label: str = "cluster") -> int | None:
+    """A draft model's tensor parallelism where it is given (``draft_tensor_parallel_size``): 1 or the pool's, as
+    vLLM accepts (its SpeculativeConfig: "Can only be 1 or the same as the target model's tensor parallel size")."""
+    speculative = getattr(sched, "speculative", None)
+    d = speculative.draft_tensor_parallel_size if speculative is not None else None
+    if d is not None and d not in (1, pool.tensor_parallel):
+        raise ConfigError(f"scheduler.speculative.draft_tensor_parallel_size: {d} must be 1 or {label}'s "
+                          f"tensor_parallel {pool.tensor_parallel} (vLLM's rule)")
+    return d
 
 
 def _check_running_fit_budget(sched, batched: int) -> None:

@@ -23,7 +23,7 @@ from simulator.cluster.faults import Faults
 from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory, SessionFeed
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.lockstep import Lockstep
-from simulator.cluster.pool_setup import setup_pool
+from simulator.cluster.pool_setup import draft_tensor_parallel, setup_pool
 from simulator.cluster.progress_ticks import LONG_RUN, ProgressTicks
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
@@ -216,8 +216,11 @@ def _build_pool(
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)
     speculative = getattr(sched, "speculative", None)
     if speculative is not None:
+        draft_tp = draft_tensor_parallel(sched, pool)  # the draft model's own tensor parallelism, where given
+        draft_shape = setup.shaped if draft_tp is None else setup.shaped.model_copy(update={
+            "cluster": setup.shaped.cluster.model_copy(update={"tensor_parallel": draft_tp})})
         draft_cost = None if deployment.draft_model is None else build_cost_model(
-            setup.shaped.model_copy(update={"model": speculative.draft_model}), deployment.draft_model, hardware,
+            draft_shape.model_copy(update={"model": speculative.draft_model}), deployment.draft_model, hardware,
             engine)
         draft = build_draft(speculative, setup.shaped, cost, hardware, engine, deployment.draft_head, draft_cost)
         for replica in replicas:
@@ -321,7 +324,7 @@ def simulate(
     deadlines = client_deadlines(config.workload, len(workload.arrival_s),
                                  np.random.default_rng(np.random.SeedSequence([config.seed, 8])))
     if deadlines is not None:
-        watch = ClientCancellations(env, replicas, recorder, *deadlines, handoff).watch
+        watch = ClientCancellations(env, replicas, recorder, *deadlines, handoff=handoff).watch
     factory = RequestFactory(workload, [c.priority for c in config.workload.classes or []], enter, adapters, watch)
     delay_s = config.cost_model.network_ms / 1000 + config.cost_model.tokenize_us_per_token * 1e-6 * (
         workload.input_tokens

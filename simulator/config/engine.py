@@ -38,7 +38,9 @@ class SpeculativeConfig(Strict):
     decoder layer of the target's width (EAGLE-3 with its fused low/mid/high feature projection and own draft
     vocabulary), each priced from its shape on the target's GPUs and held in its memory
     (:mod:`simulator.catalog.draft`); ``draft_model`` a separate model named by ``draft_model``, priced as that
-    model's decode step on the same GPUs (its weights and KV not taken from the target's memory budget); ``ngram``
+    model's decode step on the same GPUs and held there: its weights and KV per token are taken from the memory
+    before the KV pool is sized, split over ``draft_tensor_parallel_size`` GPUs (default the target's tensor
+    parallelism, as vLLM runs it; 1: whole on one GPU, which sizes every GPU's pool); ``ngram``
     prompt lookup on the host (``ngram_us_per_sequence``, no GPU work). Without a method (the original form) a
     draft step costs ``draft_cost_ratio`` of a target decode step, or is priced as ``draft_model``'s."""
 
@@ -59,7 +61,10 @@ class SpeculativeConfig(Strict):
         default=None, ge=0, description="no method: seconds of a draft step / seconds of a target decode step (≥ 0)")
     draft_model: str | None = Field(
         default=None, description="method draft_model (or none): the draft's catalog name, Hugging Face id or file, "
-        "priced as its decode step on the same GPUs")
+        "priced as its decode step on the same GPUs, its weights and KV in their memory")
+    draft_tensor_parallel_size: int | None = Field(
+        default=None, ge=1, le=1024, description="a draft model's tensor parallelism: 1 or the target's "
+        "tensor_parallel (vLLM's draft_tensor_parallel_size; default the target's)")
     ngram_us_per_sequence: float = Field(
         default=NGRAM_US_PER_SEQUENCE, ge=0, le=1e6,
         description="method ngram: host microseconds per sequence and step to look the drafts up in the prompt and "
@@ -94,6 +99,9 @@ class SpeculativeConfig(Strict):
                              "priced from its own draft: remove one")
         if method not in (None, "draft_model") and model is not None:
             raise ValueError(f"draft_model: {model!r} is the draft of method draft_model, not of {method}")
+        if self.draft_tensor_parallel_size is not None and model is None:
+            raise ValueError(f"draft_tensor_parallel_size: {self.draft_tensor_parallel_size} shards a draft model; "
+                             f"{'method ' + method if method else 'draft_cost_ratio'} has none")
         return self
 
     @property

@@ -7,7 +7,7 @@ import itertools
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from simulator.catalog.prompt_reuse import MAX_DOCUMENTS, MAX_SEGMENT_COUNT, MAX_SEGMENTS, MAX_ZIPF
 from simulator.catalog.workloads import MAX_PIECES, load_preset, with_preset
@@ -365,14 +365,40 @@ class SessionsConfig(Strict):
         "(default none: identical prompts, as parallel sampling)")
 
 
+def _tokens_or_length(value: Any) -> Any:
+    """A whole number of tokens in [1, MAX_TOKENS], read as ``{kind: fixed, value: N}``, or a length distribution's
+    mapping (validated as one); anything else one error naming both."""
+    if isinstance(value, dict):
+        return value
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and (isinstance(value, int) or value.is_integer()) and 1 <= value <= MAX_TOKENS:
+        return {"kind": "fixed", "value": int(value)}
+    raise ValueError(f"must be a whole number of tokens from 1 to {MAX_TOKENS:,} or a length distribution "
+                     f"({{kind: fixed | uniform | lognormal | normal | empirical | quantiles, ...}}), got {value!r}")
+
+
 class CancelConfig(Strict):
     """Clients that give up: each request is chosen with probability ``fraction`` (one draw per request, in request
-    order, from the experiment's seed) and its client cancels it ``after_s`` seconds after sending it, unless it
-    ended before. A cancelled request leaves its replica's queue at once, or its batch at the end of the iteration
-    in progress (its KV freed then), and ends with status ``cancelled``, reason ``client cancel``."""
+    order, from the experiment's seed) and its client cancels it ``after_s`` seconds after sending it, or once it
+    has received ``after_tokens`` output tokens (a reader who stops, a client-side stop condition), whichever comes
+    first, unless it ended before. A request cancelled after ``after_s`` leaves its replica's queue at once, or its
+    batch at the end of the iteration in progress (its KV freed then), and ends with status ``cancelled``, reason
+    ``client cancel``; one cancelled after N tokens ends when its N-th token is emitted, its KV freed there, with
+    reason ``client stop`` (N output tokens wasted); a request of at most N output tokens completes."""
 
     fraction: float = Field(ge=0, le=1, description="share of the requests whose clients cancel them, 0 to 1")
-    after_s: float = Field(gt=0, le=1e9, description="seconds from a chosen request's send to its cancellation")
+    after_s: float | None = Field(default=None, gt=0, le=1e9,
+                                  description="seconds from a chosen request's send to its cancellation")
+    after_tokens: Annotated[LengthConfig, BeforeValidator(_tokens_or_length)] | None = Field(
+        default=None, description="output tokens a chosen request's client receives before it cancels: a whole "
+        "number (read as {kind: fixed, value: N}) or a length distribution drawn per request (requests of no more "
+        "tokens complete)")
+
+    @model_validator(mode="after")
+    def _when(self) -> CancelConfig:
+        if self.after_s is None and self.after_tokens is None:
+            raise ValueError("give after_s (seconds after the send), after_tokens (output tokens received) or both")
+        return self
 
 
 class WorkloadConfig(Strict):
@@ -412,7 +438,7 @@ class WorkloadConfig(Strict):
         default=None, description="prompts and answers from a text dataset (ShareGPT, JSON lines), in tokens")
     cancel: CancelConfig | None = Field(
         default=None, description="a fraction of the requests cancelled by their clients after_s seconds after "
-        "they were sent (status cancelled, reason client cancel)")
+        "they were sent (status cancelled, reason client cancel) or after_tokens output tokens (reason client stop)")
     client_timeout_s: float | None = Field(
         default=None, gt=0, le=1e9, description="every request still unfinished this many seconds after its "
         "client sent it is abandoned (status cancelled, reason client timeout; a streaming client's read timeout)")

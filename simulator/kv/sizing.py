@@ -12,13 +12,18 @@
     weights             = quantisable parameters × weight bytes + the rest (norms, routers, embeddings, LM head) × 2;
                           the experts split over the replica's data_parallel × tensor_parallel GPUs, the rest over t;
                           a speculative draft head's (MTP modules, EAGLE head: :mod:`simulator.catalog.draft`) the
-                          same way, whole on each stage (the last stage holds it: the fullest GPU)
+                          same way, whole on each stage (the last stage holds it: the fullest GPU); a draft model's
+                          (``method: draft_model``) all over its d = draft_tensor_parallel_size GPUs (default t;
+                          d = 1: whole on one GPU, the fullest, whose pool every GPU's matches), as vLLM loads it
+                          beside the target before it profiles the memory left for KV
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
 t > kv_heads; MLA's latent is whole on every GPU); with p pipeline stages it holds ceil(layers / p) of the layers
 (weights and KV taken as evenly split); a draft head's layers keep KV for every token too, their bytes per token
-added to the pool's (whole, like its weights). The pool's slots are sized by the layers whose KV grows with the context;
+added to the pool's (whole, like its weights); a draft model's KV-growing layers too, ceil(kv_heads / d) heads of
+each (its windowed layers counted in full, an upper bound; vLLM puts the draft's layers in the target's KV cache
+groups, one block table per request). The pool's slots are sized by the layers whose KV grows with the context;
 sliding-window and local-chunk layers hold at most their span per sequence, a reserve the allocator gives every
 sequence (:mod:`simulator.kv.span_reserve`; the one-request check counts it too); linear-attention and Mamba layers
 hold a fixed state per sequence, reserved the same way. A model whose every KV layer has a bounded span sizes its
@@ -66,6 +71,7 @@ class KVBudget:
     num_blocks: int
     spans: tuple[tuple[int, float], ...] = ()  # bounded-span groups: (span, bytes per token / kv_bytes_per_token)
     adapter_bytes: float = 0.0  # LoRA slots (max_loras adapters at max_lora_rank), reserved before the KV pool
+    draft_bytes: float = 0.0  # a speculative draft's weights (head or model), a part of weight_bytes
 
     @property
     def capacity_tokens(self) -> int:
@@ -78,23 +84,30 @@ def kv_budget(
     max_model_len: int, num_blocks_override: int | None = None, pipeline_parallel: int = 1,
     expert_shards: int | None = None, free_memory_fraction: float | None = None, adapter_bytes: float = 0.0,
     expert_replication: float = 1.0, mem_fraction_static: float | None = None, data_parallel: int = 1,
-    expert_parallel: int = 1, draft: DraftHead | None = None,
+    expert_parallel: int = 1, draft: DraftHead | None = None, draft_model: ModelSpec | None = None,
+    draft_tensor_parallel: int | None = None,
 ) -> KVBudget:
     """The block pool of one replica (one attention-DP rank: its t GPUs; ``expert_shards``: the GPUs the experts
     spread over, default t; ``adapter_bytes``: LoRA slots per GPU, taken like weights; ``expert_replication``:
     EPLB's expert slots over the experts, whose weights grow by it; ``draft``: a speculative draft head held beside
-    the model, its weights and KV per token added); refuses (LLMSimError) a configuration with no
-    room for one full request, naming the whole deployment (``data_parallel`` and ``expert_parallel`` only name it)
-    and the change that would make room."""
+    the model, its weights and KV per token added; ``draft_model``: a separate draft model on the same GPUs, split
+    over ``draft_tensor_parallel`` of them, default t, its weights and KV per token added); refuses (LLMSimError) a
+    configuration with no room for one full request, naming the whole deployment (``data_parallel`` and
+    ``expert_parallel`` only name it) and the change that would make room."""
     t, p = tensor_parallel, pipeline_parallel
     w = bytes_per_element(activation_dtype(weight_dtype))
     usable = hardware.memory_bytes * (mem_fraction_static or gpu_memory_utilization)
     parts = model.part_bytes(bytes_per_element(weight_dtype), w)
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
+    target_weights = weights
     if draft is not None:
         draft_parts = draft.part_bytes(bytes_per_element(weight_dtype), w)
         weights += draft_parts.pop("experts") / (expert_shards or t) + sum(draft_parts.values()) / t
+    d = draft_tensor_parallel or t
+    if draft_model is not None:  # its experts too over its d GPUs: vLLM runs a draft model without expert parallelism
+        weights += draft_model.weight_bytes(bytes_per_element(weight_dtype), w) / d
+    draft_bytes = weights - target_weights
     lora = f" + LoRA slots {adapter_bytes / GIB:.2f} GiB" if adapter_bytes else ""
     share_name = "mem_fraction_static" if mem_fraction_static else "gpu_memory_utilization"
     share = (f"free_memory_fraction {free_memory_fraction:g}" if free_memory_fraction is not None
@@ -119,6 +132,9 @@ def kv_budget(
     held = per_token  # the model's own layers' share of the bytes per token (the spans are relative to it)
     if draft is not None:
         per_token += draft.kv_bytes_per_token(bytes_per_element(kv_dtype_name), t)
+    if draft_model is not None:
+        draft_growing, draft_spans = draft_model.kv_layout(bytes_per_element(kv_dtype_name), d)
+        per_token += draft_growing + sum(nbytes for span, nbytes in draft_spans if span > 1)
     spans = tuple((span, nbytes / growing * (held / per_token)) for span, nbytes in span_bytes)
     longest = max_model_len + span_reserve(spans, max_model_len)
     beside = 0.0 if mem_fraction_static else workspace  # what the usable memory holds besides weights and KV
@@ -145,7 +161,7 @@ def kv_budget(
                 f"{max_model_len}-token request; {_more_room(expert_share)}, a larger GPU, a higher {share_name} or a "
                 "smaller max_model_len"
             )
-    return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks, spans, adapter_bytes)
+    return KVBudget(usable, weights, workspace, per_token, block_size, num_blocks, spans, adapter_bytes, draft_bytes)
 
 
 def deployment_shape(tensor_parallel: int, pipeline_parallel: int, data_parallel: int = 1,

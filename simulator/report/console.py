@@ -170,7 +170,8 @@ def format_summary(name: str, summary: dict[str, Any], slo_given: bool = True,
         "",
         f"throughput: {_fmt(s['request_throughput'], 2)} req/s, {_fmt(s['output_throughput'])} output tok/s, "
         f"{_fmt(s['total_token_throughput'])} total tok/s",
-        f"memory:     per GPU{f' ({formats})' if formats else ''}, weights {_fmt(s['weights_gib_per_gpu'], 2)} GiB, "
+        f"memory:     per GPU{f' ({formats})' if formats else ''}, weights {_fmt(s['weights_gib_per_gpu'], 2)} GiB"
+        + (f" (draft {_fmt(s['draft_gib_per_gpu'], 2)} GiB)" if "draft_gib_per_gpu" in s else "") + ", "
         + (f"LoRA slots {_fmt(s['lora_gib_per_gpu'], 2)} GiB, " if "lora_gib_per_gpu" in s else "")
         + f"activation workspace {_fmt(s['workspace_gib_per_gpu'], 2)} GiB, KV pool "
         f"{_fmt(s['kv_pool_gib_per_gpu'], 2)} GiB",

@@ -169,8 +169,8 @@ def _held_to_rows(resolved: dict[str, Any]) -> list[list[Any]]:
 def _summary_sections(page: Page, summary: dict[str, Any]) -> None:
     shown: set[str] = set()
     page.heading("Memory plan (one GPU)")
-    memory = [k for k in ("weights_gib_per_gpu", "lora_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu",
-                          "kv_num_blocks", "kv_capacity_tokens") if k in summary]
+    memory = [k for k in ("weights_gib_per_gpu", "draft_gib_per_gpu", "lora_gib_per_gpu", "workspace_gib_per_gpu",
+                          "kv_pool_gib_per_gpu", "kv_num_blocks", "kv_capacity_tokens") if k in summary]
     page.table(["", "value"], [[k, Markup(number(summary[k], unit_of(k)))] for k in memory])
     shown.update(memory)
     page.heading("Latency")

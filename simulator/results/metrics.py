@@ -20,7 +20,9 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   given; ``std_<metric>_ms`` (TTFT, TPOT, E2EL, max ITL) is the population standard deviation, as vLLM's ``std_*``
 - total_input_tokens / total_output_tokens: the tokens of the completed (measured) requests
 - memory plan of one GPU (:mod:`simulator.kv.sizing`; the decode pool's when disaggregated): weights_gib_per_gpu,
-  workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``
+  workspace_gib_per_gpu (the activation estimate), kv_pool_gib_per_gpu (the blocks' bytes), added by ``simulator.run``;
+  draft_gib_per_gpu: a speculative draft's weights (an MTP module, an EAGLE head, a draft model), where one is held
+  on the GPUs, a part of weights_gib_per_gpu (the pool is what the two leave, less the workspace)
 - duration_s = last finish − first arrival (of the measured requests); throughputs divide completed requests /
   output tokens / input+output tokens of completed requests by it
 - a completed request *meets the SLO* when TTFT ≤ slo.ttft_ms, TPOT ≤ slo.tpot_ms (if it has a TPOT), its max
@@ -79,10 +81,12 @@ Definitions (names follow vLLM's benchmark output; times in ms unless the name s
   rate is their running product)
 - requests end completed, rejected (``num_rejected``: by a replica's limits, ``cluster.admission`` or a session
   whose earlier turn did not complete), failed (``num_failed``: faults) or cancelled (``num_cancelled``: their
-  clients gave up, ``workload.cancel`` / ``workload.client_timeout_s``); the four add up to num_requests. A
+  clients gave up, ``workload.cancel`` / ``workload.client_timeout_s``; reason ``client cancel``, ``client timeout``
+  or, stopped after ``cancel.after_tokens`` N tokens, ``client stop``); the four add up to num_requests. A
   cancelled request's E2EL would be its cancellation: it is no latency sample, and it never meets the SLO;
   cancelled_output_tokens = output tokens generated for requests that were then cancelled (their replica
-  drops them at the end of the iteration in progress, whose tokens count) — decode work done for nothing
+  drops them at the end of the iteration in progress, whose tokens count; a client stop's N exactly) — decode work
+  done for nothing
 - preemption: num_preemptions; preempted_time_s = Σ over requests of the time from each preemption to resuming
   (re-prefill done, or KV swapped back in); prefill_tokens_computed (recomputation included); swapped_tokens
 - iteration bounds only (``metrics.iteration_bounds``, which ``llmsim run`` sets; these keys appear only then;
@@ -430,6 +434,7 @@ class Scaling:
 
 
 MEMORY_PLAN_METRICS = ("weights_gib_per_gpu", "workspace_gib_per_gpu", "kv_pool_gib_per_gpu")  # by simulator.run
+DRAFT_MEMORY_METRICS = ("draft_gib_per_gpu",)  # by simulator.run with a draft held on the GPUs (head or model)
 FAULT_METRICS = ("retried_requests", "mean_ttft_retried_ms", "p99_ttft_retried_ms", "replica_crashes")
 MIG_METRICS = ("mig",)  # by simulator.run on MIG slices: each pool's profile, in pool order ("full": whole GPUs)
 LORA_METRICS = ("lora_gib_per_gpu", "adapter_loads", "adapter_storage_reads", "adapter_load_time_s")

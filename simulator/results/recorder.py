@@ -145,6 +145,8 @@ class Recorder:
         self.swapped_tokens = 0  # KV tokens moved to or from host memory
         # called in turn with each ended request (a client's connection pool, its clients, client cancellations)
         self.on_complete: list[Callable[[Request], None]] = []
+        # called in turn with each ended request before its row is written (a client's stop after N tokens)
+        self.on_end: list[Callable[[Request], None]] = []
         self.copied_tokens = 0  # KV tokens copied when contiguous slabs moved
         self.crashes: list[tuple[float, int]] = []  # (time, replica) of every crash (simulator.cluster.faults)
         self.adapter_totals: Counter[str] = Counter()  # LoRA: loads, storage_reads, load_s (simulator.schedulers.lora)
@@ -157,7 +159,9 @@ class Recorder:
 
     def request_done(self, request: Request) -> None:
         """Record an ended request — finished, rejected, failed or cancelled — and tell each of ``on_complete`` (a
-        client's connection pool, a closed-loop client)."""
+        client's connection pool, a closed-loop client), after each of ``on_end``."""
+        for listener in self.on_end:
+            listener(request)
         self.requests.append(request)
         for listener in self.on_complete:
             listener(request)

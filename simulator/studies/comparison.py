@@ -43,6 +43,7 @@ from simulator.results.metrics import (
     AUTOSCALER_METRICS,
     CLASS_METRICS,
     DISAGGREGATED_METRICS,
+    DRAFT_MEMORY_METRICS,
     FAULT_METRICS,
     LORA_METRICS,
     MEMORY_PLAN_METRICS,
@@ -109,8 +110,8 @@ def summary_keys() -> list[str]:
                        iterations=0, num_gpus=1)
     summary = summarize(empty, LogHistogram(), totals, SLOConfig())
     return [*summary, *DISAGGREGATED_METRICS, *SESSION_METRICS, *AUTOSCALER_METRICS, *LORA_METRICS, *FAULT_METRICS,
-            *MEMORY_PLAN_METRICS, *SPECULATIVE_METRICS, *BOUND_METRICS, *MIG_METRICS, *ENERGY_METRICS,
-            *TIER_METRICS]
+            *MEMORY_PLAN_METRICS, *DRAFT_MEMORY_METRICS, *SPECULATIVE_METRICS, *BOUND_METRICS, *MIG_METRICS,
+            *ENERGY_METRICS, *TIER_METRICS]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

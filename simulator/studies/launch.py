@@ -308,6 +308,8 @@ def _vllm(p: _Pool, config: ExperimentConfig, model: ModelSpec, model_id: str) -
         draft = _draft_checkpoint(spec, model_id, cmd)
         speculative.update({"model": draft} if draft else {})
         speculative["num_speculative_tokens"] = spec.num_speculative_tokens
+        if spec.draft_tensor_parallel_size is not None:
+            speculative["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
         cmd.add("--speculative-config", json.dumps(speculative, separators=(",", ":")))
     return cmd
 

@@ -120,7 +120,11 @@ BAD_CASES = {
     "cancel fraction over 1": (["--set", "workload.cancel={fraction: 2, after_s: 1}"],
                                "workload.cancel.fraction: must be <= 1.0, got 2"),
     "cancel without when": (["--set", "workload.cancel={fraction: 0.5}"],
-                            "workload.cancel.after_s: required field is missing"),
+                            "workload.cancel: give after_s (seconds after the send), after_tokens (output tokens "
+                            "received) or both"),
+    "cancel after no tokens": (["--set", "workload.cancel={fraction: 0.5, after_tokens: 0}"],
+                               "workload.cancel.after_tokens: must be a whole number of tokens from 1 to 10,000,000 or "
+                               "a length distribution"),
     "negative client timeout": (["--set", "workload.client_timeout_s=-1"],
                                 "workload.client_timeout_s: must be > 0.0, got -1"),
 }

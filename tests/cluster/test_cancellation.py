@@ -151,3 +151,79 @@ def test_cancellation_in_closed_form_runs_equals_one_iteration_at_a_time(disaggr
         np.testing.assert_allclose(fast.requests[column], slow.requests[column], rtol=1e-9, atol=1e-12)
     assert fast.requests["status"].equals(slow.requests["status"])
     assert fast.summary["cancelled_output_tokens"] == slow.summary["cancelled_output_tokens"]
+
+
+@pytest.mark.parametrize("cluster", [{}, {"kind": "disaggregated", "prefill": {"replicas": 1},
+                                          "decode": {"replicas": 1}}])
+@pytest.mark.parametrize("speculative", [False, True])
+def test_a_client_that_stops_after_n_tokens_ends_every_request_there(cluster, speculative):
+    """fraction 1, after_tokens 7, every request asking for 50: each runs to its 7th token and ends there,
+    cancelled (reason client stop), with exactly 7 tokens generated — 5 × 7 wasted — and its KV freed; its row
+    states the 50 it asked for. Colocated, one request at a time: the 7th token comes 100 ms of prefill and 6
+    decode steps of 10 ms after the send (160 ms). Speculating (two drafts, always accepted: 3 tokens a step) the
+    cut still falls on the 7th token."""
+    scheduler = {"kind": "continuous", "max_num_seqs": 16, "max_model_len": 2048}
+    if speculative:
+        scheduler["speculative"] = {"num_speculative_tokens": 2, "acceptance_rate": 1.0, "draft_cost_ratio": 0.0}
+    config = load_experiment(experiment(
+        cost_model=LINEAR, scheduler=scheduler, **({"cluster": cluster} if cluster else {}),
+        workload=_fixed(5, 1.0, 100, 50, cancel={"fraction": 1.0, "after_tokens": 7})))
+    output = simulate(config)
+    assert output.final_kv_used_blocks == [0] * len(output.final_kv_used_blocks)
+    result = simulator.run(config)
+    rows, s = result.requests, result.summary
+    assert (rows["status"] == "cancelled").all() and set(rows["reject_reason"]) == {"client stop"}
+    assert (rows["output_tokens"] == 50).all()
+    assert (s["completed"], s["num_cancelled"], s["num_rejected"], s["num_failed"]) == (0, 5, 0, 0)
+    assert s["cancelled_output_tokens"] == 5 * 7
+    if not cluster and not speculative:
+        np.testing.assert_allclose(rows["finish_s"] - rows["arrival_s"], 0.100 + 6 * 0.010, rtol=1e-12)
+
+
+def test_stopping_after_n_tokens_is_the_work_of_n_token_requests():
+    """The server generates up to N tokens before the client's cancellation reaches it: under load (two replicas,
+    chunked prefill, preemptions on a small cache) every request stopped after 20 tokens runs exactly as the same
+    request asking for 20 — the same first token, end, preemptions and replica — and those that asked for fewer
+    complete as they would have."""
+    def run(workload: dict):
+        return simulator.run(load_experiment(experiment(
+            seed=5, cost_model=LINEAR, cluster={"replicas": 2, "router": "least_outstanding"},
+            scheduler={"kind": "chunked", "max_num_seqs": 8, "max_model_len": 1024, "max_num_batched_tokens": 128},
+            kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 60},
+            workload={"num_requests": 200, "arrival": {"kind": "poisson", "rate": 40.0},
+                      "input_tokens": {"kind": "uniform", "min": 10, "max": 300}, **workload}))).requests
+
+    stopped = run({"output_tokens": {"kind": "uniform", "min": 20, "max": 200},
+                   "cancel": {"fraction": 1.0, "after_tokens": 20}})
+    short = run({"output_tokens": {"kind": "fixed", "value": 20}})
+    for column in ("first_scheduled_s", "first_token_s", "finish_s", "preemptions", "replica"):
+        np.testing.assert_allclose(stopped[column], short[column], rtol=1e-12)
+    asked_more = stopped["output_tokens"] > 20
+    assert (stopped.loc[asked_more, "reject_reason"] == "client stop").all()
+    assert (stopped.loc[~asked_more, "status"] == "finished").all() and (~asked_more).any()
+
+
+def test_a_drawn_stop_cancels_the_requests_that_asked_for_more_and_counts_their_tokens():
+    """after_tokens drawn uniformly from 1–100 for the chosen half of 400 requests asking for 1–100 tokens: a
+    chosen request is cancelled exactly when its draw is below what it asked for, and the tokens wasted are the
+    draws of those; the chosen requests are those of the same config cancelled after a time instead."""
+    from simulator.workload.cancellation import client_deadlines
+
+    workload = {"num_requests": 400, "arrival": {"kind": "poisson", "rate": 50.0},
+                "input_tokens": {"kind": "uniform", "min": 10, "max": 200},
+                "output_tokens": {"kind": "uniform", "min": 1, "max": 100},
+                "cancel": {"fraction": 0.5, "after_tokens": {"kind": "uniform", "min": 1, "max": 100}}}
+    config = load_experiment(experiment(seed=3, cost_model=LINEAR, cluster={"replicas": 2}, workload=workload))
+    result = simulator.run(config)
+    rows = result.requests.set_index("request_id").sort_index()
+    deadlines = client_deadlines(config.workload, 400, np.random.default_rng(np.random.SeedSequence([3, 8])))
+    assert deadlines is not None
+    stops = deadlines.stops
+    cut = (stops > 0) & (stops < rows["output_tokens"].to_numpy())
+    assert list(rows["status"] == "cancelled") == list(cut)
+    assert abs(cut.sum() - 99) < 4 * math.sqrt(400 * 0.2475 * 0.7525)  # P(chosen, draw < asked) = ½ · 0.495
+    assert result.summary["cancelled_output_tokens"] == stops[cut].sum()
+    timed = load_experiment(experiment(seed=3, cost_model=LINEAR, cluster={"replicas": 2}, workload={
+        **workload, "cancel": {"fraction": 0.5, "after_s": 1e-6}}))
+    assert list(client_deadlines(timed.workload, 400, np.random.default_rng(np.random.SeedSequence([3, 8]))).chosen) \
+        == list(stops > 0)

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 import simulator
+from simulator.catalog import load_hardware
 from simulator.cli import main
 from simulator.config import load_experiment
 from simulator.errors import LLMSimError
@@ -130,10 +131,66 @@ def test_mtp_sizes_its_module_into_the_memory_budget():
     experts, other = 257 * 3 * D * 2048, 256 * D + 2 * D * D + 5 * D
     added = ((mla + experts) * (1 + 4 / 128**2) + 2 * other) / 8 / 2**30
     assert mtp["weights_gib_per_gpu"] - plain["weights_gib_per_gpu"] == pytest.approx(added, rel=1e-9)
+    assert mtp["draft_gib_per_gpu"] == pytest.approx(added, rel=1e-12)  # the draft's share, reported apart
     per_token = 61 * 576 * 2
     pool = plain["kv_pool_gib_per_gpu"] - added  # the same memory less the module's weights
     assert mtp["kv_capacity_tokens"] == pytest.approx(
         pool * 2**30 / (per_token + 576 * 2), rel=2e-3)  # whole blocks of the pool
+
+
+def _llama_70b_tp4(spec: dict | None) -> dict:
+    """Llama-3.1-70B on 4 H100s (vLLM's profile, a pool sized by gpu_memory_utilization 0.9), 4 short requests."""
+    return simulator.run(load_experiment(experiment(
+        model="llama-3.1-70b", cluster={"tensor_parallel": 4}, cost_model={"kind": "roofline"}, engine="vllm",
+        kv_cache={"kind": "paged", "block_size": 16},
+        scheduler={"kind": "continuous", "max_num_seqs": 16, "max_model_len": 4096, "speculative": spec},
+        workload={"num_requests": 4, "arrival": {"kind": "poisson", "rate": 2.0},
+                  "input_tokens": {"kind": "fixed", "value": 100},
+                  "output_tokens": {"kind": "fixed", "value": 20}}))).summary
+
+
+LLAMA_8B_PARAMS = 32 * (  # Llama-3.1-8B's config.json: 32 layers, D 4096, 32 heads and 8 KV heads of 128, FFN 14336
+    4096 * 32 * 128 * 2 + 2 * 4096 * 8 * 128  # q and o, k and v
+    + 3 * 4096 * 14336 + 2 * 4096) + 2 * 128_256 * 4096 + 4096  # SwiGLU, 2 norms; embeddings, LM head, final norm
+
+
+@pytest.mark.parametrize("draft_tp", [None, 1])
+def test_a_draft_model_sizes_its_weights_and_kv_into_the_memory_budget(draft_tp):
+    """vLLM loads a draft model beside the target before it profiles what is left for KV, split over
+    draft_tensor_parallel_size GPUs (default the target's 4; 1: whole on one GPU, the fullest). Llama-3.1-8B
+    drafting for Llama-3.1-70B: 8,030,261,248 parameters in bf16 over d GPUs join the weights; the pool is the
+    memory the weights left, less the draft's, in blocks of 16 tokens of the target's KV (80 layers × 2 × 8/4 KV
+    heads × 128 × 2 bytes) and the draft's (32 layers × 2 × 8/d heads × 128 × 2 bytes)."""
+    assert LLAMA_8B_PARAMS == 8_030_261_248  # the published count
+    plain = _llama_70b_tp4(None)
+    spec = {"method": "draft_model", "draft_model": "llama-3.1-8b", "num_speculative_tokens": 3,
+            "acceptance_rate": 0.7, **({"draft_tensor_parallel_size": draft_tp} if draft_tp else {})}
+    drafted = _llama_70b_tp4(spec)
+    d = draft_tp or 4
+    draft_gib = LLAMA_8B_PARAMS * 2 / d / 2**30
+    assert drafted["draft_gib_per_gpu"] == pytest.approx(draft_gib, rel=1e-12)
+    assert drafted["weights_gib_per_gpu"] - plain["weights_gib_per_gpu"] == pytest.approx(draft_gib, rel=1e-9)
+    assert drafted["workspace_gib_per_gpu"] == plain["workspace_gib_per_gpu"]
+    pool = (load_hardware("h100-sxm").memory_bytes * 0.9
+            - (plain["weights_gib_per_gpu"] + draft_gib + plain["workspace_gib_per_gpu"]) * 2**30)
+    per_token = 80 * 2 * 2 * 128 * 2 + 32 * 2 * (8 // d) * 128 * 2
+    assert drafted["kv_capacity_tokens"] == math.floor(pool / (16 * per_token)) * 16
+    plain_per_token = 80 * 2 * 2 * 128 * 2
+    assert plain["kv_capacity_tokens"] == math.floor((pool + draft_gib * 2**30) / (16 * plain_per_token)) * 16
+    assert "draft_gib_per_gpu" not in plain
+
+
+def test_a_draft_models_tensor_parallelism_is_one_or_the_targets():
+    config = experiment(cluster={"tensor_parallel": 4}, scheduler={"kind": "continuous", "speculative": {
+        "method": "draft_model", "draft_model": "llama-3.1-8b", "num_speculative_tokens": 2, "acceptance_rate": 0.5,
+        "draft_tensor_parallel_size": 2}})
+    with pytest.raises(LLMSimError, match=r"scheduler\.speculative\.draft_tensor_parallel_size: 2 must be 1 or "
+                                          r"cluster's tensor_parallel 4"):
+        simulator.run(load_experiment(config))
+    config["scheduler"]["speculative"] = {"method": "eagle", "num_speculative_tokens": 2, "acceptance_rate": 0.5,
+                                          "draft_tensor_parallel_size": 1}
+    with pytest.raises(LLMSimError, match=r"draft_tensor_parallel_size: 1 shards a draft model; method eagle has none"):
+        load_experiment(config)
 
 
 def test_deepseek_mtp_speeds_decoding_as_published():

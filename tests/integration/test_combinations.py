@@ -70,23 +70,29 @@ CLIENTS = ["open", "closed_loop", "sessions", "max_concurrency", "client_connect
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), scheduler=st.sampled_from(SCHEDULERS), kv=st.sampled_from(KV_CACHES),
        admission=st.sampled_from(ADMISSIONS), clients=st.sampled_from(CLIENTS),
-       fraction=st.sampled_from([0.0, 0.3, 1.0]), after_s=st.floats(0.001, 0.5),
+       fraction=st.sampled_from([0.0, 0.3, 1.0]), after_s=st.one_of(st.none(), st.floats(0.001, 0.5)),
+       after_tokens=st.one_of(st.none(), st.integers(1, 60)),
        timeout_s=st.one_of(st.none(), st.floats(0.01, 1.0)), topology=st.sampled_from(["one", "three",
                                                                                          "disaggregated"]),
        crashes=st.booleans(), scaling=st.booleans(), asynchronous=st.booleans(), blocks=st.integers(40, 300),
        speculative=st.sampled_from([None, {"num_speculative_tokens": 2, "acceptance": [0.8, 0.5],
                                            "draft_cost_ratio": 0.05}]))
 def test_cancellation_and_admission_account_for_every_request(seed, scheduler, kv, admission, clients, fraction,
-                                                              after_s, timeout_s, topology, crashes, scaling,
-                                                              asynchronous, blocks, speculative):
-    """Client cancellations and timeouts with admission control, faults and retries, disaggregation, autoscaling,
-    speculative decoding on a paged cache (its drafts' KV reserved and released) and every kind of client: each
-    generated request ends exactly once — completed, rejected, cancelled (with its reason, when its deadline came)
-    or failed; all KV is returned; a rerun gives the same table."""
+                                                              after_s, after_tokens, timeout_s, topology, crashes,
+                                                              scaling, asynchronous, blocks, speculative):
+    """Client cancellations (after a time, after a number of output tokens, or whichever comes first) and timeouts
+    with admission control, faults and retries, disaggregation, autoscaling, speculative decoding on a paged cache
+    (its drafts' KV reserved and released) and every kind of client: each generated request ends exactly once —
+    completed, rejected, cancelled (with its reason, when its deadline came or, stopped after N tokens, no later) or
+    failed; all KV is returned; a rerun gives the same table."""
+    if after_s is None and after_tokens is None:
+        after_s = 0.1
+    cancel = {"fraction": fraction, "after_s": after_s, "after_tokens": after_tokens}
     workload = {"num_requests": 40, "arrival": {"kind": "poisson", "rate": 60.0},
                 "input_tokens": {"kind": "uniform", "min": 10, "max": 300},
                 "output_tokens": {"kind": "uniform", "min": 1, "max": 80},
-                "cancel": {"fraction": fraction, "after_s": after_s}, "client_timeout_s": timeout_s}
+                "cancel": {key: value for key, value in cancel.items() if value is not None},
+                "client_timeout_s": timeout_s}
     if clients == "closed_loop":
         workload["arrival"] = {"kind": "closed_loop", "users": 6, "think_ms": 5.0}
     elif clients == "sessions":
@@ -119,9 +125,18 @@ def test_cancellation_and_admission_account_for_every_request(seed, scheduler, k
     assert s["completed"] + s["num_rejected"] + s["num_cancelled"] + s["num_failed"] == s["num_requests"]
     assert (rows.loc[rows["status"] != "finished", "reject_reason"] != "").all()
     cancelled = rows[rows["status"] == "cancelled"]
-    assert set(cancelled["reject_reason"]) <= {"client cancel", "client timeout"}
-    deadline = np.where(cancelled["reject_reason"] == "client cancel", after_s, timeout_s or np.inf)
-    np.testing.assert_allclose(cancelled["finish_s"] - cancelled["arrival_s"], deadline, rtol=1e-9, atol=1e-9)
+    assert set(cancelled["reject_reason"]) <= {"client cancel", "client timeout", "client stop"}
+    stopped = cancelled["reject_reason"] == "client stop"
+    timed = cancelled[~stopped]
+    deadline = np.where(timed["reject_reason"] == "client cancel", after_s or np.inf, timeout_s or np.inf)
+    np.testing.assert_allclose(timed["finish_s"] - timed["arrival_s"], deadline, rtol=1e-9, atol=1e-9)
+    if stopped.any():  # stopped at its N-th token: it had asked for more, and no deadline had come
+        first = min(after_s or np.inf, timeout_s or np.inf)
+        assert (cancelled.loc[stopped, "output_tokens"] > after_tokens).all()
+        assert ((cancelled.loc[stopped, "finish_s"] - cancelled.loc[stopped, "arrival_s"]) <= first + 1e-9).all()
+        assert s["cancelled_output_tokens"] >= after_tokens * stopped.sum()
+    if after_tokens is not None and fraction == 1.0:  # every client stops after N: no request completes longer
+        assert (rows.loc[rows["status"] == "finished", "output_tokens"] <= after_tokens).all()
     done = rows[rows["status"] == "finished"]
     limit = timeout_s if timeout_s is not None else np.inf
     assert ((done["finish_s"] - done["arrival_s"]) <= limit + 1e-9).all()  # none outlived its client's timeout

@@ -281,6 +281,9 @@ def test_a_draft_model_is_launched_by_its_checkpoint_and_the_generic_draft_is_no
     (_, _, flags), = commands(model="qwen3-32b", hardware="h200-sxm", scheduler=scheduler)
     assert json.loads(flags["--speculative-config"]) == {"method": "draft_model", "model": "Qwen/Qwen3-8B",
                                                          "num_speculative_tokens": 3}
+    whole = {"kind": "continuous", "speculative": {**scheduler["speculative"], "draft_tensor_parallel_size": 1}}
+    (_, _, flags), = commands(model="qwen3-32b", hardware="h200-sxm", cluster={"tensor_parallel": 2}, scheduler=whole)
+    assert json.loads(flags["--speculative-config"])["draft_tensor_parallel_size"] == 1
     (_, _, flags), = commands(model="qwen3-32b", hardware="h200-sxm", engine="sglang", scheduler=scheduler)
     assert (flags["--speculative-algorithm"], flags["--speculative-draft-model-path"]) == ("STANDALONE",
                                                                                           "Qwen/Qwen3-8B")
