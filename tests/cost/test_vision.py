@@ -108,6 +108,8 @@ def test_an_image_adds_its_encoder_to_the_prefill_of_an_equal_prompt(toy_vl):
     with_image = simulator.run(_one_request(model, gpu, 97, image)).requests.iloc[0]
     text_only = simulator.run(_one_request(model, gpu, 100, None)).requests.iloc[0]
     assert with_image["input_tokens"] == text_only["input_tokens"] == 100
+    assert (with_image["images"], with_image["image_tokens"]) == (1, 3)
+    assert (text_only["images"], text_only["image_tokens"]) == (0, 0)
     encoder = roof(TINY_FLOPS, (TINY_PARAMS + TINY_ACTIVATIONS) * 2)
     assert (with_image["ttft_ms"] - text_only["ttft_ms"]) / 1000 == pytest.approx(encoder, rel=1e-9)
     assert with_image["e2el_ms"] - with_image["ttft_ms"] == pytest.approx(
