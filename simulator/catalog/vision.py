@@ -157,6 +157,10 @@ def vision_from_hf(config: dict[str, Any], where: str) -> VisionSpec | None:
         if full is not None:
             if not isinstance(full, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in full):
                 raise LLMSimError(f"{where}: fullatt_block_indexes must be a list of integers, got {full!r:.60}")
+            depth = vision.get("depth")
+            if isinstance(depth, int) and any(not 0 <= i < depth for i in full):
+                raise LLMSimError(f"{where}: fullatt_block_indexes: {full!r:.60} names a block outside 0 … "
+                                  f"{depth - 1} (depth {depth})")
             window, patch = vision.get("window_size"), vision.get("patch_size")
             fields["full_attention_blocks"] = len(set(full))
             if isinstance(window, int) and isinstance(patch, int) and patch > 0:

@@ -69,7 +69,8 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
     if config.workload.images is not None:
         if model.vision is None:
             raise ConfigError(f"workload.images: model {model.name} has no vision encoder (no vision_config in its "
-                              "config) to encode images; use a vision-language model such as qwen2.5-vl-7b")
+                              "config, or one of a family not modelled: Qwen2-VL and Qwen2.5-VL's are) to encode "
+                              "images; use a vision-language model such as qwen2.5-vl-7b")
         vision_cost = VisionCost(model.vision, hardware, pool.tensor_parallel, engine.compute_efficiency,
                                  engine.memory_efficiency)
     running_from_pool = sched.max_num_seqs == "auto"

@@ -78,6 +78,14 @@ def test_a_qwen2_vl_config_imports_its_plain_vit():
     bad = {**config, "vision_config": {**config["vision_config"], "num_heads": 5}}
     with pytest.raises(LLMSimError, match=r"^toy: vision_config: .*num_heads 5 does not divide"):
         spec_from_hf_config(bad, "toy-vl", "toy")
+    qwen25 = {**config, "vision_config": {"depth": 4, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4,
+                                          "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2,
+                                          "window_size": 112, "fullatt_block_indexes": [3, 4]}}
+    with pytest.raises(LLMSimError, match=r"^toy: vision_config: fullatt_block_indexes: \[3, 4\] names a block "
+                                          r"outside 0 … 3 \(depth 4\)$"):
+        spec_from_hf_config(qwen25, "toy-vl", "toy")
+    no_vit = {**config, "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152}}
+    assert spec_from_hf_config(no_vit, "toy-vl", "toy").vision is None  # another family's tower: text only
 
 
 @pytest.fixture
@@ -146,7 +154,7 @@ def test_a_model_without_a_vision_config_refuses_images(capsys):
     config = experiment(workload={**experiment()["workload"], "images": {
         "per_request": {"kind": "fixed", "value": 1}, "tokens_per_image": {"kind": "fixed", "value": 64}}})
     with pytest.raises(LLMSimError, match=r"^workload\.images: model llama-3-8b has no vision encoder \(no "
-                                          r"vision_config in its config\)"):
+                                          r"vision_config in its config, or one of a family not modelled"):
         simulator.run(config)
 
 
