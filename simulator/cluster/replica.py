@@ -530,8 +530,20 @@ class Replica:
             duration = self.cost.iteration_time(shape)
             if self.bounds is not None:
                 self._work = (self.cost.iteration_work(shape), NO_WORK)
+            encoder = NO_WORK
+            if self.vision_cost is not None:  # the images of the prompts that start here go through the encoder
+                images: list[int] = []
+                for request, _, _ in batch.prefills:
+                    if request.images and not request.encoded:
+                        request.encoded = True
+                        images.extend(request.images)
+                if images:
+                    encoder = self.vision_cost.work(images)
+                    duration += encoder.seconds
+                    if self.bounds is not None:
+                        self._work = (self._work[0] + encoder, NO_WORK)
             if self.neighbour is not None:  # its parts stretched by the rates left (simulator.cost.work.contended)
-                work = self._work[0] if self.bounds is not None else self.cost.iteration_work(shape)
+                work = self._work[0] if self.bounds is not None else self.cost.iteration_work(shape) + encoder
                 slowed = contended(work, *self.neighbour)
                 duration += slowed.seconds - work.seconds
                 if self.bounds is not None:
@@ -540,13 +552,6 @@ class Replica:
                 duration += self.draft.time(shape)
             duration += batch.swap_tokens * self.swap_seconds_per_token  # transfers block the iteration
             duration += copy_tokens * self.copy_seconds_per_token
-            if self.vision_cost is not None:  # the images of the prompts that start here go through the encoder
-                images: list[int] = []
-                for request, _, _ in batch.prefills:
-                    if request.images and not request.encoded:
-                        request.encoded = True
-                        images.extend(request.images)
-                duration += self.vision_cost.time(images)
             if self.lora_cost is not None:  # the adapters' GEMMs, and the loads of those that joined (blocking)
                 lora: AdapterSlots = scheduler.lora  # type: ignore[assignment]  # set with lora_cost by the pool
                 duration += self.lora_cost.time(tokens, len(lora.running)) + lora.take_pending()

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from simulator.catalog import HardwareSpec
 from simulator.catalog.vision import VisionSpec
 from simulator.cost.gemm import GemmModel
+from simulator.cost.work import Work, smooth_max_work
 from simulator.dtypes import bytes_per_element
 
 VISION_DTYPE = "bf16"
@@ -59,6 +60,16 @@ class VisionCost:
             flops += f
             nbytes += b
         return flops, nbytes
+
+    def work(self, images: Sequence[int]) -> Work:
+        """:meth:`time` as :class:`~simulator.cost.work.Work` (its FLOPs and bytes, the roofline split by Euler's
+        rule, the kernels' overheads fixed): what an iteration's bounds and energy count for the encoder."""
+        if not images:
+            return Work()
+        g = self.gemm
+        flops, nbytes = self.flops_and_bytes(images)
+        return smooth_max_work(g.p, flops / g.flops, nbytes / g.bandwidth, flops=flops, hbm_bytes=nbytes,
+                               fixed_s=self.vision.kernels * g.overhead)
 
     def time(self, images: Sequence[int]) -> float:
         """Seconds of encoding ``images`` (tokens of each) in one iteration (0 for none)."""

@@ -12,6 +12,7 @@ import simulator
 from simulator.catalog import load_hardware, load_model
 from simulator.catalog.hf_import import spec_from_hf_config
 from simulator.catalog.vision import VisionSpec
+from simulator.cost.vision import VisionCost
 from simulator.errors import LLMSimError
 from simulator.kv import kv_budget
 from tests.cost.test_cost import TOY_GPU, TOY_MODEL, roof
@@ -122,6 +123,32 @@ def test_an_image_adds_its_encoder_to_the_prefill_of_an_equal_prompt(toy_vl):
     assert (with_image["ttft_ms"] - text_only["ttft_ms"]) / 1000 == pytest.approx(encoder, rel=1e-9)
     assert with_image["e2el_ms"] - with_image["ttft_ms"] == pytest.approx(
         text_only["e2el_ms"] - text_only["ttft_ms"], rel=1e-12)  # decoding does not re-encode
+
+
+def test_the_encoders_work_reads_its_weights_once_per_iteration(toy_vl):
+    """Two 3-token images in one iteration: twice the FLOPs and activations, the weights once; the time is the
+    roofline of those totals, and its split (compute, memory, fixed) adds up to it."""
+    cost = VisionCost(VisionSpec(**TINY), load_hardware(toy_vl[1]))
+    one, two = cost.work([3]), cost.work([3, 3])
+    assert (one.flops, one.hbm_bytes) == (TINY_FLOPS, (TINY_PARAMS + TINY_ACTIVATIONS) * 2)
+    assert (two.flops, two.hbm_bytes) == (2 * TINY_FLOPS, (TINY_PARAMS + 2 * TINY_ACTIVATIONS) * 2)
+    assert two.seconds == pytest.approx(roof(2 * TINY_FLOPS, (TINY_PARAMS + 2 * TINY_ACTIVATIONS) * 2), rel=1e-12)
+    assert cost.time([3, 3]) == pytest.approx(two.seconds, rel=1e-12) and cost.time([]) == 0
+    assert cost.time([3, 3]) < 2 * cost.time([3])
+
+
+def test_iteration_bounds_count_the_encoder(toy_vl):
+    """With the iteration bounds recorded the run is the same, and the prefill's FLOPs include the encoder's."""
+    model, gpu = toy_vl
+    image = {"per_request": {"kind": "fixed", "value": 1}, "tokens_per_image": {"kind": "fixed", "value": 3}}
+    plain = _one_request(model, gpu, 97, image)
+    bounded = {**plain, "metrics": {"iteration_bounds": True}}
+    with_bounds = simulator.run(bounded)
+    assert with_bounds.requests["ttft_ms"].iloc[0] == simulator.run(plain).requests["ttft_ms"].iloc[0]
+    text = simulator.run({**_one_request(model, gpu, 100, None), "metrics": {"iteration_bounds": True}})
+    iterations = with_bounds.roofline, text.roofline
+    prefill = [frame[frame["phase"] == "prefill"]["flops"].sum() for frame in iterations]
+    assert prefill[0] - prefill[1] == pytest.approx(TINY_FLOPS, rel=1e-9)
 
 
 @pytest.mark.parametrize(("count", "tokens"), [(1, 3), (2, 40), (5, 64)])
