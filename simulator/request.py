@@ -53,13 +53,11 @@ class Request:
     """
 
     __slots__ = (
-        "adapter", "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens",
-        "finish_clock", "finish_s", "first_scheduled_s",
-        "first_token_s", "gap_key", "gap_run", "gen_offset", "generated", "input_tokens", "kv_arrived_s",
-        "last_token_s", "max_itl_s", "output_tokens", "preempted_at", "preempted_s", "preemptions", "prefill_done_s",
-        "prefilled", "prefix",
-        "priority", "reject_reason", "remote_kv", "replica", "request_id", "retries", "session", "status",
-        "swapped_tokens", "turn",
+        "adapter", "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens", "encoded",
+        "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gap_key", "gap_run", "gen_offset",
+        "generated", "images", "input_tokens", "kv_arrived_s", "last_token_s", "max_itl_s", "output_tokens",
+        "preempted_at", "preempted_s", "preemptions", "prefill_done_s", "prefilled", "prefix", "priority",
+        "reject_reason", "remote_kv", "replica", "request_id", "retries", "session", "status", "swapped_tokens", "turn",
     )
 
     def __init__(
@@ -77,6 +75,8 @@ class Request:
         self.replica = -1
         self.session, self.turn = -1, 0  # multi-turn workloads: the session and the turn in it (from 0)
         self.adapter = -1  # the LoRA adapter it names (lora), -1: the base model
+        self.images: tuple[int, ...] = ()  # its images' tokens, each (part of input_tokens: workload.images)
+        self.encoded = False  # its images went through the vision encoder (simulator.cost.vision)
         self.retries = 0  # times sent again after its replica crashed
         self.first_scheduled_s = math.nan
         self.first_token_s = math.nan
@@ -110,6 +110,7 @@ class Request:
         self.generated = self.gen_offset = self.prefilled = self.cached_tokens = self.swapped_tokens = 0
         self.finish_clock, self.gap_key, self.gap_run, self.max_itl_s = -1, math.nan, -1, 0.0
         self.preempted_at = math.nan
+        self.encoded = False  # the crashed replica's encoder output is lost with it
 
     @property
     def prefill_tokens(self) -> int:

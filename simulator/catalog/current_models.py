@@ -66,6 +66,17 @@ _LLAMA_70B = {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 819
               "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 128256,
               "max_position_embeddings": 131072, "tie_word_embeddings": False}
 
+# Qwen2.5-VL-7B-Instruct: a Qwen2.5-7B language model behind a 32-block ViT of width 1280 (windows of 112 pixels,
+# full attention in 4 blocks), 2×2 patches of 14 pixels merged into one token of width 3584.
+_QWEN25_VL_7B = {
+    "model_type": "qwen2_5_vl", "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
+    "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "max_position_embeddings": 128000,
+    "tie_word_embeddings": False, "use_sliding_window": False,
+    "vision_config": {"model_type": "qwen2_5_vl", "depth": 32, "hidden_size": 1280, "intermediate_size": 3420,
+                      "num_heads": 16, "in_channels": 3, "out_hidden_size": 3584, "patch_size": 14,
+                      "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112,
+                      "fullatt_block_indexes": [7, 15, 23, 31], "hidden_act": "silu"}}
+
 # short name -> (Hugging Face id, config fields)
 CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "deepseek-v3": ("deepseek-ai/DeepSeek-V3", _deepseek(256, 128, 3, 129280, 163840)),
@@ -75,6 +86,7 @@ CURRENT_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         **_deepseek(256, 128, 3, 129280, 163840), "model_type": "deepseek_v32", "index_topk": 2048,
         "index_n_heads": 64, "index_head_dim": 128}),
     "qwen3-8b": ("Qwen/Qwen3-8B", _qwen3(36, 4096, 32, 8, 12288)),
+    "qwen2.5-vl-7b": ("Qwen/Qwen2.5-VL-7B-Instruct", _QWEN25_VL_7B),
     "qwen3-32b": ("Qwen/Qwen3-32B", _qwen3(64, 5120, 64, 8, 25600)),
     "qwen3-30b-a3b": ("Qwen/Qwen3-30B-A3B", _qwen3(48, 2048, 32, 4, 6144, moe_intermediate_size=768,
                                                    num_experts=128, num_experts_per_tok=8, decoder_sparse_step=1)),

@@ -74,6 +74,7 @@ from simulator.catalog.architecture import MAX_LAYERS, LayerGroup, group_layers
 from simulator.catalog.layers import ATTENTION_KINDS, FFN, Attention, DenseFFN, MoEFFN, NoAttention, NoFFN
 from simulator.catalog.loading import validate
 from simulator.catalog.model_spec import ModelSpec
+from simulator.catalog.vision import vision_from_hf
 from simulator.errors import LLMSimError, format_validation_error
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -872,6 +873,7 @@ def spec_from_hf_config(config: dict[str, Any], name: str, where: str, path: Pat
         "layers": group_layers([(attentions[kind, reuse], ffn)
                                 for kind, reuse, ffn in zip(kinds, shared, ffns, strict=True)]),
         "quantization": quantization(text, path, where),  # a multimodal wrapper may nest it in text_config
+        "vision": vision_from_hf(config, where),  # Qwen2-VL / Qwen2.5-VL's image encoder (None without one)
         "source": where,
     }
     return validate(ModelSpec, fields, where)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.catalog.architecture import LayerGroup
+from simulator.catalog.vision import VisionSpec
 
 QuantizablePart = Literal["attention", "dense_ffn", "experts"]
 QUANTIZABLE_PARTS: tuple[QuantizablePart, ...] = ("attention", "dense_ffn", "experts")
@@ -55,6 +56,9 @@ class ModelSpec(BaseModel):
     # counts them.
     mtp: LayerGroup | None = None
     quantization: Quantization | None = None
+    # A vision-language model's image encoder (:mod:`simulator.catalog.vision`), priced per image of a workload's
+    # ``images``; None: the model takes text only. num_params leaves it out (the language model's weights).
+    vision: VisionSpec | None = None
     source: str = ""
 
     @model_validator(mode="before")

@@ -75,6 +75,9 @@ ALIASES = {"input_length": COLUMNS["input"], "output_length": COLUMNS["output"]}
 # a distribution file (ServeGen's *_length_pmf.csv): one row per field and value, the value's probability
 PMF_COLUMNS = ("field", "value", "probability")
 PMF_FIELDS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens"}  # preset part: the PMF's field
+# a multimodal PMF (ServeGen's mm-image): preset part (statistics key) -> its field; the text is the input
+IMAGE_FIELDS = {"input_tokens": "text_tokens", "output_tokens": "output_tokens", "image_count": "image_count",
+                "image_tokens": "image_tokens"}
 JSON_LINES = (".jsonl", ".json")  # a source read as one JSON object per line
 TIME_FIELDS = {"timestamp": 1e-3, "timestamp_s": 1.0}  # a JSON-lines source's arrival time: seconds per unit
 LINE = "\0line"  # where a JSON-lines record keeps its line number (no source field is named so)
@@ -436,16 +439,12 @@ def pmf_quantiles(values: np.ndarray, probabilities: np.ndarray, at: np.ndarray)
     return values[np.minimum(np.searchsorted(cdf, np.asarray(at) - 1e-9), len(values) - 1)]
 
 
-def _fit_pmf(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Statistics and workload of a ``field,value,probability`` PMF: each length part from its field's inverse
-    CDF, each other field's mean and median as documentation."""
+def _pmf_fields(frame: pd.DataFrame, path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each field of a ``field,value,probability`` PMF, in the file's order: its values with a positive probability
+    (increasing) and those probabilities."""
     values, probabilities = _column(frame, "value", path, minimum=0), _column(frame, "probability", path, minimum=0)
     fields = frame["field"].astype(str).to_numpy()
-    missing = [field for field in PMF_FIELDS.values() if field not in set(fields)]
-    if missing:
-        raise LLMSimError(f"{path}: a PMF without field(s) {missing} (its fields: {sorted(set(fields))})")
-    statistics: dict[str, Any] = {}
-    workload: dict[str, Any] = {}
+    out = {}
     for field in dict.fromkeys(fields):  # the file's order
         mask = (fields == field) & (probabilities > 0)
         order = np.argsort(values[mask], kind="stable")
@@ -453,17 +452,77 @@ def _fit_pmf(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dic
         if len(v) == 0 or len(np.unique(v)) != len(v):
             raise LLMSimError(f"{path}: field {field!r}: " + ("no value with a positive probability" if len(v) == 0
                                                               else "a value is listed twice"))
-        mean = float((v * p).sum() / p.sum())
+        out[field] = (v, p)
+    return out
+
+
+def _pmf_statistics(v: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    p50, p90, p99 = pmf_quantiles(v, p, np.array([0.5, 0.9, 0.99]))
+    return {"p50": round(float(p50), 1), "mean": round(float((v * p).sum() / p.sum()), 1),
+            "p90": round(float(p90), 1), "p99": round(float(p99), 1)}
+
+
+def _fit_pmf(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Statistics and workload of a ``field,value,probability`` PMF: each length part from its field's inverse
+    CDF, each other field's mean and median as documentation. A multimodal PMF (:data:`IMAGE_FIELDS`: ServeGen's
+    mm-image) is fitted by :func:`_fit_image_pmf`."""
+    pmfs = _pmf_fields(frame, path)
+    if set(IMAGE_FIELDS.values()) <= set(pmfs):
+        return _fit_image_pmf(pmfs)
+    missing = [field for field in PMF_FIELDS.values() if field not in pmfs]
+    if missing:
+        raise LLMSimError(f"{path}: a PMF without field(s) {missing} (its fields: {sorted(pmfs)})")
+    statistics: dict[str, Any] = {}
+    workload: dict[str, Any] = {}
+    for field, (v, p) in pmfs.items():
         if field in PMF_FIELDS.values():
-            p50, p90, p99 = pmf_quantiles(v, p, np.array([0.5, 0.9, 0.99]))
-            statistics[field] = {"p50": round(float(p50), 1), "mean": round(mean, 1), "p90": round(float(p90), 1),
-                                 "p99": round(float(p99), 1)}
+            statistics[field] = _pmf_statistics(v, p)
             workload[field] = _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum()))
         else:
+            mean = float((v * p).sum() / p.sum())
             median = pmf_quantiles(v, p, np.array([0.5]))[0]
             statistics[field] = {"mean": round(mean, 3), "p50": round(float(median), 3)}
     statistics["input_output_correlation"] = MARGINALS_ONLY
     return statistics, {part: workload[field] for part, field in PMF_FIELDS.items()}
+
+
+def _fit_image_pmf(pmfs: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Statistics and workload of a multimodal PMF with :data:`IMAGE_FIELDS`: the text's tokens as
+    ``input_tokens`` and the output's as ``output_tokens`` (quantiles, as any PMF's lengths; a request's prompt
+    adds its images' tokens to its text's), and ``images``:
+    ``per_request`` the image count's PMF itself (values and probabilities normalised, rounded to 7 decimals: 0
+    images included) and ``tokens_per_image`` the quantiles of the image tokens' PMF without its value 0 (an image
+    fills at least one token; ServeGen's zeros, 0.42% of its mass, come with the 0.57% of requests that have no
+    image). The statistics, by the file's field names: each field's mean and percentiles as the file gives them
+(zeros included), the share of
+    zero image tokens left out, and the other fields' mean and median (ServeGen's audio and video: all 0)."""
+    statistics: dict[str, Any] = {}
+    for field in IMAGE_FIELDS.values():
+        statistics[field] = _pmf_statistics(*pmfs[field])
+    counts, shares = pmfs[IMAGE_FIELDS["image_count"]]
+    statistics["image_count"]["mean"] = round(float((counts * shares).sum() / shares.sum()), 3)  # (about 1.6)
+    tokens, weights = pmfs[IMAGE_FIELDS["image_tokens"]]
+    statistics["image_tokens"]["zero_share"] = round(float(weights[tokens == 0].sum() / weights.sum()), 5)
+    if (tokens > 0).any():  # what tokens_per_image draws: the same statistics without the zeros
+        statistics["image_tokens"]["without_zeros"] = _pmf_statistics(tokens[tokens > 0], weights[tokens > 0])
+    for field, (v, p) in pmfs.items():
+        if field not in IMAGE_FIELDS.values():
+            statistics[field] = {"mean": round(float((v * p).sum() / p.sum()), 3),
+                                 "p50": round(float(pmf_quantiles(v, p, np.array([0.5]))[0]), 3)}
+    workload: dict[str, Any] = {}
+    for part in ("input_tokens", "output_tokens"):
+        v, p = pmfs[IMAGE_FIELDS[part]]
+        workload[part] = _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum()))
+    kept = tokens > 0
+    if not kept.any():
+        raise LLMSimError(f"field {IMAGE_FIELDS['image_tokens']!r}: every image has 0 tokens")
+    v, p = tokens[kept], weights[kept]
+    workload["images"] = {
+        "per_request": {"kind": "pmf", "values": [int(c) for c in counts],
+                        "probabilities": [round(float(x), 7) for x in shares / shares.sum()]},
+        "tokens_per_image": _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum())),
+    }
+    return statistics, workload
 
 
 def _truncated_exponential_rate(mean: float, low: float, high: float) -> float:

@@ -110,11 +110,16 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     print(f"{'preset':24} {'input p50/mean/p99':>22} {'output p50/mean/p99':>22} {'rate/s':>7}  source")
     for preset in presets:
         stats = preset["statistics"]
+        parts = ("text_tokens" if "text_tokens" in stats else "input_tokens", "output_tokens")  # images: the text
         cells = ["/".join(f"{stats[part][k]:,.0f}" if k in stats.get(part, {}) else "-" for k in ("p50", "mean", "p99"))
-                 for part in ("input_tokens", "output_tokens")]
+                 for part in parts]
         per_s = stats.get("rate_per_s")
         rate = f"{'-':>7}" if per_s is None else f"{per_s:7.2f}" if per_s >= 0.1 else f"{per_s:7.2g}"  # not 0.01
         print(f"{preset['name']:24} {cells[0]:>22} {cells[1]:>22} {rate}  {preset['source'].split(' (')[0]}")
+        if "image_count" in stats and "image_tokens" in stats:
+            count, tokens = stats["image_count"], stats["image_tokens"]
+            print(f"{'':24} input: the text, plus {count['mean']:.2f} images per request (p99 {count['p99']:,.0f}) "
+                  f"of {'/'.join(f'{tokens[k]:,.0f}' for k in ('p50', 'mean', 'p99'))} tokens (p50/mean/p99)")
         if preset.get("slo"):
             print(f"{'':24} slo: {', '.join(f'{key} <= {limit:g}' for key, limit in preset['slo'].items())}")
     print("use as workload: {preset: NAME, ...}; the section's own keys override the preset's; llmsim capacity "

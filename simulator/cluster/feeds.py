@@ -43,6 +43,7 @@ class RequestFactory:
         self._priorities = priorities
         self._enter = enter  # disaggregated: turns the request into a one-token prefill request
         self._adapters = adapters.tolist() if adapters is not None else None
+        self._images = workload.images  # each request's images (a tuple of their tokens), or None without images
         self._watch = watch
 
     def columns(self, index: np.ndarray) -> tuple[list, list, list | None, list | None]:
@@ -63,6 +64,8 @@ class RequestFactory:
             request.priority = self._priorities[class_id]
         if self._adapters is not None:
             request.adapter = self._adapters[request_id]
+        if self._images is not None:
+            request.images = self._images[request_id]
         if self._enter is not None and sent:
             self._enter(request)
         if self._watch is not None and sent:

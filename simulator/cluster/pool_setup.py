@@ -16,6 +16,7 @@ from simulator.cost import build_cost_model
 from simulator.cost.base import CostModel
 from simulator.cost.lora import LoRACost
 from simulator.cost.roofline import expert_slots
+from simulator.cost.vision import VisionCost
 from simulator.errors import ConfigError
 from simulator.kv import KVBudget, kv_budget, kv_dtype, sglang_memory
 
@@ -26,7 +27,8 @@ class PoolSetup:
     scheduler section; ``scheduler`` that section with SGLang's ``max_num_seqs: auto`` resolved from the KV pool;
     the token limits with vLLM's defaults; ``mem_fraction_static`` the KV cache's share with ``auto`` resolved (None
     when another share sizes the pool); one replica's (attention-DP rank's) KV budget, cost model and LoRA cost; and
-    ``shaped``, the experiment shaped to the pool's parallelism (what its cost models are built from)."""
+    ``shaped``, the experiment shaped to the pool's parallelism (what its cost models are built from); the vision
+    encoder's cost where the workload has images."""
 
     config: ExperimentConfig
     scheduler: Any
@@ -37,6 +39,7 @@ class PoolSetup:
     cost: CostModel
     lora_cost: LoRACost | None
     shaped: ExperimentConfig
+    vision_cost: VisionCost | None = None  # the model's image encoder, with a workload's images
 
 
 def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfig,
@@ -62,6 +65,14 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         lora_cost = LoRACost(model, hardware, pool.tensor_parallel, config.lora.rank, config.lora.target_modules,
                              config.dtype, engine.compute_efficiency, engine.memory_efficiency)
         adapter_bytes = lora_cost.bytes_per_gpu * config.lora.max_loras
+    vision_cost = None  # (a vision model's encoder weights count in its budget's weights: simulator.kv.sizing)
+    if config.workload.images is not None:
+        if model.vision is None:
+            raise ConfigError(f"workload.images: model {model.name} has no vision encoder (no vision_config in its "
+                              "config, or one of a family not modelled: Qwen2-VL and Qwen2.5-VL's are) to encode "
+                              "images; use a vision-language model such as qwen2.5-vl-7b")
+        vision_cost = VisionCost(model.vision, hardware, pool.tensor_parallel, engine.compute_efficiency,
+                                 engine.memory_efficiency)
     running_from_pool = sched.max_num_seqs == "auto"
     if running_from_pool and kv_cfg.mem_fraction_static is None:
         raise ConfigError("scheduler.max_num_seqs: auto (SGLang's, from the KV pool) needs kv_cache."
@@ -91,7 +102,8 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         "tensor_parallel": pool.tensor_parallel, "pipeline_parallel": pool.pipeline_parallel,
         "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})
     cost = build_cost_model(shaped, model, hardware, engine)
-    return PoolSetup(config, sched, max_model_len, batched_tokens, mem_fraction, budget, cost, lora_cost, shaped)
+    return PoolSetup(config, sched, max_model_len, batched_tokens, mem_fraction, budget, cost, lora_cost, shaped,
+                     vision_cost)
 
 
 def draft_tensor_parallel(sched: Any, pool: PoolConfig, label: str = "cluster") -> int | None:

@@ -65,6 +65,7 @@ from simulator.cluster.wakeup import Wakeup
 from simulator.cost.base import CostModel, IterationShape, decode_run_time
 from simulator.cost.draft import Draft
 from simulator.cost.lora import LoRACost
+from simulator.cost.vision import VisionCost
 from simulator.cost.work import Work, contended
 from simulator.request import CANCELLED, REJECTED, WAITING, Request
 from simulator.results.observers import iteration_phase
@@ -102,9 +103,9 @@ class Replica:
         "_iterations", "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
         "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running", "_pending", "_run", "_running", "_running_seconds",
         "_start", "_state_seconds", "_steps", "_work", "async_scheduling", "bounds", "copy_seconds_per_token", "cost",
-        "draft", "env", "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost",
-        "neighbour", "new_scheduler", "observer", "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown",
-        "swap_seconds_per_token", "tokens", "up",
+        "draft", "env", "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost", "neighbour",
+        "new_scheduler", "observer", "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown",
+        "swap_seconds_per_token", "tokens", "up", "vision_cost",
     )
 
     def __init__(
@@ -151,6 +152,7 @@ class Replica:
         self.tokens: TokenLog | None = None  # when every token's time is kept
         self.draft: Draft | None = None  # speculative decoding: what its drafts add to an iteration
         self.lora_cost: LoRACost | None = None  # LoRA adapters: their GEMMs (the scheduler's lora: their slots)
+        self.vision_cost: VisionCost | None = None  # a vision model's image encoder (workload.images)
         self._busy = False  # an iteration is running or about to start
         self._pending = Wakeup(env, self._on_timeout)  # the wakeup that ends the current work
         self._batch: Batch | None = None
@@ -528,8 +530,20 @@ class Replica:
             duration = self.cost.iteration_time(shape)
             if self.bounds is not None:
                 self._work = (self.cost.iteration_work(shape), NO_WORK)
+            encoder = NO_WORK
+            if self.vision_cost is not None:  # the images of the prompts that start here go through the encoder
+                images: list[int] = []
+                for request, _, _ in batch.prefills:
+                    if request.images and not request.encoded:
+                        request.encoded = True
+                        images.extend(request.images)
+                if images:
+                    encoder = self.vision_cost.work(images)
+                    duration += encoder.seconds
+                    if self.bounds is not None:
+                        self._work = (self._work[0] + encoder, NO_WORK)
             if self.neighbour is not None:  # its parts stretched by the rates left (simulator.cost.work.contended)
-                work = self._work[0] if self.bounds is not None else self.cost.iteration_work(shape)
+                work = self._work[0] if self.bounds is not None else self.cost.iteration_work(shape) + encoder
                 slowed = contended(work, *self.neighbour)
                 duration += slowed.seconds - work.seconds
                 if self.bounds is not None:

@@ -208,6 +208,7 @@ def _build_pool(
             bounds.power[replica.index] = (gpus, roofs.idle_w)
         replica.new_scheduler = lambda index=replica.index: new_scheduler(index)
         replica.lora_cost = lora_cost
+        replica.vision_cost = setup.vision_cost
         replica.bounds = (bounds, roofs) if bounds is not None else None
         replica.async_scheduling = sched.async_scheduling
         replica.holds_first_tokens = sched.async_scheduling and engine.prompt_batch_holds_outputs

@@ -231,6 +231,48 @@ class GaussianCopula(Strict):
 
 
 LengthCorrelation = Annotated[GaussianCopula, Field(discriminator="kind")]
+MAX_IMAGES = 4096  # images in one request (vLLM's limit_mm_per_prompt is set per deployment; far above any)
+
+
+class FixedCount(Strict):
+    kind: Literal["fixed"]
+    value: int = Field(ge=0, le=MAX_IMAGES)
+
+
+class PMFCount(Strict):
+    """A count drawn from its probability mass function: ``values[i]`` (distinct, increasing, from 0) with
+    probability ``probabilities[i]`` (positive; they must sum to 1 within 0.001, and are normalised to exactly 1)."""
+
+    kind: Literal["pmf"]
+    values: list[int] = Field(min_length=1, max_length=MAX_IMAGES + 1)
+    probabilities: list[float] = Field(min_length=1, max_length=MAX_IMAGES + 1)
+
+    @model_validator(mode="after")
+    def _a_pmf(self) -> PMFCount:
+        if len(self.values) != len(self.probabilities):
+            raise ValueError(f"{len(self.values)} values but {len(self.probabilities)} probabilities")
+        if self.values[0] < 0 or self.values[-1] > MAX_IMAGES or any(
+                b <= a for a, b in itertools.pairwise(self.values)):
+            raise ValueError(f"values must increase within [0, {MAX_IMAGES}], got {self.values[0]} … "
+                             f"{self.values[-1]}")
+        if any(not 0 < p <= 1 for p in self.probabilities) or abs(sum(self.probabilities) - 1) > 1e-3:
+            raise ValueError(f"probabilities must be in (0, 1] and sum to 1, got sum {sum(self.probabilities):.9g}")
+        return self
+
+
+CountConfig = Annotated[FixedCount | PMFCount, Field(discriminator="kind")]
+
+
+class ImagesConfig(Strict):
+    """Images in the prompts (vision-language models): each request carries ``per_request`` images (drawn per
+    request), each of ``tokens_per_image`` tokens (drawn per image). An image's tokens join the prompt — they take
+    prefill and KV like text, as vLLM and SGLang place an image's placeholder tokens in the sequence —, so a
+    request's ``input_tokens`` are its text's plus its images'; the model's vision encoder is charged for each image
+    in the iteration that starts the request's prefill (:mod:`simulator.cost.vision`). Needs a model with a
+    ``vision_config``."""
+
+    per_request: CountConfig = Field(description="images in a request: fixed, or a pmf (0 allowed)")
+    tokens_per_image: LengthConfig = Field(description="an image's tokens in the sequence (after merging patches)")
 
 
 class TraceConfig(Strict):
@@ -442,6 +484,9 @@ class WorkloadConfig(Strict):
     client_timeout_s: float | None = Field(
         default=None, gt=0, le=1e9, description="every request still unfinished this many seconds after its "
         "client sent it is abandoned (status cancelled, reason client timeout; a streaming client's read timeout)")
+    images: ImagesConfig | None = Field(
+        default=None, description="images per request and tokens per image, joining the prompt (a vision model's "
+        "encoder charged for them)")
 
     @model_validator(mode="before")
     @classmethod
@@ -492,6 +537,15 @@ class WorkloadConfig(Strict):
         if clashes:
             raise ValueError(f"length_correlation pairs the section's input_tokens and output_tokens draws; not "
                              f"with {', '.join(clashes)} (length_correlation: null draws them independently)")
+        return self
+
+    @model_validator(mode="after")
+    def _images_fit(self) -> WorkloadConfig:
+        if self.images is None:
+            return self
+        clashes = [name for name in ("trace", "dataset", "sessions") if getattr(self, name) is not None]
+        if clashes:
+            raise ValueError(f"images are drawn for generated requests; not with {', '.join(clashes)} yet")
         return self
 
     @model_validator(mode="after")

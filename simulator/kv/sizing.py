@@ -100,6 +100,8 @@ def kv_budget(
     parts = model.part_bytes(bytes_per_element(weight_dtype), w)
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
+    if model.vision is not None:  # a vision model's encoder, loaded beside it (16-bit, sharded over TP on stage 1)
+        weights += model.vision.params * 2 / t
     target_weights = weights
     if draft is not None:
         draft_parts = draft.part_bytes(bytes_per_element(weight_dtype), w)

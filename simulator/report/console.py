@@ -78,7 +78,8 @@ def describe_setup(config: ExperimentConfig, with_rate: bool = True) -> str:
 
     lengths = ""
     if workload.input_tokens is not None and workload.output_tokens is not None:
-        lengths = f", prompts {_length(workload.input_tokens)}, outputs {_length(workload.output_tokens)} tokens"
+        text = " of text plus images" if workload.images is not None else ""  # (their tokens join the prompt)
+        lengths = f", prompts {_length(workload.input_tokens)}{text}, outputs {_length(workload.output_tokens)} tokens"
         if workload.length_correlation is not None and workload.length_correlation.spearman:
             lengths += f" (rank correlation {workload.length_correlation.spearman:g})"
     preset = f" (preset {workload.preset})" if workload.preset else ""

@@ -34,7 +34,8 @@ COLUMNS = (
     ("replica", "int64"), ("preemptions", "int64"), ("preempted_s", "float64"), ("cached_tokens", "int64"),
     ("class_id", "int64"), ("prefill_done_s", "float64"), ("kv_arrived_s", "float64"),
     ("decode_admitted_s", "float64"), ("max_itl_s", "float64"), ("session", "int64"), ("turn", "int64"),
-    ("retries", "int64"), ("adapter", "int64"), ("status", "string"), ("reject_reason", "string"),
+    ("retries", "int64"), ("adapter", "int64"), ("images", "int64"), ("image_tokens", "int64"),
+    ("status", "string"), ("reject_reason", "string"),
 )
 
 
@@ -67,7 +68,8 @@ class RequestLog:
             request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
             request.preempted_s, request.cached_tokens, request.class_id, request.prefill_done_s,
             request.kv_arrived_s, request.decode_admitted_s, request.max_itl_s, request.session, request.turn,
-            request.retries, request.adapter, request.status, request.reject_reason,
+            request.retries, request.adapter, len(request.images), sum(request.images), request.status,
+            request.reject_reason,
         ))
         if len(self._rows) >= self._chunk_rows:
             self._flush()

@@ -10,7 +10,7 @@ from simulator.request import Prefix
 from simulator.workload.arrivals import arrival_times
 from simulator.workload.base import Workload
 from simulator.workload.dataset import sample_dataset
-from simulator.workload.lengths import correlated_lengths, sample_lengths
+from simulator.workload.lengths import correlated_lengths, sample_images, sample_lengths
 from simulator.workload.segments import segment_prefixes
 from simulator.workload.sessions import generate_sessions
 from simulator.workload.trace import Trace, read_trace, write_trace
@@ -61,10 +61,26 @@ def arrivals_within(config: ArrivalConfig, duration_s: float, cap: int | None,
     return kept
 
 
+def with_images(config: WorkloadConfig, workload: Workload, seed: np.random.SeedSequence) -> Workload:
+    """``workload`` with ``config.images`` drawn and their tokens added to the prompts (after the text and any
+    prefix or segments: the images are the request's own content). Their seed is a child of ``seed`` at a key of
+    its own (100), not a spawn, so adding images changes no other draw."""
+    if config.images is None:
+        return workload
+    images_seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 100))
+    tokens, images = sample_images(config.images, len(workload.arrival_s), images_seed)
+    return workload._replace(input_tokens=workload.input_tokens + tokens, images=images)
+
+
 def generate_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> Workload:
     """The workload of an experiment; independent random streams per quantity, so changing one distribution
     leaves the others' draws unchanged (the segments' stream is spawned last: adding segments changes no other
-    draw)."""
+    draw; images have a stream of their own, :func:`with_images`)."""
+    return with_images(config, _text_requests(config, seed), seed)
+
+
+def _text_requests(config: WorkloadConfig, seed: np.random.SeedSequence) -> Workload:
+    """:func:`generate_requests` without the images."""
     if config.sessions is not None:
         return generate_sessions(config, seed)
     streams = seed.spawn(7)

@@ -18,3 +18,4 @@ class Workload(NamedTuple):
     classes: np.ndarray | None = None  # index into WorkloadConfig.classes per request
     sessions: np.ndarray | None = None  # multi-turn: each request's session (simulator.workload.sessions)
     turns: np.ndarray | None = None  # and its turn in it, from 0 (later turns' arrival_s are NaN until sent)
+    images: np.ndarray | None = None  # object array: each request's images, a tuple of their tokens (in input_tokens)

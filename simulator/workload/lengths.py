@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.config.workload import (
+    CountConfig,
     EmpiricalLength,
+    FixedCount,
     FixedLength,
+    ImagesConfig,
     LengthConfig,
     LognormalLength,
     NormalLength,
+    PMFCount,
     QuantileLength,
     UniformLength,
 )
@@ -125,3 +129,29 @@ def correlated_lengths(inputs: LengthConfig, outputs: LengthConfig, rank_correla
     with np.errstate(invalid="ignore"):  # z_in = −inf (u = 0, once in 2^53) stays infinite
         z_out = r * z_in + math.sqrt(max(0.0, 1 - r * r)) * output_rng.standard_normal(size=n)
     return length_quantiles(inputs, u_in), length_quantiles(outputs, normal_cdf(z_out))
+
+
+def sample_counts(config: CountConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` counts (integers ≥ 0): fixed, or drawn from a PMF (its probabilities normalised to sum 1)."""
+    if isinstance(config, FixedCount):
+        return np.full(n, config.value, dtype=np.int64)
+    if isinstance(config, PMFCount):
+        p = np.asarray(config.probabilities, dtype=float)
+        return np.asarray(config.values, dtype=np.int64)[rng.choice(len(p), size=n, p=p / p.sum())]
+    raise TypeError(f"unsupported count config {config!r}")
+
+
+def sample_images(config: ImagesConfig, n: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``n`` requests' images: ``(tokens, images)`` — the tokens they add to its prompt, and an object array
+    of tuples, each image's tokens. The counts and the tokens per image come from two streams of ``seed``, the
+    images' tokens drawn in request order."""
+    count_rng, token_rng = (np.random.default_rng(s) for s in seed.spawn(2))
+    counts = sample_counts(config.per_request, n, count_rng)
+    tokens = sample_lengths(config.tokens_per_image, int(counts.sum()), token_rng)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    flat = tokens.tolist()
+    images = np.empty(n, dtype=object)
+    images[:] = [tuple(flat[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    totals = np.concatenate([[0], np.cumsum(tokens)])
+    return totals[ends] - totals[starts], images

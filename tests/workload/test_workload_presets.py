@@ -30,6 +30,7 @@ SOURCES = {"azure-conv": "azure_conv_2023.csv", "azure-code": "azure_code_2023.c
            "rag-ragpulse": "ragpulse_rag_2025.jsonl", "chat-mooncake": "mooncake_conversation_fast25.jsonl"}
 RATE_SERIES = {f"servegen-language-{size}": f"servegen_language_m_{size}_rate.csv"
                for size in ("large", "mid", "small")}
+MULTIMODAL = {"multimodal-servegen-image": "servegen_mm_image_length_pmf.csv"}  # text, images and outputs
 MAX_ENTROPY = ("chat-sharegpt",)  # presets from a published mean and bounds (simulator.catalog.workloads)
 POISSON = {name for name in SOURCES if name.startswith(("mlperf-", "reasoning-"))}  # lengths only: Poisson arrivals
 POISSON.add("chat-mooncake")  # timestamps in ~3 s steps: its rate only (--rate-only)
@@ -110,7 +111,50 @@ def test_the_reasoning_preset_keeps_the_bimodal_output(shared_data):
     assert preset["workload"]["arrival"] == {"kind": "poisson", "rate": 1.0}
 
 
-@pytest.mark.parametrize("name", sorted(set(SOURCES) | set(MAX_ENTROPY) | set(RATE_SERIES)))
+def _pmf_statistics(frame: pd.DataFrame, field: str, drop_zeros: bool = False) -> dict[str, float]:
+    """Mean, p50, p90 and p99 of one field of a PMF file: for a percentile, the first value whose cumulative
+    probability reaches its level."""
+    pmf = frame[(frame["field"] == field) & (frame["probability"] > 0)].sort_values("value")
+    if drop_zeros:
+        pmf = pmf[pmf["value"] > 0]
+    values, weights = pmf["value"].to_numpy(), pmf["probability"].to_numpy()
+    cdf = weights.cumsum() / weights.sum()
+    return {"mean": float((values * weights).sum() / weights.sum()),
+            **{f"p{q}": float(values[cdf >= q / 100 - 1e-9][0]) for q in (50, 90, 99)}}
+
+
+def test_multimodal_requests_match_the_servegen_image_file(shared_data):
+    """200,000 requests from ``workload: {preset: multimodal-servegen-image}``: their text (prompt minus the images'
+    tokens) and output lengths, images per request and tokens per image have the mean, p50, p90 and p99 of the
+    source file (computed from it here) within 2% — tokens per image against the file's image tokens without their
+    0.42% of zeros (an image fills at least one token; the zeros come with the requests that have no image)."""
+    frame = pd.read_csv(shared_data / "traces" / MULTIMODAL["multimodal-servegen-image"])
+    workload = generate_requests(WorkloadConfig(preset="multimodal-servegen-image", num_requests=200_000),
+                                 np.random.SeedSequence(54))
+    counts = np.array([len(images) for images in workload.images])
+    per_image = np.array([tokens for images in workload.images for tokens in images])
+    image_tokens = np.array([sum(images) for images in workload.images])
+    drawn = {"text_tokens": workload.input_tokens - image_tokens, "output_tokens": workload.output_tokens,
+             "image_count": counts, "image_tokens": per_image}
+    for field, values in drawn.items():
+        source = _pmf_statistics(frame, field, drop_zeros=field == "image_tokens")
+        assert values.mean() == pytest.approx(source["mean"], rel=0.02), (field, "mean")
+        for q in (50, 90, 99):
+            assert np.percentile(values, q) == pytest.approx(source[f"p{q}"], rel=0.02), (field, q)
+    assert _pmf_statistics(frame, "image_count")["mean"] == pytest.approx(1.59, abs=0.005)  # the README's figure
+
+
+def test_the_multimodal_preset_states_its_sources_statistics():
+    """The statistics in the file are the source's (the README: text mean/p50/p99 572 / 106 / 3,064, image
+    tokens per image 650 / 540 / 1,271, images per request mean 1.59 and p99 9, output 130 / 100 / 587)."""
+    stats = load_preset("multimodal-servegen-image")["statistics"]
+    assert [stats["text_tokens"][k] for k in ("mean", "p50", "p99")] == pytest.approx([572, 106, 3064], abs=0.5)
+    assert [stats["image_tokens"][k] for k in ("mean", "p50", "p99")] == pytest.approx([650, 540, 1271], abs=0.5)
+    assert stats["image_count"]["mean"] == pytest.approx(1.59, abs=0.005) and stats["image_count"]["p99"] == 9
+    assert [stats["output_tokens"][k] for k in ("mean", "p50", "p99")] == pytest.approx([130, 100, 587], abs=0.5)
+
+
+@pytest.mark.parametrize("name", sorted(set(SOURCES) | set(MAX_ENTROPY) | set(RATE_SERIES) | set(MULTIMODAL)))
 def test_a_preset_file_is_what_its_command_prints(name, capsys, monkeypatch):
     """``fitted_by``'s command, run from the project root, prints the preset file byte for byte but for the two
     fields a person writes (``description`` and ``source``); a fitted preset's source file is read from
