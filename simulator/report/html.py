@@ -227,7 +227,9 @@ def run_page(summary: dict[str, Any], config_text: str, frames: dict[str, pd.Dat
     if "requests" in frames and len(frames["requests"]):
         page.figure(latency_cdfs(frames["requests"], slo, name), "latency distributions of the finished requests")
     if "timeline" in frames or "scaling" in frames:
-        page.figure(timeline_figure(frames.get("timeline"), name, frames.get("scaling")), "replicas over time")
+        arrivals = frames["requests"]["arrival_s"].to_numpy() if "requests" in frames else None
+        page.figure(timeline_figure(frames.get("timeline"), name, frames.get("scaling"), arrivals),
+                    "replicas over time")
     if "iterations" in frames:
         page.figure(phase_shares(frames["iterations"], name), "where each replica's time went")
     if "roofline" in frames and len(frames["roofline"]):

@@ -73,20 +73,36 @@ def latency_cdfs(requests: pd.DataFrame, slo: dict[str, float] | None = None, na
     return figure
 
 
-def _replica_counts(ax, scaling: pd.DataFrame, end_s: float) -> None:
-    """An autoscaled run's ready and provisioned replicas as steps from its ``init`` row (time 0) to ``end_s``."""
-    times = [*scaling["time_s"], max(end_s, float(scaling["time_s"].iloc[-1]))]
+ARRIVAL_BINS = 100  # bins of the arrival rate drawn under an autoscaled run's replica counts
+
+
+def _replica_counts(ax, scaling: pd.DataFrame, end_s: float, arrival_s: np.ndarray | None = None) -> None:
+    """An autoscaled run's ready and provisioned replicas as steps from its ``init`` row (time 0) to ``end_s``; with
+    the requests' ``arrival_s``, their rate (requests/s in :data:`ARRIVAL_BINS` equal bins over 0 … ``end_s``) in
+    grey on a second axis, the load the replicas follow."""
+    end = max(end_s, float(scaling["time_s"].iloc[-1]))
+    if arrival_s is not None and len(arrival_s) and end > 0:
+        counts, edges = np.histogram(arrival_s, bins=ARRIVAL_BINS, range=(0.0, end))
+        rate = ax.twinx()
+        rate.stairs(counts / (edges[1] - edges[0]), edges, color="grey", alpha=0.35, fill=True,
+                    label="arrival rate")
+        rate.set_ylabel("arrivals (req/s)")
+        rate.set_ylim(bottom=0)
+        ax.set_zorder(rate.get_zorder() + 1)  # the replica steps over the shaded rate
+        ax.patch.set_visible(False)
+    times = [*scaling["time_s"], end]
     for column, label in (("provisioned", "provisioned (holding GPUs)"), ("ready", "ready (taking requests)")):
         ax.step(times, [*scaling[column], scaling[column].iloc[-1]], where="post", label=label, linewidth=1.2)
     ax.set_ylabel("replicas")
     ax.set_ylim(bottom=0)
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="upper left", fontsize="small")
 
 
-def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.DataFrame | None = None) -> Figure:
+def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.DataFrame | None = None,
+                    arrival_s: np.ndarray | None = None) -> Figure:
     """Per replica over time: queue length, running requests, tokens in the iteration (prefill chunks and
     decodes) and KV use; with an autoscaled run's ``scaling`` events, the replica count above them (alone when
-    the run kept no timeline)."""
+    the run kept no timeline), over the requests' arrival rate when their ``arrival_s`` are given."""
     panels = [("waiting", "queue length"), ("running", "running requests"),
               ("batch_tokens", "tokens per iteration\n(prefill + decode)"), ("kv_used", "KV blocks in use")]
     panels = [(column, label) for column, label in panels if timeline is not None and column in timeline]
@@ -95,7 +111,7 @@ def timeline_figure(timeline: pd.DataFrame | None, name: str = "", scaling: pd.D
     axes = list(grid[:, 0])
     if scaling is not None and not scaling.empty:
         end = float(timeline["time_s"].max()) if timeline is not None else float(scaling["time_s"].max())
-        _replica_counts(axes.pop(0), scaling, end)
+        _replica_counts(axes.pop(0), scaling, end, arrival_s)
     if not panels:
         figure.axes[0].set_xlabel("simulated time (s)")
         figure.suptitle(f"{name}: replicas over time" if name else "replicas over time")
@@ -295,6 +311,7 @@ def plot_folder(folder: str | Path) -> list[Path]:
                               ) from None
 
     name, slo = experiment_of(folder)
+    requests = None
     if (folder / "requests.parquet").is_file():
         requests = read("requests.parquet")
         if "ttft_ms" not in requests:
@@ -303,7 +320,8 @@ def plot_folder(folder: str | Path) -> list[Path]:
     scaling = read("scaling.parquet") if (folder / "scaling.parquet").is_file() else None
     if (folder / "timeline.parquet").is_file() or scaling is not None:
         timeline = read("timeline.parquet") if (folder / "timeline.parquet").is_file() else None
-        figures["timeline"] = timeline_figure(timeline, name, scaling)
+        arrivals = requests["arrival_s"].to_numpy() if requests is not None else None
+        figures["timeline"] = timeline_figure(timeline, name, scaling, arrivals)
     if (folder / "iterations.parquet").is_file():
         figures["phases"] = phase_shares(read("iterations.parquet"), name)
     if (folder / "roofline.parquet").is_file() and len(points := read("roofline.parquet")):

@@ -634,3 +634,17 @@ def test_the_mlperf_presets_state_the_server_slo(name):
     assert "loadgen/mlperf.conf" in preset["source"] and "001712e9" in preset["source"]
     config = load_experiment(experiment(workload={"preset": name, "num_requests": 10}))
     assert _preset_slo(config) == [f"p99_ttft_ms={ttft}", f"p99_tpot_ms={tpot}"]
+
+
+def test_the_servegen_day_experiment_is_the_presets_first_day_compressed():
+    """experiments/servegen_day_autoscaled.yaml replays day 1 (the first 144 ten-minute rates) of the
+    servegen-language-large preset 96 times faster: its starts are the preset's divided by 96, its rates the same
+    shape, over a 900-s period (86,400 s / 96); and the run draws the stated mean rate's requests over that day."""
+    preset = yaml.safe_load((PRESETS_DIR / "servegen-language-large.yaml").read_text())["workload"]["arrival"]
+    experiment = yaml.safe_load((PROJECT_ROOT / "experiments" / "servegen_day_autoscaled.yaml").read_text())
+    arrival = experiment["workload"]["arrival"]
+    day = preset["rates"][:144]
+    assert arrival["period_s"] == 144 * 600 / 96
+    assert [rate for _, rate in arrival["rates"]] == [rate for _, rate in day]
+    assert [start for start, _ in arrival["rates"]] == pytest.approx([start / 96 for start, _ in day], abs=1e-4)
+    assert experiment["workload"]["num_requests"] == arrival["mean_rate"] * arrival["period_s"]
