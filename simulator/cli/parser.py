@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "of --isl/--osl: its request shapes (the planner sets the arrivals)")
     plan.add_argument("--trace", help="a request trace instead of --isl/--osl: its lengths, and its mean rate served "
                       "(the top deployments replay it) unless --rate or --users")
-    plan.add_argument("--trace-format", choices=["auto", "processed", "azure", "burstgpt", "mooncake"],
+    plan.add_argument("--trace-format", choices=["auto", "processed", "azure", "burstgpt", "mooncake", "ragpulse"],
                       default="auto", help="the trace's format (default: by suffix and header)")
     plan.add_argument("--ttft", type=_positive_float, help="TTFT limit, ms")
     plan.add_argument("--tpot", type=_positive_float, help="TPOT limit, ms")
@@ -260,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "arrived_at,num_prefill_tokens,num_decode_tokens form")
     conv.add_argument("input", help="trace file")
     conv.add_argument("output", help="CSV to write")
-    conv.add_argument("--format", default="auto", choices=["auto", "processed", "azure", "burstgpt", "mooncake", "csv"])
+    conv.add_argument("--format", default="auto",
+                      choices=["auto", "processed", "azure", "burstgpt", "mooncake", "ragpulse", "csv"])
     conv.add_argument("--columns", help="for --format csv: arrival=COL,input=COL,output=COL")
     conv.add_argument("--time-unit", default="s", choices=["s", "ms", "us"], help="for --format csv")
     conv.add_argument("--skip-bad", action="store_true", help="skip and count malformed rows instead of stopping")

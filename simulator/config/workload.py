@@ -280,10 +280,12 @@ class TraceConfig(Strict):
     ``num_prefill_tokens``, ``num_decode_tokens``, optional ``hash_ids``), ``azure`` (``TIMESTAMP`` datetime,
     ``ContextTokens``, ``GeneratedTokens``), ``burstgpt`` (``Timestamp`` s, ``Request tokens``, ``Response
     tokens``), ``mooncake`` (JSON lines: ``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids`` of
-    512-token blocks), or ``csv`` with ``columns`` naming the arrival, input and output columns."""
+    512-token blocks), ``ragpulse`` (JSON lines: ``timestamp_s``, ``input_length``, ``output_length``, ``parts`` of
+    content ids, :mod:`simulator.workload.trace`), or ``csv`` with ``columns`` naming the arrival, input and output
+    columns."""
 
     path: str
-    format: Literal["auto", "processed", "azure", "burstgpt", "mooncake", "csv"] = "auto"
+    format: Literal["auto", "processed", "azure", "burstgpt", "mooncake", "ragpulse", "csv"] = "auto"
     columns: dict[Literal["arrival", "input", "output"], str] | None = None
     time_unit: Literal["s", "ms", "us"] = Field(default="s", description="unit of a csv arrival column")
     speedup: float = Field(default=1.0, gt=0, description="replay this many times faster (timestamps divided by it)")

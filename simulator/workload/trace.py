@@ -10,6 +10,14 @@ Formats (``TraceConfig.format``; ``auto`` picks by suffix and header):
 - ``mooncake``: JSON lines with ``timestamp`` (ms), ``input_length``, ``output_length`` and ``hash_ids``, one id per
   512-token block of the prompt, chained, so shared leading ids are shared prefixes (they become
   :class:`~simulator.request.Prefix` and feed the prefix cache);
+- ``ragpulse``: JSON lines with ``timestamp_s`` (s), ``input_length``, ``output_length`` and ``parts: {name: {ids,
+  tokens}}`` — RAGPulse's release: each part's chunks as content ids (same id = same text) with their tokens. The
+  prompt is read as the parts in :data:`RAGPULSE_PART_ORDER` (the release does not document it; the ``rag-ragpulse``
+  preset is fitted in the same order), then the tokens no part claims (the template's); a chunk's chain key is its
+  content and every chunk before it (:func:`simulator.catalog.prompt_reuse.part_chains`), and the prefix gets one id
+  per :data:`PART_UNIT_TOKENS` tokens: the chain key of the chunk holding the unit's last token and that token's
+  offset in it — two prompts share a unit exactly when they agree on every token up to its end. (``auto`` reads a
+  ``.jsonl`` whose first record has ``parts`` as ragpulse, else as mooncake.)
 - ``csv``: any CSV, with ``columns: {arrival, input, output}`` and ``time_unit``.
 
 A row with a missing field or a bad value (not a number, negative time, a length < 1) raises an error naming
@@ -37,6 +45,9 @@ from simulator.errors import LLMSimError
 from simulator.request import Prefix
 
 _EPOCH = datetime(1970, 1, 1)
+RAGPULSE_PART_ORDER = ("sys_prompt", "passages", "web_search", "history", "user_input")
+PART_UNIT_TOKENS = 16  # a ragpulse prefix's id granularity: the smallest KV block the engines use
+MAX_PART_TOKENS = 1_048_576  # a ragpulse row's parts at most (its prefix ids are one per 16 of them)
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 # format -> (arrival column, input column, output column, how arrivals are written)
 _CSV_FORMATS = {
@@ -101,9 +112,16 @@ def _hash_ids(ids, column: str) -> Prefix | None:
 
 
 def detect_format(path: Path) -> str:
-    """The trace format from the suffix (``.jsonl`` = mooncake) or the CSV header."""
+    """The trace format from the suffix (``.jsonl``: ragpulse when its first record has ``parts``, else mooncake) or
+    the CSV header."""
     if path.suffix in (".jsonl", ".json"):
-        return "mooncake"
+        with _open(path) as handle:
+            first = next((line for line in handle if line.strip()), "")
+        try:
+            record = json.loads(first)
+        except (ValueError, RecursionError):
+            return "mooncake"  # its reader names the line
+        return "ragpulse" if isinstance(record, dict) and "parts" in record else "mooncake"
     header = _header(path)
     for name, (arrival, inputs, outputs, _) in _CSV_FORMATS.items():
         if {arrival, inputs, outputs} <= set(header):
@@ -182,6 +200,68 @@ def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
                 yield line, bad
 
 
+def _ragpulse_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
+    chains: dict[tuple[int, int, int], int] = {}  # (chain key before, part, content id) -> chain key
+    with _open(path) as handle:
+        for line, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise BadRow(f"not valid JSON ({exc.msg})") from None
+                except (RecursionError, ValueError):
+                    raise BadRow("JSON nested too deeply or a number too long") from None
+                if not isinstance(record, dict):
+                    raise BadRow(f"expected a JSON object, got {text.strip()[:40]!r}")
+                missing = [k for k in ("timestamp_s", "input_length", "output_length", "parts") if k not in record]
+                if missing:
+                    raise BadRow(f"missing field(s) {missing}")
+                inputs = _length(record["input_length"], "input_length")
+                prefix = _part_prefix(record["parts"], inputs, chains)
+                yield line, (_time(str(record["timestamp_s"]), "s", "timestamp_s"), inputs,
+                             _length(record["output_length"], "output_length"), prefix)
+            except BadRow as bad:
+                yield line, bad
+
+
+def _part_prefix(parts, inputs: int, chains: dict[tuple[int, int, int], int]) -> Prefix | None:
+    """A ragpulse row's prefix (module docstring); ``chains`` numbers the chain keys across the file's rows."""
+    if not isinstance(parts, dict):
+        raise BadRow(f"column parts: expected an object of parts, got {str(parts)[:60]!r}")
+    unknown = sorted(set(parts) - set(RAGPULSE_PART_ORDER))
+    if unknown:
+        raise BadRow(f"column parts: unknown part(s) {unknown} (known: {', '.join(RAGPULSE_PART_ORDER)})")
+    slots: list[tuple[int, int]] = []  # (chain key, tokens) in prompt order
+    parent, total = -1, 0
+    for p, name in enumerate(RAGPULSE_PART_ORDER):
+        part = parts.get(name, {"ids": [], "tokens": []})
+        ids, sizes = (part.get("ids"), part.get("tokens")) if isinstance(part, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(sizes, list) and len(ids) == len(sizes)):
+            raise BadRow(f"column parts.{name}: expected {{ids: [...], tokens: [...]}} of equal lengths")
+        for content, size in zip(ids, sizes, strict=True):
+            if not (isinstance(content, int) and not isinstance(content, bool) and 0 <= content < 2**63):
+                raise BadRow(f"column parts.{name}.ids: expected integer ids in [0, 2^63), got {content!r}")
+            if not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
+                raise BadRow(f"column parts.{name}.tokens: expected positive integers, got {size!r}")
+            total += size
+            if total > min(inputs, MAX_PART_TOKENS):
+                raise BadRow(f"column parts: the parts hold more than the prompt's {inputs:,} tokens"
+                             if total > inputs else f"column parts: more than {MAX_PART_TOKENS:,} tokens")
+            parent = chains.setdefault((parent, p, content), len(chains))
+            slots.append((parent, size))
+    ids, start, unit = [], 0, PART_UNIT_TOKENS
+    for key, size in slots:  # unit i's id: the chunk holding token (i + 1)·unit − 1, and that token's offset in it
+        end = start + size
+        last = (len(ids) + 1) * unit - 1
+        while last < end:
+            ids.append(key * MAX_PART_TOKENS + last - start)
+            last += unit
+        start = end
+    return Prefix(tuple(ids), unit) if ids else None
+
+
 def read_trace(config: TraceConfig | str | Path, limit: int | None = None,
                rng: np.random.Generator | None = None) -> Trace:
     """The requests of a trace (see the module docstring); ``limit`` keeps the first that many after the window
@@ -200,6 +280,8 @@ def _read_trace(config: TraceConfig, path: Path, limit: int | None, rng: np.rand
     fmt = detect_format(path) if config.format == "auto" else config.format
     if fmt == "mooncake":
         rows = _mooncake_rows(path)
+    elif fmt == "ragpulse":
+        rows = _ragpulse_rows(path)
     elif fmt == "csv":
         columns = config.columns
         assert columns is not None  # the schema requires them for csv
