@@ -178,8 +178,9 @@ def _build_pool(
     def new_allocator():
         """An empty KV pool, with empty tiers below it under ``kv_cache.offload`` (simulator.kv.tiers)."""
         allocator = _allocator(allocator_cls, kv_cfg, budget, max_model_len)
-        if offload is not None:
-            allocator.tiers = KVTiers.build(
+        if offload is not None:  # on the prefix cache itself (inside a bounded-span reserve, for a windowed model)
+            holder = allocator.inner if isinstance(allocator, SpanReserve) else allocator
+            holder.tiers = KVTiers.build(
                 offload, block_size=budget.block_size, kv_bytes_per_token=budget.kv_bytes_per_token, gpus=gpus,
                 host_link_gb_per_s=hardware.host_link_gb_per_s, layers=deployment.model.num_layers,
                 clock=lambda: env.now, totals=recorder.tier_totals)

@@ -536,6 +536,8 @@ class WorkloadConfig(Strict):
         clashes = [name for name, given in (("trace", self.trace is not None), ("dataset", self.dataset is not None),
                                             ("sessions", self.sessions is not None)) if given]
         clashes += [f"no {key}" for key in ("input_tokens", "output_tokens") if getattr(self, key) is None]
+        clashes += [f"classes[{k}] (its own lengths, drawn independently)" for k, request_class in
+                    enumerate(self.classes or []) if request_class.input_tokens or request_class.output_tokens]
         if clashes:
             raise ValueError(f"length_correlation pairs the section's input_tokens and output_tokens draws; not "
                              f"with {', '.join(clashes)} (length_correlation: null draws them independently)")

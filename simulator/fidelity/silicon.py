@@ -412,13 +412,14 @@ def row_experiment(
 def served_format(stated: str, shipped: str | None) -> str:
     """The weight format a row served: the checkpoint's own (no server converts a quantised checkpoint to another
     format of its width or wider: the row's format names the family), unless the row states fewer bits per weight
-    than it ships, or numbers of another kind (floating point where the checkpoint ships integers, or the reverse)
+    than it ships, or as many of another kind (floating point where the checkpoint ships integers, or the reverse)
     — then the row ran a quantised derivative of the checkpoint, in the row's format: NVIDIA's NVFP4 DeepSeek-R1
     (4 bits against the checkpoint's 8) and Kimi-K2.5 (4-bit floats, E2M1 with fp8 scales, where Moonshot ships
     4-bit integers) under the base model's id; no kernel runs integer weights as floats. Widths are the formats'
     nominal bits (8 for fp8 and fp8_block, 4 for nvfp4, mxfp4 and int4)."""
-    if shipped is None or _nominal_bits(stated) < _nominal_bits(shipped) or (
-            stated.startswith("int") != shipped.startswith("int")):
+    bits, shipped_bits = (_nominal_bits(stated), _nominal_bits(shipped)) if shipped is not None else (0, 0)
+    if shipped is None or bits < shipped_bits or (
+            bits == shipped_bits and stated.startswith("int") != shipped.startswith("int")):
         return stated
     return shipped
 

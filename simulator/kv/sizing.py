@@ -15,7 +15,9 @@
                           same way, whole on each stage (the last stage holds it: the fullest GPU); a draft model's
                           (``method: draft_model``) all over its d = draft_tensor_parallel_size GPUs (default t;
                           d = 1: whole on one GPU, the fullest, whose pool every GPU's matches), as vLLM loads it
-                          beside the target before it profiles the memory left for KV
+                          beside the target before it profiles the memory left for KV; a vision model's encoder
+                          (16-bit, over t) on the first stage: with one stage the GPU holds it and any draft, with
+                          more the fullest is the first stage or the last, whichever holds more
     blocks              = floor(pool / (block_size × KV bytes per token per GPU))
 
 With t-way tensor parallelism each GPU holds ceil(kv_heads / t) heads of every token (heads are replicated when
@@ -100,16 +102,17 @@ def kv_budget(
     parts = model.part_bytes(bytes_per_element(weight_dtype), w)
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
-    if model.vision is not None:  # a vision model's encoder, loaded beside it (16-bit, sharded over TP on stage 1)
-        weights += model.vision.params * 2 / t
-    target_weights = weights
+    # a vision model's encoder runs before the first stage (16-bit, sharded over its t GPUs); a draft after the last
+    vision = model.vision.params * 2 / t if model.vision is not None else 0.0
+    draft_bytes = 0.0
     if draft is not None:
         draft_parts = draft.part_bytes(bytes_per_element(weight_dtype), w)
-        weights += draft_parts.pop("experts") / (expert_shards or t) + sum(draft_parts.values()) / t
+        draft_bytes += draft_parts.pop("experts") / (expert_shards or t) + sum(draft_parts.values()) / t
     d = draft_tensor_parallel or t
     if draft_model is not None:  # its experts too over its d GPUs: vLLM runs a draft model without expert parallelism
-        weights += draft_model.weight_bytes(bytes_per_element(weight_dtype), w) / d
-    draft_bytes = weights - target_weights
+        draft_bytes += draft_model.weight_bytes(bytes_per_element(weight_dtype), w) / d
+    # the fullest GPU: one stage holds both; under pipeline parallelism the first stage's or the last's
+    weights += vision + draft_bytes if p == 1 else max(vision, draft_bytes)
     lora = f" + LoRA slots {adapter_bytes / GIB:.2f} GiB" if adapter_bytes else ""
     share_name = "mem_fraction_static" if mem_fraction_static else "gpu_memory_utilization"
     share = (f"free_memory_fraction {free_memory_fraction:g}" if free_memory_fraction is not None

@@ -38,7 +38,11 @@ while layer i computes: of n layers, an iteration of compute time C then takes
 
 Not modelled: loads that run while the request waits outside the batch (vLLM's asynchronous KV connectors), a tier
 shared by the replicas of a node or cluster (each replica has its own), promotion of a lower tier's block into a
-higher tier on a hit, and the host memory the tiers take.
+higher tier on a hit (under ``policy: all`` a block loaded from a lower tier is written to the first again, as every
+block its prompt registers is), and the host memory the tiers take. The loads' time lengthens the iteration but is
+not in its work (:mod:`simulator.cost.work`): iteration bounds and energy leave it out. On a model with
+sliding-window or linear-attention layers a block's bytes are those of the layers whose KV grows with the context
+(the pool's unit, :mod:`simulator.kv.sizing`).
 """
 
 from __future__ import annotations

@@ -231,6 +231,13 @@ def _notes(p: _Pool, config: ExperimentConfig, family: Family) -> list[str]:
     cmd.note(f"lora was simulated: enable {engine}'s LoRA serving for its adapters, rank and slots per batch",
              when=config.lora is not None)
     cmd.note(f"kv_cache.kind {kv.kind} was simulated; {engine} pages its KV cache", when=kv.kind != "paged")
+    offload = getattr(kv, "offload", None)
+    if offload is not None:  # each engine's own KV offloading (or LMCache / Dynamo KVBM beside it)
+        tiers = ", ".join(f"{tier.medium} {tier.capacity_gib:g} GiB" for tier in offload.tiers)
+        how = {"vllm": "--kv-offloading-size (CPU) or an LMCache connector (--kv-transfer-config)",
+               "sglang": "--enable-hierarchical-cache with --hicache-size (and an L3 storage backend)",
+               "trtllm": "kv_cache_config host_cache_size (or Dynamo KVBM)"}[family]
+        cmd.note(f"kv_cache.offload ({tiers}, policy {offload.policy}) was simulated: set {engine}'s {how}")
     redundant = getattr(config.cost_model, "eplb_redundant_experts", None)
     cmd.note(f"cost_model.eplb_redundant_experts {redundant}: set {engine}'s EPLB to match", when=bool(redundant))
     cmd.note(f"cluster.autoscaler: the orchestrator, not {engine}, scales", when=config.cluster.autoscaler is not None)

@@ -128,7 +128,9 @@ def correlated_lengths(inputs: LengthConfig, outputs: LengthConfig, rank_correla
     z_in = normal_quantile(u_in)
     with np.errstate(invalid="ignore"):  # z_in = −inf (u = 0, once in 2^53) stays infinite
         z_out = r * z_in + math.sqrt(max(0.0, 1 - r * r)) * output_rng.standard_normal(size=n)
-    return length_quantiles(inputs, u_in), length_quantiles(outputs, normal_cdf(z_out))
+    # Φ(z) rounds to 1 past z ≈ 8.3 (once in 10^16): kept below 1 so an unbounded law's quantile stays finite
+    u_out = np.minimum(normal_cdf(z_out), np.nextafter(1.0, 0.0))
+    return length_quantiles(inputs, u_in), length_quantiles(outputs, u_out)
 
 
 def sample_counts(config: CountConfig, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -259,3 +259,27 @@ def test_old_configs_load_and_run_unchanged():
     old = {"num_speculative_tokens": 3, "acceptance_rate": 0.7, "draft_cost_ratio": 0.1}
     new = {"num_speculative_tokens": 3, "acceptance": [0.7, 0.7, 0.7], "draft_cost_ratio": 0.1}
     assert same_summaries(_one_at_a_time(old, outputs=300), _one_at_a_time(new, outputs=300))
+
+
+def test_under_pipeline_parallelism_a_vision_encoder_and_a_draft_sit_on_different_stages():
+    """A vision model's encoder (Qwen2.5-VL-7B's: 676,550,144 bf16 weights, 1.26 GiB) runs on the first stage, a draft
+    model after the last: with one stage the GPU holds both, so the draft adds its whole size; with two the fullest
+    GPU holds the larger of the two — the draft (Qwen2.5-7B), which replaces the encoder as the stage's extra."""
+    def summary(pp, draft):
+        scheduler = {"kind": "continuous", "max_num_seqs": 8, "max_model_len": 4096}
+        if draft:
+            scheduler["speculative"] = {"method": "draft_model", "draft_model": "qwen2.5-7b",
+                                        "num_speculative_tokens": 2, "acceptance_rate": 0.7}
+        return simulator.run(load_experiment(experiment(
+            model="qwen2.5-vl-7b", cost_model={"kind": "roofline"}, engine="vllm", scheduler=scheduler,
+            cluster={"pipeline_parallel": pp}, workload={
+                "num_requests": 4, "arrival": {"kind": "poisson", "rate": 5.0},
+                "input_tokens": {"kind": "fixed", "value": 300}, "output_tokens": {"kind": "fixed", "value": 4}}))
+        ).summary
+
+    vision_gib = 676_550_144 * 2 / 2**30
+    for pp, extra in ((1, 0.0), (2, -vision_gib)):
+        plain, drafted = summary(pp, False), summary(pp, True)
+        assert drafted["draft_gib_per_gpu"] > vision_gib
+        assert drafted["weights_gib_per_gpu"] - plain["weights_gib_per_gpu"] == pytest.approx(
+            drafted["draft_gib_per_gpu"] + extra, rel=1e-9)

@@ -19,6 +19,7 @@ from simulator.fidelity.silicon import (
     is_fit_row,
     read_runs,
     row_experiment,
+    served_format,
     validate_runs,
 )
 
@@ -129,6 +130,8 @@ def test_a_row_of_floats_on_an_integer_checkpoint_ran_a_derivative_in_its_own_fo
                                    gemm_quant_mode="int4_wo", moe_quant_mode="int4_wo", tp_size="4",
                                    moe_tp_size="4"), "x:3", tmp_path)
     assert (floats.dtype, integers.dtype) == ("nvfp4", "int4")
+    assert served_format("bf16", "int4") == "int4"  # wider than it ships, of whatever kind: the checkpoint runs
+    assert served_format("int8", "fp8_block") == "int8" and served_format("mxfp4", "int4") == "mxfp4"
 
 
 @pytest.mark.parametrize("mode, dtype, kv", [

@@ -162,3 +162,19 @@ def test_offload_needs_prefix_caching_and_distinct_media():
     ):
         with pytest.raises(simulator.ConfigError, match=message):
             simulator.load(experiment(kv_cache={"kind": "paged", **kv}))
+
+
+def test_a_windowed_models_prefix_cache_keeps_its_tiers():
+    """gpt-oss-20b alternates sliding-window and full layers, so its pool is wrapped in a bounded-span reserve: the
+    tiers go on the prefix cache inside it. 50 system prompts of 256 tokens over a pool of 300 blocks evict and
+    write prefix blocks, and later requests load some back."""
+    summary = simulator.run(ExperimentConfig.model_validate(experiment(
+        model="gpt-oss-20b",
+        kv_cache={"kind": "paged", "block_size": 16, "num_gpu_blocks": 300, "prefix_caching": True,
+                  "offload": {"tiers": [{"medium": "cpu", "capacity_gib": 16}]}},
+        workload={"num_requests": 300, "arrival": {"kind": "poisson", "rate": 20.0},
+                  "prefix": {"tokens": 256, "groups": 50},
+                  "input_tokens": {"kind": "uniform", "min": 10, "max": 100},
+                  "output_tokens": {"kind": "uniform", "min": 1, "max": 20}}))).summary
+    assert summary["completed"] == 300
+    assert summary["kv_cpu_written_gib"] > 0 and summary["kv_cpu_hit_rate"] > 0

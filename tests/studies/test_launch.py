@@ -208,6 +208,16 @@ def test_what_an_engine_cannot_express_is_noted_not_dropped(engine):
         assert options["kv_cache_config"]["max_tokens"] == pool_tokens
 
 
+@pytest.mark.parametrize("engine, flag", [("vllm", "--kv-offloading-size"), ("sglang", "--enable-hierarchical-cache"),
+                                          ("trtllm", "host_cache_size")])
+def test_kv_tiers_are_noted_with_the_engines_own_offloading(engine, flag):
+    (serve, _, _), = commands(engine=engine, kv_cache={
+        "kind": "paged", "prefix_caching": True,
+        "offload": {"tiers": [{"medium": "cpu", "capacity_gib": 256}, {"medium": "ssd", "capacity_gib": 3840}]}})
+    notes = " | ".join(serve.notes)
+    assert "kv_cache.offload (cpu 256 GiB, ssd 3840 GiB, policy evicted) was simulated" in notes and flag in notes
+
+
 def test_a_memory_share_the_engine_lacks_is_converted_and_noted():
     (vllm, _, v), = commands(kv_cache={"kind": "paged", "free_memory_fraction": 0.9})
     assert "--gpu-memory-utilization" not in v and int(v["--kv-cache-memory-bytes"]) > 0

@@ -212,3 +212,15 @@ def test_the_console_states_the_rank_correlation(capsys):
     assert main(["run", "--set", "workload.num_requests=20", "--set",
                  "workload.length_correlation={kind: gaussian_copula, spearman: 0.42}"]) == 0
     assert "outputs 200 tokens (rank correlation 0.42)" in capsys.readouterr().out
+
+
+def test_a_class_with_its_own_lengths_is_refused_beside_a_copula():
+    """A class that redraws its members' lengths draws them independently: with length_correlation that would drop
+    the correlation for those requests unseen, so the pair is refused, naming the class."""
+    section = {"num_requests": 10, "input_tokens": {"kind": "fixed", "value": 5},
+               "output_tokens": {"kind": "fixed", "value": 5},
+               "length_correlation": {"kind": "gaussian_copula", "spearman": 0.4},
+               "classes": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.5,
+                                                         "input_tokens": {"kind": "fixed", "value": 9}}]}
+    with pytest.raises(ValueError, match=r"not with classes\[1\] \(its own lengths"):
+        WorkloadConfig.model_validate(section)
