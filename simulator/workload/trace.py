@@ -175,7 +175,9 @@ def _csv_rows(path: Path, columns: tuple[str, str, str], unit: str) -> Iterator[
                 yield line, bad
 
 
-def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
+def _json_rows(path: Path, fields: tuple[str, ...], row) -> Iterator[tuple[int, tuple | BadRow]]:
+    """Each non-blank line of a JSON-lines trace as ``(line, row(record))``, or ``(line, BadRow)`` for a line that
+    is not a JSON object with every one of ``fields`` (or that ``row`` refuses)."""
     with _open(path) as handle:
         for line, text in enumerate(handle, start=1):
             if not text.strip():
@@ -189,41 +191,31 @@ def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
                     raise BadRow("JSON nested too deeply or a number too long") from None
                 if not isinstance(record, dict):
                     raise BadRow(f"expected a JSON object, got {text.strip()[:40]!r}")
-                missing = [k for k in ("timestamp", "input_length", "output_length") if k not in record]
+                missing = [k for k in fields if k not in record]
                 if missing:
                     raise BadRow(f"missing field(s) {missing}")
-                prefix = _hash_ids(record.get("hash_ids", []), "hash_ids")
-                yield line, (_time(str(record["timestamp"]), "ms", "timestamp"),
-                             _length(record["input_length"], "input_length"),
-                             _length(record["output_length"], "output_length"), prefix)
+                yield line, row(record)
             except BadRow as bad:
                 yield line, bad
+
+
+def _mooncake_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
+    def row(record: dict) -> tuple:
+        return (_time(str(record["timestamp"]), "ms", "timestamp"), _length(record["input_length"], "input_length"),
+                _length(record["output_length"], "output_length"), _hash_ids(record.get("hash_ids", []), "hash_ids"))
+
+    return _json_rows(path, ("timestamp", "input_length", "output_length"), row)
 
 
 def _ragpulse_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
     chains: dict[tuple[int, int, int], int] = {}  # (chain key before, part, content id) -> chain key
-    with _open(path) as handle:
-        for line, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                try:
-                    record = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise BadRow(f"not valid JSON ({exc.msg})") from None
-                except (RecursionError, ValueError):
-                    raise BadRow("JSON nested too deeply or a number too long") from None
-                if not isinstance(record, dict):
-                    raise BadRow(f"expected a JSON object, got {text.strip()[:40]!r}")
-                missing = [k for k in ("timestamp_s", "input_length", "output_length", "parts") if k not in record]
-                if missing:
-                    raise BadRow(f"missing field(s) {missing}")
-                inputs = _length(record["input_length"], "input_length")
-                prefix = _part_prefix(record["parts"], inputs, chains)
-                yield line, (_time(str(record["timestamp_s"]), "s", "timestamp_s"), inputs,
-                             _length(record["output_length"], "output_length"), prefix)
-            except BadRow as bad:
-                yield line, bad
+
+    def row(record: dict) -> tuple:
+        inputs = _length(record["input_length"], "input_length")
+        return (_time(str(record["timestamp_s"]), "s", "timestamp_s"), inputs,
+                _length(record["output_length"], "output_length"), _part_prefix(record["parts"], inputs, chains))
+
+    return _json_rows(path, ("timestamp_s", "input_length", "output_length", "parts"), row)
 
 
 def _part_prefix(parts, inputs: int, chains: dict[tuple[int, int, int], int]) -> Prefix | None:
