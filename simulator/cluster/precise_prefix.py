@@ -89,7 +89,7 @@ class PrecisePrefixRouter(Router):
         self._weights = (scorers.prefix, scorers.kv_load, scorers.queue)
         self._staleness_s = config.state_staleness_ms / 1000
         self._taken_s = -1.0  # when the snapshot was taken (−1: never)
-        self._snapshot: dict[int, tuple[int, float]] = {}  # id(replica) -> (outstanding, kv_load) then
+        self._snapshot: dict[int, tuple[int, float]] = {}  # replica index -> (outstanding, kv_load) then
 
     def _loads(self) -> list[tuple[int, float]]:
         """Each replica's (outstanding, KV load) as the router sees it: live, or from the snapshot."""
@@ -103,9 +103,9 @@ class PrecisePrefixRouter(Router):
             self._taken_s = now
         loads = []
         for replica in replicas:
-            seen = snapshot.get(id(replica))
+            seen = snapshot.get(replica.index)
             if seen is None:  # a new snapshot, or a replica that joined since
-                seen = snapshot[id(replica)] = (replica.outstanding, replica.kv_load)
+                seen = snapshot[replica.index] = (replica.outstanding, replica.kv_load)
             loads.append(seen)
         return loads
 

@@ -20,10 +20,15 @@ from tests.helpers import experiment, same_summaries
 
 
 class FakeReplica:
-    """What the router reads of a replica: its queue, its KV load and how much of a prompt its cache holds."""
+    """What the router reads of a replica: its index, its queue, its KV load and how much of a prompt its cache
+    holds (each fake a new index, as a run numbers its replicas)."""
+
+    made = 0
 
     def __init__(self, outstanding: int = 0, kv_load: float = 0.0, cached: int = 0) -> None:
         self.outstanding, self.kv_load, self.cached = outstanding, kv_load, cached
+        self.index = FakeReplica.made
+        FakeReplica.made += 1
 
     def cached_prefix_tokens(self, request: Request) -> int:
         return self.cached if request.prefix is not None else 0
