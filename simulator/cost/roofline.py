@@ -159,6 +159,18 @@ class RooflineCostConfig(CostModelBase):
     )
 
 
+PROMPT_TABLE_LIMIT = 65_536  # prompt-only iterations remembered per cost model (then forgotten all at once)
+
+
+def _remember(table: dict, key, value):
+    """``value`` stored under ``key`` in a table of at most :data:`PROMPT_TABLE_LIMIT` entries (emptied when full,
+    which bounds its memory whatever prompt lengths a run sees); returns ``value``."""
+    if len(table) >= PROMPT_TABLE_LIMIT:
+        table.clear()
+    table[key] = value
+    return value
+
+
 @COST_MODELS.register("roofline", config=RooflineCostConfig)
 class RooflineCostModel(CostModel):
     prices_work = True
@@ -445,9 +457,7 @@ class RooflineCostModel(CostModel):
         # prompt-only iterations recur (the same prompt lengths): remember them, within a bounded table
         cached = self._prefill_cache.get(shape.prefill_chunks)
         if cached is None:
-            if len(self._prefill_cache) >= 65536:
-                self._prefill_cache.clear()
-            cached = self._prefill_cache[shape.prefill_chunks] = self._iteration_time(shape)
+            cached = _remember(self._prefill_cache, shape.prefill_chunks, self._iteration_time(shape))
         return cached
 
     def _iteration_time(self, shape: IterationShape) -> float:
@@ -572,9 +582,7 @@ class RooflineCostModel(CostModel):
             return Work()
         cached = self._prefill_work_cache.get(shape.prefill_chunks)  # as iteration_time's
         if cached is None:
-            if len(self._prefill_work_cache) >= 65536:
-                self._prefill_work_cache.clear()
-            cached = self._prefill_work_cache[shape.prefill_chunks] = self._iteration_work(shape)
+            cached = _remember(self._prefill_work_cache, shape.prefill_chunks, self._iteration_work(shape))
         return cached
 
     def _iteration_work(self, shape: IterationShape) -> Work:

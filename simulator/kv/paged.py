@@ -223,10 +223,12 @@ class PrefixCachingAllocator(PagedAllocator):
 
     def _hits(self, prefix: Prefix | None, tokens: int) -> list[tuple[int, int]]:
         """The cached leading blocks of a ``tokens``-token prompt (leaving at least one token to compute)."""
-        if prefix is None:
-            return []
+        return self._cached_run(prefix.block_keys(self.block_size, tokens - 1)) if prefix is not None else []
+
+    def _cached_run(self, keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The leading ``keys`` HBM's cache holds."""
         hits = []
-        for key in prefix.block_keys(self.block_size, tokens - 1):
+        for key in keys:
             if key not in self._refs and key not in self._lru:
                 break
             hits.append(key)
@@ -357,15 +359,15 @@ class TieredPrefixCachingAllocator(PrefixCachingAllocator):
     def cached_prefix_tokens(self, prefix, tokens: int) -> int:
         if prefix is None:
             return 0
-        hits = len(self._hits(prefix, tokens))
         keys = prefix.block_keys(self.block_size, tokens - 1)
+        hits = len(self._cached_run(keys))
         return (hits + self.tiers.run_length(keys, hits)) * self.block_size
 
     def allocate(self, seq: int, tokens: int, *, final_tokens: int | None = None, prefix=None) -> int:
         loaded = 0
         if prefix is not None:  # load first, so that the writes the allocation causes cannot move the run away
             keys = prefix.block_keys(self.block_size, tokens - 1)
-            first = len(self._hits(prefix, tokens))
+            first = len(self._cached_run(keys))
             loaded = self.tiers.run_length(keys, first)
             if loaded:
                 self.tiers.load(keys[first:first + loaded])
