@@ -30,6 +30,10 @@ class ConfigError(LLMSimError):
     """An experiment (or override) that does not validate."""
 
 
+class MemoryShortError(LLMSimError):
+    """A deployment whose weights leave its GPUs too little memory for the KV cache of one request."""
+
+
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
     """Every pydantic model class inside an annotation (through Annotated, unions and Optional)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

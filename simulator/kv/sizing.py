@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from simulator.catalog import HardwareSpec, ModelSpec
 from simulator.catalog.draft import DraftHead
 from simulator.dtypes import activation_dtype, bytes_per_element
-from simulator.errors import LLMSimError
+from simulator.errors import LLMSimError, MemoryShortError
 from simulator.kv.span_reserve import span_reserve
 
 GIB = 2**30
@@ -147,7 +147,7 @@ def kv_budget(
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
         if weights + adapter_bytes + beside > usable:  # a fixed pool still needs the weights to fit beside it
-            raise LLMSimError(
+            raise MemoryShortError(
                 f"{where}: weights {weights / GIB:.2f} GiB{lora}{taken} exceed the {usable / GIB:.2f} GiB usable per "
                 f"GPU (kv_cache.num_gpu_blocks fixes the KV pool, not the weights); {_more_room(expert_share)} or a "
                 "larger GPU"
@@ -160,7 +160,7 @@ def kv_budget(
         needed_blocks = math.ceil(longest / block_size)
         if num_blocks < needed_blocks:
             missing = (needed_blocks * block_size * per_token - pool) / GIB
-            raise LLMSimError(
+            raise MemoryShortError(
                 f"{where}: weights {weights / GIB:.2f} GiB{lora}{taken} leave {max(pool, 0) / GIB:.2f} GiB of the "
                 f"{usable / GIB:.2f} GiB usable per GPU for KV cache, {missing:.2f} GiB short of one "
                 f"{max_model_len}-token request; {_more_room(expert_share)}, a larger GPU, a higher {share_name} or a "

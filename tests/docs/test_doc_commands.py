@@ -64,7 +64,7 @@ EXPENSIVE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^llmsim calibrate --kernels "),
      "a kernel fit, ~2 min each; tests/fidelity/test_calibration.py runs `calibrate --kernels --framework` (slow)"),
     (re.compile(r"^llmsim validate --runs \.\./shared/data/silicon/silicon_b200\.csv "),
-     "1,739 simulated runs (~80 s idle, minutes on a busy machine); the same path runs on silicon_h100.csv above"),
+     "1,749 simulated runs (~80 s idle, minutes on a busy machine); the same path runs on silicon_h100.csv above"),
 )
 
 

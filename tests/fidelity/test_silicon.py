@@ -240,6 +240,47 @@ def test_trtllm_dep_rows_read_the_convention_their_moe_columns_confirm(tp, dp, m
     assert (cluster.data_parallel, cluster.expert_parallel) == (int(dp), int(ep))
 
 
+@pytest.mark.parametrize("system, tp, moe_tp, ep, gpus", [
+    ("b200_sxm", "64", "8", "8", 8),    # TP 8 / EP 8 written as tp × ep: wider than the node's 8-GPU NVLink domain
+    ("b200_sxm", "16", "4", "4", 4),
+    ("b200_sxm", "8", "1", "8", 8),     # the engines' own convention: moe_tp × moe_ep = tp_size GPUs
+    ("b200_sxm", "16", "16", "1", 16),  # no expert parallelism to take out: a two-node TP group as stated
+    ("b200_sxm", "16", "2", "8", 16),   # an expert group wider than moe_tp cannot be carved out of it
+    ("gb200", "64", "8", "8", 64),      # inside a 72-GPU NVLink domain a 64-GPU group is what it says
+])
+def test_tp_size_with_the_expert_parallelism_multiplied_in(system, tp, moe_tp, ep, gpus):
+    """The source writes some expert-parallel rows with ``tp_size`` = tp × ep (the same measurements appear as
+    ``tp_size`` 8 / ``moe_ep_size`` 8 elsewhere in its B200 file): a ``tp_size`` wider than the system's NVLink
+    domain whose ``moe_tp`` × ``moe_ep`` equals it, 1 < ``moe_ep`` ≤ ``moe_tp``, is ``moe_tp`` GPUs."""
+    from simulator.fidelity.silicon import row_gpus, tensor_parallel
+
+    row = _row(backend="sglang", model_path="Qwen/Qwen3-30B-A3B", system=system, tp_size=tp, moe_tp_size=moe_tp,
+               moe_ep_size=ep)
+    assert tensor_parallel(row, "x:2") == gpus and row_gpus(row, "x:2") == (gpus, 4)
+    if gpus <= 8:
+        cluster = row_experiment(row, "x:2", None).cluster
+        assert (cluster.tensor_parallel, cluster.expert_parallel, cluster.data_parallel) == (gpus, int(ep), 1)
+
+
+def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
+    """DeepSeek-R1's FP8 weights on 4 × B200 (InferenceX's SGLang recipe passes --mem-fraction-static 0.95): at
+    SGLang's default share the weights alone exceed what the share holds, so the sizing refuses the deployment; the
+    row ran, so it is simulated at the raised share, and it is ok."""
+    from simulator.api import run
+    from simulator.errors import MemoryShortError
+    from simulator.fidelity.silicon import RAISED_MEMORY_SHARE, raised_memory_share
+
+    row = _row(backend="sglang", model_path="deepseek-ai/DeepSeek-R1", system="b200_sxm", precision="fp8",
+               gemm_quant_mode="fp8", tp_size="4", moe_tp_size="4", isl="256", osl="8")
+    config = row_experiment(row, "x:2", None)
+    with pytest.raises(MemoryShortError, match="mem_fraction_static"):
+        run(config)
+    assert raised_memory_share(config).kv_cache.mem_fraction_static == RAISED_MEMORY_SHARE
+    path = tmp_path / "runs.csv"
+    _write(path, [row])
+    assert validate_runs(path)["status"].tolist() == ["ok"]
+
+
 def test_the_measured_requests_start_with_every_client_at_once():
     """aiperf's warm-up drains before it measures, so the measured phase starts with all N clients sending to an
     idle server. SGLang, prefill-first with an 8192-token budget, clients with no turnaround: the first round's 8
