@@ -84,9 +84,11 @@ def _validate_runs(args: argparse.Namespace) -> int:
         read_bands(Path(args.bands))  # a malformed file fails now, not after the runs
     if args.ranking:
         check_output_file(Path(args.ranking), "--ranking")
+    per_client = {} if args.requests_per_client is None else {
+        "measured": args.requests_per_client, "min_measured": args.requests_per_client}
     frame = validate_runs(args.runs, model_dir, args.jobs,
                           RunSettings(length_range=args.length_range, generation=args.generation,
-                                      client_connections=args.client_connections))
+                                      client_connections=args.client_connections, **per_client))
     if args.ranking is not None:
         frame = row_rates(frame)
     if args.output:

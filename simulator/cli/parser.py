@@ -295,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--length-range", type=_length_range, metavar="LOW:HIGH",
                      help="with --runs: every request's prompt and output lengths uniform on [LOW, HIGH] times the "
                      "row's isl and osl (a benchmark client that draws lengths); default: exactly isl and osl")
+    val.add_argument("--requests-per-client", type=_bounded_int(1, 100), metavar="N",
+                     help="with --runs: every simulated client sends N requests, all measured (InferenceX's "
+                     "benchmark client sends 10); default: 12, at least 48 in all (chosen on the H100 fit rows)")
     val.add_argument("--client-connections", type=_positive_int, metavar="N",
                      help="with --runs: the benchmark client's connection pool holds N connections, its requests "
                      "timed from their send, the wait for a connection included (aiohttp's default session: 100); "

@@ -434,6 +434,26 @@ def test_vllm_and_trtllm_rows_run_with_the_benchmark_recipes_token_budget():
     assert row_experiment(_row(isl="1024"), "x:7", None, server).scheduler.max_num_batched_tokens == 8192
 
 
+def test_requests_per_client_sets_the_measured_requests(tmp_path, capsys):
+    """``--requests-per-client N``: N requests from each of the row's clients, all measured and nothing more (4
+    clients × 10 = 40, where the default is 12 per client but at least 48 in all); the run's requests are those."""
+    from simulator.api import run
+
+    row = _row(batch_size="4", isl="64", osl="4")
+    assert row_experiment(row, "x:2", None).workload.num_requests == 48
+    config = row_experiment(row, "x:2", None, RunSettings(measured=10, min_measured=10))
+    assert config.workload.num_requests == 40 and len(run(config).requests) == 40
+    path = tmp_path / "runs.csv"
+    _write(path, [row])
+    assert main(["validate", "--runs", str(path), "--requests-per-client", "10"]) == 0
+    assert "1 of 1 rows ok" in capsys.readouterr().out
+    for bad in ("0", "101", "many"):
+        with pytest.raises(SystemExit) as stop:  # argparse refuses the value: one line, status 2
+            main(["validate", "--runs", str(path), "--requests-per-client", bad])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and "argument --requests-per-client" in err and err.count("\n") == 1
+
+
 def test_a_length_range_draws_each_requests_lengths_from_it(tmp_path, capsys):
     """``RunSettings.length_range`` (``--length-range LOW:HIGH``): prompts uniform on [0.8·1000, 1.0·1000] = [800,
     1000] tokens and outputs on [80, 100], the server's max_model_len the longest of both (1100); the requests of
