@@ -67,8 +67,8 @@ def overall_errors(frame: pd.DataFrame) -> dict[str, float]:
 
 
 def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
-    """The per-slice error table, overall errors per subset, the unsupported reasons counted, and optionally a
-    predicted-vs-measured plot (log-log, TTFT and TPOT, fit and held-out rows apart)."""
+    """The per-slice error table, overall errors per subset, the rows read by a rule and the unsupported reasons
+    counted, and optionally a predicted-vs-measured plot (log-log, TTFT and TPOT, fit and held-out rows apart)."""
     lines = ["== runs: absolute percentage error per slice (mean TTFT / TPOT of the measured requests) ==",
              slice_table(frame).to_string(), ""]
     for subset, rows in frame.groupby("subset"):
@@ -81,6 +81,12 @@ def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
     if (frame["status"] == "ok").any():
         lines += ["", "== by load: the top quartile of clients per model and GPU against the rest ==",
                   load_table(frame).to_string()]
+    if "reading" in frame:
+        readings = frame.loc[frame["status"] == "ok", "reading"].fillna("").str.split("; ").explode()
+        counts = readings[readings != ""].value_counts()
+        if not counts.empty:
+            lines += ["", "rows read by a rule beyond their columns' values:"] + [
+                f"  {count:4d}  {reading}" for reading, count in counts.items()]
     reasons = reason_counts(frame)
     if not reasons.empty:
         lines += ["", "unsupported rows by reason:"] + [f"  {count:4d}  {reason}" for reason, count in reasons.items()]

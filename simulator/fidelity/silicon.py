@@ -506,6 +506,8 @@ MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT 
 
 
 def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, settings: RunSettings):
+    """(predicted TTFT, predicted TPOT, status, reading) of one row: ``reading`` names the rules beyond its columns'
+    literal values that the run took (:func:`tensor_parallel`, :func:`raised_memory_share`), '' where none."""
     where = f"{path}:{line}"
     try:
         for measured in MEASURED:  # what the prediction is judged against: a row without it cannot be judged
@@ -513,16 +515,26 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         config = row_experiment(row, where, model_dir, settings)
         arrival = config.workload.arrival
         assert isinstance(arrival, ClosedLoopArrival)  # row_experiment's clients
+        readings = []
+        aggregated = (row.get("mode") or "").strip() != "disagg"
+        if aggregated and tensor_parallel(row, where) != _number(row, "tp_size", where):
+            readings.append(TP_TIMES_EP)
         try:
             ttft, tpot = predict_row(config, int(arrival.users), settings)
         except MemoryShortError:  # the row ran, so its launch gave the server more of the GPU than the default
             ttft, tpot = predict_row(raised_memory_share(config), int(arrival.users), settings)
-        return ttft, tpot, "ok"
+            readings.append(RAISED_SHARE)
+        return ttft, tpot, "ok", "; ".join(readings)
     except (Unsupported, LLMSimError) as exc:
         reason = str(exc)
         if not reason.startswith(f"{where}:"):  # every reason names the row's file:line, once
             reason = f"{where}: {reason}"
-        return math.nan, math.nan, f"unsupported: {reason}"
+        return math.nan, math.nan, f"unsupported: {reason}", ""
+
+
+# what ``validate_runs``'s ``reading`` column says of a row that took one of the rules beyond its columns' values
+TP_TIMES_EP = "tp_size read as moe_tp_size GPUs (the expert parallelism multiplied in)"
+RAISED_SHARE = f"memory share raised to {RAISED_MEMORY_SHARE} (the engine's default cannot hold the weights)"
 
 
 def is_fit_row(row: dict[str, str]) -> bool:
@@ -538,8 +550,9 @@ def validate_runs(
     keep: Callable[[dict[str, str]], bool] | None = None,
 ) -> pd.DataFrame:
     """Every row of a runs file (or those ``keep`` accepts) with ``predicted_ttft_ms``, ``predicted_tpot_ms``,
-    ``status``, ``engine`` (the engine profile it ran, :func:`run_engine`), ``subset`` (``fit`` or ``holdout``,
-    :func:`is_fit_row`) and the absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
+    ``status``, ``reading`` (the rules beyond its columns' values a row took, :func:`_one`), ``engine`` (the engine
+    profile it ran, :func:`run_engine`), ``subset`` (``fit`` or ``holdout``, :func:`is_fit_row`) and the absolute
+    percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
     rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
     if not rows:
         raise LLMSimError(f"{path}: no rows to simulate (a runs file has a header and one row per run)")
@@ -569,6 +582,7 @@ def validate_runs(
     frame["predicted_ttft_ms"] = [r[0] for r in results]
     frame["predicted_tpot_ms"] = [r[1] for r in results]
     frame["status"] = [r[2] for r in results]
+    frame["reading"] = [r[3] for r in results]
     frame["engine"] = [run_engine(row, settings) for _, row in rows]
     frame["subset"] = ["fit" if is_fit_row(row) else "holdout" for _, row in rows]
     for metric in ("ttft", "tpot"):

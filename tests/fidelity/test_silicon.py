@@ -248,11 +248,11 @@ def test_trtllm_dep_rows_read_the_convention_their_moe_columns_confirm(tp, dp, m
     ("b200_sxm", "16", "2", "8", 16),   # an expert group wider than moe_tp cannot be carved out of it
     ("gb200", "64", "8", "8", 64),      # inside a 72-GPU NVLink domain a 64-GPU group is what it says
 ])
-def test_tp_size_with_the_expert_parallelism_multiplied_in(system, tp, moe_tp, ep, gpus):
+def test_tp_size_with_the_expert_parallelism_multiplied_in(tmp_path, system, tp, moe_tp, ep, gpus):
     """The source writes some expert-parallel rows with ``tp_size`` = tp × ep (the same measurements appear as
     ``tp_size`` 8 / ``moe_ep_size`` 8 elsewhere in its B200 file): a ``tp_size`` wider than the system's NVLink
     domain whose ``moe_tp`` × ``moe_ep`` equals it, 1 < ``moe_ep`` ≤ ``moe_tp``, is ``moe_tp`` GPUs."""
-    from simulator.fidelity.silicon import row_gpus, tensor_parallel
+    from simulator.fidelity.silicon import TP_TIMES_EP, row_gpus, tensor_parallel
 
     row = _row(backend="sglang", model_path="Qwen/Qwen3-30B-A3B", system=system, tp_size=tp, moe_tp_size=moe_tp,
                moe_ep_size=ep)
@@ -260,6 +260,10 @@ def test_tp_size_with_the_expert_parallelism_multiplied_in(system, tp, moe_tp, e
     if gpus <= 8:
         cluster = row_experiment(row, "x:2", None).cluster
         assert (cluster.tensor_parallel, cluster.expert_parallel, cluster.data_parallel) == (gpus, int(ep), 1)
+    if gpus != int(tp):  # the run says which rule it took
+        path = tmp_path / "runs.csv"
+        _write(path, [row])
+        assert validate_runs(path)[["status", "reading"]].values.tolist() == [["ok", TP_TIMES_EP]]
 
 
 def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
@@ -268,7 +272,8 @@ def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
     row ran, so it is simulated at the raised share, and it is ok."""
     from simulator.api import run
     from simulator.errors import MemoryShortError
-    from simulator.fidelity.silicon import RAISED_MEMORY_SHARE, raised_memory_share
+    from simulator.fidelity.runs_report import runs_report
+    from simulator.fidelity.silicon import RAISED_MEMORY_SHARE, RAISED_SHARE, raised_memory_share
 
     row = _row(backend="sglang", model_path="deepseek-ai/DeepSeek-R1", system="b200_sxm", precision="fp8",
                gemm_quant_mode="fp8", tp_size="4", moe_tp_size="4", isl="256", osl="8")
@@ -277,8 +282,10 @@ def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
         run(config)
     assert raised_memory_share(config).kv_cache.mem_fraction_static == RAISED_MEMORY_SHARE
     path = tmp_path / "runs.csv"
-    _write(path, [row])
-    assert validate_runs(path)["status"].tolist() == ["ok"]
+    _write(path, [row, _row()])
+    frame = validate_runs(path)
+    assert frame[["status", "reading"]].values.tolist() == [["ok", RAISED_SHARE], ["ok", ""]]
+    assert f"rows read by a rule beyond their columns' values:\n     1  {RAISED_SHARE}" in runs_report(frame)
 
 
 def test_the_measured_requests_start_with_every_client_at_once():
