@@ -220,12 +220,15 @@ def tensor_parallel(row: dict[str, str], where: str) -> int:
     carved out of its tensor-parallel group, so ep ≤ tp). A ``tp_size`` wider than the system's NVLink domain
     (``node.gpus_per_node``), of a row with attention DP 1 whose ``moe_tp_size`` × ``moe_ep_size`` equals it with
     1 < ``moe_ep_size`` ≤ ``moe_tp_size``, is read so: ``moe_tp_size`` GPUs, the experts over ``moe_ep_size`` of
-    them. Read as 64-way TP, the 172 such rows of the B200 file had a median TPOT error of 25.7% (fit) / 21.8% (held
-    out); read so, 17.1 / 13.8%."""
+    them. Read as 64- and 16-way TP, the 172 such rows of the B200 file had a median TPOT error of 25.7% (fit) /
+    21.8% (held out); read so, 17.1 / 13.8%."""
     tp = _number(row, "tp_size", where)
     moe_tp, ep = _stated_degree(row, "moe_tp_size", where), _degree(row, "moe_ep_size", where)
     system = SYSTEMS.get((row.get("system") or "").strip())
-    if system is None or _degree(row, "attention_dp_size", where) > 1 or not 1 < ep <= moe_tp or moe_tp * ep != tp:
+    if system is None or not 1 < ep <= moe_tp or moe_tp * ep != tp:
+        return tp
+    batch = _number(row, "batch_size", where)  # attention DP, stated or implied by the clients (data_parallelism)
+    if _degree(row, "attention_dp_size", where) > 1 or concurrency(row, batch) != batch:
         return tp
     return moe_tp if tp > load_hardware(system).node.gpus_per_node else tp
 
@@ -390,12 +393,12 @@ def row_experiment(
         per_rank = _number(row, "batch_size", where)
         users = concurrency(row, per_rank)
         tp, pp = tensor_parallel(row, where), _degree(row, "pp_size", where)
-        stated_tp = _number(row, "tp_size", where)
+        reread = tp != _number(row, "tp_size", where)  # tp × ep: its MoE columns span tp_size, not the GPUs
         dp, tp = data_parallelism(row, backend, users, per_rank, tp, where)
         ep = _degree(row, "moe_ep_size", where)
         if dp > 1 and not spec.is_moe:
             raise Unsupported("attention data parallelism of a dense model")
-        if spec.is_moe and tp == stated_tp:  # a tp_size read as tp × ep (tensor_parallel) has its MoE columns
+        if spec.is_moe and not reread:
             _check_moe_parallelism(row, "", dp * tp, ep, where)
         cluster = {"replicas": 1, "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp,
                    "expert_parallel": ep if spec.is_moe else 1}
@@ -496,7 +499,8 @@ def raised_memory_share(config: ExperimentConfig) -> ExperimentConfig:
     :class:`~simulator.errors.MemoryShortError`), the run's launch raised it, as operators do: SGLang's
     ``--mem-fraction-static`` (InferenceX's recipe for DeepSeek-R1 on 4 × B200 passes 0.95, where SGLang's default
     of 0.856 leaves nothing beside the 156.7 GiB of FP8 weights per GPU) or vLLM's ``--gpu-memory-utilization``.
-    TensorRT-LLM's share is of the memory the weights leave, so a row that still does not fit stays unsupported."""
+    TensorRT-LLM's share is of the memory the weights leave, so its rows are not retried; a row that does not fit
+    at the raised share either stays unsupported with its own reason."""
     kv = config.kv_cache
     share = "mem_fraction_static" if kv.mem_fraction_static is not None else "gpu_memory_utilization"
     return config.model_copy(update={"kv_cache": kv.model_copy(update={share: RAISED_MEMORY_SHARE})})
@@ -521,8 +525,13 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
             readings.append(TP_TIMES_EP)
         try:
             ttft, tpot = predict_row(config, int(arrival.users), settings)
-        except MemoryShortError:  # the row ran, so its launch gave the server more of the GPU than the default
-            ttft, tpot = predict_row(raised_memory_share(config), int(arrival.users), settings)
+        except MemoryShortError as short:  # the row ran, so its launch gave the server more of the GPU
+            if config.kv_cache.free_memory_fraction is not None:  # a share of what the weights leave: no help
+                raise
+            try:
+                ttft, tpot = predict_row(raised_memory_share(config), int(arrival.users), settings)
+            except MemoryShortError:
+                raise short from None  # the reason of the row as stated, not of the raised share
             readings.append(RAISED_SHARE)
         return ttft, tpot, "ok", "; ".join(readings)
     except (Unsupported, LLMSimError) as exc:

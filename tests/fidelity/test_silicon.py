@@ -266,6 +266,24 @@ def test_tp_size_with_the_expert_parallelism_multiplied_in(tmp_path, system, tp,
         assert validate_runs(path)[["status", "reading"]].values.tolist() == [["ok", TP_TIMES_EP]]
 
 
+def test_the_tp_times_ep_reading_leaves_attention_dp_rows_alone():
+    """The reading is of rows with one attention rank: where the clients imply ranks (64 clients of per-rank batch
+    8: 8 ranks) ``tp_size`` stays as stated and the MoE columns must span the ranks' GPUs (8 × 64 = 512, which
+    8 × 8 does not); a TensorRT-LLM worker of 8 GPUs in 4 ranks whose MoE columns span neither reading (1 × 4) is
+    refused as before."""
+    from simulator.fidelity.silicon import tensor_parallel
+
+    ranks = _row(backend="sglang", model_path="Qwen/Qwen3-30B-A3B", system="b200_sxm", tp_size="64",
+                 moe_tp_size="8", moe_ep_size="8", batch_size="8", silicon_data_source="silicon_concurrency=64")
+    assert tensor_parallel(ranks, "x:2") == 64
+    with pytest.raises(Unsupported, match="MoE parallelism moe_tp 8 x moe_ep 8 over 512 GPUs"):
+        row_experiment(ranks, "x:2", None)
+    trt = _row(backend="trtllm", model_path="Qwen/Qwen3-30B-A3B", system="b200_sxm", tp_size="8",
+               attention_dp_size="4", moe_tp_size="1", moe_ep_size="4", silicon_data_source="silicon_concurrency=16")
+    with pytest.raises(Unsupported, match="MoE parallelism moe_tp 1 x moe_ep 4 over 8 GPUs"):
+        row_experiment(trt, "x:2", None)
+
+
 def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
     """DeepSeek-R1's FP8 weights on 4 × B200 (InferenceX's SGLang recipe passes --mem-fraction-static 0.95): at
     SGLang's default share the weights alone exceed what the share holds, so the sizing refuses the deployment; the
@@ -286,6 +304,12 @@ def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
     frame = validate_runs(path)
     assert frame[["status", "reading"]].values.tolist() == [["ok", RAISED_SHARE], ["ok", ""]]
     assert f"rows read by a rule beyond their columns' values:\n     1  {RAISED_SHARE}" in runs_report(frame)
+    # TensorRT-LLM's pool is a share of what the weights leave: no share lets them fit, so the row stays refused,
+    # with the reason of its own configuration
+    _write(path, [dict(row, backend="trtllm", tp_size="2", moe_tp_size="2")])
+    frame = validate_runs(path)
+    assert frame["status"][0].startswith(f"unsupported: {path}:2: ") and "GiB" in frame["status"][0]
+    assert frame["reading"][0] == "" and str(RAISED_MEMORY_SHARE) not in frame["status"][0]
 
 
 def test_the_measured_requests_start_with_every_client_at_once():
@@ -441,7 +465,7 @@ def test_vllm_and_trtllm_rows_run_with_the_benchmark_recipes_token_budget():
     assert row_experiment(_row(isl="1024"), "x:7", None, server).scheduler.max_num_batched_tokens == 8192
 
 
-def test_requests_per_client_sets_the_measured_requests(tmp_path, capsys):
+def test_requests_per_client_sets_the_measured_requests(tmp_path, capsys, monkeypatch):
     """``--requests-per-client N``: N requests from each of the row's clients, all measured and nothing more (4
     clients × 10 = 40, where the default is 12 per client but at least 48 in all); the run's requests are those."""
     from simulator.api import run
@@ -452,8 +476,13 @@ def test_requests_per_client_sets_the_measured_requests(tmp_path, capsys):
     assert config.workload.num_requests == 40 and len(run(config).requests) == 40
     path = tmp_path / "runs.csv"
     _write(path, [row])
+    import simulator.cli.fidelity as command
+
+    seen = []
+    real = command.validate_runs
+    monkeypatch.setattr(command, "validate_runs", lambda *args: seen.append(args[3]) or real(*args))
     assert main(["validate", "--runs", str(path), "--requests-per-client", "10"]) == 0
-    assert "1 of 1 rows ok" in capsys.readouterr().out
+    assert (seen[0].measured, seen[0].min_measured) == (10, 10) and "1 of 1 rows ok" in capsys.readouterr().out
     for bad in ("0", "101", "many"):
         with pytest.raises(SystemExit) as stop:  # argparse refuses the value: one line, status 2
             main(["validate", "--runs", str(path), "--requests-per-client", bad])
