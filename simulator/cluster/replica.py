@@ -23,6 +23,13 @@ arrives during a step misses the batch formed already and joins the one after �
 scheduled). A request that reaches an idle replica starts at once. The CPU time this hides stays in the engine
 profile's fitted per-iteration cost.
 
+The scheduler's poll (``scheduler.recv_interval`` N > 1: SGLang's ``--scheduler-recv-interval``, whose recv skipper
+weighs a decode step 1 and any other step, or none, 1,000): arrivals during work wait in the intake until the
+scheduler polls — at once after work with prompt tokens or on an idle replica, after decode steps when N of them
+have run since its last poll — and a decode run is cut at the first poll after an arrival, not at the step running.
+What it took in then joins the batch formed at that poll (with async scheduling, the one after). Lock-step groups
+(attention DP) are refused by the config, as SGLang refuses them.
+
 Held first tokens (``EngineProfile.prompt_batch_holds_outputs``, with async scheduling: SGLang's overlap loop hands
 a batch's outputs out only once the next batch is launched, ``resolve_last_batch_result`` waiting on its
 ``launch_done``, and a batch with prompt tokens runs eagerly, its launch done only as its GPU work ends): the first
@@ -102,10 +109,10 @@ class Replica:
         "_batch", "_busy", "_cancelling", "_copied", "_decode_runs", "_duration", "_gap_groups", "_held", "_intake",
         "_iterations", "_joiners", "_kv_token_seconds", "_last_decode_end", "_longest", "_memory", "_memory_seconds",
         "_peak_batch_tokens", "_peak_kv_blocks", "_peak_running", "_pending", "_run", "_running", "_running_seconds",
-        "_start", "_state_seconds", "_steps", "_work", "async_scheduling", "bounds", "copy_seconds_per_token", "cost",
-        "draft", "env", "fast_forward", "group", "hands_off", "holds_first_tokens", "index", "lora_cost", "neighbour",
-        "new_scheduler", "observer", "on_done", "on_down", "on_left", "recorder", "scheduler", "slowdown",
-        "swap_seconds_per_token", "tokens", "up", "vision_cost",
+        "_since_poll", "_start", "_state_seconds", "_steps", "_work", "async_scheduling", "bounds",
+        "copy_seconds_per_token", "cost", "draft", "env", "fast_forward", "group", "hands_off", "holds_first_tokens",
+        "index", "lora_cost", "neighbour", "new_scheduler", "observer", "on_done", "on_down", "on_left", "recorder",
+        "recv_interval", "scheduler", "slowdown", "swap_seconds_per_token", "tokens", "up", "vision_cost",
     )
 
     def __init__(
@@ -133,6 +140,8 @@ class Replica:
         self.holds_first_tokens = False  # a prompt batch after a prompt batch holds its first tokens (docstring)
         self._held: list[Request] = []  # the first tokens of the work just ended, until the next work is known
         self._intake: list[Request] = []  # arrivals the scheduler sees only after the next batch is formed
+        self.recv_interval = 1  # the scheduler takes in arrivals every this many decode steps (module docstring)
+        self._since_poll = 0  # decode steps since it last took them in, as of the current work's start
         self.hands_off = False  # a disaggregated prefill replica: finished prompts keep their KV until released
         self.group: Lockstep | None = None  # the lock step of an attention-DP rank: it times the steps
         self.up = True  # False while crashed (simulator.cluster.faults)
@@ -226,6 +235,11 @@ class Replica:
         if reason:
             request.status, request.reject_reason = REJECTED, reason
             self.on_done(request)
+            return
+        if self.recv_interval > 1 and self._busy:  # it waits for the scheduler's next poll (no lock-step groups)
+            self._intake.append(request)
+            if self._steps > 1:
+                self._cut_at_poll(self.env.now)
             return
         if self.async_scheduling and (self._batch is not None if self.group is None else self.group.stepping):
             self._intake.append(request)  # the next batch is formed already: it joins the one after
@@ -418,6 +432,34 @@ class Replica:
             self._shorten(steps, done)
             self._wait(start + done - self.env.now)
 
+    def _cut_at_poll(self, at: float) -> None:
+        """End the decode run in progress at the scheduler's first poll for arrivals at or after ``at``: polls fall
+        after its step ``recv_interval − since_poll`` and every ``recv_interval`` steps after (:meth:`_poll`)."""
+        a, c, size, context_sum0 = self._run
+        start, limit, every = self._start, self._steps, self.recv_interval
+        boundary = steps_done_by(a, c, size, context_sum0, at - start, limit)  # the first at or after ``at``
+        first = every - self._since_poll
+        steps = first if boundary <= first else first + -(-(boundary - first) // every) * every
+        if steps < limit:
+            done = decode_run_time(a, c, size, context_sum0, steps)
+            self._shorten(steps, done)
+            self._wait(start + done - self.env.now)
+
+    def _poll(self) -> bool:
+        """At a boundary, with ``recv_interval`` > 1: whether the scheduler takes in the arrivals now — after work
+        with prompt tokens, or none (idle), at once (SGLang's recv skipper weighs those 1,000 steps); after decode
+        steps, every ``recv_interval`` of them since it last did — and the count carried into the next work."""
+        batch = self._batch
+        if batch is None or batch.prefills:
+            self._since_poll = 0
+            return True
+        count, every = self._since_poll + self._steps, self.recv_interval
+        if count < every:
+            self._since_poll = count
+            return False
+        self._since_poll = (count - every) % every  # polls at the steps where the count reached every
+        return self._since_poll == 0
+
     def _shorten(self, steps: int, seconds: float) -> None:
         """The decode run in progress ends after ``steps`` steps, ``seconds`` after its start."""
         self._steps = steps
@@ -468,13 +510,22 @@ class Replica:
         )
 
     def _begin(self, now: float) -> None:
+        polled = self.recv_interval == 1 or self._poll()
+        if polled and self._intake and not self.async_scheduling:  # taken in for the batch formed now
+            for request in self._intake:
+                self.scheduler.enqueue(request)
+            self._intake = []
         plan = self._plan(now)
-        if self._intake:
+        if self._intake and (polled or plan is None):  # (nothing to run: the idle scheduler polls at once)
+            if not polled:
+                self._since_poll = 0
             changes = self.release_intake()
             if plan is None:  # nothing to run without them: they start at once
                 plan = self._plan(now)
             elif changes and plan[0] > 1:  # they join after this work's first step
                 plan = (1, *plan[1:])
+        elif self._intake and plan is not None and plan[0] > 1:  # held until the next poll: the run stops there
+            plan = (min(plan[0], self.recv_interval - self._since_poll), *plan[1:])
         if plan is not None:
             self._settle(now, plan[0], plan[1])
             self._wait(self._duration)

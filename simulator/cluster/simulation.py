@@ -212,6 +212,7 @@ def _build_pool(
         replica.vision_cost = setup.vision_cost
         replica.bounds = (bounds, roofs) if bounds is not None else None
         replica.async_scheduling = sched.async_scheduling
+        replica.recv_interval = sched.recv_interval
         replica.holds_first_tokens = sched.async_scheduling and engine.prompt_batch_holds_outputs
     if pool.data_parallel > 1:  # the attention-DP ranks of each replica step together
         for first in range(0, len(replicas), pool.data_parallel):

@@ -152,6 +152,12 @@ class SchedulerBase(Strict):
         "TensorRT-LLM's overlap scheduler, SGLang's overlap schedule): a request arriving during a step joins one "
         "step later",
     )
+    recv_interval: int = Field(
+        default=1, ge=1, le=10_000,
+        description="the scheduler takes in new requests only every this many decode steps (at once after a "
+        "step with prompt tokens, or when idle): SGLang's --scheduler-recv-interval, which saves the per-step "
+        "polling of its request queue; 1: every step",
+    )
     capacity_policy: Literal["max_utilization", "guaranteed_no_evict"] = Field(
         default="max_utilization",
         description="admission under KV pressure: max_utilization (vLLM's way) admits on the blocks free now and "

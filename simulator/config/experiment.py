@@ -56,6 +56,13 @@ class ExperimentConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _recv_interval_without_dp_ranks(self) -> ExperimentConfig:
+        if self.scheduler.recv_interval > 1 and any(pool.data_parallel > 1 for pool in self.cluster.replica_pools()):
+            raise ValueError("scheduler.recv_interval: needs cluster.data_parallel 1 (SGLang's recv skipper does not "
+                             "run with --enable-dp-attention)")
+        return self
+
+    @model_validator(mode="after")
     def _lora_fits_the_deployment(self) -> ExperimentConfig:
         if self.lora is None:
             return self

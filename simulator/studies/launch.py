@@ -54,7 +54,8 @@ FLAG_TABLE: dict[str, tuple[str, str]] = {
     "sglang": ("https://docs.sglang.ai/advanced_features/server_arguments.html",
                "--model-path= --host= --port= --tp-size= --pp-size= --dp-size= --enable-dp-attention --ep-size= "
                "--max-running-requests= --chunked-prefill-size= --max-prefill-tokens= --enable-mixed-chunk "
-               "--schedule-policy= --disable-overlap-schedule --max-queued-requests= --context-length= "
+               "--schedule-policy= --disable-overlap-schedule --scheduler-recv-interval= --max-queued-requests= "
+               "--context-length= "
                "--kv-cache-dtype= --dtype= --quantization= --mem-fraction-static= --max-total-tokens= --page-size= "
                "--disable-radix-cache --disaggregation-mode= --disaggregation-transfer-backend= "
                "--speculative-algorithm= --speculative-num-steps= --speculative-eagle-topk= "
@@ -220,6 +221,8 @@ def _notes(p: _Pool, config: ExperimentConfig, family: Family) -> list[str]:
              when=sched.max_queue_len is not None and family != "sglang")
     cmd.note(f"scheduler.max_queue_delay_ms {sched.max_queue_delay_ms}: {engine} has no queue timeout",
              when=sched.max_queue_delay_ms is not None)
+    cmd.note(f"scheduler.recv_interval {sched.recv_interval} was simulated; {engine} takes in new requests every "
+             "step", when=sched.recv_interval > 1 and family != "sglang")
     cmd.note(f"scheduler.long_prefill_token_threshold: {engine} caps a prompt's chunk only by the token budget",
              when=bool(getattr(sched, "long_prefill_token_threshold", None)) and family != "vllm")
     spec = getattr(sched, "speculative", None)
@@ -351,6 +354,7 @@ def _sglang(p: _Pool, config: ExperimentConfig, model: ModelSpec, model_id: str)
              (" (--enable-mixed-chunk adds the decodes to a prompt chunk's batch)" if chunks else ""),
              when=batching not in ("prefill_first", "prefill_first_chunks"))
     cmd.add("--disable-overlap-schedule", when=not sched.async_scheduling)
+    cmd.add("--scheduler-recv-interval", sched.recv_interval, when=sched.recv_interval > 1)
     cmd.add("--max-queued-requests", sched.max_queue_len, when=sched.max_queue_len is not None)
     cmd.add("--context-length", s.max_model_len, when=s.max_model_len < model.max_position_embeddings)
     fmt, quantise = _formats(p, config, model, cmd, {"fp8": "fp8_e4m3"}, online=True)

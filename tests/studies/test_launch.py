@@ -36,7 +36,7 @@ DOCUMENTED: dict[str, tuple[set[str], set[str]]] = {  # program -> (flags with a
         {"--model-path", "--host", "--port", "--tp-size", "--pp-size", "--dp-size", "--ep-size",
          "--max-running-requests", "--chunked-prefill-size", "--max-prefill-tokens", "--context-length",
          "--kv-cache-dtype", "--mem-fraction-static", "--max-total-tokens", "--page-size", "--schedule-policy",
-         "--max-queued-requests", "--quantization", "--dtype", "--disaggregation-mode",
+         "--max-queued-requests", "--scheduler-recv-interval", "--quantization", "--dtype", "--disaggregation-mode",
          "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port", "--max-lora-rank",
          "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
          "--speculative-num-draft-tokens", "--speculative-draft-model-path"},
@@ -186,6 +186,13 @@ def test_disaggregated_pools_keep_their_own_parallelism_and_limits(engine):
         assert config["context_servers"] == {"num_instances": 2, "urls": ["prefill-0:8000", "prefill-1:8000"]}
         assert config["generation_servers"] == {"num_instances": 1, "urls": ["decode-0:8000"]}
     assert any("cluster.transfer" in note for note in router.notes)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_the_schedulers_poll_interval_is_sglangs_flag_and_a_note_elsewhere(engine):
+    (serve, _, flags), = commands(engine=engine, scheduler={"kind": "continuous", "recv_interval": 10})
+    noted = any("scheduler.recv_interval 10 was simulated" in note for note in serve.notes)
+    assert (flags.get("--scheduler-recv-interval"), noted) == (("10", False) if engine == "sglang" else (None, True))
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])

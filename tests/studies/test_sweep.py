@@ -57,7 +57,8 @@ def test_sweep_stores_points_resumes_and_records_failures(tmp_path):
     out = tmp_path / "out"
     frame = run_points(points, out, jobs=2)
     assert list(frame["error"] == "") == [True, False, True, False]
-    assert "LLMSimError" in frame["error"].iloc[1] and (out / "point-00001" / "error.txt").is_file()
+    assert frame["error"].iloc[1].startswith("MemoryShortError: llama-3-70b on h100-sxm")  # the error's own class
+    assert (out / "point-00001" / "error.txt").is_file()
     index = pd.read_parquet(out / "index.parquet")
     assert list(index["point"]) == [0, 1, 2, 3] and index["completed"].iloc[0] == 50
     summary = json.loads((out / "point-00000" / "summary.json").read_text())
