@@ -139,7 +139,8 @@ class Replica:
         self.async_scheduling = False  # each batch is formed while the one before runs (module docstring)
         self.holds_first_tokens = False  # a prompt batch after a prompt batch holds its first tokens (docstring)
         self._held: list[Request] = []  # the first tokens of the work just ended, until the next work is known
-        self._intake: list[Request] = []  # arrivals the scheduler sees only after the next batch is formed
+        # arrivals the scheduler sees only after the next batch is formed, or at its next poll (recv_interval)
+        self._intake: list[Request] = []
         self.recv_interval = 1  # the scheduler takes in arrivals every this many decode steps (module docstring)
         self._since_poll = 0  # decode steps since it last took them in, as of the current work's start
         self.hands_off = False  # a disaggregated prefill replica: finished prompts keep their KV until released

@@ -507,6 +507,9 @@ def raised_memory_share(config: ExperimentConfig) -> ExperimentConfig:
 
 
 MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT and TPOT
+# what ``validate_runs``'s ``reading`` column says of a row that took one of the rules beyond its columns' values
+TP_TIMES_EP = "tp_size read as moe_tp_size GPUs (the expert parallelism multiplied in)"
+RAISED_SHARE = f"memory share raised to {RAISED_MEMORY_SHARE} (the engine's default cannot hold the weights)"
 
 
 def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, settings: RunSettings):
@@ -540,10 +543,6 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
             reason = f"{where}: {reason}"
         return math.nan, math.nan, f"unsupported: {reason}", ""
 
-
-# what ``validate_runs``'s ``reading`` column says of a row that took one of the rules beyond its columns' values
-TP_TIMES_EP = "tp_size read as moe_tp_size GPUs (the expert parallelism multiplied in)"
-RAISED_SHARE = f"memory share raised to {RAISED_MEMORY_SHARE} (the engine's default cannot hold the weights)"
 
 
 def is_fit_row(row: dict[str, str]) -> bool:
