@@ -322,11 +322,7 @@ def _attention_kinds(config: dict[str, Any], layers: int, where: str) -> list[st
                                   f"{', '.join(LAYER_KINDS)})")
         return [LAYER_KINDS[kind] for kind in types]
     indices = _int_list(config, "attn_layer_indices", where)
-    if indices is not None:  # Bamba: attention on these layers, Mamba2 on the others
-        if any(not 0 <= i < layers for i in indices):
-            raise LLMSimError(f"{where}: attn_layer_indices must list layer indices in [0, {layers}) "
-                              f"({_depth(config, layers)}), got "
-                              f"{_shown(indices, 60)}")
+    if indices is not None:  # Bamba: attention on these layers, Mamba2 on the others (in range: _check_fields)
         return ["full" if i in indices else "mamba" for i in range(layers)]
     family = str(config.get("model_type", ""))
     interval = config.get("full_attention_interval", FULL_ATTENTION_INTERVAL_BY_FAMILY.get(family))
@@ -578,11 +574,7 @@ def _moe_layers(config: dict[str, Any], layers: int, where: str) -> list[bool]:
     ``moe_layer_freq`` / ``decoder_sparse_step`` / ``interleave_moe_layer_step`` / ``moe_layer_interval``."""
     first = max(_whole(config, key, where, 0, 0) or 0 for key in ("first_k_dense_replace", "moe_layer_start_index"))
     last = _whole(config, "moe_layer_end_index", where, 0)
-    dense_only = _int_list(config, "mlp_only_layers", where) or []
-    if any(not 0 <= i < layers for i in dense_only):
-        raise LLMSimError(f"{where}: mlp_only_layers must list layer indices in [0, {layers}) "
-                          f"({_depth(config, layers)}), got "
-                          f"{_shown(dense_only, 60)}")
+    dense_only = _int_list(config, "mlp_only_layers", where) or []  # in range: _check_fields
     listed = _moe_layer_list(config, layers, where)
     steps = [(key, offset, _whole(config, key, where, 1))
              for key, offset in (("moe_layer_freq", 0), ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),

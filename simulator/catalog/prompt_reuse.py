@@ -166,22 +166,31 @@ class Chains:
         return hits
 
 
-def part_chains(parts: list[dict[str, tuple[list[int], list[int]]]], order: list[str]) -> Chains:
+def part_chains(parts: list[dict[str, tuple[list[int], list[int]]]], order: Sequence[str]) -> Chains:
     """The chains of requests whose ``parts`` map a part name to (content ids, tokens) of its chunks, read in
-    ``order``: slot key = (key of the slot before, part, content id), numbered in order of first appearance."""
+    ``order`` (:func:`chain_keys`)."""
     numbering: dict[tuple[int, int, int], int] = {}
     chains = Chains()
     for request in parts:
-        keys, tokens, parent = [], [], -1
-        for p, name in enumerate(order):
-            ids, sizes = request.get(name, ([], []))
-            for content, size in zip(ids, sizes, strict=True):
-                parent = numbering.setdefault((parent, p, content), len(numbering))
-                keys.append(parent)
-                tokens.append(size)
+        keys, tokens = chain_keys(request, order, numbering)
         chains.keys.append(keys)
         chains.tokens.append(tokens)
     return chains
+
+
+def chain_keys(request: dict[str, tuple[list[int], list[int]]], order: Sequence[str],
+               numbering: dict[tuple[int, int, int], int]) -> tuple[list[int], list[int]]:
+    """(slot keys, tokens) of one request's chunks, its parts read in ``order``: slot key = (key of the slot before,
+    part, content id), numbered in ``numbering`` (shared by the requests of a source) in order of first
+    appearance."""
+    keys, tokens, parent = [], [], -1
+    for p, name in enumerate(order):
+        ids, sizes = request.get(name, ([], []))
+        for content, size in zip(ids, sizes, strict=True):
+            parent = numbering.setdefault((parent, p, content), len(numbering))
+            keys.append(parent)
+            tokens.append(size)
+    return keys, tokens
 
 
 def fit_parts(parts: list[dict[str, tuple[list[int], list[int]]]], order: list[str]) -> list[Segment]:

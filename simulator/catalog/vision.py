@@ -33,8 +33,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.catalog.loading import validate
+from simulator.dtypes import bytes_per_element
 from simulator.errors import LLMSimError
 
+VISION_DTYPE = "bf16"  # vision towers are served unquantised, whatever the language model's format
 MAX_WIDTH = 2**20  # a vision width or count far above any model's, so that products stay exact in floats
 
 
@@ -93,6 +95,10 @@ class VisionSpec(BaseModel):
         block = self.block_linear_params + biases + 2 * d
         merger = d + m2d * m2d + m2d + m2d * self.out_hidden_size + self.out_hidden_size
         return self.patch_inputs * d + self.depth * block + merger
+
+    def weight_bytes(self, tensor_parallel: int = 1) -> float:
+        """The encoder's weights on one GPU of a tensor-parallel group, in :data:`VISION_DTYPE`."""
+        return self.params * bytes_per_element(VISION_DTYPE) / tensor_parallel
 
     def patches(self, tokens: int) -> int:
         """Patches of an image that fills ``tokens`` tokens of the sequence: m²·T."""

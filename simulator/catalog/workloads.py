@@ -462,6 +462,17 @@ def _pmf_statistics(v: np.ndarray, p: np.ndarray) -> dict[str, float]:
             "p90": round(float(p90), 1), "p99": round(float(p99), 1)}
 
 
+def _pmf_lengths(v: np.ndarray, p: np.ndarray) -> dict[str, Any]:
+    """A length part drawn from a PMF's inverse CDF (its quantiles, the top value's share)."""
+    return _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum()))
+
+
+def _pmf_mean_median(v: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    """A documented field's mean and median (not a length the workload draws)."""
+    return {"mean": round(float((v * p).sum() / p.sum()), 3),
+            "p50": round(float(pmf_quantiles(v, p, np.array([0.5]))[0]), 3)}
+
+
 def _fit_pmf(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Statistics and workload of a ``field,value,probability`` PMF: each length part from its field's inverse
     CDF, each other field's mean and median as documentation. A multimodal PMF (:data:`IMAGE_FIELDS`: ServeGen's
@@ -477,11 +488,9 @@ def _fit_pmf(frame: pd.DataFrame, path: str | Path) -> tuple[dict[str, Any], dic
     for field, (v, p) in pmfs.items():
         if field in PMF_FIELDS.values():
             statistics[field] = _pmf_statistics(v, p)
-            workload[field] = _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum()))
+            workload[field] = _pmf_lengths(v, p)
         else:
-            mean = float((v * p).sum() / p.sum())
-            median = pmf_quantiles(v, p, np.array([0.5]))[0]
-            statistics[field] = {"mean": round(mean, 3), "p50": round(float(median), 3)}
+            statistics[field] = _pmf_mean_median(v, p)
     statistics["input_output_correlation"] = MARGINALS_ONLY
     return statistics, {part: workload[field] for part, field in PMF_FIELDS.items()}
 
@@ -507,20 +516,16 @@ def _fit_image_pmf(pmfs: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[dict
         statistics["image_tokens"]["without_zeros"] = _pmf_statistics(tokens[tokens > 0], weights[tokens > 0])
     for field, (v, p) in pmfs.items():
         if field not in IMAGE_FIELDS.values():
-            statistics[field] = {"mean": round(float((v * p).sum() / p.sum()), 3),
-                                 "p50": round(float(pmf_quantiles(v, p, np.array([0.5]))[0]), 3)}
-    workload: dict[str, Any] = {}
-    for part in ("input_tokens", "output_tokens"):
-        v, p = pmfs[IMAGE_FIELDS[part]]
-        workload[part] = _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum()))
+            statistics[field] = _pmf_mean_median(v, p)
+    workload: dict[str, Any] = {part: _pmf_lengths(*pmfs[IMAGE_FIELDS[part]])
+                                for part in ("input_tokens", "output_tokens")}
     kept = tokens > 0
     if not kept.any():
         raise LLMSimError(f"field {IMAGE_FIELDS['image_tokens']!r}: every image has 0 tokens")
-    v, p = tokens[kept], weights[kept]
     workload["images"] = {
         "per_request": {"kind": "pmf", "values": [int(c) for c in counts],
                         "probabilities": [round(float(x), 7) for x in shares / shares.sum()]},
-        "tokens_per_image": _lengths(pmf_quantiles(v, p, PERCENTILES / 100), float(p[-1] / p.sum())),
+        "tokens_per_image": _pmf_lengths(tokens[kept], weights[kept]),
     }
     return statistics, workload
 

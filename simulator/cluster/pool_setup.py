@@ -40,6 +40,7 @@ class PoolSetup:
     lora_cost: LoRACost | None
     shaped: ExperimentConfig
     vision_cost: VisionCost | None = None  # the model's image encoder, with a workload's images
+    draft_tensor_parallel: int | None = None  # a draft model's own tensor parallelism, where given
 
 
 def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfig,
@@ -80,6 +81,7 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
     mem_fraction = (sglang_memory.mem_fraction_static(
         hardware.memory_gib, batched_tokens, pool.data_parallel * pool.tensor_parallel, pool.pipeline_parallel,
         pool.data_parallel) if kv_cfg.mem_fraction_static == "auto" else kv_cfg.mem_fraction_static)
+    draft_tp = draft_tensor_parallel(sched, pool, label)
     budget = kv_budget(
         model, hardware, tensor_parallel=pool.tensor_parallel, weight_dtype=config.dtype,
         kv_dtype_name=kv_dtype(kv_cfg.dtype, config.dtype), gpu_memory_utilization=kv_cfg.gpu_memory_utilization,
@@ -92,7 +94,7 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         adapter_bytes=adapter_bytes,
         expert_replication=_expert_replication(config, model, pool.expert_parallel),
         data_parallel=pool.data_parallel, expert_parallel=pool.expert_parallel, draft=deployment.draft_head,
-        draft_model=deployment.draft_model, draft_tensor_parallel=draft_tensor_parallel(sched, pool, label),
+        draft_model=deployment.draft_model, draft_tensor_parallel=draft_tp,
     )
     if running_from_pool:  # SGLang sets its running requests from the pool (its activations live outside it)
         sched = sched.model_copy(update={"max_num_seqs": sglang_memory.max_running_requests(
@@ -103,7 +105,7 @@ def setup_pool(config: ExperimentConfig, deployment: Deployment, pool: PoolConfi
         "data_parallel": pool.data_parallel, "expert_parallel": pool.expert_parallel})})
     cost = build_cost_model(shaped, model, hardware, engine)
     return PoolSetup(config, sched, max_model_len, batched_tokens, mem_fraction, budget, cost, lora_cost, shaped,
-                     vision_cost)
+                     vision_cost, draft_tp)
 
 
 def draft_tensor_parallel(sched: Any, pool: PoolConfig, label: str = "cluster") -> int | None:

@@ -240,7 +240,7 @@ class Replica:
         if self.recv_interval > 1 and self._busy:  # it waits for the scheduler's next poll (no lock-step groups)
             self._intake.append(request)
             if self._steps > 1:
-                self._cut_at_poll(self.env.now)
+                self._cut_run(self.env.now, at_poll=True)
             return
         if self.async_scheduling and (self._batch is not None if self.group is None else self.group.stepping):
             self._intake.append(request)  # the next batch is formed already: it joins the one after
@@ -328,9 +328,9 @@ class Replica:
         return kept
 
     def release_intake(self) -> bool:
-        """Async scheduling, at a boundary once the next batch is formed: the scheduler sees the requests that
-        arrived during the work that just ended. Whether they could change the batch at the next boundary (so a
-        decode run must stop after one step)."""
+        """At a boundary once the next batch is formed (async scheduling) or the scheduler polls (recv_interval):
+        the scheduler sees the requests held in the intake. Whether they could change the batch at the next boundary
+        (so a decode run must stop after one step)."""
         for request in self._intake:
             self.scheduler.enqueue(request)
         self._intake = []
@@ -423,24 +423,17 @@ class Replica:
         elif self._busy and self._steps > 1:
             self._cut_run(self.env.now)
 
-    def _cut_run(self, at: float) -> None:
-        """End the decode run at the first iteration boundary at or after ``at`` (if that is before its end)."""
+    def _cut_run(self, at: float, at_poll: bool = False) -> None:
+        """End the decode run at the first iteration boundary at or after ``at`` — with ``at_poll``, the first there
+        at which the scheduler polls for arrivals: after the run's step ``recv_interval − since_poll``, then every
+        ``recv_interval`` steps (:meth:`_poll`) — if that is before its end."""
         a, c, size, context_sum0 = self._run
         start, limit = self._start, self._steps
         steps = steps_done_by(a, c, size, context_sum0, at - start, limit)
-        if steps < limit:
-            done = decode_run_time(a, c, size, context_sum0, steps)
-            self._shorten(steps, done)
-            self._wait(start + done - self.env.now)
-
-    def _cut_at_poll(self, at: float) -> None:
-        """End the decode run in progress at the scheduler's first poll for arrivals at or after ``at``: polls fall
-        after its step ``recv_interval − since_poll`` and every ``recv_interval`` steps after (:meth:`_poll`)."""
-        a, c, size, context_sum0 = self._run
-        start, limit, every = self._start, self._steps, self.recv_interval
-        boundary = steps_done_by(a, c, size, context_sum0, at - start, limit)  # the first at or after ``at``
-        first = every - self._since_poll
-        steps = first if boundary <= first else first + -(-(boundary - first) // every) * every
+        if at_poll:
+            every = self.recv_interval
+            first = every - self._since_poll
+            steps = first if steps <= first else first + -(-(steps - first) // every) * every
         if steps < limit:
             done = decode_run_time(a, c, size, context_sum0, steps)
             self._shorten(steps, done)
@@ -513,9 +506,7 @@ class Replica:
     def _begin(self, now: float) -> None:
         polled = self.recv_interval == 1 or self._poll()
         if polled and self._intake and not self.async_scheduling:  # taken in for the batch formed now
-            for request in self._intake:
-                self.scheduler.enqueue(request)
-            self._intake = []
+            self.release_intake()
         plan = self._plan(now)
         if self._intake and (polled or plan is None):  # (nothing to run: the idle scheduler polls at once)
             if not polled:

@@ -23,7 +23,7 @@ from simulator.cluster.faults import Faults
 from simulator.cluster.feeds import ArrivalFeed, CappedArrivalFeed, ClosedLoopFeed, RequestFactory, SessionFeed
 from simulator.cluster.frontend import FrontEnd
 from simulator.cluster.lockstep import Lockstep
-from simulator.cluster.pool_setup import draft_tensor_parallel, setup_pool
+from simulator.cluster.pool_setup import setup_pool
 from simulator.cluster.progress_ticks import LONG_RUN, ProgressTicks
 from simulator.cluster.replica import Replica
 from simulator.cluster.router import ROUTERS, Router
@@ -219,12 +219,12 @@ def _build_pool(
             Lockstep(env, replicas[first:first + pool.data_parallel], cost)
     speculative = getattr(sched, "speculative", None)
     if speculative is not None:
-        draft_tp = draft_tensor_parallel(sched, pool)  # the draft model's own tensor parallelism, where given
-        draft_shape = setup.shaped if draft_tp is None else setup.shaped.model_copy(update={
-            "cluster": setup.shaped.cluster.model_copy(update={"tensor_parallel": draft_tp})})
+        draft_tp = setup.draft_tensor_parallel  # the draft model's own tensor parallelism, where given
+        cluster = setup.shaped.cluster if draft_tp is None else setup.shaped.cluster.model_copy(update={
+            "tensor_parallel": draft_tp})
         draft_cost = None if deployment.draft_model is None else build_cost_model(
-            draft_shape.model_copy(update={"model": speculative.draft_model}), deployment.draft_model, hardware,
-            engine)
+            setup.shaped.model_copy(update={"model": speculative.draft_model, "cluster": cluster}),
+            deployment.draft_model, hardware, engine)
         draft = build_draft(speculative, setup.shaped, cost, hardware, engine, deployment.draft_head, draft_cost)
         for replica in replicas:
             replica.draft = draft

@@ -21,12 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from simulator.catalog import HardwareSpec
-from simulator.catalog.vision import VisionSpec
+from simulator.catalog.vision import VISION_DTYPE, VisionSpec
 from simulator.cost.gemm import GemmModel
 from simulator.cost.work import Work, smooth_max_work
 from simulator.dtypes import bytes_per_element
-
-VISION_DTYPE = "bf16"
 
 
 class VisionCost:
@@ -39,7 +37,7 @@ class VisionCost:
         self.tensor_parallel = tensor_parallel
         self.gemm = GemmModel(hardware, VISION_DTYPE, compute_scale, memory_scale)
         self.w = bytes_per_element(VISION_DTYPE)
-        self.bytes_per_gpu = vision.params * self.w / tensor_parallel  # the encoder's weights on one GPU
+        self.bytes_per_gpu = vision.weight_bytes(tensor_parallel)  # the encoder's weights on one GPU
         self._image: dict[int, tuple[float, float]] = {}
 
     def image(self, tokens: int) -> tuple[float, float]:
@@ -62,19 +60,12 @@ class VisionCost:
         return flops, nbytes
 
     def work(self, images: Sequence[int]) -> Work:
-        """:meth:`time` as :class:`~simulator.cost.work.Work` (its FLOPs and bytes, the roofline split by Euler's
-        rule, the kernels' overheads fixed): what an iteration's bounds and energy count for the encoder."""
+        """Encoding ``images`` (tokens of each) in one iteration as :class:`~simulator.cost.work.Work`: its FLOPs and
+        bytes, the roofline of the two split by Euler's rule, the kernels' overheads fixed (module docstring); its
+        ``seconds`` is what the iteration pays, and its parts what the iteration's bounds and energy count."""
         if not images:
             return Work()
         g = self.gemm
         flops, nbytes = self.flops_and_bytes(images)
         return smooth_max_work(g.p, flops / g.flops, nbytes / g.bandwidth, flops=flops, hbm_bytes=nbytes,
                                fixed_s=self.vision.kernels * g.overhead)
-
-    def time(self, images: Sequence[int]) -> float:
-        """Seconds of encoding ``images`` (tokens of each) in one iteration (0 for none)."""
-        if not images:
-            return 0.0
-        g = self.gemm
-        flops, nbytes = self.flops_and_bytes(images)
-        return g.combine(flops / g.flops, nbytes / g.bandwidth) + (self.vision.kernels - 1) * g.overhead

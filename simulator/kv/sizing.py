@@ -103,7 +103,7 @@ def kv_budget(
     experts = parts.pop("experts")  # routed and shared experts: over the replica's expert shards (default t)
     weights = sum(parts.values()) / (t * p) + experts * expert_replication / ((expert_shards or t) * p)
     # a vision model's encoder runs before the first stage (16-bit, sharded over its t GPUs); a draft after the last
-    vision = model.vision.params * 2 / t if model.vision is not None else 0.0
+    vision = model.vision.weight_bytes(t) if model.vision is not None else 0.0
     draft_bytes = 0.0
     if draft is not None:
         draft_parts = draft.part_bytes(bytes_per_element(weight_dtype), w)

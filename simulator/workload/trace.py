@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.catalog.prompt_reuse import HASH_BLOCK_TOKENS
+from simulator.catalog.prompt_reuse import HASH_BLOCK_TOKENS, chain_keys
 from simulator.config.base import MAX_TOKENS
 from simulator.config.workload import TraceConfig
 from simulator.errors import LLMSimError
@@ -219,15 +219,16 @@ def _ragpulse_rows(path: Path) -> Iterator[tuple[int, tuple | BadRow]]:
 
 
 def _part_prefix(parts, inputs: int, chains: dict[tuple[int, int, int], int]) -> Prefix | None:
-    """A ragpulse row's prefix (module docstring); ``chains`` numbers the chain keys across the file's rows."""
+    """A ragpulse row's prefix (module docstring); ``chains`` numbers the chain keys across the file's rows
+    (:func:`simulator.catalog.prompt_reuse.chain_keys`)."""
     if not isinstance(parts, dict):
         raise BadRow(f"column parts: expected an object of parts, got {str(parts)[:60]!r}")
     unknown = sorted(set(parts) - set(RAGPULSE_PART_ORDER))
     if unknown:
         raise BadRow(f"column parts: unknown part(s) {unknown} (known: {', '.join(RAGPULSE_PART_ORDER)})")
-    slots: list[tuple[int, int]] = []  # (chain key, tokens) in prompt order
-    parent, total = -1, 0
-    for p, name in enumerate(RAGPULSE_PART_ORDER):
+    checked: dict[str, tuple[list[int], list[int]]] = {}
+    total = 0
+    for name in RAGPULSE_PART_ORDER:
         part = parts.get(name, {"ids": [], "tokens": []})
         ids, sizes = (part.get("ids"), part.get("tokens")) if isinstance(part, dict) else (None, None)
         if not (isinstance(ids, list) and isinstance(sizes, list) and len(ids) == len(sizes)):
@@ -241,17 +242,16 @@ def _part_prefix(parts, inputs: int, chains: dict[tuple[int, int, int], int]) ->
             if total > min(inputs, MAX_PART_TOKENS):
                 raise BadRow(f"column parts: the parts hold more than the prompt's {inputs:,} tokens"
                              if total > inputs else f"column parts: more than {MAX_PART_TOKENS:,} tokens")
-            parent = chains.setdefault((parent, p, content), len(chains))
-            slots.append((parent, size))
-    ids, start, unit = [], 0, PART_UNIT_TOKENS
-    for key, size in slots:  # unit i's id: the chunk holding token (i + 1)·unit − 1, and that token's offset in it
-        end = start + size
-        last = (len(ids) + 1) * unit - 1
-        while last < end:
-            ids.append(key * MAX_PART_TOKENS + last - start)
-            last += unit
-        start = end
-    return Prefix(tuple(ids), unit) if ids else None
+        checked[name] = (ids, sizes)
+    keys, sizes = chain_keys(checked, RAGPULSE_PART_ORDER, chains)
+    if total < PART_UNIT_TOKENS:
+        return None
+    # unit i's id: the chunk holding token (i + 1)·unit − 1, and that token's offset in it
+    ends = np.cumsum(sizes)
+    lasts = np.arange(PART_UNIT_TOKENS - 1, total, PART_UNIT_TOKENS)
+    chunk = np.searchsorted(ends, lasts, side="right")
+    starts = ends[chunk] - np.asarray(sizes)[chunk]
+    return Prefix(tuple((np.asarray(keys)[chunk] * MAX_PART_TOKENS + lasts - starts).tolist()), PART_UNIT_TOKENS)
 
 
 def read_trace(config: TraceConfig | str | Path, limit: int | None = None,
