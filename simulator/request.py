@@ -53,7 +53,8 @@ class Request:
     """
 
     __slots__ = (
-        "adapter", "arrival_s", "cached_tokens", "class_id", "decode_admitted_s", "decode_output_tokens", "encoded",
+        "adapter", "arrival_s", "asked_output_tokens", "cached_tokens", "class_id", "decode_admitted_s",
+        "decode_output_tokens", "encoded",
         "finish_clock", "finish_s", "first_scheduled_s", "first_token_s", "gap_key", "gap_run", "gen_offset",
         "generated", "images", "input_tokens", "kv_arrived_s", "last_token_s", "max_itl_s", "output_tokens",
         "preempted_at", "preempted_s", "preemptions", "prefill_done_s", "prefilled", "prefix", "priority",
@@ -71,7 +72,8 @@ class Request:
         self.cached_tokens = 0  # prompt tokens found in the prefix cache at the last admission
         self.arrival_s = arrival_s
         self.input_tokens = input_tokens
-        self.output_tokens = output_tokens
+        self.asked_output_tokens = output_tokens  # what its client asked for: never changes; its row states it
+        self.output_tokens = output_tokens  # what the replica now running it generates (below the asked: a stop)
         self.replica = -1
         self.session, self.turn = -1, 0  # multi-turn workloads: the session and the turn in it (from 0)
         self.adapter = -1  # the LoRA adapter it names (lora), -1: the base model
@@ -94,7 +96,7 @@ class Request:
         self.prefill_done_s = math.nan  # disaggregated: when the prefill replica emitted the first token
         self.kv_arrived_s = math.nan  # disaggregated: when the KV reached the decode pool
         self.decode_admitted_s = math.nan  # and when a decode replica took it
-        self.decode_output_tokens = output_tokens  # disaggregated: the real output while the prefill stage runs
+        self.decode_output_tokens = output_tokens  # disaggregated: what its decode replica will generate
         self.gap_key = math.nan  # replica bookkeeping of inter-token gaps: the group it joined, and when
         self.gap_run = -1
         self.max_itl_s = 0.0  # its longest gap between two output tokens so far (simulator.cluster.longest_gap)

@@ -5,10 +5,11 @@
 
       level(t) = min(b, level(t_prev) + r · (t − t_prev))
 
-  and is admitted, taking its cost c (1, or with ``unit: tokens`` its prompt plus its maximum output tokens), when
-  level(t) ≥ c (to a relative 1e-9, so that the floating-point sum of refills never refuses a request the exact
-  bucket admits); otherwise it is rejected: ``admission: token bucket empty``. Arrivals at a rate λ > r for T
-  seconds are admitted b + r·T times, ± 1 (Envoy's local rate limit and the classic token-bucket policer).
+  and is admitted, taking its cost c (1, or with ``unit: tokens`` its prompt plus the output tokens it asked for —
+  a client's later stop, ``workload.cancel.after_tokens``, is not known at the door), when level(t) ≥ c (to a
+  relative 1e-9, so that the floating-point sum of refills never refuses a request the exact bucket admits);
+  otherwise it is rejected: ``admission: token bucket empty``. Arrivals at a rate λ > r for T seconds are admitted
+  b + r·T times, ± 1 (Envoy's local rate limit and the classic token-bucket policer).
 - :class:`SLOGate` (``kind: slo``), after routing, on the replica the router chose. The request's predicted TTFT is
 
       TTFT̂ = (now − arrival_s) + (Q + P) · s
@@ -58,7 +59,7 @@ class TokenBucket:
         """Whether ``request``, arriving at ``now`` (not before the last arrival), gets its tokens; takes them."""
         level = min(self.burst, self._level + (now - self._at) * self.rate)
         self._at = now
-        cost = request.input_tokens + request.decode_output_tokens if self.per_token else 1
+        cost = request.input_tokens + request.asked_output_tokens if self.per_token else 1
         if level >= cost * (1 - 1e-9):
             self._level = max(level - cost, 0.0)
             return True
@@ -143,5 +144,4 @@ class FrontDoor:
 
     def _refuse(self, request: Request, reason: str) -> None:
         request.status, request.reject_reason = REJECTED, reason
-        request.output_tokens = request.decode_output_tokens  # disaggregated: the row states what was asked for
         self.recorder.request_done(request)

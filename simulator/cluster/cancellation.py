@@ -60,7 +60,6 @@ class ClientCancellations:
         self._chosen = chosen.tolist()
         self._stops = stops.tolist() if stops is not None and stops.any() else None
         self._live: set[int] = set()  # ids of the requests with a timer set that have not ended
-        self._asked: dict[int, int] = {}  # requests cut at their stop: the output tokens each asked for
         recorder.on_complete.append(self._ended)
         if self._stops is not None:
             recorder.on_end.append(self._stopped)
@@ -83,25 +82,21 @@ class ClientCancellations:
     def _cut(self, request: Request, stop: int) -> None:
         """Make ``request`` one of ``stop`` output tokens where it asked for more (disaggregated: the output its
         decode replica runs; its prefill replica's one token stays)."""
-        asked = request.decode_output_tokens  # what the client asked for (also while a prefill replica runs it)
-        if not 0 < stop < asked:
+        if not 0 < stop < request.asked_output_tokens:
             return
-        self._asked[request.request_id] = asked
-        if request.output_tokens == asked:
+        if request.output_tokens == request.asked_output_tokens:
             request.output_tokens = stop
         else:
             request.decode_output_tokens = stop
 
     def _stopped(self, request: Request) -> None:
         """``request`` is about to be recorded: one cut at its client's stop that ran to it ends cancelled there,
-        its tokens wasted; its row states the output it asked for."""
-        asked = self._asked.pop(request.request_id, 0)
-        if not asked:
-            return
-        if request.status == FINISHED:
+        its ``stop`` tokens wasted (its row states the output it asked for, as every row does)."""
+        assert self._stops is not None  # registered only with stops
+        stop = self._stops[request.request_id]
+        if request.status == FINISHED and 0 < stop < request.asked_output_tokens:
             request.status, request.reject_reason = CANCELLED, CLIENT_STOP
-            self.recorder.cancelled_output_tokens += request.output_tokens
-        request.output_tokens = asked
+            self.recorder.cancelled_output_tokens += stop
 
     def _cancel(self, request: Request) -> None:
         if request.request_id not in self._live:
@@ -112,10 +107,4 @@ class ClientCancellations:
             self.replicas[request.replica].withdraw(request)
         request.status, request.finish_s = CANCELLED, self.env.now
         request.reject_reason = CLIENT_CANCEL if self._chosen[request.request_id] else CLIENT_TIMEOUT
-        asked = request.decode_output_tokens  # disaggregated: what the client asked for, not the prefill's one token
-        if asked == request.output_tokens:
-            self.recorder.request_done(request)
-            return
-        kept, request.output_tokens = request.output_tokens, asked
         self.recorder.request_done(request)
-        request.output_tokens = kept  # its prefill replica drops it as the one-token request it runs there

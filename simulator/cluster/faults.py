@@ -206,7 +206,5 @@ class Faults:
                 self._pool_of[id(replica)] = pool
 
     def _fail(self, request: Request, reason: str) -> None:
-        if self.handoff is not None:
-            request.output_tokens = request.decode_output_tokens  # the row states what the client asked for
         request.status, request.reject_reason, request.finish_s = FAILED, reason, self.env.now
         self.recorder.request_done(request)

@@ -65,7 +65,7 @@ class RequestLog:
         self.num_rows += 1
         self._rows.append((
             request.request_id, request.arrival_s, request.first_scheduled_s, request.first_token_s,
-            request.finish_s, request.input_tokens, request.output_tokens, request.replica, request.preemptions,
+            request.finish_s, request.input_tokens, request.asked_output_tokens, request.replica, request.preemptions,
             request.preempted_s, request.cached_tokens, request.class_id, request.prefill_done_s,
             request.kv_arrived_s, request.decode_admitted_s, request.max_itl_s, request.session, request.turn,
             request.retries, request.adapter, len(request.images), sum(request.images), request.status,

@@ -180,6 +180,23 @@ def test_a_client_that_stops_after_n_tokens_ends_every_request_there(cluster, sp
         np.testing.assert_allclose(rows["finish_s"] - rows["arrival_s"], 0.100 + 6 * 0.010, rtol=1e-12)
 
 
+@pytest.mark.parametrize("cluster", [{}, {"kind": "disaggregated", "prefill": {"replicas": 1},
+                                          "decode": {"replicas": 1}}])
+def test_a_token_bucket_charges_a_stopped_request_the_output_it_asked_for(cluster):
+    """The gateway cannot know a client will stop: five requests of 100 prompt tokens asking for 50, each stopped
+    after 7, against a bucket of 330 tokens refilled at 0.001 a second (4 seconds of arrivals refill 0.004) cost
+    150 each, so two are admitted (300 ≤ 330 < 450) and three rejected — where charging the 107 tokens each runs
+    would admit three (321 ≤ 330). Colocated and disaggregated alike."""
+    admission = {"kind": "token_bucket", "rate": 0.001, "burst": 330, "unit": "tokens"}
+    config = load_experiment(experiment(
+        cost_model=LINEAR, cluster={**cluster, "admission": admission},
+        workload=_fixed(5, 1.0, 100, 50, cancel={"fraction": 1.0, "after_tokens": 7})))
+    rows = simulator.run(config).requests.sort_values("request_id")
+    assert list(rows["status"]) == ["cancelled"] * 2 + ["rejected"] * 3
+    assert list(rows["reject_reason"]) == ["client stop"] * 2 + ["admission: token bucket empty"] * 3
+    assert (rows["output_tokens"] == 50).all()
+
+
 def test_stopping_after_n_tokens_is_the_work_of_n_token_requests():
     """The server generates up to N tokens before the client's cancellation reaches it: under load (two replicas,
     chunked prefill, preemptions on a small cache) every request stopped after 20 tokens runs exactly as the same
