@@ -30,6 +30,7 @@ MAX_SEGMENT_COUNT = 64  # documents one segment puts in a prompt
 MAX_DOCUMENTS = 1_000_000  # reusable documents in one segment's pool
 MAX_ZIPF = 10.0  # popularity exponent: at 10 the second document is drawn 1,024 times less often than the first
 HASH_BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512-token block of the prompt (FAST'25 release)
+CONTENT_ID_LIMIT = 2**63  # a trace's content ids (hash_ids, parts' ids) are integers in [0, 2^63): an int64's
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 

@@ -336,6 +336,18 @@ def _integers(record: dict[str, Any], field: str, path: str | Path, minimum: int
     return values
 
 
+def _content_ids(record: dict[str, Any], field: str, path: str | Path) -> list[int]:
+    """A record's content ids (``hash_ids``, a part's ``ids``): integers in [0, 2^63), as the trace reader takes
+    them (:data:`simulator.catalog.prompt_reuse.CONTENT_ID_LIMIT`)."""
+    values = record.get(field)
+    if not isinstance(values, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < prompt_reuse.CONTENT_ID_LIMIT
+            for v in values):
+        raise LLMSimError(f"{path}:{record[LINE]}: {field}: expected a list of integer ids in [0, 2^63), got "
+                          f"{shown(values, 60)}")
+    return values
+
+
 def _json_parts(record: dict[str, Any], path: str | Path) -> dict[str, tuple[list[int], list[int]]]:
     """A record's ``parts``: name -> (content ids, tokens of each chunk, at least 1)."""
     parts = record.get("parts")
@@ -344,7 +356,7 @@ def _json_parts(record: dict[str, Any], path: str | Path) -> dict[str, tuple[lis
                           f"{shown(parts, 60)}")
     out = {}
     for name, part in parts.items():
-        ids = _integers({**part, LINE: record[LINE]}, "ids", path, minimum=-(2**63))
+        ids = _content_ids({**part, LINE: record[LINE]}, "ids", path)
         tokens = _integers({**part, LINE: record[LINE]}, "tokens", path, minimum=1)
         if len(ids) != len(tokens):
             raise LLMSimError(f"{path}:{record[LINE]}: parts.{name}: {len(ids)} ids but {len(tokens)} tokens")
@@ -400,7 +412,7 @@ def _fit_json_lines(path: str | Path, order: list[str] | None,
     elif "hash_ids" in records[0]:
         if order is not None:
             raise LLMSimError(f"--order: {path} has hash_ids, not prompt parts; leave --order out")
-        blocks = [_integers(record, "hash_ids", path, minimum=0) for record in records]
+        blocks = [_content_ids(record, "hash_ids", path) for record in records]
         for record, ids, length in zip(records, blocks, inputs.tolist(), strict=True):
             if len(ids) != -(-length // prompt_reuse.HASH_BLOCK_TOKENS):
                 raise LLMSimError(f"{path}:{record[LINE]}: hash_ids: {len(ids)} ids for {length} tokens (one per "

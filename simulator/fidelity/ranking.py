@@ -46,13 +46,14 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import LLMSimError
-from simulator.fidelity.silicon import REQUIRED, Unsupported, row_gpus
+from simulator.fidelity.silicon import REQUIRED, Unsupported, row_gpus, tensor_parallel
 
 GROUP = ["model_path", "system", "backend", "isl", "osl"]
 HIT_SHARE = 0.9  # a pick within 10% of the measured best is a hit
 VALIDATED = (*REQUIRED, "predicted_ttft_ms", "predicted_tpot_ms", "status", "subset")
 SIDES = (("measured", "silicon"), ("predicted", "predicted"))
-RATES = ["gpus", "clients"] + [f"{side}_tok_s_{per}" for side, _ in SIDES for per in ("gpu", "user")]
+RATES = ["gpus", "clients", "read_tp_size"] + [f"{side}_tok_s_{per}" for side, _ in SIDES
+                                               for per in ("gpu", "user")]
 
 
 def read_validated(path: str | Path) -> pd.DataFrame:
@@ -69,13 +70,15 @@ def read_validated(path: str | Path) -> pd.DataFrame:
 
 
 def row_rates(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (a validate output) with :data:`RATES`: GPUs, clients, and tokens/s per GPU and per user, measured
-    and predicted (module docstring); NaN on rows not ok."""
+    """``frame`` (a validate output) with :data:`RATES`: GPUs, clients, an aggregated row's ``tp_size`` as
+    simulated (:func:`simulator.fidelity.silicon.tensor_parallel`), and tokens/s per GPU and per user, measured and
+    predicted (module docstring); NaN on rows not ok."""
     frame = frame.copy()
-    sizes = [_sizes(record) if record["status"] == "ok" else (math.nan, math.nan)
+    sizes = [_sizes(record) if record["status"] == "ok" else (math.nan, math.nan, math.nan)
              for record in frame.to_dict("records")]
-    frame["gpus"] = [gpus for gpus, _ in sizes]
-    frame["clients"] = [clients for _, clients in sizes]
+    frame["gpus"] = [gpus for gpus, _, _ in sizes]
+    frame["clients"] = [clients for _, clients, _ in sizes]
+    frame["read_tp_size"] = [tp for _, _, tp in sizes]
     osl, ok = pd.to_numeric(frame["osl"], errors="coerce"), frame["status"] == "ok"
     for side, prefix in SIDES:
         ttft = pd.to_numeric(frame[f"{prefix}_ttft_ms"], errors="coerce")
@@ -86,12 +89,15 @@ def row_rates(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _sizes(record: dict) -> tuple[float, float]:
+def _sizes(record: dict) -> tuple[float, float, float]:
     row = {key: "" if _missing(value) else str(value) for key, value in record.items()}
+    where = f"row {row.get('id', '')}"
     try:
-        return row_gpus(row, f"row {row.get('id', '')}")
+        gpus, clients = row_gpus(row, where)
+        tp = tensor_parallel(row, where) if row.get("mode", "").strip() != "disagg" else math.nan
     except Unsupported:  # an ok row was read this way to be simulated; anything else is left out of the ranking
-        return math.nan, math.nan
+        return math.nan, math.nan, math.nan
+    return gpus, clients, tp
 
 
 def _missing(value: object) -> bool:
@@ -99,8 +105,9 @@ def _missing(value: object) -> bool:
 
 
 def label(row: pd.Series) -> str:
-    """A readable deployment: mode, layout per worker, clients, weights, GPUs (``agg TP4·DP4·EP16 c256 fp8 (16
-    GPUs)``, ``disagg 1×TP1·DP16 + 3×TP16 c6 fp8 (64 GPUs)``)."""
+    """A readable deployment as simulated: mode, layout per worker, clients, weights, GPUs (``agg TP4·DP4·EP16 c256
+    fp8 (16 GPUs)``, ``disagg 1×TP1·DP16 + 3×TP16 c6 fp8 (64 GPUs)``; an aggregated row's ``tp_size`` as read, so a
+    stated ``tp_size`` 64 with ``moe_tp_size`` 8 × ``moe_ep_size`` 8 is ``agg TP8·EP8 … (8 GPUs)``)."""
     if row["mode"] == "disagg":
         layout = " + ".join(f"{_int(row.get(f'{role}_num_workers'))}×{_layout(row, f'{role}_')}"
                             for role in ("prefill", "decode"))
@@ -112,7 +119,8 @@ def label(row: pd.Series) -> str:
 
 
 def _layout(row: pd.Series, prefix: str) -> str:
-    parts = [f"TP{_int(row.get(f'{prefix}tp_size'))}"]
+    tp = row.get("read_tp_size") if not prefix and not _missing(row.get("read_tp_size")) else None
+    parts = [f"TP{_int(tp if tp is not None else row.get(f'{prefix}tp_size'))}"]
     for key, name in (("pp_size", "PP"), ("attention_dp_size", "DP"), ("moe_ep_size", "EP")):
         if _int(row.get(f"{prefix}{key}")) > 1:
             parts.append(f"{name}{_int(row.get(f'{prefix}{key}'))}")

@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.catalog.prompt_reuse import HASH_BLOCK_TOKENS, chain_keys
+from simulator.catalog.prompt_reuse import CONTENT_ID_LIMIT, HASH_BLOCK_TOKENS, chain_keys
 from simulator.config.base import MAX_TOKENS
 from simulator.config.workload import TraceConfig
 from simulator.errors import LLMSimError
@@ -106,7 +106,7 @@ def _hash_ids(ids, column: str) -> Prefix | None:
         values = tuple(int(x) for x in (ids.split() if isinstance(ids, str) else ids))
     except (TypeError, ValueError):
         raise BadRow(f"column {column}: expected integer block ids, got {str(ids)[:80]!r}") from None
-    if any(not 0 <= value < 2**63 for value in values):
+    if any(not 0 <= value < CONTENT_ID_LIMIT for value in values):
         raise BadRow(f"column {column}: block ids must be in [0, 2^63), got {str(ids)[:80]!r}")
     return Prefix(values, HASH_BLOCK_TOKENS) if values else None
 
@@ -234,7 +234,7 @@ def _part_prefix(parts, inputs: int, chains: dict[tuple[int, int, int], int]) ->
         if not (isinstance(ids, list) and isinstance(sizes, list) and len(ids) == len(sizes)):
             raise BadRow(f"column parts.{name}: expected {{ids: [...], tokens: [...]}} of equal lengths")
         for content, size in zip(ids, sizes, strict=True):
-            if not (isinstance(content, int) and not isinstance(content, bool) and 0 <= content < 2**63):
+            if not (isinstance(content, int) and not isinstance(content, bool) and 0 <= content < CONTENT_ID_LIMIT):
                 raise BadRow(f"column parts.{name}.ids: expected integer ids in [0, 2^63), got {content!r}")
             if not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
                 raise BadRow(f"column parts.{name}.tokens: expected positive integers, got {size!r}")

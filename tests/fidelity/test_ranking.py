@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from simulator.cli import main
-from simulator.fidelity.ranking import rank, row_rates, speed_floors, summary_table
+from simulator.fidelity.ranking import label, rank, row_rates, speed_floors, summary_table
 from simulator.fidelity.silicon import row_experiment, row_gpus
 
 
@@ -64,6 +64,16 @@ def test_a_rows_gpus_are_those_its_simulation_runs_on(changes, gpus, clients):
     cluster = row_experiment(row, "x:2", None).cluster
     pools = [cluster.prefill, cluster.decode] if cluster.kind == "disaggregated" else [cluster]
     assert sum(p.replicas * p.data_parallel * p.tensor_parallel * p.pipeline_parallel for p in pools) == gpus
+
+
+def test_a_label_shows_the_layout_as_simulated():
+    """A B200 row stating ``tp_size`` 64 with ``moe_tp_size`` 8 × ``moe_ep_size`` 8 runs on 8 GPUs
+    (simulator.fidelity.silicon.tensor_parallel): its label says TP 8 with EP 8, not the stated TP 64."""
+    stated = _row(model_path=MOE, system="b200_sxm", tp_size=64, moe_tp_size=8, moe_ep_size=8, batch_size=16,
+                  gemm_quant_mode="fp8")
+    rated = row_rates(pd.DataFrame([stated, {**stated, "tp_size": 4, "moe_tp_size": 4, "moe_ep_size": 1}]))
+    assert [label(row) for _, row in rated.iterrows()] == ["agg TP8·EP8 c16 fp8 (8 GPUs)",
+                                                           "agg TP4 c16 fp8 (4 GPUs)"]
 
 
 # One group, 1 GPU and 1 output token each, so tokens/s per GPU = clients · 1000 / TTFT and per user 1000 / TPOT:

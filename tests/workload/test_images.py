@@ -88,11 +88,3 @@ def test_an_image_count_of_zero_adds_nothing():
     workload = _generate(none)
     text = generate_requests(WorkloadConfig(**BASE), np.random.SeedSequence(7))
     assert np.array_equal(workload.input_tokens, text.input_tokens) and set(workload.images.tolist()) == {()}
-
-
-def test_images_need_a_model_that_can_encode_them():
-    """The schema accepts images; the run refuses them on a text-only model (tests/cost/test_vision.py)."""
-    from simulator import run
-
-    with pytest.raises(LLMSimError, match="model llama-3-8b has no vision encoder"):
-        run(experiment(workload={**BASE, "num_requests": 5, "images": IMAGES}))

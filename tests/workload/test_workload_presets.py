@@ -531,6 +531,11 @@ def _lines(*records: str) -> str:
     (_lines('"parts": {"a": {"ids": [1], "tokens": [0]}}', '"parts": {"a": {"ids": [1], "tokens": [1]}}'),
      "bad.jsonl:1: tokens: expected a list of integers >= 1, got [0]"),
     (_lines('"x": 1', '"x": 2'), "JSON lines without content ids (hash_ids or parts)"),
+    # content ids as the trace reader takes them (simulator.workload.trace): integers in [0, 2^63)
+    (_lines('"parts": {"a": {"ids": [-1], "tokens": [1]}}', '"parts": {"a": {"ids": [1], "tokens": [1]}}'),
+     "bad.jsonl:1: ids: expected a list of integer ids in [0, 2^63), got [-1]"),
+    (_lines('"hash_ids": [0]', f'"hash_ids": [{2**63}]'),
+     f"bad.jsonl:2: hash_ids: expected a list of integer ids in [0, 2^63), got [{2**63}]"),
     (_lines('"timestamp": 3, "hash_ids": [0]', '"timestamp": 3, "hash_ids": [0]'),
      "every request arrives at 0.003 s"),
 ])
