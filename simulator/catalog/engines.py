@@ -40,7 +40,8 @@ from simulator.catalog.paths import PROJECT_ROOT
 from simulator.dtypes import WEIGHT_DTYPES, bytes_per_element
 from simulator.errors import LLMSimError
 
-ExpertFormat = Literal[WEIGHT_DTYPES]  # type: ignore[valid-type]  # an expert weight format (moe_by_generation's keys)
+# an experts' kernel format (moe_by_generation's keys): a weight format, or MXFP4 against MXFP8 (simulator.dtypes)
+ExpertFormat = Literal[(*WEIGHT_DTYPES, "mxfp4_mxfp8")]  # type: ignore[valid-type]
 
 ENGINE_DIR = PROJECT_ROOT / "engine_profiles"
 
@@ -229,6 +230,11 @@ class EngineProfile(BaseModel):
     fuses_activation_quantization_by_generation: dict[str, bool] = Field(
         default_factory=dict, description="fuses_activation_quantization on a GPU of that generation (or of one "
         "borrowing its fit), where its kernels there differ; fitted on that generation's benchmark rows")
+    mxfp4_experts_by_generation: dict[str, Literal["mxfp4", "mxfp4_mxfp8"]] = Field(
+        default_factory=dict, description="how its fused-MoE kernel runs MXFP4 experts on a GPU of that generation "
+        "(or of one borrowing its fit): mxfp4 = weight-only, dequantised to 16-bit math (the default); mxfp4_mxfp8 = "
+        "against MXFP8 activations on the FP8 tensor cores (simulator.dtypes)",
+    )
     pipeline_micro_batches: bool = Field(
         default=False,
         description="with pipeline parallelism, one micro-batch per stage in flight (vLLM v1's max_concurrent_batches "
@@ -340,6 +346,15 @@ class EngineProfile(BaseModel):
             if name in table:
                 return table[name]
         return self.fuses_activation_quantization
+
+    def expert_format(self, dtype: str, generation: str) -> str:
+        """The format its fused-MoE kernel runs experts of weight format ``dtype`` as on a GPU of ``generation``:
+        MXFP4 experts as that generation's entry in ``mxfp4_experts_by_generation`` says (or the one it borrows
+        from; weight-only without one), any other format as itself."""
+        if dtype != "mxfp4":
+            return dtype
+        table = self.mxfp4_experts_by_generation
+        return next((table[name] for name in (generation, borrowed_generation(generation)) if name in table), dtype)
 
     def custom_allreduce(self, generation: str) -> CustomAllReduceFit | None:
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in

@@ -226,7 +226,8 @@ class RooflineCostModel(CostModel):
         gemms = {part: self.gemm if model.quantized(part) else self.head_gemm
                  for part in ("attention", "dense_ffn", "experts")}
         gemms["router"] = self.head_gemm
-        expert_dtype = dtype if model.quantized("experts") else activation_dtype(dtype)
+        expert_dtype = self.engine.expert_format(dtype if model.quantized("experts") else activation_dtype(dtype),
+                                                 hardware.generation)
         experts = ExpertsModel(self.engine.moe_hardware(hardware, expert_dtype), expert_dtype,  # its own MoE kernel
                                self.engine.compute_efficiency, self.engine.memory_efficiency)
         self.dp = data_parallel

@@ -75,7 +75,7 @@ NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scat
             "alltoall": "all_to_all"}
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4", "int4_wo": "int4",
-              "nvfp4": "nvfp4"}
+              "nvfp4": "nvfp4", "w4a8_mxfp4_mxfp8": "mxfp4_mxfp8"}
 MOE_COLUMNS = ["gpu", "framework", "dtype", "tokens", "hidden", "inter", "topk", "experts", "moe_tp", "moe_ep",
                "measured_s"]
 # each table family's files and the values of its format columns its reader prices (:func:`left_out` counts the rest)

@@ -633,11 +633,12 @@ def test_gemm_time_takes_the_formats_the_api_names():
 
 
 def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
-    """mxfp4 (0.5 + 1/32 bytes per weight): on B200 a compute-bound GEMM runs at the FP4 peak (9,000 vs 2,250
-    TFLOP/s bf16) at the fraction of it Blackwell's fit measured on B200's nvfp4 tables (f4), after quantising its
-    activations (read 2, write 0.53 bytes each, plus the fit's quantisation overhead); on H100 (no FP4) at 16-bit
-    math. NVIDIA quotes cuBLAS 12.9's FP4 at "up to 2.3x" FP8 on Blackwell and 4.6x FP8 on Hopper; the fitted
-    fractions give 9,000 · f4 / (4,500 · f8) and 9,000 · f4 / (1,978.9 · Hopper's f8), within 20% of those."""
+    """nvfp4 (0.5 + 1/16 bytes per weight) runs W4A4: on B200 a compute-bound GEMM runs at the FP4 peak (9,000 vs
+    2,250 TFLOP/s bf16) at the fraction of it Blackwell's fit measured on B200's nvfp4 tables (f4), after quantising
+    its activations (read 2, write 0.5625 bytes each, plus the fit's quantisation overhead); on H100 (no FP4) at
+    16-bit math. NVIDIA quotes cuBLAS 12.9's FP4 at "up to 2.3x" FP8 on Blackwell and 4.6x FP8 on Hopper; the fitted
+    fractions give 9,000 · f4 / (4,500 · f8) and 9,000 · f4 / (1,978.9 · Hopper's f8), within 20% of those. mxfp4
+    (gpt-oss's format) is weight-only: dequantised to 16-bit math on either GPU, with no activation pass."""
     b200, h100 = load_hardware("b200"), load_hardware("h100-sxm")
     f4, f8 = b200.fit.gemm.flops_efficiency_by_dtype["fp4"], b200.fit.gemm.flops_efficiency_by_dtype["fp8"]
     h8 = h100.fit.gemm.flops_efficiency_by_dtype["fp8"]
@@ -646,13 +647,16 @@ def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
     assert 9000 * f4 / (4500 * f8) == pytest.approx(2.3, rel=0.2)
     assert 9000 * f4 / (1978.9 * h8) == pytest.approx(4.6, rel=0.2)
     m = n = k = 8192
-    q, serial = 0.5 + 1 / 32, b200.fit.gemm.k_latency_ns * 1e-9 * k  # quantised weights: the main loop walks all of k
     bandwidth, p = 8000e9 * b200.fit.bandwidth_efficiency, b200.fit.gemm.knee
-    tc = 2 * m * n * k / (9000e12 * f4)
-    tm = ((m * k + m * n) * 2 + k * n * q) / bandwidth
-    expected = ((tc**p + tm**p + serial**p) ** (1 / p) + b200.fit.kernel_overhead_us * 1e-6
-                + m * k * (2 + q) / bandwidth + b200.fit.gemm.quantize_overhead_us * 1e-6)
-    assert gemm_time(b200, m, n, k, "mxfp4") == pytest.approx(expected)
+    serial = b200.fit.gemm.k_latency_ns * 1e-9 * k  # quantised weights: the main loop walks all of k
+    f16 = b200.fit.gemm.flops_efficiency
+    for dtype, q, peak, fraction, quantised in (("nvfp4", 0.5 + 1 / 16, 9000e12, f4, True),
+                                                ("mxfp4", 0.5 + 1 / 32, 2250e12, f16, False)):
+        tc = 2 * m * n * k / (peak * fraction)
+        tm = ((m * k + m * n) * 2 + k * n * q) / bandwidth
+        quantise = m * k * (2 + q) / bandwidth + b200.fit.gemm.quantize_overhead_us * 1e-6 if quantised else 0.0
+        expected = (tc**p + tm**p + serial**p) ** (1 / p) + b200.fit.kernel_overhead_us * 1e-6 + quantise
+        assert gemm_time(b200, m, n, k, dtype) == pytest.approx(expected), dtype
     assert gemm_time(h100, m, n, k, "mxfp4") == pytest.approx(gemm_time(h100, m, n, k, "bf16"), rel=0.03)
     # one row on H100: the weight read (0.53125 or 0.5625 bytes each), the 16-bit math of one 32-row tile and the
     # main loop, smooth maximum, as int4 (no activation quantisation: the weights are dequantised)
@@ -661,6 +665,27 @@ def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
         read = ((k + n) * 2 + k * n * q) / (3350e9 * 0.85)
         math_ = 2 * 32 * n * k / (989.4e12 * 0.81)
         assert gemm_time(h100, 1, n, k, dtype) == pytest.approx((read**2 + math_**2 + serial**2) ** 0.5 + 2.8e-6)
+
+
+def test_mxfp4_experts_run_weight_only_or_against_mxfp8_as_the_engine_runs_them():
+    """gpt-oss's MXFP4 experts: weight-only at the 16-bit rate (the kernel tables' w4a16_mxfp4), or — where the
+    engine runs MXFP4 x MXFP8 (``mxfp4_experts_by_generation``: TensorRT-LLM's TRTLLM MoE backend and vLLM's
+    FlashInfer kernel on Blackwell) — at the FP8 peak, its activations MXFP8 (1 + 1/32 bytes). On Hopper, without
+    the entry, weight-only whatever the engine."""
+    from simulator.catalog import load_engine
+    from simulator.cost.moe import ExpertsModel
+
+    b200 = load_hardware("b200")
+    trtllm, sglang = load_engine("trtllm"), load_engine("sglang")
+    assert trtllm.expert_format("mxfp4", "blackwell") == "mxfp4_mxfp8"
+    assert trtllm.expert_format("mxfp4", "hopper") == sglang.expert_format("mxfp4", "blackwell") == "mxfp4"
+    assert trtllm.expert_format("nvfp4", "blackwell") == "nvfp4"  # W4A4 already: its own format
+    moe = b200.fit.moe
+    weight_only, w4a8 = ExpertsModel(b200, "mxfp4"), ExpertsModel(b200, "mxfp4_mxfp8")
+    assert weight_only.flops == pytest.approx(2250e12 * b200.fit.gemm.flops_efficiency * moe.gemm_efficiency)
+    assert w4a8.flops == pytest.approx(4500e12 * b200.fit.gemm.flops_efficiency_by_dtype["fp8"] * moe.gemm_efficiency)
+    assert (weight_only.w, weight_only.a) == (0.5 + 1 / 32, 2.0)
+    assert (w4a8.w, w4a8.a) == (0.5 + 1 / 32, 1 + 1 / 32)
 
 
 def test_a_decode_cost_per_query_head_within_each_kv_head_block():

@@ -308,9 +308,11 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
     """The fused-MoE layers of the three frameworks (no expert parallelism), each framework's kernel per format
     (moe_by_generation) judged on the model shapes its fit held out: closer than the pooled fit at the median for
     every format it was fitted on, and within 15% (today 4.5–14%; vLLM's per-tensor fp8 kernel, FlashInfer's
-    CUTLASS, was 71% off with the pooled fit; on B200 within 19%, SGLang's bf16 18.7%). Every framework's bf16 and
-    block-fp8 table, over all its shapes, stays within 21%, as before the per-framework fits; the formats measured on
-    too few shapes keep the pooled fit."""
+    CUTLASS, was 71% off with the pooled fit; on B200 within 20%, SGLang's bf16 18.7%). A kernel fitted on another
+    framework's tables is judged on all of this one's rows (vLLM's MXFP4 x MXFP8 rows, two shapes, under SGLang's
+    fit of FlashInfer's TensorRT-LLM-gen kernel: 19.4% against 29.7% pooled). Every framework's bf16 and block-fp8
+    table, over all its shapes, stays within 21%, as before the per-framework fits; the formats measured on too few
+    shapes keep the pooled fit."""
     from simulator.catalog.engines import load_engine
     from simulator.fidelity.kernel_fit import moe_held_out
     from simulator.fidelity.kernels import moe_kernel_errors
@@ -321,13 +323,14 @@ def test_moe_kernel_errors_on_the_frameworks_tables(shared_data):
     for (gpu, framework, dtype), rows in own.groupby(["gpu", "framework", "dtype"]):
         generation = load_hardware(GPUS[gpu]).generation
         if dtype in load_engine(framework).moe_by_generation.get(generation, {}):
-            held_out = rows[moe_held_out(rows)]
+            held = moe_held_out(rows)  # None: too few shapes to fit on (its entry is another framework's fit)
+            held_out = rows if held is None else rows[held]
             fitted_tables += 1
             assert overall(held_out)[0] < overall(pooled.loc[held_out.index])[0], (gpu, framework, dtype)
-            assert overall(held_out)[0] <= (0.19 if gpu == "b200_sxm" else 0.15), (gpu, framework, dtype)
+            assert overall(held_out)[0] <= (0.20 if gpu == "b200_sxm" else 0.15), (gpu, framework, dtype)
         if dtype in ("bf16", "fp8_block"):
             assert overall(rows)[0] <= 0.21, (gpu, framework, dtype)
-    assert fitted_tables == 17  # 10 on A100 and H100, 7 on B200 (vLLM's 4 formats, SGLang's 3)
+    assert fitted_tables == 19  # 10 on A100 and H100, 9 on B200 (vLLM's 5 formats, SGLang's 4)
 
 
 def test_routing_tables_take_the_collectors_power_law(tmp_path):
