@@ -155,12 +155,12 @@ class GemmKernels(BaseModel):
 
 
 class MoEKernels(BaseModel):
-    """A framework's own fused-MoE kernel for one expert weight format on one GPU generation: the
-    :class:`HardwareSpec` fields of ``fit.moe`` by their flat names (``moe_gemm_efficiency``:
-    ``fit.moe.gemm_efficiency``; :mod:`simulator.cost.moe`), fitted on its MoE tables. A framework runs another
-    kernel per format (vLLM: Triton for bf16 and block fp8, FlashInfer's CUTLASS for ModelOpt's per-tensor fp8, an
-    OpenAI Triton kernel for gpt-oss's MXFP4), so the rate is per format; the tiles, knee and kernel count stay the
-    generation's pooled fit."""
+    """A framework's own fused-MoE kernel for one experts' kernel format on one GPU generation (a weight format, or
+    ``mxfp4_mxfp8``: :attr:`EngineProfile.mxfp4_experts_by_generation`): the :class:`HardwareSpec` fields of
+    ``fit.moe`` by their flat names (``moe_gemm_efficiency``: ``fit.moe.gemm_efficiency``; :mod:`simulator.cost.moe`),
+    fitted on its MoE tables. A framework runs another kernel per format (vLLM: Triton for bf16 and block fp8,
+    FlashInfer's CUTLASS for ModelOpt's per-tensor fp8, FlashInfer's TensorRT-LLM-gen kernels for gpt-oss's MXFP4), so
+    the rate is per format; the tiles, knee and kernel count stay the generation's pooled fit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     moe_gemm_efficiency: float | None = Field(default=None, gt=0, le=1.5, description="FLOP rate vs the dense GEMMs'")
@@ -392,8 +392,9 @@ class EngineProfile(BaseModel):
             "gemm.flops_efficiency_by_dtype": {**gemm.flops_efficiency_by_dtype, **fit.flops_efficiency_by_dtype}})
 
     def moe_hardware(self, hardware: HardwareSpec, dtype: str) -> HardwareSpec:
-        """``hardware`` with this framework's own fused-MoE kernel's parameters for experts of weight format
-        ``dtype`` on its generation (``moe_by_generation``, :func:`generation_entry`), unchanged without an entry."""
+        """``hardware`` with this framework's own fused-MoE kernel's parameters for experts run in kernel format
+        ``dtype`` (:meth:`expert_format`) on its generation (``moe_by_generation``, :func:`generation_entry`),
+        unchanged without an entry."""
         fit = (generation_entry(self.moe_by_generation, hardware.generation) or {}).get(dtype)
         return hardware if fit is None else with_fit(hardware, fit.model_dump(exclude_none=True))
 

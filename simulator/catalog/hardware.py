@@ -76,7 +76,7 @@ class MigSlice(BaseModel):
 
 
 # A quantised GEMM format measured nowhere takes the fraction of its peak of the nearest format that was: block-scaled
-# 4-bit floats (nvfp4, mxfp4; Blackwell) that of block-scaled fp8, then per-tensor fp8; 8-bit integers (W8A8) that
+# 4-bit floats (nvfp4's W4A4; Blackwell) that of block-scaled fp8, then per-tensor fp8; 8-bit integers (W8A8) that
 # of fp8. Quantised kernels reach less of their peak than 16-bit ones (Hopper's fit: fp8 0.54, fp8_block 0.58, bf16
 # 0.81): with the 16-bit fraction a B200's fp4 GEMM would run 3.0x its fp8 one, where NVIDIA's cuBLAS 12.9 reaches
 # "up to 2.3x" (2.15x with fp8_block's fraction; 4.9x an H100's fp8 GEMM, against its "4.6x").

@@ -9,7 +9,7 @@ import typing
 from pathlib import Path
 
 from simulator.config import DEFAULT_EXPERIMENT
-from simulator.dtypes import BYTES_PER_ELEMENT, WEIGHT_DTYPES
+from simulator.dtypes import WEIGHT_DTYPES
 
 
 def _positive_int(text: str) -> int:
@@ -385,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     kv.add_argument("--head-dim", type=_positive_int)
     kv.add_argument("--batch", type=_positive_int, default=1)
     kv.add_argument("--context", type=_positive_int, required=True, help="tokens per sequence")
-    kv.add_argument("--dtype", choices=sorted(BYTES_PER_ELEMENT), default="fp16")
+    kv.add_argument("--dtype", choices=sorted({"fp32", *WEIGHT_DTYPES}), default="fp16")
     kv.add_argument("--json", action="store_true", help="with --model: per layer group, parameters, bytes as JSON")
     kv.set_defaults(handler=("catalog", "cmd_kv_size"))
     for command in sub.choices.values():

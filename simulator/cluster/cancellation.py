@@ -20,11 +20,12 @@ A client that stops after N output tokens (``workload.cancel.after_tokens``) set
 generated up to N tokens when the client's cancellation reaches it, so its request runs as one of N output tokens
 (the same work, the same iterations) and, when its N-th token is emitted, ends there as cancelled, reason
 ``client stop``, its KV freed as at any completion and its N tokens counted in ``cancelled_output_tokens``; its row
-states the output it asked for. The engine does not know the cut ahead: nothing it decides (admission, routing,
-batching) reads more than a request's remaining output — but a contiguous cache's ``reserve: requested`` and
-``capacity_policy: guaranteed_no_evict``, which reserve a request's whole length, reserve N tokens, not what it
-asked for. A request of at most N output tokens completes; one whose ``after_s`` or timeout comes first is
-cancelled then, as above. The work stays proportional to the events: one cut per request when it is sent.
+states the output it asked for (``Request.asked_output_tokens``), and a token bucket at the gateway charges it
+that. The engine does not know the cut ahead: nothing it decides (routing, batching) reads more than a request's
+remaining output — but a contiguous cache's ``reserve: requested`` and ``capacity_policy: guaranteed_no_evict``,
+which reserve a request's whole length, reserve N tokens, not what it asked for. A request of at most N output
+tokens completes; one whose ``after_s`` or timeout comes first is cancelled then, as above. The work stays
+proportional to the events: one cut per request when it is sent.
 
 Every generated request still ends exactly once: completed, rejected, failed or cancelled.
 """

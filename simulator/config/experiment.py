@@ -23,8 +23,9 @@ class ExperimentConfig(Strict):
                           "another GPU generation's fitted parameters (e.g. h100-sxm@ampere)")
     dtype: Literal["bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"] = Field(
         default="bf16",
-        description="weights: bf16/fp16 (activations the same), fp8/fp8_block/int8 (W8A8 at that peak), int4 "
-        "(weight-only), mxfp4/nvfp4 (FP4 tensor cores where the GPU has them, else dequantised to 16-bit math); "
+        description="weights: bf16/fp16 (activations the same), fp8/fp8_block/int8 (W8A8 at that peak), int4 and "
+        "mxfp4 (weight-only, dequantised to 16-bit math; an engine may run MXFP4 experts against MXFP8: its profile's "
+        "mxfp4_experts_by_generation), nvfp4 (W4A4 on FP4 tensor cores where the GPU has them, else dequantised); "
         "in a file, auto (the default there) = the checkpoint's quantization_config, else bf16; a quantised "
         "checkpoint's unquantised parts (e.g. gpt-oss attention) stay 16-bit",
     )

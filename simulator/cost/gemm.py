@@ -21,7 +21,7 @@ no better than none). The peak is the one of the weight format's
 compute (:func:`simulator.dtypes.compute_dtype`) at that format's fitted fraction (``gemm.flops_efficiency_by_dtype``):
 fp8, fp8_block and int8 weights run W8A8 at their tensor-core peak, and their activations are quantised first, one
 pass over them: t_q = m·k·(a + q) / (HBM bytes/s × bandwidth_efficiency) + quantize_overhead (q bytes per quantised
-element); int4 weights (and fp4 on GPUs without FP4 tensor cores) are dequantised to 16-bit math.
+element); int4 and mxfp4 weights (and nvfp4 on GPUs without FP4 tensor cores) are dequantised to 16-bit math.
 
 A format whose GEMMs run kernels of their own (``gemm.kernel_by_dtype``: SmoothQuant's W8A8 int8 with its per-token
 scales, a weight-only int4 kernel dequantising in its main loop) computes its rows in its own tiles and walks k at

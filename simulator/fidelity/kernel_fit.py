@@ -97,7 +97,7 @@ GEMM_GRID: dict[str, list[float]] = {
     "gemm.flops_efficiency": _steps(0.60, 0.95, 0.01),
     "gemm.flops_efficiency_by_dtype.fp8": _steps(0.40, 0.90, 0.01),
     "gemm.flops_efficiency_by_dtype.fp8_block": _steps(0.40, 0.90, 0.01),
-    "gemm.flops_efficiency_by_dtype.fp4": _steps(0.30, 0.90, 0.01),  # nvfp4 and mxfp4 (Blackwell's FP4 tensor cores)
+    "gemm.flops_efficiency_by_dtype.fp4": _steps(0.30, 0.90, 0.01),  # nvfp4's W4A4 (Blackwell's FP4 tensor cores)
     "bandwidth_efficiency": _steps(0.70, 0.98, 0.01),
     "kernel_overhead_us": _steps(1.0, 8.0, 0.2),
     "gemm.quantize_overhead_us": _steps(0.0, 8.0, 0.5),

@@ -52,8 +52,7 @@ GROUP = ["model_path", "system", "backend", "isl", "osl"]
 HIT_SHARE = 0.9  # a pick within 10% of the measured best is a hit
 VALIDATED = (*REQUIRED, "predicted_ttft_ms", "predicted_tpot_ms", "status", "subset")
 SIDES = (("measured", "silicon"), ("predicted", "predicted"))
-RATES = ["gpus", "clients", "read_tp_size"] + [f"{side}_tok_s_{per}" for side, _ in SIDES
-                                               for per in ("gpu", "user")]
+RATES = ["gpus", "clients"] + [f"{side}_tok_s_{per}" for side, _ in SIDES for per in ("gpu", "user")]
 
 
 def read_validated(path: str | Path) -> pd.DataFrame:
@@ -70,9 +69,10 @@ def read_validated(path: str | Path) -> pd.DataFrame:
 
 
 def row_rates(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (a validate output) with :data:`RATES`: GPUs, clients, an aggregated row's ``tp_size`` as
-    simulated (:func:`simulator.fidelity.silicon.tensor_parallel`), and tokens/s per GPU and per user, measured and
-    predicted (module docstring); NaN on rows not ok."""
+    """``frame`` (a validate output) with :data:`RATES` — GPUs, clients, and tokens/s per GPU and per user, measured
+    and predicted (module docstring) — and ``read_tp_size``, an aggregated row's ``tp_size`` as simulated
+    (:func:`simulator.fidelity.silicon.tensor_parallel`; NaN on a disaggregated row, whose roles state their own);
+    NaN on rows not ok."""
     frame = frame.copy()
     sizes = [_sizes(record) if record["status"] == "ok" else (math.nan, math.nan, math.nan)
              for record in frame.to_dict("records")]

@@ -74,9 +74,9 @@ FLAGS: dict[str, dict[str, bool]] = {program: {flag.rstrip("="): flag.endswith("
 # The keys of TensorRT-LLM's extra options YAML the commands write (https://nvidia.github.io/TensorRT-LLM/llm-api/
 # reference.html; tensorrt_llm/llmapi/llm_args.py: LlmArgs, KvCacheConfig, SchedulerConfig, CacheTransceiverConfig,
 # and the speculative_config of MTPDecodingConfig, EagleDecodingConfig, NGramDecodingConfig, DraftTargetDecodingConfig:
-# https://nvidia.github.io/TensorRT-LLM/features/speculative-decoding.html)
+# https://nvidia.github.io/TensorRT-LLM/features/speculative-decoding.html; MoeConfig's backend)
 TRTLLM_OPTIONS = ("enable_attention_dp", "enable_chunked_prefill", "disable_overlap_scheduler", "dtype",
-                  "kv_cache_config", "scheduler_config", "cache_transceiver_config", "speculative_config")
+                  "kv_cache_config", "scheduler_config", "cache_transceiver_config", "speculative_config", "moe_config")
 # scheduler.speculative.method -> each engine's name for it: vLLM's speculative_config method
 # (https://docs.vllm.ai/en/latest/features/spec_decode.html), SGLang's --speculative-algorithm
 # (https://docs.sglang.ai/advanced_features/speculative_decoding.html: NEXTN runs a model's MTP modules as an EAGLE
@@ -172,6 +172,7 @@ def launch_commands(config: ExperimentConfig, deployment: Deployment | None = No
     commands = []
     for p in pools:
         cmd = _BUILDERS[family](p, config, deployment.model, model_id)
+        _mxfp4_experts(p, config, deployment, family, cmd)
         cmd.notes[:0] = shared + _notes(p, config, family)
         cmd.add("--extra_llm_api_options", p.name, when=bool(cmd.options))
         files = {p.name: yaml.safe_dump(cmd.options, sort_keys=False)} if cmd.options else {}
@@ -196,6 +197,20 @@ def _model_id(name: str, model: ModelSpec, notes: list[str]) -> str:
         return str(path.parent)
     notes.append(f"model: no Hugging Face id is known for {model.name!r}: put the checkpoint's id or path")
     return model.name
+
+
+def _mxfp4_experts(p: _Pool, config: ExperimentConfig, deployment: Deployment, family: Family,
+                   cmd: _Command) -> None:
+    """MXFP4 experts simulated against MXFP8 activations (the engine profile's ``mxfp4_experts_by_generation`` on
+    this pool's GPU): TensorRT-LLM's TRTLLM MoE backend runs them so, vLLM with its FlashInfer variable (its default
+    takes BF16 activations), SGLang by default."""
+    if not (config.dtype == "mxfp4" and deployment.model.quantized("experts")
+            and deployment.engine.expert_format("mxfp4", p.gpu.generation) == "mxfp4_mxfp8"):
+        return
+    if family == "trtllm":
+        cmd.options["moe_config"] = {"backend": "TRTLLM"}
+    cmd.note("MXFP4 experts against MXFP8 activations were simulated: start vLLM with "
+             "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (its default takes BF16 activations)", when=family == "vllm")
 
 
 def _batching(sched: Any) -> str:

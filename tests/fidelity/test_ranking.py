@@ -132,6 +132,23 @@ def test_held_out_rows_are_ranked_among_themselves():
     assert ("all", "backend vllm") in table.index and ("all", "modes agg") in table.index
 
 
+def test_an_aggregated_and_a_disaggregated_deployment_are_ranked_together():
+    """One group, an aggregated row of 4 GPUs and a disaggregated one of 8 (LAYOUTS' last), 24 clients of 100
+    prompt tokens and one output token each: measured 24 · 1000 / 100 ms = 240 tokens/s, 60 per GPU aggregated and
+    30 disaggregated, both at 100 per user; predicted 40 and 60 per GPU. At the one floor (0) the best is the
+    aggregated row and the pick the disaggregated one: a miss losing half."""
+    agg = _row(id="A", model_path=MOE, batch_size=24, tp_size=4, moe_tp_size=4, silicon_ttft_ms=100.0,
+               predicted_ttft_ms=150.0)
+    disagg = _row(id="D", predicted_ttft_ms=50.0, **LAYOUTS[3][0])
+    disagg.update(silicon_ttft_ms=100.0)
+    decisions = rank(pd.DataFrame([agg, disagg]))
+    every = decisions[decisions["scope"] == "all"]
+    assert list(every["modes"]) == ["agg+disagg"] and list(every["outcome"]) == ["miss"]
+    assert (every["best_id"].iloc[0], every["pick_id"].iloc[0]) == ("A", "D")
+    assert every["loss"].iloc[0] == pytest.approx(0.5)
+    assert every["pick"].iloc[0] == "disagg 2×TP2 + 1×TP1·DP4·EP4 c24 bf16 (8 GPUs)"
+
+
 def test_cli_ranks_an_earlier_validate_output(tmp_path, capsys):
     validated, decisions = tmp_path / "val.csv", tmp_path / "rank.csv"
     pd.DataFrame(GROUP).to_csv(validated, index=False)

@@ -123,6 +123,23 @@ def test_sglang_moe_with_attention_dp_and_experts_in_its_own_units():
     assert serve.gpus == 4 and serve.notes == ()
 
 
+@pytest.mark.parametrize("hardware", ["b200", "h100-sxm"])
+def test_mxfp4_experts_launch_the_kernel_that_was_priced(hardware):
+    """gpt-oss's MXFP4 experts are priced against MXFP8 activations on Blackwell (the profiles'
+    mxfp4_experts_by_generation): TensorRT-LLM's options pick its TRTLLM MoE backend, vLLM's command says to set
+    its FlashInfer variable (its default takes BF16 activations), SGLang's default runs them so; on Hopper, weight-only
+    everywhere, nothing said."""
+    blackwell = hardware == "b200"
+    for engine in ("trtllm", "vllm", "sglang"):
+        (serve, _, flags), = commands(engine=engine, model="gpt-oss-120b", hardware=hardware,
+                                      cluster={"tensor_parallel": 2}, dtype="auto")
+        if engine == "trtllm":
+            options = yaml.safe_load(serve.files[flags["--extra_llm_api_options"]])
+            assert (options.get("moe_config") == {"backend": "TRTLLM"}) == blackwell
+        said = any("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1" in note for note in serve.notes)
+        assert said == (blackwell and engine == "vllm"), (engine, serve.notes)
+
+
 def test_trtllm_moe_with_attention_dp_writes_its_extra_options():
     (serve, program, flags), = commands(
         engine="trtllm", model="qwen3-30b-a3b", cluster={"tensor_parallel": 1, "data_parallel": 4,
