@@ -146,12 +146,14 @@ def latency_columns(
 ) -> dict[str, np.ndarray]:
     """``ttft_ms``, ``tpot_ms``, ``max_itl_ms``, ``e2el_ms`` and ``slo_met`` from arrival/first-token/finish times,
     ``max_itl_s`` and ``finished`` (bool); a request of class k is held to ``class_slos[k]`` when given, else to
-    ``slo``."""
+    ``slo``. TPOT is a finished request's (its row's ``output_tokens`` are the tokens it generated); a cancelled one
+    generated fewer than its row states, so its TPOT is NaN (its TTFT and time to its end stand)."""
     arrival, first, finish = columns["arrival_s"], columns["first_token_s"], columns["finish_s"]
     output = np.asarray(columns["output_tokens"], dtype=float)
     ttft, e2el = (first - arrival) * 1000, (finish - arrival) * 1000
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(output > 1, (e2el - ttft) / (output - 1), np.nan)
+        tpot = np.where((output > 1) & np.asarray(columns["finished"], dtype=bool), (e2el - ttft) / (output - 1),
+                        np.nan)
     max_itl = columns["max_itl_s"] * 1000 if "max_itl_s" in columns else np.full(ttft.shape, np.nan)  # older tables
     latency = {"ttft_ms": ttft, "tpot_ms": tpot, "max_itl_ms": max_itl, "e2el_ms": e2el}
     met = np.asarray(columns["finished"], dtype=bool) & _meets(slo, latency)

@@ -174,6 +174,7 @@ def test_a_client_that_stops_after_n_tokens_ends_every_request_there(cluster, sp
     rows, s = result.requests, result.summary
     assert (rows["status"] == "cancelled").all() and set(rows["reject_reason"]) == {"client stop"}
     assert (rows["output_tokens"] == 50).all()
+    assert rows["tpot_ms"].isna().all() and rows["ttft_ms"].notna().all()  # 7 tokens generated, not the 50 stated
     assert (s["completed"], s["num_cancelled"], s["num_rejected"], s["num_failed"]) == (0, 5, 0, 0)
     assert s["cancelled_output_tokens"] == 5 * 7
     if not cluster and not speculative:
