@@ -669,16 +669,17 @@ def test_fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
 
 def test_mxfp4_experts_run_weight_only_or_against_mxfp8_as_the_engine_runs_them():
     """gpt-oss's MXFP4 experts: weight-only at the 16-bit rate (the kernel tables' w4a16_mxfp4), or — where the
-    engine runs MXFP4 x MXFP8 (``mxfp4_experts_by_generation``: TensorRT-LLM's TRTLLM MoE backend and vLLM's
-    FlashInfer kernel on Blackwell) — at the FP8 peak, its activations MXFP8 (1 + 1/32 bytes). On Hopper, without
-    the entry, weight-only whatever the engine."""
+    engine runs MXFP4 x MXFP8 (``mxfp4_experts_by_generation``: on Blackwell TensorRT-LLM's TRTLLM MoE backend,
+    SGLang's default and vLLM's FlashInfer kernel) — at the FP8 peak, its activations MXFP8 (1 + 1/32 bytes). On
+    Hopper, without the entry, weight-only whatever the engine, and a profile without one (Splitwise's) everywhere."""
     from simulator.catalog import load_engine
     from simulator.cost.moe import ExpertsModel
 
     b200 = load_hardware("b200")
-    trtllm, sglang = load_engine("trtllm"), load_engine("sglang")
-    assert trtllm.expert_format("mxfp4", "blackwell") == "mxfp4_mxfp8"
-    assert trtllm.expert_format("mxfp4", "hopper") == sglang.expert_format("mxfp4", "blackwell") == "mxfp4"
+    trtllm, splitwise = load_engine("trtllm"), load_engine("splitwise")
+    assert {load_engine(name).expert_format("mxfp4", "blackwell") for name in ("trtllm", "sglang", "vllm")} == {
+        "mxfp4_mxfp8"}
+    assert trtllm.expert_format("mxfp4", "hopper") == splitwise.expert_format("mxfp4", "blackwell") == "mxfp4"
     assert trtllm.expert_format("nvfp4", "blackwell") == "nvfp4"  # W4A4 already: its own format
     moe = b200.fit.moe
     weight_only, w4a8 = ExpertsModel(b200, "mxfp4"), ExpertsModel(b200, "mxfp4_mxfp8")
