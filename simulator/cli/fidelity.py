@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -14,6 +15,7 @@ from simulator.cli.outputs import check_output_file
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, update_bands
 from simulator.fidelity.calibrate import calibrate
+from simulator.fidelity.clients import CLIENTS
 from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, generation_file
 from simulator.fidelity.kernels import GPUS, left_out
 from simulator.fidelity.ranking import rank, ranking_report, read_validated, row_rates
@@ -84,11 +86,13 @@ def _validate_runs(args: argparse.Namespace) -> int:
         read_bands(Path(args.bands))  # a malformed file fails now, not after the runs
     if args.ranking:
         check_output_file(Path(args.ranking), "--ranking")
-    per_client = {} if args.requests_per_client is None else {
-        "measured": args.requests_per_client, "min_measured": args.requests_per_client}
-    frame = validate_runs(args.runs, model_dir, args.jobs,
-                          RunSettings(length_range=args.length_range, generation=args.generation,
-                                      client_connections=args.client_connections, **per_client))
+    settings = RunSettings(generation=args.generation, client_connections=args.client_connections).with_client(
+        CLIENTS[args.client])
+    if args.length_range is not None:
+        settings = replace(settings, length_range=args.length_range)
+    if args.requests_per_client is not None:
+        settings = replace(settings, measured=args.requests_per_client, min_measured=args.requests_per_client)
+    frame = validate_runs(args.runs, model_dir, args.jobs, settings)
     if args.ranking is not None:
         frame = row_rates(frame)
     if args.output:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from simulator.config import DEFAULT_EXPERIMENT
 from simulator.dtypes import WEIGHT_DTYPES
+from simulator.fidelity.clients import CLIENTS, DEFAULT_CLIENT
 
 
 def _positive_int(text: str) -> int:
@@ -292,12 +293,17 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--model-configs", help="folder of Hugging Face configs named <org>--<name>_config.json")
     val.add_argument("--output", help="with --runs: write every row with predicted_ttft_ms, predicted_tpot_ms, status")
     val.add_argument("--jobs", type=_positive_int, default=1, help="with --runs: rows simulated in parallel")
+    val.add_argument("--client", choices=list(CLIENTS), default=DEFAULT_CLIENT,
+                     help="with --runs: the benchmark client of the rows that state none in a benchmark_client "
+                     "column: aiperf (fixed lengths, 12 requests per client, at least 48: aiconfigurator's recipe "
+                     "as fitted on the H100 rows) or inferencex (lengths uniform on 0.8-1 times isl and osl, 10 "
+                     "requests per client); default: %(default)s")
     val.add_argument("--length-range", type=_length_range, metavar="LOW:HIGH",
                      help="with --runs: every request's prompt and output lengths uniform on [LOW, HIGH] times the "
-                     "row's isl and osl (a benchmark client that draws lengths); default: exactly isl and osl")
+                     "row's isl and osl (a benchmark client that draws lengths); default: the --client's")
     val.add_argument("--requests-per-client", type=_bounded_int(1, 100), metavar="N",
-                     help="with --runs: every simulated client sends N requests, all measured (InferenceX's "
-                     "benchmark client sends 10); default: 12, at least 48 in all (chosen on the H100 fit rows)")
+                     help="with --runs: every simulated client sends N requests, all measured; default: the "
+                     "--client's")
     val.add_argument("--client-connections", type=_positive_int, metavar="N",
                      help="with --runs: the benchmark client's connection pool holds N connections, its requests "
                      "timed from their send, the wait for a connection included (aiohttp's default session: 100); "

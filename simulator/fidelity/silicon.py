@@ -47,7 +47,10 @@ TensorRT-LLM the recipe (16.5% / 17.1% against 41.1% / 39.9%).
 
 ``RunSettings.length_range`` (``validate --runs --length-range LOW:HIGH``) draws every request's prompt and output
 uniformly from [LOW, HIGH] × (isl, osl) instead, for a benchmark whose client draws lengths (a random dataset's
-range ratio); no row says so, so it applies to a whole file.
+range ratio). Which client a row's benchmark ran — the lengths it drew, the requests each of its clients sent — is
+the run's (``validate --runs --client NAME``, default aiperf's), or where the file has a ``benchmark_client`` column
+the one its row states (:func:`row_settings`, :mod:`simulator.fidelity.clients`); ``../shared/data``'s files have
+none.
 
 The client turnaround stands for everything that keeps real closed-loop clients from moving in lock step (the
 client's own time between a response and its next request, network, the server's front end); with none, clients
@@ -91,7 +94,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -105,6 +108,7 @@ from simulator.cost import build_cost_model
 from simulator.cost.base import IterationShape
 from simulator.dtypes import bytes_per_element
 from simulator.errors import LLMSimError, MemoryShortError
+from simulator.fidelity.clients import CLIENT_COLUMN, CLIENTS, DEFAULT_CLIENT, BenchmarkClient
 from simulator.fidelity.systems import SYSTEMS, WEIGHT_FORMATS
 from simulator.results.progress import progress_bar
 
@@ -155,17 +159,19 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How long each simulated benchmark runs, in multiples of its concurrency N."""
+    """How each simulated benchmark runs: its client (by default aiperf's, :data:`DEFAULT_CLIENT`), how long, in
+    multiples of its concurrency N, and the choices made for every row."""
 
     warmup: int = 0  # requests excluded at the start, × N, with no drain after them (module docstring)
-    measured: int = 12  # requests measured, × N, the last N (as the concurrency falls) included (fitted)
-    min_measured: int = 48  # at least this many measured requests
+    # requests measured, × N, the last N (as the concurrency falls) included (fitted), and at least min_measured
+    measured: int = CLIENTS[DEFAULT_CLIENT].requests_per_client
+    min_measured: int = CLIENTS[DEFAULT_CLIENT].min_requests
     client_jitter_ms: float = 20.0  # mean of an exponential delay before each client's next request (fitted)
     expert_load_cv: float = 1.25  # the served traffic's spread of routed-expert popularity (fitted; docstring)
     ramp: bool = False  # spread the clients' first requests over one request's duration
     # each request's prompt and output lengths uniform on [low·isl, high·isl] and [low·osl, high·osl] (a client
     # that draws lengths, e.g. a random dataset's range ratio); None: every request exactly isl and osl
-    length_range: tuple[float, float] | None = None
+    length_range: tuple[float, float] | None = CLIENTS[DEFAULT_CLIENT].length_range
     # the client's connection pool (``workload.client_connections``): a client of fewer connections than clients
     # runs at most this many requests, the others' TTFT holding their wait (docstring); None: one per client
     client_connections: int | None = None
@@ -176,6 +182,25 @@ class RunSettings:
     # backend -> "recipe" (the benchmark recipe's token budget, :func:`recipe_token_budget`) or "server" (the
     # engine profile's server default); chosen per backend on the fit rows (see the module docstring)
     token_budgets: tuple[tuple[str, str], ...] = (("vllm", "recipe"), ("sglang", "server"), ("trtllm", "recipe"))
+
+    def with_client(self, client: BenchmarkClient) -> RunSettings:
+        """These settings with ``client``'s request lengths and requests per client, every request measured."""
+        return replace(self, length_range=client.length_range, measured=client.requests_per_client,
+                       min_measured=client.min_requests, warmup=0)
+
+
+def row_settings(row: dict[str, str], settings: RunSettings, where: str) -> RunSettings:
+    """The settings a row is simulated with: ``settings``, with the benchmark client the row states in its
+    :data:`~simulator.fidelity.clients.CLIENT_COLUMN` where it states one (:mod:`simulator.fidelity.clients`; an
+    unknown name is :class:`Unsupported`)."""
+    stated = (row.get(CLIENT_COLUMN) or "").strip()
+    if not stated:
+        return settings
+    client = CLIENTS.get(stated.lower())
+    if client is None:
+        raise Unsupported(f"{where}: {CLIENT_COLUMN} {stated!r} is not a benchmark client llmsim knows (known: "
+                          f"{', '.join(CLIENTS)})")
+    return settings.with_client(client)
 
 
 # The most benchmark clients a row may have: 3x the largest in the measured files (10,860); a simulation's work
@@ -365,7 +390,8 @@ def model_path(model_id: str, model_dir: Path | None) -> str:
 def row_experiment(
     row: dict[str, str], where: str, model_dir: Path | None, settings: RunSettings = RunSettings()
 ) -> ExperimentConfig:
-    """The experiment a silicon row describes (raises :class:`Unsupported` with the reason)."""
+    """The experiment a silicon row describes under ``settings`` (the row's own client applied by
+    :func:`row_settings`; raises :class:`Unsupported` with the reason)."""
 
     system = (row.get("system") or "").strip()
     if system not in SYSTEMS:
@@ -519,6 +545,7 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
     try:
         for measured in MEASURED:  # what the prediction is judged against: a row without it cannot be judged
             _number(row, measured, where, integer=False)
+        settings = row_settings(row, settings, where)
         config = row_experiment(row, where, model_dir, settings)
         arrival = config.workload.arrival
         assert isinstance(arrival, ClosedLoopArrival)  # row_experiment's clients

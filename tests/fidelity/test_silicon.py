@@ -13,12 +13,14 @@ import pytest
 
 from simulator.cli import main
 from simulator.errors import LLMSimError
+from simulator.fidelity.clients import CLIENTS
 from simulator.fidelity.silicon import (
     RunSettings,
     Unsupported,
     is_fit_row,
     read_runs,
     row_experiment,
+    row_settings,
     served_format,
     validate_runs,
 )
@@ -511,3 +513,46 @@ def test_a_length_range_draws_each_requests_lengths_from_it(tmp_path, capsys):
             main(["validate", "--runs", str(tmp_path / "runs.csv"), "--length-range", bad])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and "argument --length-range" in err and err.count("\n") == 1
+
+
+def test_a_row_states_its_benchmark_client(tmp_path, capsys, monkeypatch):
+    """A ``benchmark_client`` column names each row's client: ``inferencex`` draws prompts on [0.8·1000, 1000] =
+    [800, 1000] tokens and sends 10 requests from each of 4 clients (40, all measured), a row that states none takes
+    the run's client (aiperf's fixed lengths, 12 × 4 = 48 requests), an unknown name is unsupported with its reason.
+    ``--client NAME`` sets the run's client; a row that states another keeps its own."""
+    stated = row_settings(_row(benchmark_client="inferencex"), RunSettings(), "x:2")
+    config = row_experiment(_row(isl="1000", batch_size="4"), "x:2", None, stated)
+    assert (config.workload.input_tokens.min, config.workload.input_tokens.max) == (800, 1000)
+    assert config.workload.num_requests == 40
+    plain = row_experiment(_row(isl="1000", batch_size="4"), "x:3", None, row_settings(_row(), RunSettings(), "x:3"))
+    assert plain.workload.input_tokens.value == 1000 and plain.workload.num_requests == 48
+    inferencex = RunSettings().with_client(CLIENTS["inferencex"])
+    assert row_settings(_row(benchmark_client=" AIPerf "), inferencex, "x:4") == RunSettings()  # the row wins
+    with pytest.raises(Unsupported, match=r"x:5: benchmark_client 'locust' is not a benchmark client llmsim knows "
+                                          r"\(known: aiperf, inferencex\)"):
+        row_settings(_row(benchmark_client="locust"), RunSettings(), "x:5")
+
+    path = tmp_path / "runs.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*HEADER, "benchmark_client"])
+        writer.writeheader()
+        writer.writerows([_row(id="a", osl="4", benchmark_client="inferencex"), _row(id="b", osl="4"),
+                          _row(id="c", osl="4", benchmark_client="locust")])
+    frame = validate_runs(path, None)
+    assert frame["status"].tolist()[:2] == ["ok", "ok"]
+    assert frame["status"][2] == (f"unsupported: {path}:4: benchmark_client 'locust' is not a benchmark client "
+                                  "llmsim knows (known: aiperf, inferencex)")
+    import simulator.cli.fidelity as command
+
+    seen = []
+    real = command.validate_runs
+    monkeypatch.setattr(command, "validate_runs", lambda *args: seen.append(args[3]) or real(*args))
+    assert main(["validate", "--runs", str(path), "--client", "inferencex"]) == 0
+    assert seen[0] == inferencex and "2 of 3 rows ok" in capsys.readouterr().out
+    assert main(["validate", "--runs", str(path), "--client", "inferencex", "--requests-per-client", "3"]) == 0
+    assert (seen[1].length_range, seen[1].measured, seen[1].min_measured) == ((0.8, 1.0), 3, 3)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:  # argparse refuses the name: one line, status 2
+        main(["validate", "--runs", str(path), "--client", "locust"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "argument --client" in err and err.count("\n") == 1
