@@ -15,7 +15,7 @@ from simulator.cli.outputs import check_output_file
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, update_bands
 from simulator.fidelity.calibrate import calibrate
-from simulator.fidelity.clients import CLIENTS
+from simulator.fidelity.clients import CLIENT_COLUMN, CLIENTS
 from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, generation_file
 from simulator.fidelity.kernels import GPUS, left_out
 from simulator.fidelity.ranking import rank, ranking_report, read_validated, row_rates
@@ -89,10 +89,15 @@ def _validate_runs(args: argparse.Namespace) -> int:
     settings = RunSettings(generation=args.generation, client_connections=args.client_connections).with_client(
         CLIENTS[args.client])
     if args.length_range is not None:
-        settings = replace(settings, length_range=args.length_range)
+        low, high = args.length_range
+        settings = replace(settings, length_range=args.length_range,
+                           client=f"{settings.client} --length-range {low:g}:{high:g}")
     if args.requests_per_client is not None:
-        settings = replace(settings, measured=args.requests_per_client, min_measured=args.requests_per_client)
+        settings = replace(settings, measured=args.requests_per_client, min_measured=args.requests_per_client,
+                           client=f"{settings.client} --requests-per-client {args.requests_per_client}")
     frame = validate_runs(args.runs, model_dir, args.jobs, settings)
+    if CLIENT_COLUMN in frame and (own := int(frame[CLIENT_COLUMN].fillna("").astype(str).str.strip().ne("").sum())):
+        note(f"{own} of {len(frame)} rows name a {CLIENT_COLUMN} and ran their own; the others ran {settings.client}")
     if args.ranking is not None:
         frame = row_rates(frame)
     if args.output:

@@ -294,16 +294,16 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--output", help="with --runs: write every row with predicted_ttft_ms, predicted_tpot_ms, status")
     val.add_argument("--jobs", type=_positive_int, default=1, help="with --runs: rows simulated in parallel")
     val.add_argument("--client", choices=list(CLIENTS), default=DEFAULT_CLIENT,
-                     help="with --runs: the benchmark client of the rows that state none in a benchmark_client "
-                     "column: aiperf (fixed lengths, 12 requests per client, at least 48: aiconfigurator's recipe "
-                     "as fitted on the H100 rows) or inferencex (lengths uniform on 0.8-1 times isl and osl, 10 "
-                     "requests per client); default: %(default)s")
+                     help="with --runs: the benchmark client of the rows that name none in a benchmark_client "
+                     f"column ({'; '.join(client.describe() for client in CLIENTS.values())}); default: "
+                     "%(default)s")
     val.add_argument("--length-range", type=_length_range, metavar="LOW:HIGH",
-                     help="with --runs: every request's prompt and output lengths uniform on [LOW, HIGH] times the "
-                     "row's isl and osl (a benchmark client that draws lengths); default: the --client's")
+                     help="with --runs, for the rows that name no benchmark_client: every request's prompt and "
+                     "output lengths uniform on [LOW, HIGH] times the row's isl and osl (a benchmark client that "
+                     "draws lengths); default: the --client's")
     val.add_argument("--requests-per-client", type=_bounded_int(1, 100), metavar="N",
-                     help="with --runs: every simulated client sends N requests, all measured; default: the "
-                     "--client's")
+                     help="with --runs, for the rows that name no benchmark_client: every simulated client sends N "
+                     "requests, all measured; default: the --client's")
     val.add_argument("--client-connections", type=_positive_int, metavar="N",
                      help="with --runs: the benchmark client's connection pool holds N connections, its requests "
                      "timed from their send, the wait for a connection included (aiohttp's default session: 100); "

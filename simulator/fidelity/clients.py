@@ -2,10 +2,11 @@
 
 A row's TTFT and TPOT are means over the requests its benchmark client sent, so the client is part of the
 experiment: how its requests' lengths are drawn and how many each of its N concurrent clients sends (all measured).
-A row states its client in the ``benchmark_client`` column where the file has one (:data:`CLIENTS`' names); rows
-that state none take the run's client (``validate --runs --client NAME``, default ``aiperf``), whose lengths and
-requests ``--length-range`` and ``--requests-per-client`` override. A client stated by its row wins over the run's:
-it is a fact about that measurement.
+A row states its client in the ``benchmark_client`` column where the file has one (that exact column name; the
+value one of :data:`CLIENTS`' names, in any case); rows that state none take the run's client (``validate --runs
+--client NAME``, default ``aiperf``), whose lengths and requests ``--length-range`` and ``--requests-per-client``
+change. A client stated by its row wins over the run's, those options included: it is a fact about that
+measurement (``validate`` says how many rows kept their own).
 
 - ``aiperf``: aiconfigurator's benchmark recipe (``bench_run.sh.j2``: ``aiperf --concurrency N``, streaming, fixed
   lengths with ``ignore_eos``, about 20·N requests after 2·N warm-up ones), the recipe ``../shared/data``'s
@@ -33,6 +34,13 @@ class BenchmarkClient:
     length_range: tuple[float, float] | None
     requests_per_client: int
     min_requests: int
+
+    def describe(self) -> str:
+        """One phrase for help texts: its lengths and requests."""
+        lengths = (f"lengths uniform on {self.length_range[0]:g}-{self.length_range[1]:g} times isl and osl"
+                   if self.length_range else "fixed lengths")
+        least = f", at least {self.min_requests}" if self.min_requests > self.requests_per_client else ""
+        return f"{self.name}: {lengths}, {self.requests_per_client} requests per client{least}"
 
 
 CLIENTS: dict[str, BenchmarkClient] = {client.name: client for client in (

@@ -121,6 +121,7 @@ REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size
 PRECISIONS = {"": "bf16", **WEIGHT_FORMATS}  # a row's gemm_quant_mode, else precision (empty: 16-bit)
 # weight formats the benchmark recipe runs with an fp8 KV cache (see the module's docstring)
 FP8_KV_PRECISIONS = ("fp8", "fp8_block", "nvfp4")
+_DEFAULT = CLIENTS[DEFAULT_CLIENT]  # the client of rows that state none (RunSettings' defaults)
 
 
 # the engine profiles of a backend's later versions: (first version, profile), oldest first (module docstring)
@@ -162,16 +163,18 @@ class RunSettings:
     """How each simulated benchmark runs: its client (by default aiperf's, :data:`DEFAULT_CLIENT`), how long, in
     multiples of its concurrency N, and the choices made for every row."""
 
+    # the benchmark client these settings simulate, as the validate output's ``client`` column names it
+    client: str = DEFAULT_CLIENT
     warmup: int = 0  # requests excluded at the start, × N, with no drain after them (module docstring)
     # requests measured, × N, the last N (as the concurrency falls) included (fitted), and at least min_measured
-    measured: int = CLIENTS[DEFAULT_CLIENT].requests_per_client
-    min_measured: int = CLIENTS[DEFAULT_CLIENT].min_requests
+    measured: int = _DEFAULT.requests_per_client
+    min_measured: int = _DEFAULT.min_requests
     client_jitter_ms: float = 20.0  # mean of an exponential delay before each client's next request (fitted)
     expert_load_cv: float = 1.25  # the served traffic's spread of routed-expert popularity (fitted; docstring)
     ramp: bool = False  # spread the clients' first requests over one request's duration
     # each request's prompt and output lengths uniform on [low·isl, high·isl] and [low·osl, high·osl] (a client
     # that draws lengths, e.g. a random dataset's range ratio); None: every request exactly isl and osl
-    length_range: tuple[float, float] | None = CLIENTS[DEFAULT_CLIENT].length_range
+    length_range: tuple[float, float] | None = _DEFAULT.length_range
     # the client's connection pool (``workload.client_connections``): a client of fewer connections than clients
     # runs at most this many requests, the others' TTFT holding their wait (docstring); None: one per client
     client_connections: int | None = None
@@ -184,19 +187,25 @@ class RunSettings:
     token_budgets: tuple[tuple[str, str], ...] = (("vllm", "recipe"), ("sglang", "server"), ("trtllm", "recipe"))
 
     def with_client(self, client: BenchmarkClient) -> RunSettings:
-        """These settings with ``client``'s request lengths and requests per client, every request measured."""
-        return replace(self, length_range=client.length_range, measured=client.requests_per_client,
-                       min_measured=client.min_requests, warmup=0)
+        """These settings with ``client``'s name, request lengths and requests per client."""
+        return replace(self, client=client.name, length_range=client.length_range,
+                       measured=client.requests_per_client, min_measured=client.min_requests)
+
+
+def stated_client(row: dict[str, str]) -> str:
+    """The benchmark client a row names in its :data:`~simulator.fidelity.clients.CLIENT_COLUMN` (lower case,
+    without surrounding blanks); '' where it names none."""
+    return (row.get(CLIENT_COLUMN) or "").strip().lower()
 
 
 def row_settings(row: dict[str, str], settings: RunSettings, where: str) -> RunSettings:
     """The settings a row is simulated with: ``settings``, with the benchmark client the row states in its
     :data:`~simulator.fidelity.clients.CLIENT_COLUMN` where it states one (:mod:`simulator.fidelity.clients`; an
     unknown name is :class:`Unsupported`)."""
-    stated = (row.get(CLIENT_COLUMN) or "").strip()
+    stated = stated_client(row)
     if not stated:
         return settings
-    client = CLIENTS.get(stated.lower())
+    client = CLIENTS.get(stated)
     if client is None:
         raise Unsupported(f"{where}: {CLIENT_COLUMN} {stated!r} is not a benchmark client llmsim knows (known: "
                           f"{', '.join(CLIENTS)})")
@@ -586,8 +595,9 @@ def validate_runs(
 ) -> pd.DataFrame:
     """Every row of a runs file (or those ``keep`` accepts) with ``predicted_ttft_ms``, ``predicted_tpot_ms``,
     ``status``, ``reading`` (the rules beyond its columns' values a row took, :func:`_one`), ``engine`` (the engine
-    profile it ran, :func:`run_engine`), ``subset`` (``fit`` or ``holdout``, :func:`is_fit_row`) and the absolute
-    percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
+    profile it ran, :func:`run_engine`), ``client`` (the benchmark client it was simulated as: its own, else
+    ``settings.client``; :func:`row_settings`), ``subset`` (``fit`` or ``holdout``, :func:`is_fit_row`) and the
+    absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
     rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
     if not rows:
         raise LLMSimError(f"{path}: no rows to simulate (a runs file has a header and one row per run)")
@@ -619,6 +629,7 @@ def validate_runs(
     frame["status"] = [r[2] for r in results]
     frame["reading"] = [r[3] for r in results]
     frame["engine"] = [run_engine(row, settings) for _, row in rows]
+    frame["client"] = [stated_client(row) or settings.client for _, row in rows]
     frame["subset"] = ["fit" if is_fit_row(row) else "holdout" for _, row in rows]
     for metric in ("ttft", "tpot"):
         measured = pd.to_numeric(frame[f"silicon_{metric}_ms"], errors="coerce")

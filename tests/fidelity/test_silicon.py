@@ -519,7 +519,7 @@ def test_a_row_states_its_benchmark_client(tmp_path, capsys, monkeypatch):
     """A ``benchmark_client`` column names each row's client: ``inferencex`` draws prompts on [0.8·1000, 1000] =
     [800, 1000] tokens and sends 10 requests from each of 4 clients (40, all measured), a row that states none takes
     the run's client (aiperf's fixed lengths, 12 × 4 = 48 requests), an unknown name is unsupported with its reason.
-    ``--client NAME`` sets the run's client; a row that states another keeps its own."""
+    ``--client NAME`` sets the run's client; a row that states another keeps its own, whatever the options."""
     stated = row_settings(_row(benchmark_client="inferencex"), RunSettings(), "x:2")
     config = row_experiment(_row(isl="1000", batch_size="4"), "x:2", None, stated)
     assert (config.workload.input_tokens.min, config.workload.input_tokens.max) == (800, 1000)
@@ -532,25 +532,41 @@ def test_a_row_states_its_benchmark_client(tmp_path, capsys, monkeypatch):
                                           r"\(known: aiperf, inferencex\)"):
         row_settings(_row(benchmark_client="locust"), RunSettings(), "x:5")
 
+    # the same row four times: stating inferencex, stating nothing, stating aiperf, stating an unknown client
     path = tmp_path / "runs.csv"
+    same = {"isl": "200", "osl": "8", "batch_size": "4"}
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[*HEADER, "benchmark_client"])
         writer.writeheader()
-        writer.writerows([_row(id="a", osl="4", benchmark_client="inferencex"), _row(id="b", osl="4"),
-                          _row(id="c", osl="4", benchmark_client="locust")])
-    frame = validate_runs(path, None)
-    assert frame["status"].tolist()[:2] == ["ok", "ok"]
-    assert frame["status"][2] == (f"unsupported: {path}:4: benchmark_client 'locust' is not a benchmark client "
-                                  "llmsim knows (known: aiperf, inferencex)")
+        writer.writerows([_row(id="a", benchmark_client="InferenceX", **same), _row(id="b", **same),
+                          _row(id="c", benchmark_client="aiperf", **same),
+                          _row(id="d", benchmark_client="locust", **same)])
+    default = validate_runs(path, None)
+    assert default["status"].tolist()[:3] == ["ok", "ok", "ok"]
+    assert default["status"][3] == (f"unsupported: {path}:5: benchmark_client 'locust' is not a benchmark client "
+                                    "llmsim knows (known: aiperf, inferencex)")
+    assert default["client"].tolist() == ["inferencex", "aiperf", "aiperf", "locust"]
+    under_inferencex = validate_runs(path, None, settings=inferencex)
+    assert under_inferencex["client"].tolist() == ["inferencex", "inferencex", "aiperf", "locust"]
+    predicted = ["predicted_ttft_ms", "predicted_tpot_ms"]
+    # row a runs InferenceX's client under either run, as row b does only when the run names it; row c keeps aiperf
+    assert default.loc[0, predicted].tolist() == under_inferencex.loc[1, predicted].tolist()
+    assert default.loc[0, predicted].tolist() == under_inferencex.loc[0, predicted].tolist()
+    assert default.loc[1, predicted].tolist() == under_inferencex.loc[2, predicted].tolist()
+    assert default.loc[0, "predicted_ttft_ms"] != default.loc[1, "predicted_ttft_ms"]
+
     import simulator.cli.fidelity as command
 
     seen = []
     real = command.validate_runs
     monkeypatch.setattr(command, "validate_runs", lambda *args: seen.append(args[3]) or real(*args))
     assert main(["validate", "--runs", str(path), "--client", "inferencex"]) == 0
-    assert seen[0] == inferencex and "2 of 3 rows ok" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert seen[0] == inferencex and "1  benchmark_client 'locust' is not a benchmark client" in captured.out
+    assert "3 of 4 rows name a benchmark_client and ran their own; the others ran inferencex" in captured.err
     assert main(["validate", "--runs", str(path), "--client", "inferencex", "--requests-per-client", "3"]) == 0
     assert (seen[1].length_range, seen[1].measured, seen[1].min_measured) == ((0.8, 1.0), 3, 3)
+    assert seen[1].client == "inferencex --requests-per-client 3"
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:  # argparse refuses the name: one line, status 2
         main(["validate", "--runs", str(path), "--client", "locust"])
