@@ -399,8 +399,8 @@ def model_path(model_id: str, model_dir: Path | None) -> str:
 def row_experiment(
     row: dict[str, str], where: str, model_dir: Path | None, settings: RunSettings = RunSettings()
 ) -> ExperimentConfig:
-    """The experiment a silicon row describes under ``settings`` (the row's own client applied by
-    :func:`row_settings`; raises :class:`Unsupported` with the reason)."""
+    """The experiment a silicon row describes under ``settings`` (for a row that names its benchmark client, the
+    caller passes :func:`row_settings`'s); raises :class:`Unsupported` with the reason."""
 
     system = (row.get("system") or "").strip()
     if system not in SYSTEMS:
