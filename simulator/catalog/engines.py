@@ -353,8 +353,7 @@ class EngineProfile(BaseModel):
         from; weight-only without one), any other format as itself."""
         if dtype != "mxfp4":
             return dtype
-        table = self.mxfp4_experts_by_generation
-        return next((table[name] for name in (generation, borrowed_generation(generation)) if name in table), dtype)
+        return generation_entry(self.mxfp4_experts_by_generation, generation) or dtype
 
     def custom_allreduce(self, generation: str) -> CustomAllReduceFit | None:
         """The framework's all-reduce kernels on a GPU of ``generation``: its entry in
