@@ -9,13 +9,14 @@ from pathlib import Path
 
 import yaml
 
-from simulator.catalog import HardwareSpec, load_hardware
+from simulator.catalog import HardwareSpec, load_engine, load_hardware
 from simulator.catalog.generations import generation_names
 from simulator.cli.outputs import check_output_file
 from simulator.errors import LLMSimError
 from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, update_bands
 from simulator.fidelity.calibrate import calibrate
-from simulator.fidelity.clients import CLIENT_COLUMN, CLIENTS
+from simulator.fidelity.clients import CLIENT_COLUMN, CLIENTS, DEFAULT_CLIENT
+from simulator.fidelity.engine_fit import fit_engine, fit_report, fitted_profile
 from simulator.fidelity.kernel_fit import fit_framework_kernels, fit_kernels, generation_file
 from simulator.fidelity.kernels import GPUS, left_out
 from simulator.fidelity.ranking import rank, ranking_report, read_validated, row_rates
@@ -128,6 +129,12 @@ def _ranking(args: argparse.Namespace, frame) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    if args.runs is not None or args.engine is not None:
+        return _calibrate_engine(args)
+    for flag, given in (("--model-configs", args.model_configs), ("--jobs", args.jobs != 1),
+                        ("--client", args.client != DEFAULT_CLIENT)):
+        if given:
+            raise LLMSimError(f"calibrate: {flag} goes with --runs FILE --engine PROFILE")
     ops = Path(args.ops) if args.ops else None
     data = Path(args.data) if args.data else None
     kernels = Path(args.kernels) if args.kernels else None
@@ -165,6 +172,30 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     sources = ", ".join(str(p) for p in (ops, data, kernels) if p)
     return _write_fit(args.output, f"Calibrated by `llmsim calibrate` from {sources}", report,
                       profile.model_dump(mode="json"))
+
+
+def _calibrate_engine(args: argparse.Namespace) -> int:
+    """``calibrate --runs FILE --engine PROFILE``: the engine profile's fixed costs fitted on the fit half of the
+    rows that run it (:mod:`simulator.fidelity.engine_fit`), written as a profile that extends it."""
+    if args.runs is None or args.engine is None:
+        raise LLMSimError("calibrate: --runs FILE and --engine PROFILE go together (fit the profile's fixed costs on "
+                          "the benchmark rows that run it)")
+    given = [flag for flag, value in (("--kernels", args.kernels), ("--ops", args.ops), ("--data", args.data),
+                                      ("--hardware", args.hardware), ("--framework", args.framework),
+                                      ("--generation-file", args.generation_file)) if value]
+    if given:
+        raise LLMSimError(f"calibrate: --runs fits an engine profile on its own (not with {', '.join(given)})")
+    model_dir = Path(args.model_configs) if args.model_configs else None
+    if model_dir is not None and not model_dir.is_dir():
+        raise LLMSimError(f"calibrate: --model-configs: folder not found: {model_dir}")
+    check_output_file(Path(args.output), "--output")
+    load_engine(args.engine)  # an unknown profile fails now, with the catalog's names
+    client = CLIENTS[args.client]
+    fit = fit_engine(args.runs, model_dir, args.engine, jobs=args.jobs,
+                     settings=RunSettings().with_client(client))
+    return _write_fit(args.output, f"Fitted by `llmsim calibrate --runs {args.runs} --engine {args.engine}`:",
+                      fit_report(fit, args.runs, client.name),
+                      fitted_profile(fit, Path(args.output).stem, args.runs))
 
 
 def _write_generation_file(args: argparse.Namespace, kernels: Path, profile: HardwareSpec,

@@ -321,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "file instead of simulating (as --ranking)")
     val.set_defaults(handler=("fidelity", "cmd_validate"))
 
-    cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters to measurements")
+    cal = sub.add_parser("calibrate", help="fit a hardware profile's physical parameters, or an engine profile's "
+                         "fixed costs, to measurements")
     cal.add_argument("--hardware", help="profile to start from (spec-sheet numbers are kept; with --kernels: the "
                      "--gpu's catalog profile by default)")
     cal.add_argument("--kernels", help="kernel-table folder (format of ../shared/data/kernels): fit the GEMM, "
@@ -337,6 +338,18 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--ops", help="folder of per-layer operator CSVs (format of calibration/a100_ops)")
     cal.add_argument("--data", help="folder with network/<system>_<all_reduce|send_recv>.csv")
     cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")
+    cal.add_argument("--runs", metavar="FILE", help="a file of end-to-end benchmark runs (format of "
+                     "../shared/data/silicon): fit --engine's fixed costs (per_iteration_ms, per_sequence_us, "
+                     "kernel_overhead_us) on the half of its rows whose id has an even CRC-32, report both halves, "
+                     "and write the fitted engine profile")
+    cal.add_argument("--engine", metavar="PROFILE", help="with --runs: the engine profile whose rows to fit (the "
+                     "rows' backend, or its later versions' profile: vllm, vllm-0.14, sglang, trtllm)")
+    cal.add_argument("--model-configs", help="with --runs: folder of Hugging Face configs named "
+                     "<org>--<name>_config.json")
+    cal.add_argument("--client", choices=list(CLIENTS), default=DEFAULT_CLIENT,
+                     help="with --runs: the benchmark client of the rows that name none (as validate --runs); "
+                     "default: %(default)s")
+    cal.add_argument("--jobs", type=_positive_int, default=1, help="with --runs: rows simulated in parallel")
     cal.add_argument("--output", required=True, help="where to write the calibrated profile YAML")
     cal.set_defaults(handler=("fidelity", "cmd_calibrate"))
 

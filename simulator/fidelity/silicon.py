@@ -581,12 +581,16 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
 
 
 
+def in_fit_half(row: dict[str, str]) -> bool:
+    """Whether a row's ``id`` has an even CRC-32: about half of every slice of a runs file, fixed by the id alone."""
+    return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
+
+
 def is_fit_row(row: dict[str, str]) -> bool:
-    """The rows fits and choices are made on: rows of a system measured for fitting (:data:`FITTED_SYSTEMS`) whose
-    ``id`` has an even CRC-32 (about half of every slice, fixed by the id alone). The others — every row of another
-    GPU, whatever its id — are held out and reported apart."""
-    return ((row.get("system") or "").strip() in FITTED_SYSTEMS
-            and zlib.crc32((row.get("id") or "").encode()) % 2 == 0)
+    """The rows this repository's fits and choices are made on: rows of a system measured for fitting
+    (:data:`FITTED_SYSTEMS`) in the fit half (:func:`in_fit_half`). The others — every row of another GPU, whatever
+    its id — are held out and reported apart."""
+    return (row.get("system") or "").strip() in FITTED_SYSTEMS and in_fit_half(row)
 
 
 def validate_runs(

@@ -63,6 +63,9 @@ EXPENSIVE: tuple[tuple[re.Pattern[str], str], ...] = (
      "a 1M-request speed measurement (~3 min); benchmarks stay outside the test run (DESIGN.md)"),
     (re.compile(r"^llmsim calibrate --kernels "),
      "a kernel fit, ~2 min each; tests/fidelity/test_calibration.py runs `calibrate --kernels --framework` (slow)"),
+    (re.compile(r"^llmsim calibrate --runs "),
+     "90 grid points over the H100 file's vLLM 0.14+ rows (~75 s idle); tests/fidelity/test_engine_fit.py runs "
+     "`calibrate --runs` on a small file"),
     (re.compile(r"^llmsim validate --runs \.\./shared/data/silicon/silicon_b200\.csv "),
      "1,749 simulated runs (~80 s idle, minutes on a busy machine); the same path runs on silicon_h100.csv above"),
 )
