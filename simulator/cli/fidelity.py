@@ -24,6 +24,7 @@ from simulator.fidelity.report import kernels_figure, validate_all, write_report
 from simulator.fidelity.runs_report import runs_figure, runs_report
 from simulator.fidelity.silicon import RunSettings, validate_runs
 from simulator.fidelity.steptime import predict_steps, read_steps
+from simulator.fidelity.systems import DEFAULT_KERNEL_GPU
 from simulator.report.html import text_page, write_page
 from simulator.results.progress import note
 
@@ -73,10 +74,16 @@ def _validation_report(path: str, title: str, text: str, figure) -> None:
     note(f"wrote {write_page(page, path)}")
 
 
-def _validate_runs(args: argparse.Namespace) -> int:
+def _model_configs(args: argparse.Namespace, command: str) -> Path | None:
+    """``--model-configs``'s folder (None when not given); a missing folder is a one-line error."""
     model_dir = Path(args.model_configs) if args.model_configs else None
     if model_dir is not None and not model_dir.is_dir():
-        raise LLMSimError(f"validate: --model-configs: folder not found: {model_dir}")
+        raise LLMSimError(f"{command}: --model-configs: folder not found: {model_dir}")
+    return model_dir
+
+
+def _validate_runs(args: argparse.Namespace) -> int:
+    model_dir = _model_configs(args, "validate")
     if args.report:
         check_output_file(Path(args.report), "--report")
     if args.bands:
@@ -131,10 +138,10 @@ def _ranking(args: argparse.Namespace, frame) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.runs is not None or args.engine is not None:
         return _calibrate_engine(args)
-    for flag, given in (("--model-configs", args.model_configs), ("--jobs", args.jobs != 1),
-                        ("--client", args.client != DEFAULT_CLIENT)):
-        if given:
+    for flag, value in (("--model-configs", args.model_configs), ("--jobs", args.jobs), ("--client", args.client)):
+        if value is not None:
             raise LLMSimError(f"calibrate: {flag} goes with --runs FILE --engine PROFILE")
+    args = argparse.Namespace(**{**vars(args), "gpu": args.gpu or DEFAULT_KERNEL_GPU})
     ops = Path(args.ops) if args.ops else None
     data = Path(args.data) if args.data else None
     kernels = Path(args.kernels) if args.kernels else None
@@ -181,21 +188,31 @@ def _calibrate_engine(args: argparse.Namespace) -> int:
         raise LLMSimError("calibrate: --runs FILE and --engine PROFILE go together (fit the profile's fixed costs on "
                           "the benchmark rows that run it)")
     given = [flag for flag, value in (("--kernels", args.kernels), ("--ops", args.ops), ("--data", args.data),
-                                      ("--hardware", args.hardware), ("--framework", args.framework),
+                                      ("--network-system", args.network_system), ("--hardware", args.hardware),
+                                      ("--gpu", args.gpu), ("--framework", args.framework),
                                       ("--generation-file", args.generation_file)) if value]
     if given:
         raise LLMSimError(f"calibrate: --runs fits an engine profile on its own (not with {', '.join(given)})")
-    model_dir = Path(args.model_configs) if args.model_configs else None
-    if model_dir is not None and not model_dir.is_dir():
-        raise LLMSimError(f"calibrate: --model-configs: folder not found: {model_dir}")
-    check_output_file(Path(args.output), "--output")
-    load_engine(args.engine)  # an unknown profile fails now, with the catalog's names
-    client = CLIENTS[args.client]
-    fit = fit_engine(args.runs, model_dir, args.engine, jobs=args.jobs,
-                     settings=RunSettings().with_client(client))
-    return _write_fit(args.output, f"Fitted by `llmsim calibrate --runs {args.runs} --engine {args.engine}`:",
-                      fit_report(fit, args.runs, client.name),
-                      fitted_profile(fit, Path(args.output).stem, args.runs))
+    if Path(args.engine).suffix in (".yaml", ".yml") or "/" in args.engine:
+        raise LLMSimError(f"calibrate: --engine {args.engine!r}: name the catalog profile the rows run (a row's "
+                          "backend, or its later versions' profile: vllm, vllm-0.14, sglang, trtllm), not a file")
+    try:
+        profile = load_engine(args.engine).name
+    except LLMSimError as exc:
+        raise LLMSimError(f"calibrate: --engine: {exc}") from None
+    model_dir = _model_configs(args, "calibrate")
+    output = Path(args.output)
+    check_output_file(output, "--output")
+    if output.suffix not in (".yaml", ".yml"):
+        raise LLMSimError(f"calibrate: --output {output}: an engine profile is a .yaml (or .yml) file, which an "
+                          "experiment's engine: names")
+    client = CLIENTS[args.client or DEFAULT_CLIENT]
+    fit = fit_engine(args.runs, model_dir, profile, jobs=args.jobs or 1, settings=RunSettings().with_client(client))
+    command = " ".join(["llmsim calibrate --runs", str(args.runs), "--engine", profile,
+                        *(["--model-configs", str(model_dir)] if model_dir else []),
+                        *(["--client", client.name] if args.client else []), "--output", str(output)])
+    return _write_fit(args.output, f"Fitted by `{command}`:", fit_report(fit, args.runs, client.name),
+                      fitted_profile(fit, output.stem, args.runs))
 
 
 def _write_generation_file(args: argparse.Namespace, kernels: Path, profile: HardwareSpec,

@@ -11,6 +11,7 @@ from pathlib import Path
 from simulator.config import DEFAULT_EXPERIMENT
 from simulator.dtypes import WEIGHT_DTYPES
 from simulator.fidelity.clients import CLIENTS, DEFAULT_CLIENT
+from simulator.fidelity.systems import DEFAULT_KERNEL_GPU
 
 
 def _positive_int(text: str) -> int:
@@ -327,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--gpu's catalog profile by default)")
     cal.add_argument("--kernels", help="kernel-table folder (format of ../shared/data/kernels): fit the GEMM, "
                      "collective and attention parameters of a GPU generation")
-    cal.add_argument("--gpu", default="h100_sxm", help="with --kernels: the GPU folder to fit (a100_sxm, h100_sxm, "
-                     "or another system the data names: h200_sxm, b200_sxm, ...)")
+    cal.add_argument("--gpu", help="with --kernels: the GPU folder to fit (a100_sxm, h100_sxm, or another system the "
+                     f"data names: h200_sxm, b200_sxm, ...); default: {DEFAULT_KERNEL_GPU}")
     cal.add_argument("--framework", help="with --kernels: fit this framework's own all-reduce, GEMM-rate and "
                      "attention kernels (vllm, sglang, trtllm) instead of the GPU generation: writes engine-profile "
                      "fields")
@@ -346,10 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "rows' backend, or its later versions' profile: vllm, vllm-0.14, sglang, trtllm)")
     cal.add_argument("--model-configs", help="with --runs: folder of Hugging Face configs named "
                      "<org>--<name>_config.json")
-    cal.add_argument("--client", choices=list(CLIENTS), default=DEFAULT_CLIENT,
-                     help="with --runs: the benchmark client of the rows that name none (as validate --runs); "
-                     "default: %(default)s")
-    cal.add_argument("--jobs", type=_positive_int, default=1, help="with --runs: rows simulated in parallel")
+    cal.add_argument("--client", choices=list(CLIENTS), help="with --runs: the benchmark client of the rows that "
+                     f"name none in a benchmark_client column (as validate --runs --client); default: {DEFAULT_CLIENT}")
+    cal.add_argument("--jobs", type=_positive_int, help="with --runs: rows simulated in parallel; default: 1")
     cal.add_argument("--output", required=True, help="where to write the calibrated profile YAML")
     cal.set_defaults(handler=("fidelity", "cmd_calibrate"))
 

@@ -12,17 +12,29 @@ import pandas as pd
 
 from simulator.catalog import HardwareSpec
 from simulator.cost.gemm import GemmModel
+from simulator.errors import LLMSimError
 from simulator.fidelity.errors import ape
 
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+OPERATOR_COLUMNS = ("num_tensor_parallel_workers", "num_tokens", "n_embd", "n_head", "n_kv_head", "n_expanded_embd",
+                    "use_gated_mlp", *(f"time_stats.{op}.median" for op in GEMM_OPS))
 
 
 def gemm_measurements(ops_dir: Path) -> pd.DataFrame:
     """One row per (model file, TP, tokens, op): the GEMM shape m, n, k and the measured seconds, from per-layer
-    operator CSVs (one per model) in the format of ``../shared/data/calibration/a100_ops``."""
+    operator CSVs (one per model) in the format of ``../shared/data/calibration/a100_ops`` (a file without its
+    columns is a one-line :class:`LLMSimError`)."""
     rows = []
     for path in sorted(ops_dir.glob("*.csv")):
-        for r in pd.read_csv(path).to_dict("records"):
+        try:
+            table = pd.read_csv(path)
+        except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser errors are ValueErrors
+            raise LLMSimError(f"{path}: not a CSV file ({str(exc).splitlines()[0]})") from None
+        missing = [column for column in OPERATOR_COLUMNS if column not in table.columns]
+        if missing:
+            raise LLMSimError(f"{path}: not an operator-timing file (format of calibration/a100_ops): no column "
+                              f"{', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}")
+        for r in table.to_dict("records"):
             t, m, hidden = r["num_tensor_parallel_workers"], r["num_tokens"], r["n_embd"]
             d = hidden // r["n_head"]
             heads, kv_heads = r["n_head"] / t, max(1, -(-r["n_kv_head"] // t))

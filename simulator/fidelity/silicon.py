@@ -595,18 +595,19 @@ def is_fit_row(row: dict[str, str]) -> bool:
 
 def validate_runs(
     path: str | Path, model_dir: str | Path | None = None, jobs: int = 1, settings: RunSettings = RunSettings(),
-    keep: Callable[[dict[str, str]], bool] | None = None,
+    keep: Callable[[dict[str, str]], bool] | None = None, progress: bool = True,
 ) -> pd.DataFrame:
     """Every row of a runs file (or those ``keep`` accepts) with ``predicted_ttft_ms``, ``predicted_tpot_ms``,
     ``status``, ``reading`` (the rules beyond its columns' values a row took, :func:`_one`), ``engine`` (the engine
     profile it ran, :func:`run_engine`), ``client`` (the benchmark client it was simulated as: its own, else
     ``settings.client``; :func:`row_settings`), ``subset`` (``fit`` or ``holdout``, :func:`is_fit_row`) and the
-    absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok)."""
+    absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok); ``progress``: a bar over the
+    rows on a terminal."""
     rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
     if not rows:
         raise LLMSimError(f"{path}: no rows to simulate (a runs file has a header and one row per run)")
     folder = Path(model_dir) if model_dir is not None else None
-    bar = progress_bar(len(rows), "validate", "row")
+    bar = progress_bar(len(rows), "validate", "row", shown=progress)
     try:
         if jobs == 1 or len(rows) < 8:
             results = []

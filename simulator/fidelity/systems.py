@@ -10,6 +10,7 @@ SYSTEMS: dict[str, str] = {
     "a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200",
     "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300", "l40s": "l40s",
 }
+DEFAULT_KERNEL_GPU = "h100_sxm"  # the kernel-table folder `llmsim calibrate --kernels` fits when --gpu names none
 
 # a weight format (a silicon row's gemm_quant_mode or precision, a GEMM table's gemm_dtype) -> the simulator's: besides
 # plain names, the source's quant modes — fp8_static and fp8_ootb are W8A8 fp8 too (static scales; the TensorRT

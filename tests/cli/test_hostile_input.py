@@ -484,6 +484,20 @@ def test_calibrating_a_frameworks_kernels_refuses_what_it_cannot_fit(tmp_path, c
                              out], "no custom_allreduce, GEMM, attention, MLA or MoE tables of framework 'vllm'")
 
 
+def test_calibrating_on_files_that_are_not_operator_timings_says_which(tmp_path, capsys):
+    """``calibrate --ops DIR`` over CSVs without the operator-timing columns, or not CSV at all: one line naming the
+    file, not a KeyError from its first missing column."""
+    out = str(tmp_path / "out.yaml")
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "a.csv").write_text("model,latency\nx,1\n")
+    _one_line_error(capsys, ["calibrate", "--hardware", "h100-sxm", "--ops", str(tmp_path / "ops"), "--output", out],
+                    "a.csv: not an operator-timing file (format of calibration/a100_ops): no column "
+                    "num_tensor_parallel_workers, num_tokens, n_embd, ...")
+    (tmp_path / "ops" / "a.csv").write_bytes(b"\xff\xfe\x00bad")
+    _one_line_error(capsys, ["calibrate", "--hardware", "h100-sxm", "--ops", str(tmp_path / "ops"), "--output", out],
+                    "a.csv: not a CSV file")
+
+
 # Found by the input fuzzers (issue 57), each with its minimal input.
 
 @pytest.mark.parametrize(("name", "text", "expected"), [
