@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -57,3 +58,11 @@ def assert_memory_state_integrates_to_breakdown(kv, seconds: float = 2.5) -> Non
 def same_summaries(first: object, second: object) -> bool:
     """Summaries (or mappings of them) equal to every digit, a metric without a value (NaN) equal to itself."""
     return json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
+
+
+def write_csv(path: str | Path, header: list[str], rows: list[dict]) -> None:
+    """``rows`` as a CSV file with ``header``'s columns (a runs file, for instance)."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)

@@ -3,8 +3,6 @@ rows that run it, both halves reported, the fitted profile written."""
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 import yaml
 
@@ -15,6 +13,7 @@ from simulator.fidelity import engine_fit
 from simulator.fidelity.clients import CLIENTS
 from simulator.fidelity.engine_fit import fit_engine
 from simulator.fidelity.silicon import RunSettings, in_fit_half, validate_runs
+from tests.helpers import write_csv
 
 HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl", "gemm_quant_mode",
           "batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"]
@@ -55,10 +54,7 @@ def _runs(tmp_path, costs: dict[str, float] | None = PLANTED, client: str = "aip
 
 
 def _write(path, rows) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=HEADER)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, HEADER, rows)
 
 
 def _fit_half_size() -> int:

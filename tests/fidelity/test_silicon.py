@@ -24,6 +24,7 @@ from simulator.fidelity.silicon import (
     served_format,
     validate_runs,
 )
+from tests.helpers import write_csv
 
 HEADER = ["id", "backend", "model_path", "system", "precision", "mode", "isl", "osl", "gemm_quant_mode",
           "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size",
@@ -40,10 +41,7 @@ def _row(**changes) -> dict:
 
 
 def _write(path, rows) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=HEADER)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, HEADER, rows)
 
 
 def test_a_row_becomes_its_benchmark(tmp_path):
@@ -76,10 +74,8 @@ def test_a_row_runs_the_engine_profile_of_its_backends_version(tmp_path):
     assert row_engine(_row(backend="sglang", backend_version="0.18.0")) == "sglang"
     assert row_experiment(_row(backend_version="0.18.0"), "x:2", None).engine == "vllm-0.14"
     runs = tmp_path / "runs.csv"
-    with open(runs, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*HEADER, "backend_version"])
-        writer.writeheader()
-        writer.writerows([_row(id="a", osl="4", backend_version="0.18.0"), _row(id="b", osl="4", backend_version="")])
+    write_csv(runs, [*HEADER, "backend_version"],
+              [_row(id="a", osl="4", backend_version="0.18.0"), _row(id="b", osl="4", backend_version="")])
     frame = validate_runs(runs)
     assert list(frame["engine"]) == ["vllm-0.14", "vllm"] and list(frame["status"]) == ["ok", "ok"]
     assert frame.loc[0, "predicted_tpot_ms"] < frame.loc[1, "predicted_tpot_ms"]  # 1.0 ms a step, not 2 + 4 x 0.04
@@ -535,12 +531,9 @@ def test_a_row_states_its_benchmark_client(tmp_path, capsys, monkeypatch):
     # the same row four times: stating inferencex, stating nothing, stating aiperf, stating an unknown client
     path = tmp_path / "runs.csv"
     same = {"isl": "200", "osl": "8", "batch_size": "4"}
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*HEADER, "benchmark_client"])
-        writer.writeheader()
-        writer.writerows([_row(id="a", benchmark_client="InferenceX", **same), _row(id="b", **same),
-                          _row(id="c", benchmark_client="aiperf", **same),
-                          _row(id="d", benchmark_client="locust", **same)])
+    write_csv(path, [*HEADER, "benchmark_client"],
+              [_row(id="a", benchmark_client="InferenceX", **same), _row(id="b", **same),
+               _row(id="c", benchmark_client="aiperf", **same), _row(id="d", benchmark_client="locust", **same)])
     default = validate_runs(path, None)
     assert default["status"].tolist()[:3] == ["ok", "ok", "ok"]
     assert default["status"][3] == (f"unsupported: {path}:5: benchmark_client 'locust' is not a benchmark client "
