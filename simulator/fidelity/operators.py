@@ -28,7 +28,7 @@ def gemm_measurements(ops_dir: Path) -> pd.DataFrame:
     for path in sorted(ops_dir.glob("*.csv")):
         try:
             table = pd.read_csv(path)
-        except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser errors are ValueErrors
+        except ValueError as exc:  # pandas' parser errors and a file not in UTF-8 (UnicodeDecodeError) alike
             raise LLMSimError(f"{path}: not a CSV file ({str(exc).splitlines()[0]})") from None
         missing = [column for column in OPERATOR_COLUMNS if column not in table.columns]
         if missing:

@@ -580,7 +580,6 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         return math.nan, math.nan, f"unsupported: {reason}", ""
 
 
-
 def in_fit_half(row: dict[str, str]) -> bool:
     """Whether a row's ``id`` has an even CRC-32: about half of every slice of a runs file, fixed by the id alone."""
     return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
