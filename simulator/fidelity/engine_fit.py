@@ -145,11 +145,11 @@ def errors(frame: pd.DataFrame) -> str:
             f"TTFT {e['ttft_median']:.1%} / {e['ttft_p90']:.1%}")
 
 
-def fit_report(fit: EngineFit, runs: str | Path, client: str, grid: dict[str, list[float]] | None = None) -> list[str]:
+def fit_report(fit: EngineFit, runs: str | Path, client: str) -> list[str]:
     """The lines ``calibrate --runs`` prints and writes above the fitted profile: the choice, each half's errors
     as shipped and as fitted, a fitted value at an edge of the grid that a wider one might move (an upper edge, or
     a lower one above zero), and the commonest reason of rows that did not run."""
-    grid = grid or GRID
+    grid = {name: sorted(set(fit.table[name])) for name in fit.values}  # the values the fit tried
     span = ", ".join(f"{name} {min(grid[name]):g}-{max(grid[name]):g}" for name in fit.values)
     chosen = ", ".join(f"{name} {value:g}" for name, value in fit.values.items())
     clients = f"benchmark client {client}" + (f" ({fit.own_clients} rows named their own)" if fit.own_clients else "")
@@ -160,7 +160,7 @@ def fit_report(fit: EngineFit, runs: str | Path, client: str, grid: dict[str, li
     for half, label in (("fit", "fit half"), ("holdout", "held-out half")):
         lines.append(f"  {label}: {errors(fit.shipped[half])} -> {errors(fit.fitted[half])}")
     for name, value in fit.values.items():
-        if len(set(grid[name])) > 1 and (value == max(grid[name]) or 0 < value == min(grid[name])):
+        if len(grid[name]) > 1 and (value == max(grid[name]) or 0 < value == min(grid[name])):
             lines.append(f"{name} {value:g} is at the grid's edge: the best value may lie beyond it")
     failed = reason_counts(pd.concat([fit.fitted["fit"], fit.fitted["holdout"]]))
     if len(failed):

@@ -17,7 +17,7 @@ from tests.helpers import write_csv
 
 HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl", "gemm_quant_mode",
           "batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"]
-# vllm as shipped runs 2 ms per iteration, 40 us per sequence and the hardware's 3 us kernel floor
+# vllm as shipped runs 2 ms per iteration, 40 us per sequence and a 3 us kernel floor (engine_profiles/vllm.yaml)
 PLANTED = {"per_iteration_ms": 1.5, "per_sequence_us": 20.0, "kernel_overhead_us": 4.0}
 GRID = {"per_iteration_ms": [0.5, 1.5, 3.0], "per_sequence_us": [0.0, 20.0], "kernel_overhead_us": [3.0, 4.0]}
 CLIENT_COUNTS = (1, 2, 4, 8, 16, 32, 1, 8, 2)
