@@ -341,8 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--network-system", help="file prefix of the network timings to fit, e.g. a100_dgx")
     cal.add_argument("--runs", metavar="FILE", help="a file of end-to-end benchmark runs (format of "
                      "../shared/data/silicon): fit --engine's fixed costs (per_iteration_ms, per_sequence_us, "
-                     "kernel_overhead_us) on the half of its rows whose id has an even CRC-32, report both halves, "
-                     "and write the fitted engine profile")
+                     "kernel_overhead_us) on the half of its rows whose id has an even CRC-32 (and their copies: rows "
+                     "of the same measured TTFT and TPOT), report both halves, and write the fitted engine profile")
     cal.add_argument("--engine", metavar="PROFILE", help="with --runs: the engine profile whose rows to fit (the "
                      "rows' backend, or its later versions' profile: vllm, vllm-0.14, sglang, trtllm)")
     cal.add_argument("--model-configs", help="with --runs: folder of Hugging Face configs named "

@@ -1,6 +1,6 @@
 """Fit an engine profile's fixed costs on the benchmark rows that run it (its framework's, of the version range it
 stands for: :func:`simulator.fidelity.silicon.row_engine`), on the fit half of them
-(:func:`simulator.fidelity.silicon.in_fit_half`), and report both halves before and after (``llmsim calibrate
+(:meth:`simulator.fidelity.silicon.Split.in_fit_half`), and report both halves before and after (``llmsim calibrate
 --runs FILE --engine PROFILE``).
 
 The fitted parameters have physical meaning: the engine's CPU time per iteration (``per_iteration_ms``: scheduling,
@@ -33,7 +33,7 @@ from simulator.errors import LLMSimError
 from simulator.fidelity.runs_report import overall_errors, reason_counts
 from simulator.fidelity.silicon import (
     RunSettings,
-    in_fit_half,
+    Split,
     read_runs,
     row_engine,
     stated_client,
@@ -46,7 +46,7 @@ GRID: dict[str, list[float]] = {
     "per_sequence_us": [0.0, 10.0, 20.0, 40.0, 80.0],
     "kernel_overhead_us": [2.0, 3.0, 4.0],
 }
-HALVES = {"fit": True, "holdout": False}  # each half's in_fit_half
+HALVES = {"fit": True, "holdout": False}  # each half's Split.in_fit_half
 
 
 def score(frame: pd.DataFrame) -> float:
@@ -61,8 +61,8 @@ def score(frame: pd.DataFrame) -> float:
 class EngineFit:
     """A fit's outcome: the best grid point, every point's score (best first), each half of the rows simulated with
     the profile as shipped and as fitted (``validate_runs`` frames, whose own ``subset`` column is this repository's
-    split, :func:`~simulator.fidelity.silicon.is_fit_row`; the halves here are :func:`in_fit_half`'s), and how many
-    of the rows named their own benchmark client."""
+    split, :meth:`~simulator.fidelity.silicon.Split.is_fit_row`; the halves here are ``Split.in_fit_half``'s), and
+    how many of the rows named their own benchmark client."""
 
     profile: str
     values: dict[str, float]
@@ -90,17 +90,18 @@ def fit_engine(
         ran = ", ".join(f"{name or '(no backend)'} ({count})"
                         for name, count in sorted(engines.items(), key=lambda item: (-item[1], item[0])))
         raise LLMSimError(f"{runs}: no row runs engine profile {profile!r} (its rows run: {ran})")
-    mine = [row for row in rows if row_engine(row) == profile]
+    mine, split = [row for row in rows if row_engine(row) == profile], Split.of(rows)
     for side in HALVES.values():
-        if not any(in_fit_half(row) == side for row in mine):
-            label, parity = ("fit", "even") if side else ("held-out", "odd")
+        if not any(split.in_fit_half(row) == side for row in mine):
+            label, which = (("fit", "ids of even CRC-32 and their copies") if side
+                            else ("held-out", "ids of odd CRC-32 whose measurement no fit row repeats"))
             raise LLMSimError(f"{runs}: none of the {len(mine)} rows that run {profile!r} is in the {label} half "
-                              f"(ids of {parity} CRC-32): give more rows, with distinct ids")
+                              f"({which}): give more rows, with distinct ids and measurements")
 
     def simulate(fields: dict[str, float], half: str, path: Path) -> pd.DataFrame:
         path.write_text(yaml.safe_dump({**base, **fields}))
         return validate_runs(runs, model_dir, jobs, replace(settings, engines=((profile, str(path)),)),
-                             keep=lambda row: row_engine(row) == profile and in_fit_half(row) == HALVES[half],
+                             keep=lambda row: row_engine(row) == profile and split.in_fit_half(row) == HALVES[half],
                              progress=False)
 
     names = list(grid)
@@ -154,8 +155,8 @@ def fit_report(fit: EngineFit, runs: str | Path, client: str) -> list[str]:
     chosen = ", ".join(f"{name} {value:g}" for name, value in fit.values.items())
     clients = f"benchmark client {client}" + (f" ({fit.own_clients} rows named their own)" if fit.own_clients else "")
     lines = [f"{fit.profile}'s fixed costs fitted on the fit half of the rows of {runs} that run it (ids of even "
-             f"CRC-32; {clients}; grid of {len(fit.table)} points: {span}; score: median TPOT |log error| "
-             f"{fit.table['score'].iloc[0]:.4f}): {chosen}",
+             f"CRC-32 and their measurements' copies; {clients}; grid of {len(fit.table)} points: {span}; score: "
+             f"median TPOT |log error| {fit.table['score'].iloc[0]:.4f}): {chosen}",
              "median / p90 absolute error, as shipped -> as fitted:"]
     for half, label in (("fit", "fit half"), ("holdout", "held-out half")):
         lines.append(f"  {label}: {errors(fit.shipped[half])} -> {errors(fit.fitted[half])}")

@@ -67,14 +67,18 @@ def overall_errors(frame: pd.DataFrame) -> dict[str, float]:
 
 
 def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
-    """The per-slice error table, overall errors per subset, the rows read by a rule and the unsupported reasons
-    counted, and optionally a predicted-vs-measured plot (log-log, TTFT and TPOT, fit and held-out rows apart)."""
+    """The per-slice error table, overall errors per subset (with how many distinct measurements its rows hold where
+    some repeat another's: :class:`~simulator.fidelity.silicon.Split`), the rows read by a rule and the unsupported
+    reasons counted, and optionally a predicted-vs-measured plot (log-log, TTFT and TPOT, fit and held-out rows
+    apart)."""
     lines = ["== runs: absolute percentage error per slice (mean TTFT / TPOT of the measured requests) ==",
              slice_table(frame).to_string(), ""]
     for subset, rows in frame.groupby("subset"):
         errors = overall_errors(rows)
+        distinct = len(rows[["system", "silicon_ttft_ms", "silicon_tpot_ms"]].drop_duplicates())
+        copies = f" ({distinct} distinct measurements)" if distinct < len(rows) else ""
         lines.append(
-            f"{subset}: {int((rows['status'] == 'ok').sum())} of {len(rows)} rows ok; TTFT median "
+            f"{subset}: {int((rows['status'] == 'ok').sum())} of {len(rows)} rows ok{copies}; TTFT median "
             f"{errors['ttft_median']:.1%} p90 {errors['ttft_p90']:.1%}; TPOT median {errors['tpot_median']:.1%} "
             f"p90 {errors['tpot_p90']:.1%}"
         )

@@ -93,7 +93,7 @@ import csv
 import math
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -580,16 +580,53 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         return math.nan, math.nan, f"unsupported: {reason}", ""
 
 
-def in_fit_half(row: dict[str, str]) -> bool:
-    """Whether a row's ``id`` has an even CRC-32: about half of every slice of a runs file, fixed by the id alone."""
+def measurement(row: dict[str, str]) -> tuple[str, float | None, float | None] | None:
+    """What a row measured: its GPU and its mean TTFT and TPOT (None where not stated), or None when it states
+    neither. Rows that share it are copies of one run — a source may repeat a run under other ids, under other names
+    of one architecture (DeepSeek-R1 and -V3) and even under other deployment labels; two runs do not measure the
+    same two means to every digit."""
+    values: list[float | None] = []
+    for column in ("silicon_ttft_ms", "silicon_tpot_ms"):
+        try:
+            value = float((row.get(column) or "").strip())
+        except ValueError:
+            value = math.nan
+        values.append(None if math.isnan(value) else value)
+    if values == [None, None]:
+        return None
+    return (row.get("system") or "").strip(), values[0], values[1]
+
+
+@dataclass(frozen=True)
+class Split:
+    """The two halves of a runs file's rows, about half of every slice each: a row is in the fit half when its
+    ``id`` has an even CRC-32 or when another row of the file measured the same (:func:`measurement`) with such an
+    id — a held-out row is a measurement that no fit-half row carries. Copies of one run thus never sit on both
+    sides, and the id's half still decides for every row without copies; a measurement with k copies is held out
+    with probability 2⁻ᵏ, so the held-out half leans to runs the source holds once (the price of keeping every
+    fit made on the ids' halves valid: the rows it saw stay in the fit half)."""
+
+    fitted: frozenset[tuple[str, float | None, float | None]]  # the measurements with a copy in the ids' fit half
+
+    @classmethod
+    def of(cls, rows: Iterable[dict[str, str]]) -> Split:
+        """The split of a file's rows (all of them: a copy outside a subset still decides its half)."""
+        return cls(frozenset(key for row in rows if _even_id(row) and (key := measurement(row)) is not None))
+
+    def in_fit_half(self, row: dict[str, str]) -> bool:
+        """Whether the row is in the fit half (the class docstring)."""
+        return _even_id(row) or measurement(row) in self.fitted
+
+    def is_fit_row(self, row: dict[str, str]) -> bool:
+        """The rows this repository's fits and choices are made on: rows of a system measured for fitting
+        (:data:`FITTED_SYSTEMS`) in the fit half. The others — every row of another GPU, whatever its id — are held
+        out and reported apart."""
+        return (row.get("system") or "").strip() in FITTED_SYSTEMS and self.in_fit_half(row)
+
+
+def _even_id(row: dict[str, str]) -> bool:
+    """Whether a row's ``id`` has an even CRC-32: the half its id alone puts it in."""
     return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
-
-
-def is_fit_row(row: dict[str, str]) -> bool:
-    """The rows this repository's fits and choices are made on: rows of a system measured for fitting
-    (:data:`FITTED_SYSTEMS`) in the fit half (:func:`in_fit_half`). The others — every row of another GPU, whatever
-    its id — are held out and reported apart."""
-    return (row.get("system") or "").strip() in FITTED_SYSTEMS and in_fit_half(row)
 
 
 def validate_runs(
@@ -599,10 +636,12 @@ def validate_runs(
     """Every row of a runs file (or those ``keep`` accepts) with ``predicted_ttft_ms``, ``predicted_tpot_ms``,
     ``status``, ``reading`` (the rules beyond its columns' values a row took, :func:`_one`), ``engine`` (the engine
     profile it ran, :func:`run_engine`), ``client`` (the benchmark client it was simulated as: its own, else
-    ``settings.client``; :func:`row_settings`), ``subset`` (``fit`` or ``holdout``, :func:`is_fit_row`) and the
+    ``settings.client``; :func:`row_settings`), ``subset`` (``fit`` or ``holdout``, :meth:`Split.is_fit_row`) and the
     absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok); ``progress``: a bar over the
     rows on a terminal."""
-    rows = [(line, row) for line, row in read_runs(path) if keep is None or keep(row)]
+    every = read_runs(path)
+    split = Split.of(row for _, row in every)
+    rows = [(line, row) for line, row in every if keep is None or keep(row)]
     if not rows:
         raise LLMSimError(f"{path}: no rows to simulate (a runs file has a header and one row per run)")
     folder = Path(model_dir) if model_dir is not None else None
@@ -634,7 +673,7 @@ def validate_runs(
     frame["reading"] = [r[3] for r in results]
     frame["engine"] = [run_engine(row, settings) for _, row in rows]
     frame["client"] = [stated_client(row) or settings.client for _, row in rows]
-    frame["subset"] = ["fit" if is_fit_row(row) else "holdout" for _, row in rows]
+    frame["subset"] = ["fit" if split.is_fit_row(row) else "holdout" for _, row in rows]
     for metric in ("ttft", "tpot"):
         measured = pd.to_numeric(frame[f"silicon_{metric}_ms"], errors="coerce")
         frame[f"{metric}_error"] = (frame[f"predicted_{metric}_ms"] - measured).abs() / measured

@@ -12,7 +12,7 @@ from simulator.errors import LLMSimError
 from simulator.fidelity import engine_fit
 from simulator.fidelity.clients import CLIENTS
 from simulator.fidelity.engine_fit import fit_engine
-from simulator.fidelity.silicon import RunSettings, in_fit_half, validate_runs
+from simulator.fidelity.silicon import RunSettings, Split, validate_runs
 from tests.helpers import write_csv
 
 HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl", "gemm_quant_mode",
@@ -20,18 +20,19 @@ HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "i
 # vllm as shipped runs 2 ms per iteration, 40 us per sequence and a 3 us kernel floor (engine_profiles/vllm.yaml)
 PLANTED = {"per_iteration_ms": 1.5, "per_sequence_us": 20.0, "kernel_overhead_us": 4.0}
 GRID = {"per_iteration_ms": [0.5, 1.5, 3.0], "per_sequence_us": [0.0, 20.0], "kernel_overhead_us": [3.0, 4.0]}
-CLIENT_COUNTS = (1, 2, 4, 8, 16, 32, 1, 8, 2)
+CLIENT_COUNTS = (1, 2, 4, 8, 16, 32, 3, 6, 12)  # distinct: no row a copy of another (Split)
 
 
 def _rows(model: str = "meta-llama/Llama-3.1-8B") -> list[dict[str, str]]:
-    """vLLM serving ``model`` on a GPU this repository never fitted (placeholder measurements), and beside them rows
-    of other engine profiles (SGLang's; vLLM 0.18, which runs ``vllm-0.14``) whose placeholders would spoil a fit."""
+    """vLLM serving ``model`` on a GPU this repository never fitted (placeholder measurements, one per row), and
+    beside them rows of other engine profiles (SGLang's; vLLM 0.18, which runs ``vllm-0.14``) whose placeholders
+    would spoil a fit."""
     mine = [{"id": f"run-{i}", "backend": "vllm", "backend_version": "", "model_path": model, "system": "l40s",
              "mode": "agg", "isl": "256", "osl": "16", "gemm_quant_mode": "", "batch_size": str(clients),
-             "tp_size": "1", "silicon_ttft_ms": "10", "silicon_tpot_ms": "5"}
+             "tp_size": "1", "silicon_ttft_ms": str(10 + i), "silicon_tpot_ms": "5"}
             for i, clients in enumerate(CLIENT_COUNTS)]
-    others = [{**mine[0], "id": "other-sglang", "backend": "sglang"},
-              {**mine[0], "id": "other-vllm-0.18", "backend_version": "0.18.0"}]
+    others = [{**mine[0], "id": "other-sglang", "backend": "sglang", "silicon_ttft_ms": "1"},
+              {**mine[0], "id": "other-vllm-0.18", "backend_version": "0.18.0", "silicon_ttft_ms": "2"}]
     return mine + others
 
 
@@ -58,13 +59,14 @@ def _write(path, rows) -> None:
 
 
 def _fit_half_size() -> int:
-    return sum(in_fit_half(row) for row in _rows() if row["id"].startswith("run-"))
+    split = Split.of(_rows())
+    return sum(split.in_fit_half(row) for row in _rows() if row["id"].startswith("run-"))
 
 
 def test_the_halves_are_the_parity_of_the_ids_crc32():
     """CRC-32's check value (of "123456789", 0xCBF43926) is even, that of "a" (0xE8B7BE43) odd; the test rows have
     rows in both halves, and more in one than the other (so a report that swapped them would say so)."""
-    assert in_fit_half({"id": "123456789"}) and not in_fit_half({"id": "a"})
+    assert Split.of([]).in_fit_half({"id": "123456789"}) and not Split.of([]).in_fit_half({"id": "a"})
     assert 0 < _fit_half_size() < len(CLIENT_COUNTS) and 2 * _fit_half_size() != len(CLIENT_COUNTS)
 
 
@@ -114,7 +116,8 @@ def test_calibrate_runs_writes_a_profile_that_extends_the_fitted_one(tmp_path, m
 
 @pytest.mark.parametrize(("arguments", "message"), [
     (["--engine", "trtllm"], "no row runs engine profile 'trtllm' (its rows run: vllm (9), sglang (1), vllm-0.14 (1))"),
-    (["--engine", "sglang"], "none of the 1 rows that run 'sglang' is in the fit half (ids of even CRC-32)"),
+    (["--engine", "sglang"],
+     "none of the 1 rows that run 'sglang' is in the fit half (ids of even CRC-32 and their copies)"),
     (["--engine", "no-such-engine"], "calibrate: --engine: "),
     (["--engine", "engine_profiles/vllm.yaml"], "name the catalog profile the rows run"),
     ([], "--runs FILE and --engine PROFILE go together"),
@@ -146,8 +149,9 @@ def test_the_run_flags_go_with_runs(tmp_path, capsys, flag):
 def test_a_half_without_rows_of_the_engine_is_refused(tmp_path, drop, half):
     """A fit needs rows to fit on and rows to report on: a file whose rows of the profile all fall in one half (a
     file without ids puts them all in the fit half) is refused."""
+    split = Split.of(_rows())
     rows = [row for row in _rows() if row["backend"] != "vllm" or row["backend_version"]
-            or in_fit_half(row) == drop]
+            or split.in_fit_half(row) == drop]
     with pytest.raises(LLMSimError, match=f"rows that run 'vllm' is in the {half} half"):
         fit_engine(_runs(tmp_path, costs=None, rows=rows), None, "vllm", grid=GRID)
 
