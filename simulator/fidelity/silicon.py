@@ -225,14 +225,18 @@ def concurrency(row: dict[str, str], batch_size: int) -> int:
 
 
 def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: int, tp: int,
-                     where: str) -> tuple[int, int]:
-    """(attention-DP ranks, tensor parallelism within a rank) of a row. The ranks: ``attention_dp_size``, or — where
-    the row leaves it empty — its client count over its per-rank ``batch_size`` (five TensorRT-LLM rows). vLLM's and
-    SGLang's ``tp_size`` is per rank, so a worker is ``tp_size`` × ranks GPUs (``tp_size`` 1 with 8 ranks is "DEP8").
-    TensorRT-LLM's own configurations state the worker's GPUs as ``tp_size`` with ``enable_attention_dp``: a
-    TensorRT-LLM row is read so where its ranks divide ``tp_size`` and its MoE columns do not span ``tp_size`` ×
-    ranks GPUs (they confirm the per-rank reading where they do)."""
-    dp = _degree(row, "attention_dp_size", where)
+                     where: str) -> tuple[int, int, int]:
+    """(attention-DP ranks, tensor parallelism within a rank, clients per rank) of a row. The ranks:
+    :func:`attention_ranks`, or — where the row leaves them empty — its client count over its per-rank
+    ``batch_size`` (five TensorRT-LLM rows). vLLM's and SGLang's ``tp_size`` is per rank, so a worker is ``tp_size``
+    × ranks GPUs (``tp_size`` 1 with 8 ranks is "DEP8"). TensorRT-LLM's own configurations state the worker's GPUs
+    as ``tp_size`` with ``enable_attention_dp``: a TensorRT-LLM row is read so where its ranks divide ``tp_size`` and
+    its MoE columns do not span ``tp_size`` × ranks GPUs (they confirm the per-rank reading where they do)."""
+    dp = attention_ranks(row, where)
+    if dp != _degree(row, "attention_dp_size", where):  # the clients over the ranks the row ran
+        if clients % dp:
+            raise Unsupported(f"{where}: {clients} clients are not a whole number for {dp} attention ranks")
+        per_rank = clients // dp
     if dp == 1 and clients != per_rank:
         if clients % per_rank:
             raise Unsupported(f"{where}: {clients} clients are not a whole number of ranks of batch_size {per_rank}")
@@ -242,8 +246,23 @@ def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: 
     if backend == "trtllm" and dp > 1 and tp % dp == 0:
         moe_tp, ep = _stated_degree(row, "moe_tp_size", where), _degree(row, "moe_ep_size", where)
         if max(moe_tp, 1) * ep != tp * dp:
-            return dp, tp // dp
-    return dp, tp
+            return dp, tp // dp, per_rank
+    return dp, tp, per_rank
+
+
+def attention_ranks(row: dict[str, str], where: str) -> int:
+    """An aggregated row's attention-DP ranks: ``attention_dp_size``, except where the source writes it with the
+    MoE tensor parallelism multiplied in — ``tp_size`` 1 and ``attention_dp_size`` = ``moe_tp_size`` ×
+    ``moe_ep_size`` with ``moe_tp_size`` = ``moe_ep_size`` > 1 (DEP 8 on 8 GPUs as ``attention_dp_size`` 64,
+    ``moe_tp_size`` 8, ``moe_ep_size`` 8, ``batch_size`` the clients over 64) — which is ``moe_ep_size`` ranks, the
+    experts over their GPUs by expert parallelism alone. Every one of the B200 file's 38 such rows that the file
+    holds again under another deployment, the same measurement (16: :func:`measurement`), appears there so
+    (``attention_dp_size`` 8, ``moe_tp_size`` 1, ``moe_ep_size`` 8, the clients over 8)."""
+    dp = _degree(row, "attention_dp_size", where)
+    moe_tp, ep = _stated_degree(row, "moe_tp_size", where), _degree(row, "moe_ep_size", where)
+    if _number(row, "tp_size", where) == 1 and 1 < ep == moe_tp and moe_tp * ep == dp:
+        return ep
+    return dp
 
 
 def tensor_parallel(row: dict[str, str], where: str) -> int:
@@ -323,8 +342,8 @@ def row_gpus(row: dict[str, str], where: str) -> tuple[int, int]:
         return gpus, concurrency(row, _number(row, "decode_batch_size", where))
     per_rank = _number(row, "batch_size", where)
     users = concurrency(row, per_rank)
-    dp, tp = data_parallelism(row, (row.get("backend") or "").strip(), users, per_rank,
-                              tensor_parallel(row, where), where)
+    dp, tp, _ = data_parallelism(row, (row.get("backend") or "").strip(), users, per_rank,
+                                 tensor_parallel(row, where), where)
     return dp * tp * _degree(row, "pp_size", where), users
 
 
@@ -428,8 +447,10 @@ def row_experiment(
         per_rank = _number(row, "batch_size", where)
         users = concurrency(row, per_rank)
         tp, pp = tensor_parallel(row, where), _degree(row, "pp_size", where)
-        reread = tp != _number(row, "tp_size", where)  # tp × ep: its MoE columns span tp_size, not the GPUs
-        dp, tp = data_parallelism(row, backend, users, per_rank, tp, where)
+        # tp × ep, or attention ranks × moe_tp: its MoE columns span the degree as written, not the GPUs
+        reread = (tp != _number(row, "tp_size", where)
+                  or attention_ranks(row, where) != _degree(row, "attention_dp_size", where))
+        dp, tp, per_rank = data_parallelism(row, backend, users, per_rank, tp, where)
         ep = _degree(row, "moe_ep_size", where)
         if dp > 1 and not spec.is_moe:
             raise Unsupported("attention data parallelism of a dense model")
@@ -544,12 +565,14 @@ def raised_memory_share(config: ExperimentConfig) -> ExperimentConfig:
 MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT and TPOT
 # what ``validate_runs``'s ``reading`` column says of a row that took one of the rules beyond its columns' values
 TP_TIMES_EP = "tp_size read as moe_tp_size GPUs (the expert parallelism multiplied in)"
+DP_TIMES_MOE_TP = "attention_dp_size read as moe_ep_size ranks (the MoE tensor parallelism multiplied in)"
 RAISED_SHARE = f"memory share raised to {RAISED_MEMORY_SHARE} (the engine's default cannot hold the weights)"
 
 
 def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, settings: RunSettings):
     """(predicted TTFT, predicted TPOT, status, reading) of one row: ``reading`` names the rules beyond its columns'
-    literal values that the run took (:func:`tensor_parallel`, :func:`raised_memory_share`), '' where none."""
+    literal values that the run took (:func:`tensor_parallel`, :func:`attention_ranks`, :func:`raised_memory_share`),
+    '' where none."""
     where = f"{path}:{line}"
     try:
         for measured in MEASURED:  # what the prediction is judged against: a row without it cannot be judged
@@ -562,6 +585,8 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         aggregated = (row.get("mode") or "").strip() != "disagg"
         if aggregated and tensor_parallel(row, where) != _number(row, "tp_size", where):
             readings.append(TP_TIMES_EP)
+        if aggregated and attention_ranks(row, where) != _degree(row, "attention_dp_size", where):
+            readings.append(DP_TIMES_MOE_TP)
         try:
             ttft, tpot = predict_row(config, int(arrival.users), settings)
         except MemoryShortError as short:  # the row ran, so its launch gave the server more of the GPU

@@ -227,7 +227,7 @@ def test_attention_dp_rows_run_their_ranks():
     assert (trt.cluster.data_parallel, trt.cluster.tensor_parallel, trt.cluster.expert_parallel) == (4, 1, 4)
 
 
-@pytest.mark.parametrize("tp, dp, moe_tp, ep, gpus", [("1", "8", "1", "8", 8), ("1", "16", "4", "4", 16),
+@pytest.mark.parametrize("tp, dp, moe_tp, ep, gpus", [("1", "8", "1", "8", 8), ("1", "16", "2", "8", 16),
                                                       ("2", "4", "1", "8", 8), ("4", "4", "1", "4", 4)])
 def test_trtllm_dep_rows_read_the_convention_their_moe_columns_confirm(tp, dp, moe_tp, ep, gpus):
     """"DEP8" is tp_size 1 with 8 attention-DP ranks and moe_ep 8 (8 GPUs: tp × ranks, as the MoE columns span);
@@ -284,6 +284,44 @@ def test_the_tp_times_ep_reading_leaves_attention_dp_rows_alone():
                attention_dp_size="4", moe_tp_size="1", moe_ep_size="4", silicon_data_source="silicon_concurrency=16")
     with pytest.raises(Unsupported, match="MoE parallelism moe_tp 1 x moe_ep 4 over 8 GPUs"):
         row_experiment(trt, "x:2", None)
+
+
+@pytest.mark.parametrize("dp, moe_tp, ep, tp, ranks", [
+    ("64", "8", "8", "1", 8),   # DEP 8 written with the MoE TP multiplied in: 8 ranks, not 64
+    ("16", "4", "4", "1", 4),
+    ("4", "2", "2", "1", 2),
+    ("64", "1", "64", "1", 64),  # the engines' own convention: moe_tp x moe_ep spans the ranks' GPUs
+    ("16", "2", "8", "1", 16),   # an expert group wider than moe_tp: not the multiplied form
+    ("16", "8", "2", "1", 16),   # nor one narrower (every multiplied row of the file has moe_tp = moe_ep)
+    ("16", "4", "4", "2", 16),   # ranks of two GPUs: the MoE columns span 32, refused below as before
+])
+def test_attention_dp_size_with_the_moe_tp_multiplied_in(tmp_path, dp, moe_tp, ep, tp, ranks):
+    """The source writes some DEP rows with ``attention_dp_size`` = ``moe_tp_size`` x ``moe_ep_size`` (the same
+    measurements appear in its B200 file as ``attention_dp_size`` 8 / ``moe_tp_size`` 1 / ``moe_ep_size`` 8, the
+    clients over 8): with ``tp_size`` 1 and ``moe_tp_size`` = ``moe_ep_size`` > 1 it is ``moe_ep_size`` ranks, each
+    the clients over them, and both labels of one run are one experiment."""
+    from simulator.fidelity.silicon import DP_TIMES_MOE_TP, attention_ranks, row_gpus
+
+    clients = 256
+    row = _row(backend="trtllm", model_path="Qwen/Qwen3-30B-A3B", system="b200_sxm", tp_size=tp,
+               attention_dp_size=dp, moe_tp_size=moe_tp, moe_ep_size=ep, batch_size=str(clients // int(dp)),
+               silicon_data_source=f"silicon_concurrency={clients}")
+    assert attention_ranks(row, "x:2") == ranks
+    if tp == "2":
+        with pytest.raises(Unsupported, match="MoE parallelism moe_tp 4 x moe_ep 4 over 32 GPUs"):
+            row_experiment(row, "x:2", None)
+        return
+    assert row_gpus(row, "x:2") == (ranks, clients)
+    config = row_experiment(row, "x:2", None)
+    cluster = config.cluster
+    assert (cluster.data_parallel, cluster.tensor_parallel, cluster.expert_parallel) == (ranks, 1, int(ep))
+    assert config.scheduler.max_num_seqs == clients // ranks
+    if ranks != int(dp):  # the run says which rule it took, and the copy of the other label is the same run
+        copy = {**row, "attention_dp_size": str(ranks), "moe_tp_size": "1", "batch_size": str(clients // ranks)}
+        assert row_experiment(copy, "x:2", None) == config
+        path = tmp_path / "runs.csv"
+        write_csv(path, [*HEADER, "silicon_data_source"], [row])
+        assert validate_runs(path)[["status", "reading"]].values.tolist() == [["ok", DP_TIMES_MOE_TP]]
 
 
 def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
