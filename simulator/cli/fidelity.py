@@ -13,7 +13,7 @@ from simulator.catalog import HardwareSpec, load_engine, load_hardware
 from simulator.catalog.generations import generation_names
 from simulator.cli.outputs import check_output_file
 from simulator.errors import LLMSimError
-from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, update_bands
+from simulator.fidelity.bands import MIN_RUNS, measured_bands, read_bands, update_bands, with_band
 from simulator.fidelity.calibrate import calibrate
 from simulator.fidelity.clients import CLIENT_COLUMN, CLIENTS, DEFAULT_CLIENT
 from simulator.fidelity.engine_fit import fit_engine, fit_report, fitted_profile
@@ -117,7 +117,8 @@ def _validate_runs(args: argparse.Namespace) -> int:
     if args.bands:
         bands = measured_bands(frame, model_dir)
         update_bands(Path(args.bands), bands)
-        note(f"wrote {len(bands)} accuracy bands (slices of at least {MIN_RUNS} held-out rows) into {args.bands}")
+        note(f"wrote {len(with_band(bands))} accuracy bands (slices of at least {MIN_RUNS} held-out rows) into "
+             f"{args.bands}")
     if args.report:
         _validation_report(args.report, f"llmsim validate --runs {args.runs}", text, runs_figure(frame))
     return _ranking(args, frame) if args.ranking is not None else 0

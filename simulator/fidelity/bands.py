@@ -10,14 +10,16 @@ measurement), with the row count and the GPUs they were measured on. A slice of 
 rows states no band.
 
 The bands ship in ``engine_profiles/accuracy.csv`` (:data:`BANDS_PATH`), written by ``llmsim validate --runs FILE
---bands PATH``: the slices of FILE replace the file's rows of the same slices, the others are kept, so the files of
-several GPUs add up. ``llmsim run``, ``plan`` and ``capacity`` print the band of the slice a prediction falls in
-(:func:`band_line`), and say so when it falls outside every validated slice.
+--bands PATH``: the slices of FILE replace the file's rows of the same slices (a slice FILE measures too thinly for
+a band loses the one it had), the others are kept, so the files of several GPUs add up. ``llmsim run``, ``plan`` and
+``capacity`` print the band of the slice a prediction falls in (:func:`band_line`), and say so when it falls outside
+every validated slice.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -50,8 +52,9 @@ def model_family(spec: ModelSpec) -> str:
 
 
 def measured_bands(frame: pd.DataFrame, model_dir: Path | None = None) -> pd.DataFrame:
-    """The bands (:data:`COLUMNS`) of a ``validate_runs`` frame's held-out rows that ran, slices of at least
-    :data:`MIN_RUNS` rows; each row's model found as the validation found it (``model_dir`` first)."""
+    """The bands (:data:`COLUMNS`) of every slice of a ``validate_runs`` frame's held-out rows that ran, each row's
+    model found as the validation found it (``model_dir`` first); a slice of fewer than :data:`MIN_RUNS` rows has
+    its row count and no band (NaN errors: measured, too thinly to state one)."""
     rows = frame[(frame["status"] == "ok") & (frame["subset"] == "holdout")].copy()
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -59,21 +62,29 @@ def measured_bands(frame: pd.DataFrame, model_dir: Path | None = None) -> pd.Dat
     rows["family"] = [_family(model_path(str(model), model_dir)) for model in rows["model_path"]]
     records = []
     for key, group in rows.groupby(KEY, sort=True):
-        if len(group) < MIN_RUNS:
-            continue
+        thin = len(group) < MIN_RUNS
         records.append({**dict(zip(KEY, key, strict=True)), "runs": len(group),
                         "gpus": " ".join(sorted(SYSTEMS[s] for s in group["system"].unique())),
-                        **{f"{metric}_{stat}_pct": round(100 * group[f"{metric}_error"].quantile(q), 1)
+                        **{f"{metric}_{stat}_pct": math.nan if thin
+                           else round(100 * group[f"{metric}_error"].quantile(q), 1)
                            for metric in ("ttft", "tpot") for stat, q in (("median", 0.5), ("p90", 0.9))}})
     return pd.DataFrame(records, columns=COLUMNS)
 
 
+def with_band(bands: pd.DataFrame) -> pd.DataFrame:
+    """The slices of ``bands`` that state a band (:func:`measured_bands` keeps thin slices without one)."""
+    return bands[bands["ttft_median_pct"].notna()]
+
+
 def update_bands(path: Path, bands: pd.DataFrame) -> pd.DataFrame:
-    """``path``'s bands with those of ``bands``' slices replaced (written back, sorted by slice); returns them."""
+    """``path``'s bands with every slice of ``bands`` replaced by its new band, or dropped where the new measurement
+    of it states none (an old band of a slice now measured too thinly is not kept), written back sorted by slice;
+    returns them."""
     old = read_bands(path) if path.is_file() else pd.DataFrame(columns=COLUMNS)
     keys = set(map(tuple, bands[KEY].to_numpy())) if len(bands) else set()
     kept = old[[tuple(row) not in keys for row in old[KEY].to_numpy()]] if len(old) else old
-    merged = pd.concat([frame for frame in (kept, bands) if len(frame)] or [old], ignore_index=True)
+    merged = pd.concat([frame for frame in (kept, with_band(bands)) if len(frame)] or [old.iloc[:0]],
+                       ignore_index=True)
     merged = merged.sort_values(KEY, kind="stable").reset_index(drop=True)
     merged.to_csv(path, index=False)
     read_bands.cache_clear()

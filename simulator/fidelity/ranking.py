@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import LLMSimError
-from simulator.fidelity.silicon import REQUIRED, Unsupported, row_gpus, tensor_parallel
+from simulator.fidelity.silicon import REQUIRED, Unsupported, attention_ranks, row_gpus, tensor_parallel
 
 GROUP = ["model_path", "system", "backend", "isl", "osl"]
 HIT_SHARE = 0.9  # a pick within 10% of the measured best is a hit
@@ -70,15 +70,16 @@ def read_validated(path: str | Path) -> pd.DataFrame:
 
 def row_rates(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (a validate output) with :data:`RATES` — GPUs, clients, and tokens/s per GPU and per user, measured
-    and predicted (module docstring) — and ``read_tp_size``, an aggregated row's ``tp_size`` as simulated
-    (:func:`simulator.fidelity.silicon.tensor_parallel`; NaN on a disaggregated row, whose roles state their own);
+    and predicted (module docstring) — and ``read_tp_size`` and ``read_attention_dp_size``, an aggregated row's
+    ``tp_size`` and ``attention_dp_size`` as simulated (:func:`simulator.fidelity.silicon.tensor_parallel`,
+    :func:`~simulator.fidelity.silicon.attention_ranks`; NaN on a disaggregated row, whose roles state their own);
     NaN on rows not ok."""
     frame = frame.copy()
-    sizes = [_sizes(record) if record["status"] == "ok" else (math.nan, math.nan, math.nan)
-             for record in frame.to_dict("records")]
-    frame["gpus"] = [gpus for gpus, _, _ in sizes]
-    frame["clients"] = [clients for _, clients, _ in sizes]
-    frame["read_tp_size"] = [tp for _, _, tp in sizes]
+    sizes = [_sizes(record) if record["status"] == "ok" else (math.nan,) * 4 for record in frame.to_dict("records")]
+    frame["gpus"] = [size[0] for size in sizes]
+    frame["clients"] = [size[1] for size in sizes]
+    frame["read_tp_size"] = [size[2] for size in sizes]
+    frame["read_attention_dp_size"] = [size[3] for size in sizes]
     osl, ok = pd.to_numeric(frame["osl"], errors="coerce"), frame["status"] == "ok"
     for side, prefix in SIDES:
         ttft = pd.to_numeric(frame[f"{prefix}_ttft_ms"], errors="coerce")
@@ -89,15 +90,17 @@ def row_rates(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _sizes(record: dict) -> tuple[float, float, float]:
+def _sizes(record: dict) -> tuple[float, float, float, float]:
+    """(GPUs, clients, tp_size and attention_dp_size as read) of one ok row of a validate output."""
     row = {key: "" if _missing(value) else str(value) for key, value in record.items()}
     where = f"row {row.get('id', '')}"
     try:
         gpus, clients = row_gpus(row, where)
-        tp = tensor_parallel(row, where) if row.get("mode", "").strip() != "disagg" else math.nan
+        if row.get("mode", "").strip() == "disagg":
+            return gpus, clients, math.nan, math.nan
+        return gpus, clients, tensor_parallel(row, where), attention_ranks(row, where)
     except Unsupported:  # an ok row was read this way to be simulated; anything else is left out of the ranking
-        return math.nan, math.nan, math.nan
-    return gpus, clients, tp
+        return math.nan, math.nan, math.nan, math.nan
 
 
 def _missing(value: object) -> bool:
@@ -106,8 +109,9 @@ def _missing(value: object) -> bool:
 
 def label(row: pd.Series) -> str:
     """A readable deployment as simulated: mode, layout per worker, clients, weights, GPUs (``agg TP4·DP4·EP16 c256
-    fp8 (16 GPUs)``, ``disagg 1×TP1·DP16 + 3×TP16 c6 fp8 (64 GPUs)``; an aggregated row's ``tp_size`` as read, so a
-    stated ``tp_size`` 64 with ``moe_tp_size`` 8 × ``moe_ep_size`` 8 is ``agg TP8·EP8 … (8 GPUs)``)."""
+    fp8 (16 GPUs)``, ``disagg 1×TP1·DP16 + 3×TP16 c6 fp8 (64 GPUs)``; an aggregated row's ``tp_size`` and
+    ``attention_dp_size`` as read, so a stated ``tp_size`` 64 with ``moe_tp_size`` 8 × ``moe_ep_size`` 8 is ``agg
+    TP8·EP8 … (8 GPUs)``, a TensorRT-LLM ``attention_dp_size`` 64 with 8 × 8 ``agg TP1·DP8·EP8 … (8 GPUs)``)."""
     if row["mode"] == "disagg":
         layout = " + ".join(f"{_int(row.get(f'{role}_num_workers'))}×{_layout(row, f'{role}_')}"
                             for role in ("prefill", "decode"))
@@ -119,11 +123,14 @@ def label(row: pd.Series) -> str:
 
 
 def _layout(row: pd.Series, prefix: str) -> str:
-    tp = row.get("read_tp_size") if not prefix and not _missing(row.get("read_tp_size")) else None
-    parts = [f"TP{_int(tp if tp is not None else row.get(f'{prefix}tp_size'))}"]
+    def read(key: str) -> object:  # an aggregated row's degree as simulated where validate read it, else as stated
+        value = row.get(f"read_{key}") if not prefix else None
+        return row.get(f"{prefix}{key}") if _missing(value) else value
+
+    parts = [f"TP{_int(read('tp_size'))}"]
     for key, name in (("pp_size", "PP"), ("attention_dp_size", "DP"), ("moe_ep_size", "EP")):
-        if _int(row.get(f"{prefix}{key}")) > 1:
-            parts.append(f"{name}{_int(row.get(f'{prefix}{key}'))}")
+        if _int(read(key)) > 1:
+            parts.append(f"{name}{_int(read(key))}")
     return "·".join(parts)
 
 

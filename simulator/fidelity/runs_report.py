@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from simulator.fidelity.ranking import row_rates
+from simulator.fidelity.silicon import distinct_measurements
 
+MEASUREMENT = ["system", "silicon_ttft_ms", "silicon_tpot_ms"]  # what a row measured (silicon.measurement)
 SLICE = ["system", "backend", "engine", "model_path", "mode", "subset"]
 
 
@@ -75,12 +77,13 @@ def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
              slice_table(frame).to_string(), ""]
     for subset, rows in frame.groupby("subset"):
         errors = overall_errors(rows)
-        distinct = len(rows[["system", "silicon_ttft_ms", "silicon_tpot_ms"]].drop_duplicates())
-        copies = f" ({distinct} distinct measurements)" if distinct < len(rows) else ""
+        measured = rows[MEASUREMENT].astype(object).where(rows[MEASUREMENT].notna(), "").astype(str)
+        distinct = distinct_measurements(measured.to_dict("records"))
+        copies = f"; the {len(rows)} rows hold {distinct} distinct measurements" if distinct < len(rows) else ""
         lines.append(
-            f"{subset}: {int((rows['status'] == 'ok').sum())} of {len(rows)} rows ok{copies}; TTFT median "
+            f"{subset}: {int((rows['status'] == 'ok').sum())} of {len(rows)} rows ok; TTFT median "
             f"{errors['ttft_median']:.1%} p90 {errors['ttft_p90']:.1%}; TPOT median {errors['tpot_median']:.1%} "
-            f"p90 {errors['tpot_p90']:.1%}"
+            f"p90 {errors['tpot_p90']:.1%}{copies}"
         )
     if (frame["status"] == "ok").any():
         lines += ["", "== by load: the top quartile of clients per model and GPU against the rest ==",

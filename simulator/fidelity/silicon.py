@@ -218,10 +218,14 @@ MAX_CLIENTS = 32_768
 
 
 def concurrency(row: dict[str, str], batch_size: int) -> int:
-    """The benchmark's client count: ``silicon_concurrency=N`` in ``silicon_data_source`` where the row states it,
-    else ``batch_size``."""
+    """The benchmark's client count: :func:`stated_concurrency` where the row states it, else ``batch_size``."""
+    return stated_concurrency(row) or batch_size
+
+
+def stated_concurrency(row: dict[str, str]) -> int | None:
+    """The client count a row states (``silicon_concurrency=N`` in ``silicon_data_source``, N > 0), else None."""
     match = re.search(r"silicon_concurrency=(\d+)", row.get("silicon_data_source") or "")
-    return int(match.group(1)) if match and int(match.group(1)) > 0 else batch_size
+    return int(match.group(1)) if match and int(match.group(1)) > 0 else None
 
 
 def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: int, tp: int,
@@ -233,9 +237,7 @@ def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: 
     as ``tp_size`` with ``enable_attention_dp``: a TensorRT-LLM row is read so where its ranks divide ``tp_size`` and
     its MoE columns do not span ``tp_size`` × ranks GPUs (they confirm the per-rank reading where they do)."""
     dp = attention_ranks(row, where)
-    if dp != _degree(row, "attention_dp_size", where):  # the clients over the ranks the row ran
-        if clients % dp:
-            raise Unsupported(f"{where}: {clients} clients are not a whole number for {dp} attention ranks")
+    if dp != _degree(row, "attention_dp_size", where):  # the clients over the ranks the row ran (a whole number)
         per_rank = clients // dp
     if dp == 1 and clients != per_rank:
         if clients % per_rank:
@@ -251,18 +253,35 @@ def data_parallelism(row: dict[str, str], backend: str, clients: int, per_rank: 
 
 
 def attention_ranks(row: dict[str, str], where: str) -> int:
-    """An aggregated row's attention-DP ranks: ``attention_dp_size``, except where the source writes it with the
-    MoE tensor parallelism multiplied in — ``tp_size`` 1 and ``attention_dp_size`` = ``moe_tp_size`` ×
-    ``moe_ep_size`` with ``moe_tp_size`` = ``moe_ep_size`` > 1 (DEP 8 on 8 GPUs as ``attention_dp_size`` 64,
-    ``moe_tp_size`` 8, ``moe_ep_size`` 8, ``batch_size`` the clients over 64) — which is ``moe_ep_size`` ranks, the
-    experts over their GPUs by expert parallelism alone. Every one of the B200 file's 38 such rows that the file
-    holds again under another deployment, the same measurement (16: :func:`measurement`), appears there so
+    """An aggregated row's attention-DP ranks: ``attention_dp_size``, except where the source writes a TensorRT-LLM
+    row's with the MoE tensor parallelism multiplied in — ``tp_size`` 1, ``attention_dp_size`` = ``moe_tp_size`` ×
+    ``moe_ep_size`` with ``moe_tp_size`` = ``moe_ep_size`` > 1, and the stated clients (``silicon_concurrency``)
+    that ``attention_dp_size`` × ``batch_size`` (DEP 8 on 8 GPUs as ``attention_dp_size`` 64, ``moe_tp_size`` 8,
+    ``moe_ep_size`` 8, ``batch_size`` the clients over 64) — which is ``moe_ep_size`` ranks, the experts over their
+    GPUs by expert parallelism alone. Every one of the B200 file's 37 such rows that the file holds again under
+    another deployment, the same measurement (16: :func:`measurement`; DEP 8 and DEP 4), appears there so
     (``attention_dp_size`` 8, ``moe_tp_size`` 1, ``moe_ep_size`` 8, the clients over 8)."""
     dp = _degree(row, "attention_dp_size", where)
     moe_tp, ep = _stated_degree(row, "moe_tp_size", where), _degree(row, "moe_ep_size", where)
-    if _number(row, "tp_size", where) == 1 and 1 < ep == moe_tp and moe_tp * ep == dp:
-        return ep
-    return dp
+    if ((row.get("backend") or "").strip() != "trtllm" or _number(row, "tp_size", where) != 1
+            or not 1 < ep == moe_tp or moe_tp * ep != dp):
+        return dp
+    if stated_concurrency(row) != dp * _number(row, "batch_size", where):
+        return dp
+    return ep
+
+
+def layout_readings(row: dict[str, str], where: str) -> list[str]:
+    """The rules an aggregated row's layout is read by beyond its columns' values (:func:`tensor_parallel`,
+    :func:`attention_ranks`), by name; none for a disaggregated row."""
+    if (row.get("mode") or "").strip() == "disagg":
+        return []
+    readings = []
+    if tensor_parallel(row, where) != _number(row, "tp_size", where):
+        readings.append(TP_TIMES_EP)
+    if attention_ranks(row, where) != _degree(row, "attention_dp_size", where):
+        readings.append(DP_TIMES_MOE_TP)
+    return readings
 
 
 def tensor_parallel(row: dict[str, str], where: str) -> int:
@@ -319,7 +338,7 @@ def disaggregated_cluster(row: dict[str, str], backend: str, spec, hardware: str
         pools[role] = {"replicas": workers, "tensor_parallel": tp, "pipeline_parallel": _degree(row, f"{role}_pp_size",
                        where), "data_parallel": dp, "expert_parallel": ep if spec.is_moe else 1,
                        "max_num_seqs": batch, "max_num_batched_tokens": recipe_token_budget(backend, isl, batch)}
-    if not re.search(r"silicon_concurrency=[1-9]", row.get("silicon_data_source") or ""):
+    if stated_concurrency(row) is None:
         raise Unsupported("disaggregated workers: the client count (silicon_concurrency) is not stated")
     decode = pools["decode"]
     per_rank = decode["max_num_seqs"]
@@ -447,9 +466,7 @@ def row_experiment(
         per_rank = _number(row, "batch_size", where)
         users = concurrency(row, per_rank)
         tp, pp = tensor_parallel(row, where), _degree(row, "pp_size", where)
-        # tp × ep, or attention ranks × moe_tp: its MoE columns span the degree as written, not the GPUs
-        reread = (tp != _number(row, "tp_size", where)
-                  or attention_ranks(row, where) != _degree(row, "attention_dp_size", where))
+        reread = bool(layout_readings(row, where))  # its MoE columns span the degree as written, not the GPUs
         dp, tp, per_rank = data_parallelism(row, backend, users, per_rank, tp, where)
         ep = _degree(row, "moe_ep_size", where)
         if dp > 1 and not spec.is_moe:
@@ -571,8 +588,7 @@ RAISED_SHARE = f"memory share raised to {RAISED_MEMORY_SHARE} (the engine's defa
 
 def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, settings: RunSettings):
     """(predicted TTFT, predicted TPOT, status, reading) of one row: ``reading`` names the rules beyond its columns'
-    literal values that the run took (:func:`tensor_parallel`, :func:`attention_ranks`, :func:`raised_memory_share`),
-    '' where none."""
+    literal values that the run took (:func:`layout_readings`, :func:`raised_memory_share`), '' where none."""
     where = f"{path}:{line}"
     try:
         for measured in MEASURED:  # what the prediction is judged against: a row without it cannot be judged
@@ -581,12 +597,7 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         config = row_experiment(row, where, model_dir, settings)
         arrival = config.workload.arrival
         assert isinstance(arrival, ClosedLoopArrival)  # row_experiment's clients
-        readings = []
-        aggregated = (row.get("mode") or "").strip() != "disagg"
-        if aggregated and tensor_parallel(row, where) != _number(row, "tp_size", where):
-            readings.append(TP_TIMES_EP)
-        if aggregated and attention_ranks(row, where) != _degree(row, "attention_dp_size", where):
-            readings.append(DP_TIMES_MOE_TP)
+        readings = layout_readings(row, where)
         try:
             ttft, tpot = predict_row(config, int(arrival.users), settings)
         except MemoryShortError as short:  # the row ran, so its launch gave the server more of the GPU
@@ -622,14 +633,21 @@ def measurement(row: dict[str, str]) -> tuple[str, float | None, float | None] |
     return (row.get("system") or "").strip(), values[0], values[1]
 
 
+def distinct_measurements(rows: Iterable[dict[str, str]]) -> int:
+    """How many runs ``rows`` hold: their distinct :func:`measurement`, a row that states none counted alone."""
+    keys = [measurement(row) for row in rows]
+    return len({key for key in keys if key is not None}) + sum(key is None for key in keys)
+
+
 @dataclass(frozen=True)
 class Split:
-    """The two halves of a runs file's rows, about half of every slice each: a row is in the fit half when its
-    ``id`` has an even CRC-32 or when another row of the file measured the same (:func:`measurement`) with such an
-    id — a held-out row is a measurement that no fit-half row carries. Copies of one run thus never sit on both
-    sides, and the id's half still decides for every row without copies; a measurement with k copies is held out
-    with probability 2⁻ᵏ, so the held-out half leans to runs the source holds once (the price of keeping every
-    fit made on the ids' halves valid: the rows it saw stay in the fit half)."""
+    """The two halves of a runs file's rows: a row is in the fit half when its ``id`` has an even CRC-32 or when
+    another row of the file measured the same (:func:`measurement`) with such an id — a held-out row is a
+    measurement that no fit-half row carries. Copies of one run thus never sit on both sides, and the id's half
+    still decides for every row without copies (about half of them); a measurement held by k rows is held out with
+    probability 2⁻ᵏ, so the held-out half is the smaller and leans to runs the source holds once (the B200 file:
+    1,310 rows fit, 742 held out) — the price of keeping every fit made on the ids' halves valid: the rows it saw
+    stay in the fit half."""
 
     fitted: frozenset[tuple[str, float | None, float | None]]  # the measurements with a copy in the ids' fit half
 

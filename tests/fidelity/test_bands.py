@@ -39,13 +39,15 @@ def _frame(errors: list[float], subset: str = "holdout", model: str = "meta-llam
 def test_a_band_is_the_held_out_rows_quantiles_per_slice():
     """Ten held-out H100 rows of dense Llama on vLLM with TTFT errors 1..10% (TPOT half those): the median 5.5%,
     the 90th percentile (linear between order statistics) 9.1%, to a tenth of a point; the fit rows, the rows that
-    did not run and a slice of fewer than MIN_RUNS rows state nothing."""
+    did not run state nothing, and a slice of fewer than MIN_RUNS rows its count alone."""
     errors = [i / 100 for i in range(1, 11)]
     frame = pd.concat([_frame(errors), _frame([0.9] * 10, subset="fit"), _frame([0.9] * 5, status="unsupported: x"),
                        _frame([0.1] * (MIN_RUNS - 1), model="Qwen/Qwen3-30B-A3B")], ignore_index=True)
     bands = measured_bands(frame)
-    assert list(bands.columns) == COLUMNS and len(bands) == 1
-    band = bands.iloc[0]
+    assert list(bands.columns) == COLUMNS and len(bands) == 2
+    thin = bands[bands["family"] == "moe"].iloc[0]  # measured, too thinly for a band
+    assert thin["runs"] == MIN_RUNS - 1 and thin[COLUMNS[-4:]].isna().all()
+    band = bands[bands["family"] == "dense"].iloc[0]
     assert (band["generation"], band["engine"], band["family"], band["mode"], band["runs"], band["gpus"]) == (
         "hopper", "vllm", "dense", "agg", 10, "h100-sxm")
     assert (band["ttft_median_pct"], band["ttft_p90_pct"]) == (5.5, 9.1)
@@ -62,6 +64,8 @@ def test_updating_bands_replaces_the_same_slices_and_keeps_the_others(tmp_path):
     merged = update_bands(path, again)
     assert sorted(zip(merged["family"], merged["ttft_median_pct"], strict=True)) == [("dense", 30.0), ("moe", 20.0)]
     assert read_bands(path).equals(merged)
+    thin = measured_bands(_frame([0.4] * (MIN_RUNS - 1), model="Qwen/Qwen3-30B-A3B"))  # moe again, too few rows
+    assert list(update_bands(path, thin)["family"]) == ["dense"]  # its old band is not kept
 
 
 def test_the_expected_error_line_names_its_slice_and_where_it_was_measured(tmp_path):

@@ -20,7 +20,7 @@ HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "i
 # vllm as shipped runs 2 ms per iteration, 40 us per sequence and a 3 us kernel floor (engine_profiles/vllm.yaml)
 PLANTED = {"per_iteration_ms": 1.5, "per_sequence_us": 20.0, "kernel_overhead_us": 4.0}
 GRID = {"per_iteration_ms": [0.5, 1.5, 3.0], "per_sequence_us": [0.0, 20.0], "kernel_overhead_us": [3.0, 4.0]}
-CLIENT_COUNTS = (1, 2, 4, 8, 16, 32, 3, 6, 12)  # distinct: no row a copy of another (Split)
+CLIENT_COUNTS = (1, 2, 4, 8, 16, 32, 3, 6, 12)  # distinct: with planted costs, distinct measurements (Split)
 
 
 def _rows(model: str = "meta-llama/Llama-3.1-8B") -> list[dict[str, str]]:
@@ -153,6 +153,17 @@ def test_a_half_without_rows_of_the_engine_is_refused(tmp_path, drop, half):
     rows = [row for row in _rows() if row["backend"] != "vllm" or row["backend_version"]
             or split.in_fit_half(row) == drop]
     with pytest.raises(LLMSimError, match=f"rows that run 'vllm' is in the {half} half"):
+        fit_engine(_runs(tmp_path, costs=None, rows=rows), None, "vllm", grid=GRID)
+
+
+def test_copies_of_fit_rows_are_not_held_out(tmp_path):
+    """Rows of odd ids that repeat an even id's measurement (copies of a run the fit sees) are in the fit half:
+    a file whose every held-out vLLM row is such a copy has no held-out half."""
+    first = next(row for row in _rows() if Split.of([]).in_fit_half(row) and row["id"].startswith("run-"))
+    rows = [row if Split.of([]).in_fit_half(row) or not row["id"].startswith("run-")
+            else {**row, "silicon_ttft_ms": first["silicon_ttft_ms"], "silicon_tpot_ms": first["silicon_tpot_ms"]}
+            for row in _rows()]
+    with pytest.raises(LLMSimError, match="rows that run 'vllm' is in the held-out half"):
         fit_engine(_runs(tmp_path, costs=None, rows=rows), None, "vllm", grid=GRID)
 
 

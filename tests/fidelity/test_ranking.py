@@ -76,6 +76,16 @@ def test_a_label_shows_the_layout_as_simulated():
                                                            "agg TP4 c16 fp8 (4 GPUs)"]
 
 
+def test_a_label_shows_the_attention_ranks_as_simulated():
+    """A TensorRT-LLM DEP 8 row written as ``attention_dp_size`` 64 with ``moe_tp_size`` 8 × ``moe_ep_size`` 8 and
+    256 clients runs on 8 GPUs of 8 ranks (simulator.fidelity.silicon.attention_ranks): so says its label."""
+    stated = _row(backend="trtllm", model_path=MOE, system="b200_sxm", tp_size=1, attention_dp_size=64,
+                  moe_tp_size=8, moe_ep_size=8, batch_size=4, gemm_quant_mode="fp8",
+                  silicon_data_source="silicon_concurrency=256")
+    rated = row_rates(pd.DataFrame([stated]))
+    assert [label(row) for _, row in rated.iterrows()] == ["agg TP1·DP8·EP8 c256 fp8 (8 GPUs)"]
+
+
 # One group, 1 GPU and 1 output token each, so tokens/s per GPU = clients · 1000 / TTFT and per user 1000 / TPOT:
 #        measured: per user, per GPU     predicted: per user, per GPU
 #   A               10      1000                    12.5      800

@@ -21,6 +21,7 @@ from simulator.fidelity.silicon import (
     RunSettings,
     Split,
     Unsupported,
+    distinct_measurements,
     measurement,
     read_runs,
     row_experiment,
@@ -296,10 +297,10 @@ def test_the_tp_times_ep_reading_leaves_attention_dp_rows_alone():
     ("16", "4", "4", "2", 16),   # ranks of two GPUs: the MoE columns span 32, refused below as before
 ])
 def test_attention_dp_size_with_the_moe_tp_multiplied_in(tmp_path, dp, moe_tp, ep, tp, ranks):
-    """The source writes some DEP rows with ``attention_dp_size`` = ``moe_tp_size`` x ``moe_ep_size`` (the same
-    measurements appear in its B200 file as ``attention_dp_size`` 8 / ``moe_tp_size`` 1 / ``moe_ep_size`` 8, the
-    clients over 8): with ``tp_size`` 1 and ``moe_tp_size`` = ``moe_ep_size`` > 1 it is ``moe_ep_size`` ranks, each
-    the clients over them, and both labels of one run are one experiment."""
+    """The source writes some TensorRT-LLM DEP rows with ``attention_dp_size`` = ``moe_tp_size`` x ``moe_ep_size``
+    (the same measurements appear in its B200 file as ``attention_dp_size`` 8 / ``moe_tp_size`` 1 / ``moe_ep_size``
+    8, the clients over 8): with ``tp_size`` 1 and ``moe_tp_size`` = ``moe_ep_size`` > 1 it is ``moe_ep_size`` ranks,
+    each the clients over them, and both labels of one run are one experiment."""
     from simulator.fidelity.silicon import DP_TIMES_MOE_TP, attention_ranks, row_gpus
 
     clients = 256
@@ -322,6 +323,27 @@ def test_attention_dp_size_with_the_moe_tp_multiplied_in(tmp_path, dp, moe_tp, e
         path = tmp_path / "runs.csv"
         write_csv(path, [*HEADER, "silicon_data_source"], [row])
         assert validate_runs(path)[["status", "reading"]].values.tolist() == [["ok", DP_TIMES_MOE_TP]]
+
+
+def test_the_dep_reading_is_tensorrt_llms_and_needs_the_clients_it_implies():
+    """The multiplied form is read only where the row states its clients and they are ``attention_dp_size`` ×
+    ``batch_size`` (the source's per-rank batch), and only for TensorRT-LLM, whose rows alone write it: SGLang's
+    16 ranks with MoE 4 × 4 are its own convention's 16 GPUs; a TensorRT-LLM row without its client count, or whose
+    count is not the ranks' batch, is read as stated (and refused, as before)."""
+    from simulator.fidelity.silicon import attention_ranks
+
+    dep = {"model_path": "Qwen/Qwen3-30B-A3B", "system": "b200_sxm", "tp_size": "1", "attention_dp_size": "16",
+           "moe_tp_size": "4", "moe_ep_size": "4", "batch_size": "4", "silicon_data_source": "silicon_concurrency=64"}
+    sglang = _row(backend="sglang", **dep)
+    assert attention_ranks(sglang, "x:2") == 16 and row_experiment(sglang, "x:2", None).cluster.data_parallel == 16
+    unstated = _row(backend="trtllm", **{**dep, "silicon_data_source": ""})
+    assert attention_ranks(unstated, "x:2") == 16
+    with pytest.raises(Unsupported, match="4 clients for 16 ranks of 4"):
+        row_experiment(unstated, "x:2", None)
+    total = _row(backend="trtllm", **{**dep, "batch_size": "64"})  # a batch that is the whole client count
+    assert attention_ranks(total, "x:2") == 16
+    with pytest.raises(Unsupported, match="64 clients for 16 ranks of 64"):
+        row_experiment(total, "x:2", None)
 
 
 def test_a_row_that_ran_gets_the_memory_share_its_launch_needed(tmp_path):
@@ -468,6 +490,7 @@ def test_copies_of_one_measurement_share_the_fit_half():
     assert not split.in_fit_half({**copy, "silicon_tpot_ms": "7.6"})
     blank = {"silicon_ttft_ms": "", "silicon_tpot_ms": ""}
     assert measurement(_row(**blank)) is None
+    assert distinct_measurements([even, copy, _row(**blank), _row(**blank)]) == 3  # a row measuring nothing: alone
     assert not Split.of([{**even, **blank}, {**odd, **blank}]).in_fit_half({**odd, **blank})
     # one measurement stated, the other not: still the same run
     half = {"silicon_ttft_ms": "", "silicon_tpot_ms": "9"}
@@ -499,8 +522,10 @@ def test_validate_puts_a_copy_of_a_fit_row_in_the_fit_subset(tmp_path):
     assert list(frame["subset"]) == ["fit", "fit", "holdout"]
     kept = validate_runs(path, keep=lambda row: row["id"] == "a", progress=False)
     assert list(kept["subset"]) == ["fit", "holdout"]  # the copy's half is the file's, not the kept rows'
-    assert "fit: 2 of 2 rows ok (1 distinct measurements);" in runs_report(frame)
-    assert "holdout: 1 of 1 rows ok;" in runs_report(frame)
+    fit_line, held_out_line = (line for line in runs_report(frame).splitlines() if line.startswith(("fit:", "hold")))
+    assert fit_line.startswith("fit: 2 of 2 rows ok;")
+    assert fit_line.endswith("; the 2 rows hold 1 distinct measurements")
+    assert held_out_line.startswith("holdout: 1 of 1 rows ok;") and "distinct" not in held_out_line
 
 
 @pytest.mark.slow
