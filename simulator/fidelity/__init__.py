@@ -6,7 +6,8 @@
 - :mod:`.kernels`: the frameworks' per-kernel tables (``kernels/<system>/``: GEMM, attention, MLA, MoE, NCCL,
   custom all-reduce, DeepEP)
 - :mod:`.silicon`: real end-to-end serving benchmarks (``silicon/``; ``llmsim validate --runs``); :mod:`.clients`
-  the benchmark clients their rows may come from
+  the benchmark clients their rows may come from, :mod:`.split` their fit and held-out halves (copies of one run
+  kept together)
 - :mod:`.systems`: the data's system names (silicon rows, kernel folders) and the hardware profile of each
 - :mod:`.errors`: the error measures every report uses
 - :mod:`.report`: ``llmsim validate`` over all of them

@@ -5,7 +5,7 @@ A slice is (GPU generation, engine profile, model family, mode): the generation 
 GPU (:attr:`simulator.catalog.HardwareSpec.generation`), the engine profile's name, the model's family
 (:func:`model_family`) and ``agg`` (prefill and decode on the same replicas) or ``disagg``. Its band is the median
 and 90th percentile of the absolute percentage errors of mean TTFT and TPOT over the slice's held-out rows that ran
-(:meth:`simulator.fidelity.silicon.Split.is_fit_row`: no fit or choice was made on them, nor on a copy of their
+(:meth:`simulator.fidelity.split.Split.is_fit_row`: no fit or choice was made on them, nor on a copy of their
 measurement), with the row count and the GPUs they were measured on. A slice of fewer than :data:`MIN_RUNS` such
 rows states no band.
 

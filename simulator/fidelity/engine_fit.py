@@ -1,6 +1,6 @@
 """Fit an engine profile's fixed costs on the benchmark rows that run it (its framework's, of the version range it
 stands for: :func:`simulator.fidelity.silicon.row_engine`), on the fit half of them
-(:meth:`simulator.fidelity.silicon.Split.in_fit_half`), and report both halves before and after (``llmsim calibrate
+(:meth:`simulator.fidelity.split.Split.in_fit_half`), and report both halves before and after (``llmsim calibrate
 --runs FILE --engine PROFILE``).
 
 The fitted parameters have physical meaning: the engine's CPU time per iteration (``per_iteration_ms``: scheduling,
@@ -31,14 +31,8 @@ import yaml
 from simulator.catalog.engines import load_engine
 from simulator.errors import LLMSimError
 from simulator.fidelity.runs_report import overall_errors, reason_counts
-from simulator.fidelity.silicon import (
-    RunSettings,
-    Split,
-    read_runs,
-    row_engine,
-    stated_client,
-    validate_runs,
-)
+from simulator.fidelity.silicon import RunSettings, read_runs, row_engine, stated_client, validate_runs
+from simulator.fidelity.split import Split
 from simulator.results.progress import progress_bar
 
 GRID: dict[str, list[float]] = {
@@ -61,7 +55,7 @@ def score(frame: pd.DataFrame) -> float:
 class EngineFit:
     """A fit's outcome: the best grid point, every point's score (best first), each half of the rows simulated with
     the profile as shipped and as fitted (``validate_runs`` frames, whose own ``subset`` column is this repository's
-    split, :meth:`~simulator.fidelity.silicon.Split.is_fit_row`; the halves here are ``Split.in_fit_half``'s), and
+    split, :meth:`~simulator.fidelity.split.Split.is_fit_row`; the halves here are ``Split.in_fit_half``'s), and
     how many of the rows named their own benchmark client."""
 
     profile: str

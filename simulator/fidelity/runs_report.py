@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from simulator.fidelity.ranking import row_rates
-from simulator.fidelity.silicon import distinct_measurements
+from simulator.fidelity.split import distinct_measurements
 
-MEASUREMENT = ["system", "silicon_ttft_ms", "silicon_tpot_ms"]  # what a row measured (silicon.measurement)
+MEASUREMENT = ["system", "silicon_ttft_ms", "silicon_tpot_ms"]  # what a row measured (split.measurement)
 SLICE = ["system", "backend", "engine", "model_path", "mode", "subset"]
 
 
@@ -70,7 +70,7 @@ def overall_errors(frame: pd.DataFrame) -> dict[str, float]:
 
 def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
     """The per-slice error table, overall errors per subset (with how many distinct measurements its rows hold where
-    some repeat another's: :class:`~simulator.fidelity.silicon.Split`), the rows read by a rule and the unsupported
+    some repeat another's: :class:`~simulator.fidelity.split.Split`), the rows read by a rule and the unsupported
     reasons counted, and optionally a predicted-vs-measured plot (log-log, TTFT and TPOT, fit and held-out rows
     apart)."""
     lines = ["== runs: absolute percentage error per slice (mean TTFT / TPOT of the measured requests) ==",

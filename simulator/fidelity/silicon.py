@@ -92,8 +92,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -109,12 +108,10 @@ from simulator.cost.base import IterationShape
 from simulator.dtypes import bytes_per_element
 from simulator.errors import LLMSimError, MemoryShortError
 from simulator.fidelity.clients import CLIENT_COLUMN, CLIENTS, DEFAULT_CLIENT, BenchmarkClient
+from simulator.fidelity.split import MEASURED, Split
 from simulator.fidelity.systems import SYSTEMS, WEIGHT_FORMATS
 from simulator.results.progress import progress_bar
 
-# the systems whose rows fits and choices were made on: H100 (the engine profiles' fixed costs and the settings of
-# RunSettings) and B200 (Blackwell, whose kernel fits come from its tables); every other GPU's rows are held out
-FITTED_SYSTEMS = ("h100_sxm", "b200_sxm")
 BACKENDS = ("vllm", "sglang", "trtllm")
 REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
             "silicon_ttft_ms", "silicon_tpot_ms")
@@ -579,7 +576,6 @@ def raised_memory_share(config: ExperimentConfig) -> ExperimentConfig:
     return config.model_copy(update={"kv_cache": kv.model_copy(update={share: RAISED_MEMORY_SHARE})})
 
 
-MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT and TPOT
 # what ``validate_runs``'s ``reading`` column says of a row that took one of the rules beyond its columns' values
 TP_TIMES_EP = "tp_size read as moe_tp_size GPUs (the expert parallelism multiplied in)"
 DP_TIMES_MOE_TP = "attention_dp_size read as moe_ep_size ranks (the MoE tensor parallelism multiplied in)"
@@ -614,62 +610,6 @@ def _one(line: int, row: dict[str, str], path: str, model_dir: Path | None, sett
         if not reason.startswith(f"{where}:"):  # every reason names the row's file:line, once
             reason = f"{where}: {reason}"
         return math.nan, math.nan, f"unsupported: {reason}", ""
-
-
-def measurement(row: dict[str, str]) -> tuple[str, float | None, float | None] | None:
-    """What a row measured: its GPU and its mean TTFT and TPOT (None where not stated), or None when it states
-    neither. Rows that share it are copies of one run — a source may repeat a run under other ids, under other names
-    of one architecture (DeepSeek-R1 and -V3) and even under other deployment labels; two runs do not measure the
-    same two means to every digit."""
-    values: list[float | None] = []
-    for column in ("silicon_ttft_ms", "silicon_tpot_ms"):
-        try:
-            value = float((row.get(column) or "").strip())
-        except ValueError:
-            value = math.nan
-        values.append(None if math.isnan(value) else value)
-    if values == [None, None]:
-        return None
-    return (row.get("system") or "").strip(), values[0], values[1]
-
-
-def distinct_measurements(rows: Iterable[dict[str, str]]) -> int:
-    """How many runs ``rows`` hold: their distinct :func:`measurement`, a row that states none counted alone."""
-    keys = [measurement(row) for row in rows]
-    return len({key for key in keys if key is not None}) + sum(key is None for key in keys)
-
-
-@dataclass(frozen=True)
-class Split:
-    """The two halves of a runs file's rows: a row is in the fit half when its ``id`` has an even CRC-32 or when
-    another row of the file measured the same (:func:`measurement`) with such an id — a held-out row is a
-    measurement that no fit-half row carries. Copies of one run thus never sit on both sides, and the id's half
-    still decides for every row without copies (about half of them); a measurement held by k rows is held out with
-    probability 2⁻ᵏ, so the held-out half is the smaller and leans to runs the source holds once (the B200 file:
-    1,310 rows fit, 742 held out) — the price of keeping every fit made on the ids' halves valid: the rows it saw
-    stay in the fit half."""
-
-    fitted: frozenset[tuple[str, float | None, float | None]]  # the measurements with a copy in the ids' fit half
-
-    @classmethod
-    def of(cls, rows: Iterable[dict[str, str]]) -> Split:
-        """The split of a file's rows (all of them: a copy outside a subset still decides its half)."""
-        return cls(frozenset(key for row in rows if _even_id(row) and (key := measurement(row)) is not None))
-
-    def in_fit_half(self, row: dict[str, str]) -> bool:
-        """Whether the row is in the fit half (the class docstring)."""
-        return _even_id(row) or measurement(row) in self.fitted
-
-    def is_fit_row(self, row: dict[str, str]) -> bool:
-        """The rows this repository's fits and choices are made on: rows of a system measured for fitting
-        (:data:`FITTED_SYSTEMS`) in the fit half. The others — every row of another GPU, whatever its id — are held
-        out and reported apart."""
-        return (row.get("system") or "").strip() in FITTED_SYSTEMS and self.in_fit_half(row)
-
-
-def _even_id(row: dict[str, str]) -> bool:
-    """Whether a row's ``id`` has an even CRC-32: the half its id alone puts it in."""
-    return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
 
 
 def validate_runs(

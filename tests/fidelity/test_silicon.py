@@ -10,8 +10,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.errors import LLMSimError
@@ -19,10 +17,7 @@ from simulator.fidelity.clients import CLIENTS
 from simulator.fidelity.runs_report import runs_report
 from simulator.fidelity.silicon import (
     RunSettings,
-    Split,
     Unsupported,
-    distinct_measurements,
-    measurement,
     read_runs,
     row_experiment,
     row_settings,
@@ -461,56 +456,6 @@ def test_rows_priced_as_another_generation(tmp_path, capsys):
     assert main(["validate", "--runs", str(path), "--generation", "volta"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--generation: unknown 'volta'" in err[0]
-
-
-def test_fit_subset_is_fixed_by_the_id_and_other_gpus_are_held_out():
-    """About half of the H100 and B200 rows (the systems fits are made on), fixed by the id alone where no row
-    repeats another's measurement; every row of another GPU is held out, whatever its id (nothing was fitted on
-    it)."""
-    ids = [f"row{i}" for i in range(400)]
-    split = Split.of(_row(id=i, silicon_ttft_ms=str(n)) for n, i in enumerate(ids))
-    for system in ("h100_sxm", "b200_sxm"):
-        fit = [i for i in ids if split.is_fit_row({"id": i, "system": system})]
-        assert 150 < len(fit) < 250  # about half
-        assert fit == [i for i in ids if split.is_fit_row({"id": i, "system": system, "isl": "9"})]  # only the id
-    assert not any(split.is_fit_row({"id": i, "system": system}) for i in ids for system in ("h200_sxm", "gb200", ""))
-
-
-def test_copies_of_one_measurement_share_the_fit_half():
-    """CRC-32's check value (of "123456789", 0xCBF43926) is even, that of "a" (0xE8B7BE43) odd. A row of an odd id
-    that measured what an even id's row measured (the same GPU, TTFT and TPOT, to every digit, whatever its model
-    name or deployment label) is a copy of a run a fit saw: fit half. Its measurement on another GPU, another
-    measurement, or rows that state no measurement are not copies."""
-    even, odd = _row(id="123456789", silicon_ttft_ms="41.25", silicon_tpot_ms="7.5"), _row(id="a")
-    copy = _row(id="a", model_path="deepseek-ai/DeepSeek-V3", tp_size="8", silicon_ttft_ms="41.250",
-                silicon_tpot_ms="7.5")
-    split = Split.of([even, odd, copy])
-    assert split.in_fit_half(even) and split.in_fit_half(copy) and not split.in_fit_half(odd)
-    assert not split.in_fit_half({**copy, "system": "b200_sxm"})
-    assert not split.in_fit_half({**copy, "silicon_tpot_ms": "7.6"})
-    blank = {"silicon_ttft_ms": "", "silicon_tpot_ms": ""}
-    assert measurement(_row(**blank)) is None
-    assert distinct_measurements([even, copy, _row(**blank), _row(**blank)]) == 3  # a row measuring nothing: alone
-    assert not Split.of([{**even, **blank}, {**odd, **blank}]).in_fit_half({**odd, **blank})
-    # one measurement stated, the other not: still the same run
-    half = {"silicon_ttft_ms": "", "silicon_tpot_ms": "9"}
-    assert Split.of([{**even, **half}]).in_fit_half({**odd, **half})
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.text("abcxyz0123", max_size=6), st.sampled_from(["", "1", "2.5", "2.50", "x"]),
-                          st.sampled_from(["", "3", "4"]), st.sampled_from(["h100_sxm", "b200_sxm"])), max_size=30))
-def test_the_fit_half_holds_every_even_id_and_no_measurement_sits_on_both_sides(specs):
-    """Whatever the rows: every row the ids' split put in the fit half stays there (a fit made on the ids' halves
-    saw no held-out row), and no measurement has a row in each half."""
-    rows = [_row(id=i, silicon_ttft_ms=ttft, silicon_tpot_ms=tpot, system=system) for i, ttft, tpot, system in specs]
-    split, no_copies = Split.of(rows), Split.of([])
-    assert all(split.in_fit_half(row) for row in rows if no_copies.in_fit_half(row))
-    sides: dict = {}
-    for row in rows:
-        if (key := measurement(row)) is not None:
-            sides.setdefault(key, set()).add(split.in_fit_half(row))
-    assert all(len(side) == 1 for side in sides.values())
 
 
 def test_validate_puts_a_copy_of_a_fit_row_in_the_fit_subset(tmp_path):
