@@ -11,9 +11,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.fidelity.ranking import row_rates
-from simulator.fidelity.split import distinct_measurements
 
-MEASUREMENT = ["system", "silicon_ttft_ms", "silicon_tpot_ms"]  # what a row measured (split.measurement)
 SLICE = ["system", "backend", "engine", "model_path", "mode", "subset"]
 
 
@@ -70,15 +68,14 @@ def overall_errors(frame: pd.DataFrame) -> dict[str, float]:
 
 def runs_report(frame: pd.DataFrame, plot_path: Path | None = None) -> str:
     """The per-slice error table, overall errors per subset (with how many distinct measurements its rows hold where
-    some repeat another's: :class:`~simulator.fidelity.split.Split`), the rows read by a rule and the unsupported
-    reasons counted, and optionally a predicted-vs-measured plot (log-log, TTFT and TPOT, fit and held-out rows
-    apart)."""
+    some repeat another's: ``validate_runs``'s ``run`` column, :func:`~simulator.fidelity.split.copy_groups`), the
+    rows read by a rule and the unsupported reasons counted, and optionally a predicted-vs-measured plot (log-log,
+    TTFT and TPOT, fit and held-out rows apart)."""
     lines = ["== runs: absolute percentage error per slice (mean TTFT / TPOT of the measured requests) ==",
              slice_table(frame).to_string(), ""]
     for subset, rows in frame.groupby("subset"):
         errors = overall_errors(rows)
-        measured = rows[MEASUREMENT].astype(object).where(rows[MEASUREMENT].notna(), "").astype(str)
-        distinct = distinct_measurements(measured.to_dict("records"))
+        distinct = rows["run"].nunique()
         copies = f"; the {len(rows)} rows hold {distinct} distinct measurements" if distinct < len(rows) else ""
         lines.append(
             f"{subset}: {int((rows['status'] == 'ok').sum())} of {len(rows)} rows ok; TTFT median "

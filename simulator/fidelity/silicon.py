@@ -619,9 +619,10 @@ def validate_runs(
     """Every row of a runs file (or those ``keep`` accepts) with ``predicted_ttft_ms``, ``predicted_tpot_ms``,
     ``status``, ``reading`` (the rules beyond its columns' values a row took, :func:`_one`), ``engine`` (the engine
     profile it ran, :func:`run_engine`), ``client`` (the benchmark client it was simulated as: its own, else
-    ``settings.client``; :func:`row_settings`), ``subset`` (``fit`` or ``holdout``, :meth:`Split.is_fit_row`) and the
-    absolute percentage errors ``ttft_error`` and ``tpot_error`` (NaN where not ok); ``progress``: a bar over the
-    rows on a terminal."""
+    ``settings.client``; :func:`row_settings`), ``subset`` (``fit`` or ``holdout``, :meth:`Split.is_fit_row`), ``run``
+    (the file line of the first row of its group of copies: rows of one ``run`` measured one run,
+    :func:`simulator.fidelity.split.copy_groups`) and the absolute percentage errors ``ttft_error`` and ``tpot_error``
+    (NaN where not ok); ``progress``: a bar over the rows on a terminal."""
     every = read_runs(path)
     split = Split.of(row for _, row in every)
     rows = [(line, row) for line, row in every if keep is None or keep(row)]
@@ -657,6 +658,8 @@ def validate_runs(
     frame["engine"] = [run_engine(row, settings) for _, row in rows]
     frame["client"] = [stated_client(row) or settings.client for _, row in rows]
     frame["subset"] = ["fit" if split.is_fit_row(row) else "holdout" for _, row in rows]
+    runs = [split.run_of(row) for _, row in rows]  # every row is the file's: never None
+    frame["run"] = [line if run is None else every[run][0] for run, (line, _) in zip(runs, rows, strict=True)]
     for metric in ("ttft", "tpot"):
         measured = pd.to_numeric(frame[f"silicon_{metric}_ms"], errors="coerce")
         frame[f"{metric}_error"] = (frame[f"predicted_{metric}_ms"] - measured).abs() / measured

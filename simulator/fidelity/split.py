@@ -3,13 +3,16 @@ a file may hold.
 
 A source may repeat a run under other ids — under other names of one architecture (DeepSeek-R1 and -V3), other
 deployment labels, other versions — and may write a copy to fewer digits than the run it copies (the B200 file holds
-93 rows of two decimals, each the two-decimal rounding of a row written to 9-15). Two rows are copies of one run
+93 rows of two decimals, each the two-decimal rounding of a row written to 12–15). Two rows are copies of one run
 (:meth:`Measurement.same_run`) when they state the same GPU and the same of the two means (TTFT, TPOT), and each
-mean written by both agrees to the digits the coarser of the two writes: the finer rounded half up to that many
-decimals is the coarser (``134.73297602613457`` and ``134.73``; ``41.25`` and ``41.250``). Two runs do not measure
-the same two means to the digits a copy keeps: a measurement is timing noise in its last digits, and both means
-must agree. Copies form groups (the relation closed over chains: a coarse row that could be the copy of two fine
-rows joins them), and a group of copies is one run (:func:`distinct_measurements`).
+mean written by both agrees to the digits the coarser of the two writes — the finer rounded half up to that many
+decimals is the coarser (``134.73297602613457`` and ``134.73``; ``41.25`` and ``41.250``) — or, written to a
+double's full precision, within :data:`NOISE` of each other (``30.104162261016178`` and ``30.104162261016175``: one
+mean summed in another order: 72 and 12 pairs of distinct values in the B200 and H100 files, and between 1e-12 and
+1e-6 only one more, a two-decimal copy). Two runs do not measure the same two means to the digits a copy keeps: a
+measurement is timing noise in its last digits, and both means must agree. Copies form groups (the relation closed
+over chains: a coarse row that could be the copy of two fine rows joins them), and a group of copies is one run
+(:func:`copy_groups`).
 
 A row is in the fit half when its ``id`` has an even CRC-32 or when a row of its group has such an id
 (:class:`Split`): a held-out row is a run no fit-half row carries. Copies of one run thus never sit on both sides,
@@ -21,20 +24,20 @@ more copies only moves rows into it.
 
 from __future__ import annotations
 
-import bisect
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+
+import numpy as np
 
 # the systems whose rows fits and choices were made on: H100 (the engine profiles' fixed costs and the settings of
 # RunSettings) and B200 (Blackwell, whose kernel fits come from its tables); every other GPU's rows are held out
 FITTED_SYSTEMS = ("h100_sxm", "b200_sxm")
 MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT and TPOT
-# two means that agree to the digits of the coarser differ by at most half its last digit; a value written to no
-# decimals is the widest a search for copies looks (0.5 ms either side, and a hair for binary rounding)
-_WIDEST = 0.5 + 1e-9
-_ROUNDING = Context(prec=400, rounding=ROUND_HALF_UP)  # exact for any finite value a cell can write at its digits
+NOISE = Decimal("1e-12")  # relative: two means closer than this are one mean (a double carries ~16 digits)
+# rounding to the coarser's digits is exact for values of up to 400 digits there (longer ones: compared as written)
+_ROUNDING = Context(prec=400, rounding=ROUND_HALF_UP)
 
 
 def _stated(text: str | None) -> Decimal | None:
@@ -53,15 +56,25 @@ def _decimals(value: Decimal) -> int:
     return max(0, -exponent)
 
 
+def _reach(value: float | np.ndarray, decimals: int | np.ndarray = 0) -> float | np.ndarray:
+    """How far, as floats, a copy's mean can lie from ``value`` when the coarser of the two is written to
+    ``decimals``: half its last digit, plus the noise allowance and the floats' own rounding (a bound: the search
+    looks this far, :meth:`Measurement.same_run` decides)."""
+    return 0.5 * 10.0 ** -np.asarray(decimals, dtype=float) + 2 * float(NOISE) * (np.abs(value) + 1.0)
+
+
 def _agree(a: Decimal | None, b: Decimal | None) -> bool:
-    """Whether two cells state one mean: both unstated, or both stated and equal at the coarser's decimals."""
+    """Whether two cells state one mean (the module docstring): both unstated, or both stated and equal at the
+    coarser's decimals or within the noise allowance."""
     if a is None or b is None:
         return a is b
+    if abs(a - b) <= NOISE * max(abs(a), abs(b)):
+        return True
     step = Decimal(1).scaleb(-min(_decimals(a), _decimals(b)))
     try:
         return a.quantize(step, context=_ROUNDING) == b.quantize(step, context=_ROUNDING)
-    except InvalidOperation:  # more digits than the context holds: only an exact match is a copy
-        return a == b
+    except InvalidOperation:  # more digits than the context holds: not the same as written, not a copy
+        return False
 
 
 @dataclass(frozen=True)
@@ -71,18 +84,19 @@ class Measurement:
     system: str
     ttft: Decimal | None
     tpot: Decimal | None
+    # the stated means as floats and the decimals each is written to, where the search for copies looks
+    floats: tuple[float, ...] = field(init=False, compare=False, repr=False)
+    decimals: tuple[int, ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        stated = [value for value in (self.ttft, self.tpot) if value is not None]
+        object.__setattr__(self, "floats", tuple(float(value) for value in stated))
+        object.__setattr__(self, "decimals", tuple(_decimals(value) for value in stated))
 
     @property
     def stated(self) -> tuple[str, bool, bool]:
         """Which GPU and which means: rows that differ in it are never copies."""
         return self.system, self.ttft is not None, self.tpot is not None
-
-    @property
-    def position(self) -> float:
-        """Where a search for its copies looks: its first stated mean (copies' differ by at most ``_WIDEST``)."""
-        first = self.ttft if self.ttft is not None else self.tpot
-        assert first is not None  # measurement() returns None for a row that states neither
-        return float(first)
 
     def same_run(self, other: Measurement) -> bool:
         """Whether two rows' measurements are copies of one run (the module docstring)."""
@@ -98,26 +112,36 @@ def measurement(row: dict[str, str]) -> Measurement | None:
 
 
 class _Index:
-    """Measurements searchable for copies: per (GPU, means stated), sorted by :attr:`Measurement.position`."""
+    """Measurements searchable for copies: per (GPU, means stated), their means as floats and decimals as written,
+    sorted by the first stated mean; a search takes the window its reach spans, keeps those whose every mean lies
+    within reach (:func:`_reach`, at the coarser of the two's decimals) and confirms each with
+    :meth:`Measurement.same_run` — exact work only for rows that could be copies."""
 
     def __init__(self, measurements: Iterable[tuple[int, Measurement]]):
-        self.groups: dict[tuple[str, bool, bool], tuple[list[float], list[tuple[int, Measurement]]]] = {}
-        for index, item in sorted(measurements, key=lambda entry: (entry[1].position, entry[0])):
-            positions, items = self.groups.setdefault(item.stated, ([], []))
-            positions.append(item.position)
-            items.append((index, item))
+        by_stated: dict[tuple[str, bool, bool], list[tuple[int, Measurement]]] = {}
+        for index, item in sorted(measurements, key=lambda entry: (entry[1].floats, entry[0])):
+            by_stated.setdefault(item.stated, []).append((index, item))
+        self.groups = {stated: (np.array([item.floats for _, item in entries]),
+                                np.array([item.decimals for _, item in entries]), entries)
+                       for stated, entries in by_stated.items()}
 
     def copies(self, item: Measurement) -> list[int]:
         """The indices of the measurements that are copies of ``item``'s run."""
-        positions, items = self.groups.get(item.stated, ([], []))
-        start = bisect.bisect_left(positions, item.position - _WIDEST)
-        stop = bisect.bisect_right(positions, item.position + _WIDEST)
-        return [index for index, other in items[start:stop] if item.same_run(other)]
+        if item.stated not in self.groups:
+            return []
+        floats, decimals, entries = self.groups[item.stated]
+        first = item.floats[0]
+        widest = float(_reach(first))
+        start, stop = int(np.searchsorted(floats[:, 0], first - widest, side="left")), int(
+            np.searchsorted(floats[:, 0], first + widest, side="right"))
+        coarser = np.minimum(decimals[start:stop], item.decimals)
+        near = (np.abs(floats[start:stop] - item.floats) <= _reach(np.asarray(item.floats), coarser)).all(axis=1)
+        return [entries[start + k][0] for k in np.flatnonzero(near) if item.same_run(entries[start + k][1])]
 
 
 def copy_groups(rows: Sequence[dict[str, str]]) -> list[int]:
     """Each row's group of copies (the module docstring), as the smallest index of the rows in it; a row that states
-    no measurement is a group of its own."""
+    no measurement is a group of its own. Rows that write the same cells are searched for once."""
     found = [measurement(row) for row in rows]
     parent = list(range(len(rows)))
 
@@ -127,18 +151,21 @@ def copy_groups(rows: Sequence[dict[str, str]]) -> list[int]:
             i = parent[i]
         return i
 
-    index = _Index((i, item) for i, item in enumerate(found) if item is not None)
+    def join(i: int, j: int) -> None:
+        a, b = root(i), root(j)
+        parent[max(a, b)] = min(a, b)
+
+    first_of: dict[tuple[str, str, str], int] = {}  # rows written alike, digits and all: one search for them
     for i, item in enumerate(found):
         if item is not None:
-            for j in index.copies(item):
-                a, b = root(i), root(j)
-                parent[max(a, b)] = min(a, b)
+            join(i, first_of.setdefault((item.system, str(item.ttft), str(item.tpot)), i))
+    index = _Index((i, found_item) for i in first_of.values() if (found_item := found[i]) is not None)
+    for i in first_of.values():
+        item = found[i]
+        assert item is not None  # only stated measurements were keyed
+        for j in index.copies(item):
+            join(i, j)
     return [root(i) for i in range(len(rows))]
-
-
-def distinct_measurements(rows: Iterable[dict[str, str]]) -> int:
-    """How many runs ``rows`` hold: their groups of copies (:func:`copy_groups`), a row that states none alone."""
-    return len(set(copy_groups(list(rows))))
 
 
 def _even_id(row: dict[str, str]) -> bool:
@@ -146,13 +173,20 @@ def _even_id(row: dict[str, str]) -> bool:
     return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
 
 
+def _key(row: dict[str, str]) -> tuple[str, ...]:
+    """A row's id and the cells its half depends on, as written."""
+    return tuple((row.get(column) or "").strip() for column in ("id", "system", *MEASURED))
+
+
 @dataclass(frozen=True)
 class Split:
-    """The two halves of a runs file's rows (the module docstring): a row is in the fit half when its ``id`` has an
-    even CRC-32 or when it is a copy of a run that a row of the file with such an id carries, directly or through
-    other copies."""
+    """The two halves of a runs file's rows (the module docstring): a row of the file is in the fit half when its
+    ``id`` has an even CRC-32 or when a row of its group of copies has such an id; a row from outside the file, when
+    its id is even or it is a copy of a fit-half row of the file (it joins no group)."""
 
-    fitted: _Index  # the measurements of every row in a group of copies that holds an even id
+    # each row of the file (:func:`_key`): its group (:func:`copy_groups`: the index of its first row) and its half
+    rows: dict[tuple[str, ...], tuple[int, bool]]
+    fitted: _Index  # the measurements of the fit half's rows, for rows from outside the file
 
     @classmethod
     def of(cls, rows: Iterable[dict[str, str]]) -> Split:
@@ -160,11 +194,22 @@ class Split:
         rows = list(rows)
         groups = copy_groups(rows)
         even = {group for row, group in zip(rows, groups, strict=True) if _even_id(row)}
-        return cls(_Index((i, item) for i, (row, group) in enumerate(zip(rows, groups, strict=True))
-                          if group in even and (item := measurement(row)) is not None))
+        known = {_key(row): (group, group in even) for row, group in zip(rows, groups, strict=True)}
+        fitted = _Index((i, item) for i, (row, group) in enumerate(zip(rows, groups, strict=True))
+                        if group in even and (item := measurement(row)) is not None)
+        return cls(known, fitted)
+
+    def run_of(self, row: dict[str, str]) -> int | None:
+        """The run a row of the file measured, as the index (in the rows the split was made of) of the first row of
+        its group of copies; None for a row from outside the file."""
+        known = self.rows.get(_key(row))
+        return None if known is None else known[0]
 
     def in_fit_half(self, row: dict[str, str]) -> bool:
         """Whether the row is in the fit half (the class docstring)."""
+        known = self.rows.get(_key(row))
+        if known is not None:
+            return known[1]
         item = measurement(row)
         return _even_id(row) or (item is not None and bool(self.fitted.copies(item)))
 

@@ -12,7 +12,8 @@ from simulator.errors import LLMSimError
 from simulator.fidelity import engine_fit
 from simulator.fidelity.clients import CLIENTS
 from simulator.fidelity.engine_fit import fit_engine
-from simulator.fidelity.silicon import RunSettings, Split, validate_runs
+from simulator.fidelity.silicon import RunSettings, validate_runs
+from simulator.fidelity.split import Split
 from tests.helpers import write_csv
 
 HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl", "gemm_quant_mode",
