@@ -625,7 +625,8 @@ def validate_runs(
     (NaN where not ok); ``progress``: a bar over the rows on a terminal."""
     every = read_runs(path)
     split = Split.of(row for _, row in every)
-    rows = [(line, row) for line, row in every if keep is None or keep(row)]
+    kept = [i for i, (_, row) in enumerate(every) if keep is None or keep(row)]
+    rows = [every[i] for i in kept]
     if not rows:
         raise LLMSimError(f"{path}: no rows to simulate (a runs file has a header and one row per run)")
     folder = Path(model_dir) if model_dir is not None else None
@@ -658,8 +659,7 @@ def validate_runs(
     frame["engine"] = [run_engine(row, settings) for _, row in rows]
     frame["client"] = [stated_client(row) or settings.client for _, row in rows]
     frame["subset"] = ["fit" if split.is_fit_row(row) else "holdout" for _, row in rows]
-    runs = [split.run_of(row) for _, row in rows]  # every row is the file's: never None
-    frame["run"] = [line if run is None else every[run][0] for run, (line, _) in zip(runs, rows, strict=True)]
+    frame["run"] = [every[split.groups[i]][0] for i in kept]
     for metric in ("ttft", "tpot"):
         measured = pd.to_numeric(frame[f"silicon_{metric}_ms"], errors="coerce")
         frame[f"{metric}_error"] = (frame[f"predicted_{metric}_ms"] - measured).abs() / measured

@@ -24,6 +24,7 @@ more copies only moves rows into it.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,15 +39,17 @@ MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT 
 NOISE = Decimal("1e-12")  # relative: two means closer than this are one mean (a double carries ~16 digits)
 # rounding to the coarser's digits is exact for values of up to 400 digits there (longer ones: compared as written)
 _ROUNDING = Context(prec=400, rounding=ROUND_HALF_UP)
+_FINEST = 6  # the search's finest class: rows written to more decimals share one (a window of 5e-7 and the noise)
 
 
 def _stated(text: str | None) -> Decimal | None:
-    """A cell's number as written (its digits kept), or None where it states none (empty, not a number, infinite)."""
+    """A cell's number as written (its digits kept), or None where it states none (empty, not a number, infinite, or
+    beyond a double's range: no mean of milliseconds is)."""
     try:
         value = Decimal((text or "").strip())
     except InvalidOperation:
         return None
-    return value if value.is_finite() else None
+    return value if value.is_finite() and math.isfinite(float(value)) else None
 
 
 def _decimals(value: Decimal) -> int:
@@ -112,31 +115,34 @@ def measurement(row: dict[str, str]) -> Measurement | None:
 
 
 class _Index:
-    """Measurements searchable for copies: per (GPU, means stated), their means as floats and decimals as written,
-    sorted by the first stated mean; a search takes the window its reach spans, keeps those whose every mean lies
-    within reach (:func:`_reach`, at the coarser of the two's decimals) and confirms each with
-    :meth:`Measurement.same_run` — exact work only for rows that could be copies."""
+    """Measurements searchable for copies: per (GPU, means stated) and per decimals the first stated mean is written to
+    (up to :data:`_FINEST`), their means as floats and decimals as written, sorted by the first mean. A search
+    looks, in each such class, as far as a copy written to the coarser of its and the class's decimals can lie
+    (:func:`_reach`: full-precision rows search a hair's breadth of each other, two-decimal ones ±0.005), keeps
+    those whose every mean lies within reach and confirms each with :meth:`Measurement.same_run` — exact work only
+    for rows that could be copies."""
 
     def __init__(self, measurements: Iterable[tuple[int, Measurement]]):
-        by_stated: dict[tuple[str, bool, bool], list[tuple[int, Measurement]]] = {}
+        classes: dict[tuple[tuple[str, bool, bool], int], list[tuple[int, Measurement]]] = {}
         for index, item in sorted(measurements, key=lambda entry: (entry[1].floats, entry[0])):
-            by_stated.setdefault(item.stated, []).append((index, item))
-        self.groups = {stated: (np.array([item.floats for _, item in entries]),
-                                np.array([item.decimals for _, item in entries]), entries)
-                       for stated, entries in by_stated.items()}
+            classes.setdefault((item.stated, min(item.decimals[0], _FINEST)), []).append((index, item))
+        self.classes: dict[tuple[str, bool, bool], list[tuple[int, np.ndarray, np.ndarray, list]]] = {}
+        for (stated, digits), entries in sorted(classes.items(), key=lambda entry: entry[0][1]):
+            self.classes.setdefault(stated, []).append((digits, np.array([item.floats for _, item in entries]),
+                                                        np.array([item.decimals for _, item in entries]), entries))
 
     def copies(self, item: Measurement) -> list[int]:
         """The indices of the measurements that are copies of ``item``'s run."""
-        if item.stated not in self.groups:
-            return []
-        floats, decimals, entries = self.groups[item.stated]
+        found = []
         first = item.floats[0]
-        widest = float(_reach(first))
-        start, stop = int(np.searchsorted(floats[:, 0], first - widest, side="left")), int(
-            np.searchsorted(floats[:, 0], first + widest, side="right"))
-        coarser = np.minimum(decimals[start:stop], item.decimals)
-        near = (np.abs(floats[start:stop] - item.floats) <= _reach(np.asarray(item.floats), coarser)).all(axis=1)
-        return [entries[start + k][0] for k in np.flatnonzero(near) if item.same_run(entries[start + k][1])]
+        for digits, floats, decimals, entries in self.classes.get(item.stated, []):
+            widest = float(_reach(first, min(digits, item.decimals[0])))
+            start = int(np.searchsorted(floats[:, 0], first - widest, side="left"))
+            stop = int(np.searchsorted(floats[:, 0], first + widest, side="right"))
+            coarser = np.minimum(decimals[start:stop], item.decimals)
+            near = (np.abs(floats[start:stop] - item.floats) <= _reach(np.asarray(item.floats), coarser)).all(axis=1)
+            found += [entries[start + k][0] for k in np.flatnonzero(near) if item.same_run(entries[start + k][1])]
+        return found
 
 
 def copy_groups(rows: Sequence[dict[str, str]]) -> list[int]:
@@ -170,12 +176,7 @@ def copy_groups(rows: Sequence[dict[str, str]]) -> list[int]:
 
 def _even_id(row: dict[str, str]) -> bool:
     """Whether a row's ``id`` has an even CRC-32: the half its id alone puts it in."""
-    return zlib.crc32((row.get("id") or "").encode()) % 2 == 0
-
-
-def _key(row: dict[str, str]) -> tuple[str, ...]:
-    """A row's id and the cells its half depends on, as written."""
-    return tuple((row.get(column) or "").strip() for column in ("id", "system", *MEASURED))
+    return zlib.crc32((row.get("id") or "").strip().encode()) % 2 == 0
 
 
 @dataclass(frozen=True)
@@ -184,9 +185,8 @@ class Split:
     ``id`` has an even CRC-32 or when a row of its group of copies has such an id; a row from outside the file, when
     its id is even or it is a copy of a fit-half row of the file (it joins no group)."""
 
-    # each row of the file (:func:`_key`): its group (:func:`copy_groups`: the index of its first row) and its half
-    rows: dict[tuple[str, ...], tuple[int, bool]]
-    fitted: _Index  # the measurements of the fit half's rows, for rows from outside the file
+    groups: list[int]  # each row's group of copies, in the order the split was made of (:func:`copy_groups`)
+    fitted: _Index  # the measurements of the fit half's rows
 
     @classmethod
     def of(cls, rows: Iterable[dict[str, str]]) -> Split:
@@ -194,22 +194,13 @@ class Split:
         rows = list(rows)
         groups = copy_groups(rows)
         even = {group for row, group in zip(rows, groups, strict=True) if _even_id(row)}
-        known = {_key(row): (group, group in even) for row, group in zip(rows, groups, strict=True)}
-        fitted = _Index((i, item) for i, (row, group) in enumerate(zip(rows, groups, strict=True))
-                        if group in even and (item := measurement(row)) is not None)
-        return cls(known, fitted)
-
-    def run_of(self, row: dict[str, str]) -> int | None:
-        """The run a row of the file measured, as the index (in the rows the split was made of) of the first row of
-        its group of copies; None for a row from outside the file."""
-        known = self.rows.get(_key(row))
-        return None if known is None else known[0]
+        return cls(groups, _Index((i, item) for i, (row, group) in enumerate(zip(rows, groups, strict=True))
+                                  if group in even and (item := measurement(row)) is not None))
 
     def in_fit_half(self, row: dict[str, str]) -> bool:
-        """Whether the row is in the fit half (the class docstring)."""
-        known = self.rows.get(_key(row))
-        if known is not None:
-            return known[1]
+        """Whether the row is in the fit half (the class docstring): for a row of the file the same as its group's
+        half, since the fit half's index holds every row of a group with an even id, and a row that is a copy of one
+        of them is in that group."""
         item = measurement(row)
         return _even_id(row) or (item is not None and bool(self.fitted.copies(item)))
 

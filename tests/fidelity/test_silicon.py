@@ -460,17 +460,22 @@ def test_rows_priced_as_another_generation(tmp_path, capsys):
 
 def test_validate_puts_a_copy_of_a_fit_row_in_the_fit_subset(tmp_path):
     """The subset column follows the file's copies: a held-out id's row that repeats a fit row's measurement is
-    reported as fit, a row of its own is held out."""
+    reported as fit, a row of its own is held out; the run column names each row's run by the file line of its first
+    row (the header is line 1), and rows that measure nothing are runs of their own."""
     path = tmp_path / "runs.csv"
-    _write(path, [_row(id="123456789"), _row(id="a"), _row(id="a", silicon_tpot_ms="9")])
+    blank = {"silicon_ttft_ms": "", "silicon_tpot_ms": ""}
+    _write(path, [_row(id="123456789"), _row(id="a"), _row(id="a", silicon_tpot_ms="9"), _row(id="b", **blank),
+                  _row(id="b", **blank)])
     frame = validate_runs(path, progress=False)
-    assert list(frame["subset"]) == ["fit", "fit", "holdout"]
+    assert list(frame["subset"]) == ["fit", "fit", "holdout", "holdout", "holdout"]
+    assert list(frame["run"]) == [2, 2, 4, 5, 6]
     kept = validate_runs(path, keep=lambda row: row["id"] == "a", progress=False)
     assert list(kept["subset"]) == ["fit", "holdout"]  # the copy's half is the file's, not the kept rows'
+    assert list(kept["run"]) == [2, 4]
     fit_line, held_out_line = (line for line in runs_report(frame).splitlines() if line.startswith(("fit:", "hold")))
     assert fit_line.startswith("fit: 2 of 2 rows ok;")
     assert fit_line.endswith("; the 2 rows hold 1 distinct measurements")
-    assert held_out_line.startswith("holdout: 1 of 1 rows ok;") and "distinct" not in held_out_line
+    assert held_out_line.startswith("holdout: 1 of 3 rows ok;") and "distinct" not in held_out_line  # 3 runs
 
 
 @pytest.mark.slow

@@ -92,23 +92,32 @@ def test_digits_are_counted_as_written():
     hundred = measurement(_row(ttft="1E+2", tpot="8"))
     assert hundred.same_run(measurement(_row(ttft="100.4", tpot="8")))
     assert not hundred.same_run(measurement(_row(ttft="140", tpot="8")))
-    huge = "9" * 450
-    assert measurement(_row(ttft=huge, tpot="8")).same_run(measurement(_row(ttft=huge, tpot="8")))
-    assert measurement(_row(ttft=huge, tpot="8")).same_run(measurement(_row(ttft=huge + ".4", tpot="8")))
-    assert not measurement(_row(ttft=huge, tpot="8")).same_run(measurement(_row(ttft="8" + huge[1:], tpot="8")))
+    long_one, long_two = "1." + "0" * 450 + "1", "2." + "0" * 450 + "1"  # 452 digits at 451 decimals
+    assert measurement(_row(ttft=long_one, tpot="8")).same_run(measurement(_row(ttft=long_one + "3", tpot="8")))
+    assert not measurement(_row(ttft=long_one, tpot="8")).same_run(measurement(_row(ttft=long_two, tpot="8")))
 
 
-def test_rows_from_outside_the_file_and_the_runs_of_its_rows():
-    """A row of the file takes its group's half and names its run (the index of the group's first row); a row from
-    outside takes the fit half only as a copy of a fit-half row (it joins no group)."""
+def test_rows_from_outside_the_file_and_rows_that_measure_nothing():
+    """A row of the file takes its group's half; a row from outside takes the fit half only as a copy of a fit-half
+    row (it joins no group). Rows that state no measurement are runs of their own, halved by their id as written
+    without the blanks around it, however many share it."""
     fine, coarse = _row(id=EVEN, ttft="20.004", tpot="3.001"), _row(ttft="20.00", tpot="3.00")
     other = _row(ttft="19.996", tpot="2.999")
     split = Split.of([other, fine, coarse])
-    assert [split.run_of(row) for row in (other, fine, coarse)] == [0, 0, 0]
-    assert all(split.in_fit_half(row) for row in (other, fine, coarse))
+    assert split.groups == [0, 0, 0] and all(split.in_fit_half(row) for row in (other, fine, coarse))
     alone = Split.of([fine, other])
-    assert alone.run_of(coarse) is None and alone.in_fit_half(coarse)  # a copy of the fit row, from outside
-    assert not alone.in_fit_half(other) and alone.run_of(other) == 1
+    assert alone.groups == [0, 1] and alone.in_fit_half(coarse)  # a copy of the fit row, from outside
+    assert not alone.in_fit_half(other)
+    blanks = [_row(id=i, ttft="", tpot="") for i in (ODD, ODD, ODD + " ", " " + EVEN)]
+    split = Split.of(blanks)
+    assert split.groups == [0, 1, 2, 3] and [split.in_fit_half(row) for row in blanks] == [False, False, False, True]
+
+
+def test_means_beyond_a_double_state_nothing():
+    """A mean no double holds (1E+400) is no measurement, as an infinite one is: such rows are runs of their own."""
+    assert measurement(_row(ttft="1E+400", tpot="")) is None
+    assert copy_groups([_row(ttft="1E+400", tpot="5"), _row(ttft="1.0E+400", tpot="5")]) == [0, 0]  # TPOT alone
+    assert measurement(_row(ttft="1.7976931348623157E+308", tpot="5")) is not None
 
 
 def test_a_coarse_copy_of_two_runs_joins_them():
