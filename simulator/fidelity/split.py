@@ -37,7 +37,7 @@ import numpy as np
 FITTED_SYSTEMS = ("h100_sxm", "b200_sxm")
 MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")  # a row's measured mean TTFT and TPOT
 NOISE = Decimal("1e-12")  # relative: two means closer than this are one mean (a double carries ~16 digits)
-# rounding to the coarser's digits is exact for values of up to 400 digits there (longer ones: compared as written)
+# rounding to the coarser's digits is exact for values of up to 400 digits there (longer ones agree within NOISE only)
 _ROUNDING = Context(prec=400, rounding=ROUND_HALF_UP)
 _FINEST = 6  # the search's finest class: rows written to more decimals share one (a window of 5e-7 and the noise)
 
