@@ -256,8 +256,8 @@ def attention_ranks(row: dict[str, str], where: str) -> int:
     that ``attention_dp_size`` × ``batch_size`` (DEP 8 on 8 GPUs as ``attention_dp_size`` 64, ``moe_tp_size`` 8,
     ``moe_ep_size`` 8, ``batch_size`` the clients over 64) — which is ``moe_ep_size`` ranks, the experts over their
     GPUs by expert parallelism alone. Every one of the B200 file's 37 such rows that the file holds again under
-    another deployment, the same measurement (16: :func:`measurement`; DEP 8 and DEP 4), appears there so
-    (``attention_dp_size`` 8, ``moe_tp_size`` 1, ``moe_ep_size`` 8, the clients over 8)."""
+    another deployment, the same run (16: :func:`simulator.fidelity.split.copy_groups`; DEP 8 and DEP 4), appears
+    there so (``attention_dp_size`` 8, ``moe_tp_size`` 1, ``moe_ep_size`` 8, the clients over 8)."""
     dp = _degree(row, "attention_dp_size", where)
     moe_tp, ep = _stated_degree(row, "moe_tp_size", where), _degree(row, "moe_ep_size", where)
     if ((row.get("backend") or "").strip() != "trtllm" or _number(row, "tp_size", where) != 1
